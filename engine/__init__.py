@@ -1,0 +1,1 @@
+"""Attention Scaling Lab compute engine: pure Python + NumPy/torch, never Qt."""

@@ -1,0 +1,258 @@
+"""The simulation generator: chunks of trials in, progressive snapshots out.
+
+``simulate(cfg)`` yields a :class:`SimulationSnapshot` after every chunk (the last one has
+``done=True``); ``sweep(sweep_cfg)`` yields a :class:`SweepPoint` as each d_k finishes. Both check
+``cancelled()`` between chunks (and between key blocks) and start no threads.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import SimulationConfig, SweepConfig
+from engine.errors import Cancelled
+from engine.rules import RULE_REGISTRY
+from engine.sampling import ScoreSampler, resolve_backend
+from engine.softmax import row_metrics
+from engine.stats import Estimate, Histogram, PooledScoreMoments, RunningMoments, StreamingHistogram
+from engine.theory import NormalMixture, logit_theory, raw_score_theory
+
+SCORE_BINS = 120
+UNIT_BINS = 100
+LOG10_JACOBIAN_EDGES = np.linspace(-16.0, 0.0, 129)
+SAMPLE_ROWS = 64
+SAMPLE_KEYS = 512
+
+# per-row metrics tracked by RunningMoments, in this order
+_ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs")
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """Everything measured for one scaling rule (all means with their standard errors)."""
+
+    rule: str
+    logit_mean: Estimate
+    logit_var: Estimate
+    top_weight: Estimate
+    saturated_frac: Estimate
+    entropy: Estimate
+    entropy_norm: Estimate
+    jacobian_fro: Estimate
+    jacobian_max_abs: Estimate
+    logit_hist: Histogram
+    top_weight_hist: Histogram
+    entropy_norm_hist: Histogram
+    log10_jacobian_hist: Histogram
+    logit_theory: NormalMixture
+    #: up to 64 sample softmax rows, each sorted descending (at most 512 keys kept)
+    sample_weights: np.ndarray
+
+    @property
+    def logit_std(self) -> Estimate:
+        return _std(self.logit_var)
+
+
+def _std(var: Estimate) -> Estimate:
+    s = math.sqrt(max(var.mean, 0.0))
+    return Estimate(s, var.se / (2 * s) if s > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class SimulationSnapshot:
+    """Plain data: the same object feeds plots, the results table, CSV export and tests."""
+
+    config: SimulationConfig
+    trials_done: int
+    elapsed_s: float
+    done: bool
+    backend: str
+    device: str
+    method: str
+    raw_mean: Estimate
+    raw_var: Estimate
+    raw_hist: Histogram
+    raw_theory: NormalMixture
+    rules: dict[str, RuleResult] = field(default_factory=dict)
+
+    @property
+    def raw_std(self) -> Estimate:
+        return _std(self.raw_var)
+
+    @property
+    def progress(self) -> float:
+        return self.trials_done / self.config.trials
+
+    def summary_rows(self) -> list[dict[str, object]]:
+        """One row per rule with the columns of ``summary.csv``."""
+        rows = []
+        c = self.config
+        for name, r in self.rules.items():
+            rows.append({
+                "d_k": c.d_k, "n_keys": c.n_keys, "trials": self.trials_done, "scaling": name,
+                "raw_score_mean": self.raw_mean.mean, "raw_score_mean_se": self.raw_mean.se,
+                "raw_score_var": self.raw_var.mean, "raw_score_var_se": self.raw_var.se,
+                "raw_score_std": self.raw_std.mean, "raw_score_var_theory": self.raw_theory.var,
+                "logit_mean": r.logit_mean.mean, "logit_mean_se": r.logit_mean.se,
+                "logit_var": r.logit_var.mean, "logit_var_se": r.logit_var.se,
+                "logit_std": r.logit_std.mean, "logit_var_theory": r.logit_theory.var,
+                "top_weight_mean": r.top_weight.mean, "top_weight_se": r.top_weight.se,
+                "saturated_frac": r.saturated_frac.mean, "saturated_frac_se": r.saturated_frac.se,
+                "entropy_mean": r.entropy.mean, "entropy_se": r.entropy.se,
+                "entropy_norm_mean": r.entropy_norm.mean, "entropy_norm_se": r.entropy_norm.se,
+                "jacobian_fro_mean": r.jacobian_fro.mean, "jacobian_fro_se": r.jacobian_fro.se,
+                "jacobian_max_abs_mean": r.jacobian_max_abs.mean,
+                "jacobian_max_abs_se": r.jacobian_max_abs.se,
+                "saturation_threshold": c.saturation_threshold,
+                "method": self.method, "backend": self.backend, "device": self.device,
+                "dtype": c.dtype,
+            })
+        return rows
+
+    def histogram_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """Edges, counts and under/overflow of every histogram, named for ``histograms.npz``."""
+        out: dict[str, np.ndarray] = {}
+
+        def put(name: str, h: Histogram) -> None:
+            out[f"{prefix}{name}_edges"] = h.edges
+            out[f"{prefix}{name}_counts"] = h.counts
+            out[f"{prefix}{name}_outside"] = np.array([h.underflow, h.overflow], dtype=np.int64)
+
+        put("raw_score", self.raw_hist)
+        for name, r in self.rules.items():
+            put(f"{name}_logit", r.logit_hist)
+            put(f"{name}_top_weight", r.top_weight_hist)
+            put(f"{name}_entropy_norm", r.entropy_norm_hist)
+            put(f"{name}_log10_jacobian_fro", r.log10_jacobian_hist)
+            out[f"{prefix}{name}_sample_weights"] = r.sample_weights
+        return out
+
+
+class _RuleAccumulator:
+    def __init__(self, cfg: SimulationConfig, rule: str) -> None:
+        self.rule = rule
+        self.logits = PooledScoreMoments()
+        self.rows = RunningMoments(len(_ROW_FIELDS))
+        self.logit_hist = StreamingHistogram(SCORE_BINS)
+        self.top_hist = StreamingHistogram(UNIT_BINS, np.linspace(0.0, 1.0, UNIT_BINS + 1))
+        self.entropy_hist = StreamingHistogram(UNIT_BINS, np.linspace(0.0, 1.0, UNIT_BINS + 1))
+        self.jac_hist = StreamingHistogram(len(LOG10_JACOBIAN_EDGES) - 1, LOG10_JACOBIAN_EDGES)
+        self.theory = logit_theory(cfg, rule)
+        self.sample: np.ndarray | None = None
+        self.log_n = math.log(cfg.n_keys)
+        self.threshold = cfg.saturation_threshold
+
+    def update(self, logits: np.ndarray) -> None:
+        m = row_metrics(logits)
+        entropy_norm = m.entropy / self.log_n
+        saturated = m.top_weight > self.threshold
+        cols = np.stack([m.top_weight, saturated, m.entropy, entropy_norm,
+                         m.jacobian_fro, m.jacobian_max_abs], axis=1)
+        self.rows.update(cols)
+        self.logits.update(logits)
+        self.logit_hist.update(logits)
+        self.top_hist.update(m.top_weight)
+        self.entropy_hist.update(entropy_norm)
+        self.jac_hist.update(m.log10_jacobian_fro)
+        if self.sample is None:
+            rows = m.weights[:SAMPLE_ROWS]
+            self.sample = -np.sort(-rows, axis=1)[:, :SAMPLE_KEYS].astype(np.float64)
+
+    def result(self) -> RuleResult:
+        e = self.rows.estimate
+        return RuleResult(
+            rule=self.rule,
+            logit_mean=self.logits.mean_estimate(), logit_var=self.logits.var_estimate(),
+            top_weight=e(0), saturated_frac=e(1), entropy=e(2), entropy_norm=e(3),
+            jacobian_fro=e(4), jacobian_max_abs=e(5),
+            logit_hist=self.logit_hist.snapshot(), top_weight_hist=self.top_hist.snapshot(),
+            entropy_norm_hist=self.entropy_hist.snapshot(),
+            log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
+            sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
+        )
+
+
+def simulate(
+    cfg: SimulationConfig,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[SimulationSnapshot]:
+    """Yield a snapshot after every chunk; the last has ``done=True``. Raises ``Cancelled`` if
+    ``cancelled()`` turns true (checked between chunks and key blocks)."""
+    start = time.perf_counter()
+    backend, device = resolve_backend(cfg)
+    method = cfg.resolved_method
+    sampler = ScoreSampler(cfg, backend, device, method)
+    raw = PooledScoreMoments()
+    raw_hist = StreamingHistogram(SCORE_BINS)
+    raw_theory = raw_score_theory(cfg)
+    accs = {name: _RuleAccumulator(cfg, name) for name in cfg.scalings}
+    done = 0
+    for size in sampler.plan.sizes(cfg.trials):
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        scores = sampler.draw(size, cancelled)
+        raw.update(scores.dot)
+        raw_hist.update(scores.dot)
+        for name, acc in accs.items():
+            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature))
+        done += size
+        yield SimulationSnapshot(
+            config=cfg, trials_done=done, elapsed_s=time.perf_counter() - start,
+            done=done >= cfg.trials, backend=backend, device=device, method=method,
+            raw_mean=raw.mean_estimate(), raw_var=raw.var_estimate(), raw_hist=raw_hist.snapshot(),
+            raw_theory=raw_theory, rules={name: acc.result() for name, acc in accs.items()},
+        )
+
+
+def run_simulation(
+    cfg: SimulationConfig,
+    cancelled: Callable[[], bool] | None = None,
+    on_snapshot: Callable[[SimulationSnapshot], None] | None = None,
+) -> SimulationSnapshot:
+    """Run to completion and return the final snapshot (``on_snapshot`` sees every one)."""
+    last = None
+    for snap in simulate(cfg, cancelled):
+        if on_snapshot is not None:
+            on_snapshot(snap)
+        last = snap
+    assert last is not None
+    return last
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    index: int  #: position in the sweep's d_k list
+    total: int  #: number of points in the sweep
+    snapshot: SimulationSnapshot  #: the finished simulation at this d_k
+
+    @property
+    def d_k(self) -> int:
+        return self.snapshot.config.d_k
+
+
+def sweep(
+    sweep_cfg: SweepConfig,
+    cancelled: Callable[[], bool] | None = None,
+    on_snapshot: Callable[[SimulationSnapshot], None] | None = None,
+) -> Iterator[SweepPoint]:
+    """Run the base config at every d_k; yield each point as it finishes. Point i uses the same
+    random stream as a single run at that d_k with the same seed."""
+    total = len(sweep_cfg.d_ks)
+    for i, d_k in enumerate(sweep_cfg.d_ks):
+        snap = run_simulation(sweep_cfg.point(d_k), cancelled, on_snapshot)
+        yield SweepPoint(index=i, total=total, snapshot=snap)
+
+
+def sweep_total_trials(sweep_cfg: SweepConfig) -> int:
+    return sweep_cfg.base.trials * len(sweep_cfg.d_ks)
+
+
+__all__ = [
+    "Cancelled", "RuleResult", "SimulationSnapshot", "SweepPoint", "run_simulation", "simulate",
+    "sweep", "sweep_total_trials",
+]

@@ -1,0 +1,75 @@
+"""Small validators shared by every config dataclass (errors name the field and range)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from engine.errors import ConfigError
+
+
+def check_int(field: str, value: Any, lo: int, hi: int) -> int:
+    """An integer in [lo, hi]; bools and floats with a fraction are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+        isinstance(value, float) and value.is_integer()
+    ):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.integer):
+                value = int(value)
+            else:
+                raise TypeError
+        except TypeError:
+            raise ConfigError(field, f"must be an integer from {lo:,} to {hi:,}, got {value!r}") from None
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ConfigError(field, f"must be from {lo:,} to {hi:,}, got {value:,}")
+    return value
+
+
+def check_float(
+    field: str,
+    value: Any,
+    lo: float,
+    hi: float,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """A finite float in the interval; the message shows open/closed ends."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(field, f"must be a number, got {value!r}") from None
+    left = "(" if lo_open else "["
+    right = ")" if hi_open else "]"
+    allowed = f"{left}{lo:g}, {hi:g}{right}"
+    if not math.isfinite(value):
+        raise ConfigError(field, f"must be a finite number in {allowed}, got {value}")
+    if value < lo or value > hi or (lo_open and value == lo) or (hi_open and value == hi):
+        raise ConfigError(field, f"must be in {allowed}, got {value:g}")
+    return value
+
+
+def check_choice(field: str, value: Any, choices: Iterable[str]) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def check_choices(field: str, values: Any, choices: Iterable[str], *, min_len: int = 1) -> tuple[str, ...]:
+    """A non-empty tuple of distinct names from ``choices`` (order kept)."""
+    choices = tuple(choices)
+    if isinstance(values, str):
+        values = (values,)
+    values = tuple(values)
+    if len(values) < min_len:
+        raise ConfigError(field, f"needs at least {min_len} of {', '.join(choices)}")
+    for v in values:
+        check_choice(field, v, choices)
+    if len(set(values)) != len(values):
+        raise ConfigError(field, f"lists a name twice: {', '.join(values)}")
+    return values

@@ -1,0 +1,50 @@
+"""Attention Scaling Lab: parse arguments and dispatch (GUI by default, or a headless command)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+
+def build_parser():  # -> LabArgumentParser
+    from ui.cli import COMMANDS
+    from ui.cli.common import LabArgumentParser
+
+    parser = LabArgumentParser(
+        prog="attention-lab",
+        description="See, poke and measure softmax(QK^T / sqrt(d_k)) V. "
+        "Without a command, opens the desktop app.",
+    )
+    parser.add_argument("--screenshot", metavar="FILE",
+                        help="open the window with default settings, wait for the first complete "
+                        "results, save a PNG of the whole window to FILE and exit")
+    parser.add_argument("--theme", choices=("light", "dark"), help="colour theme for this start")
+    parser.add_argument("--reset-settings", action="store_true",
+                        help="ignore the remembered window layout and parameters")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=LabArgumentParser)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ui.cli import COMMANDS
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        from ui.app import run_gui
+
+        return run_gui(args)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

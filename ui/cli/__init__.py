@@ -1,0 +1,12 @@
+"""Headless subcommands. Each module has ``add_arguments(parser)`` and ``run(args) -> int``.
+
+No module here imports Qt or torch at import time: ``--help`` must stay instant.
+"""
+
+from __future__ import annotations
+
+#: subcommand name -> module path (imported lazily by main.py)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("ui.cli.simulate", "Monte-Carlo simulation of attention scores over d_k and scaling rules"),
+    "inspect": ("ui.cli.inspect", "softmax, Jacobian and entropy of a handful of scores"),
+}

@@ -1,0 +1,62 @@
+"""What every subcommand shares: one-line errors (exit 2), progress bars, tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from engine.errors import ConfigError
+
+EXIT_USAGE = 2
+
+
+class LabArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one line on stderr and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def option_name(field: str) -> str:
+    """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
+    special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",
+               "dist": "--dist", "out": "--out"}
+    return special.get(field, "--" + field.replace("_", "-"))
+
+
+def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoReturn:
+    """Exit 2 with one line naming the parameter."""
+    if isinstance(error, ConfigError):
+        msg = f"{option_name(error.field)}: {error.message}"
+    else:
+        msg = f"{option_name(field)}: {error}" if field else str(error)
+    sys.stderr.write(f"{prog}: error: {msg}\n")
+    raise SystemExit(EXIT_USAGE)
+
+
+def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial") -> Any:
+    """A tqdm bar on stderr that appears only for runs longer than about a second."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=quiet,
+                delay=1.0, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """Plain aligned text table; ``columns`` is (key, header)."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    cells = [[fmt(r[k]) for k, _ in columns] for r in rows]
+    headers = [h for _, h in columns]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
