@@ -12,5 +12,5 @@ class ConfigError(ValueError):
         self.message = message
 
 
-class Cancelled(Exception):  # noqa: N818 - reads as "the run was cancelled"
+class Cancelled(Exception):
     """Raised inside engine loops when the caller's cancel flag is set."""

@@ -98,13 +98,13 @@ class _NumpyOps:
     def asarray(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=self.dtype)
 
-    def sqrt(self, x):  # noqa: ANN001, ANN201
+    def sqrt(self, x):
         return np.sqrt(x)
 
-    def var(self, x):  # noqa: ANN001, ANN201
+    def var(self, x):
         return x.var(axis=-1)
 
-    def to_numpy(self, x) -> np.ndarray:  # noqa: ANN001
+    def to_numpy(self, x) -> np.ndarray:
         return x
 
 
@@ -118,7 +118,7 @@ class _TorchOps:
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(int(ss.generate_state(1, dtype=np.uint64)[0] & ((1 << 63) - 1)))
 
-    def standardized(self, dist: str, shape: tuple[int, ...]):  # noqa: ANN201
+    def standardized(self, dist: str, shape: tuple[int, ...]):
         t = self.torch
         kw = dict(generator=self.gen, device=self.device, dtype=self.dtype)
         if dist == "gaussian":
@@ -127,16 +127,16 @@ class _TorchOps:
             return t.rand(shape, **kw).mul_(2 * SQRT3).sub_(SQRT3)
         return t.randint(0, 2, shape, generator=self.gen, device=self.device).to(self.dtype).mul_(2).sub_(1)
 
-    def asarray(self, x: np.ndarray):  # noqa: ANN201
+    def asarray(self, x: np.ndarray):
         return self.torch.as_tensor(np.asarray(x), dtype=self.dtype, device=self.device)
 
-    def sqrt(self, x):  # noqa: ANN001, ANN201
+    def sqrt(self, x):
         return self.torch.sqrt(x)
 
-    def var(self, x):  # noqa: ANN001, ANN201
+    def var(self, x):
         return x.var(dim=-1, unbiased=False)
 
-    def to_numpy(self, x) -> np.ndarray:  # noqa: ANN001
+    def to_numpy(self, x) -> np.ndarray:
         return x.detach().cpu().numpy()
 
 
@@ -149,7 +149,7 @@ class ChunkPlan:
     key_block: int
     first_trials: int
 
-    def sizes(self, total: int):  # noqa: ANN201 - generator of ints
+    def sizes(self, total: int):
         done, size = 0, self.first_trials
         while done < total:
             step = min(size, total - done)

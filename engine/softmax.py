@@ -76,22 +76,22 @@ def row_metrics(logits: np.ndarray) -> RowMetrics:
     n = s.shape[-1]
     m = np.argmax(s, axis=-1)[..., None]
     x = s - np.take_along_axis(s, m, axis=-1)  # x <= 0, x[m] = 0
-    e = np.exp(x)
-    z = e.sum(axis=-1, keepdims=True)  # >= 1
-    log_z = np.log(z)
-    p = e / z
+    # log of the mass off the max, O = sum_{i != m} exp(x_i), computed around the runner-up
+    others = x.copy()
+    np.put_along_axis(others, m, -np.inf, axis=-1)
+    x2 = others.max(axis=-1, keepdims=True)
+    log_o = x2 + np.log(np.exp(others - x2).sum(axis=-1, keepdims=True))
+    o_mass = np.exp(log_o)
+    log_z = np.log1p(o_mass)  # Z = 1 + O; log1p keeps tiny O (log(1 + 1e-18) is not 0)
+    log_e = log_o - log_z  # log(1 - p_max), exact even when 1 - p_max underflows
+    z = 1.0 + o_mass
+    p = np.exp(x - log_z)
 
     top = (1.0 / z)[..., 0]
     # entropy H = log Z - sum p x   (no 0 * log 0: x is finite)
     entropy = log_z[..., 0] - (p * x).sum(axis=-1)
     entropy = np.clip(entropy, 0.0, np.log(n))
 
-    # log of the mass off the max, O = sum_{i != m} exp(x_i), computed around the runner-up
-    others = x.copy()
-    np.put_along_axis(others, m, -np.inf, axis=-1)
-    x2 = others.max(axis=-1, keepdims=True)
-    log_o = x2 + np.log(np.exp(others - x2).sum(axis=-1, keepdims=True))
-    log_e = log_o - log_z  # log(1 - p_max), exact even when 1 - p_max underflows
     v = np.exp(others - log_o)  # weights of the others relative to E: v_i = p_i / E, sum v = 1
     np.put_along_axis(v, m, 0.0, axis=-1)
     one_minus_p = 1.0 - p

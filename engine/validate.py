@@ -11,9 +11,9 @@ from engine.errors import ConfigError
 
 def check_int(field: str, value: Any, lo: int, hi: int) -> int:
     """An integer in [lo, hi]; bools and floats with a fraction are refused."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+    if isinstance(value, bool) or (not isinstance(value, (int,)) and not (
         isinstance(value, float) and value.is_integer()
-    ):
+    )):
         try:
             import numpy as np
 

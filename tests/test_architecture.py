@@ -39,7 +39,7 @@ def test_importing_the_whole_engine_loads_no_qt() -> None:
         "for m in pkgutil.walk_packages(engine.__path__, 'engine.'):\n"
         "    importlib.import_module(m.name)\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in %r]\n"
-        "print(','.join(bad))\n" % (FORBIDDEN,)
+        "print(','.join(bad))\n".replace("%r", repr(FORBIDDEN))
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)

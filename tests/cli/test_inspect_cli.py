@@ -1,0 +1,50 @@
+"""``main.py inspect``: the worked examples, JSON output, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), "inspect", *args], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_json_output_has_the_documented_keys() -> None:
+    r = run("16", "8", "0", "-8", "--scale", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {"scores", "scaled", "weights", "jacobian", "jacobian_fro", "jacobian_max_abs", "entropy"} <= set(d)
+    assert d["scaled"] == [2.0, 1.0, 0.0, -1.0]
+    np.testing.assert_allclose(d["weights"], [0.64391426, 0.23688282, 0.08714432, 0.03205860], atol=5e-9)
+    assert d["jacobian_fro"] == pytest.approx(0.383675762151, abs=1e-12)
+    jac = np.array(d["jacobian"])
+    np.testing.assert_allclose(jac.sum(1), 0, atol=1e-15)
+    assert d["jacobian_max_abs"] == pytest.approx(0.22928869, abs=5e-9)
+
+
+def test_text_output_mentions_the_quarter_bound() -> None:
+    r = run("8", "0", "-8")
+    assert r.returncode == 0
+    assert "0.25" in r.stdout and "0.0003353" in r.stdout
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (["1", "x"], "SCORE"), (["1"], "SCORE"), (["1", "nan"], "SCORE"),
+    (["1", "2", "--scale", "0"], "--scale"), (["1", "2", "--scale", "abc"], "--scale"),
+])
+def test_bad_input_exits_2_with_one_line(args: list[str], name: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and name in r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,118 @@
+"""``main.py simulate``: outputs, and every bad input exits 2 with one line naming the parameter."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUIRED = ("d_k, n_keys, trials, scaling, raw_score_mean, raw_score_var, raw_score_std, logit_mean, "
+            "logit_var, logit_std, top_weight_mean, top_weight_se, saturated_frac, entropy_mean, "
+            "entropy_norm_mean, jacobian_fro_mean, jacobian_fro_se, jacobian_max_abs_mean").split(", ")
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_simulate_writes_summary_histograms_and_config(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    r = run("simulate", "--d-k", "4", "64", "512", "--keys", "8", "--trials", "4000",
+            "--scaling", "none", "sqrt", "dk", "--seed", "0", "--out", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert "sqrt" in r.stdout and "512" in r.stdout
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(rows) == 9
+    assert set(REQUIRED) <= set(rows[0])
+    for row in rows:
+        for key in REQUIRED[4:]:
+            assert np.isfinite(float(row[key]))
+    by = {(int(r["d_k"]), r["scaling"]): r for r in rows}
+    assert float(by[(512, "none")]["saturated_frac"]) > float(by[(4, "none")]["saturated_frac"])
+    assert float(by[(512, "sqrt")]["logit_var"]) == pytest.approx(1.0, abs=0.1)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["config"]["seed"] == 0 and cfg["d_ks"] == [4, 64, 512]
+    assert {"numpy", "torch", "python"} <= set(cfg["versions"])
+    assert cfg["resolved"][0]["backend"] == "numpy" and cfg["resolved"][0]["method"] == "exact"
+    with np.load(out / "histograms.npz") as npz:
+        names = set(npz.files)
+        assert {"d512_none_logit_edges", "d512_none_logit_counts", "d4_raw_score_counts",
+                "d64_sqrt_log10_jacobian_fro_counts", "d64_dk_top_weight_counts"} <= names
+        counts = npz["d512_sqrt_logit_counts"]
+        outside = npz["d512_sqrt_logit_outside"]
+        assert counts.sum() + outside.sum() == 4000 * 8
+        assert len(npz["d512_sqrt_logit_edges"]) == len(counts) + 1
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_config_json_reproduces_the_run(tmp_path: Path) -> None:
+    from engine.config import SimulationConfig
+    from engine.export import summary_rows
+    from engine.simulate import run_simulation
+
+    r = run("simulate", "--d-k", "32", "--scaling", "sqrt", "cosine", "--dist", "uniform",
+            "--trials", "300", "--seed", "5", "--out", str(tmp_path), "--quiet")
+    assert r.returncode == 0, r.stderr
+    cfg = SimulationConfig.from_dict(json.loads((tmp_path / "config.json").read_text())["config"])
+    again = summary_rows([run_simulation(cfg)])
+    rows = list(csv.DictReader((tmp_path / "summary.csv").open()))
+    for a, b in zip(rows, again):
+        assert float(a["jacobian_fro_mean"]) == b["jacobian_fro_mean"]  # repr round-trips exactly
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["--d-k", "0"], "--d-k"),
+    (["--d-k", "x"], "--d-k"),
+    (["--trials", "-5"], "--trials"),
+    (["--keys", "1"], "--keys"),
+    (["--scaling", "sqrt", "bogus"], "--scaling"),
+    (["--correlation", "2"], "--correlation"),
+    (["--q-std", "0"], "--q-std"),
+    (["--dist", "cauchy"], "--dist"),
+    (["--method", "exact", "--dist", "uniform"], "--method"),
+    (["--saturation-threshold", "1"], "--saturation-threshold"),
+    (["--backend", "numpy", "--device", "cuda"], "--device"),
+    (["--figures"], "--figures"),
+])
+def test_bad_input_exits_2_with_one_line(args: list[str], names: str) -> None:
+    r = run("simulate", "--quiet", *args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert names in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_unwritable_out_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run("simulate", "--trials", "10", "--out", str(blocker / "sub"), "--quiet")
+    assert r.returncode == 2 and "--out" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    if os.geteuid() != 0:  # root ignores permission bits
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        r = run("simulate", "--trials", "10", "--out", str(ro), "--quiet")
+        assert r.returncode == 2 and list(ro.iterdir()) == []
+
+
+def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path) -> None:
+    quick = run("simulate", "--d-k", "8", "--trials", "100")
+    assert quick.returncode == 0 and quick.stderr == ""
+    slow = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
+               "--scaling", "sqrt")
+    assert slow.returncode == 0
+    assert "simulate" in slow.stderr and "trial" in slow.stderr  # tqdm appeared after ~1 s
+    quiet = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
+                "--scaling", "sqrt", "--quiet")
+    assert quiet.stderr == ""

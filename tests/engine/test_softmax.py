@@ -1,0 +1,159 @@
+"""Softmax numerics: SCIENCE.md's worked examples, outside oracles (mpmath, torch), properties."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from engine.softmax import JACOBIAN_ENTRY_MAX, attention, jacobian, row_metrics, softmax
+
+WORKED = [  # scores, softmax, largest |J| entry: SCIENCE.md's table, digits as printed there
+    ([8, 0, -8], ["0.99966454", "0.00033535", "1.1249742e-7"], "0.00033535"),
+    ([1, 0, -1], ["0.66524096", "0.24472847", "0.09003057"], "0.22269543"),
+    ([16, 8, 0, -8], ["0.99966454", "0.00033535", "1.1249742e-7", "3.77e-11"], "0.00033535"),
+    ([2, 1, 0, -1], ["0.64391426", "0.23688282", "0.08714432", "0.03205860"], "0.22928869"),
+]
+
+
+def _sig_digits(literal: str) -> int:
+    mantissa = literal.lower().split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def _rounded_as_printed(value: float, literal: str) -> float:
+    return float(f"{value:.{_sig_digits(literal)}g}")
+
+
+@pytest.mark.parametrize(("scores", "weights", "max_entry"), WORKED)
+def test_worked_examples(scores, weights, max_entry) -> None:
+    m = row_metrics(np.array(scores, dtype=float))
+    for got, literal in zip(m.weights, weights):
+        assert _rounded_as_printed(float(got), literal) == float(literal)
+    assert _rounded_as_printed(float(m.jacobian_max_abs), max_entry) == float(max_entry)
+
+
+@pytest.mark.parametrize(("scores", "fro"), [([1, 0, -1], 0.389389774658), ([2, 1, 0, -1], 0.383675762151)])
+def test_worked_frobenius_norms(scores, fro) -> None:
+    assert row_metrics(np.array(scores, float)).jacobian_fro == pytest.approx(fro, abs=5e-13)
+
+
+def _mp_oracle(scores: list[float]) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """Frobenius norm and entropy with enough digits that 1 - p_max is exact."""
+    spread = max(scores) - min(scores)
+    with mpmath.workdps(int(spread / 2.3) + 60):
+        s = [mpmath.mpf(x) for x in scores]
+        e = [mpmath.exp(x - max(s)) for x in s]
+        z = mpmath.fsum(e)
+        p = [x / z for x in e]
+        fro2 = mpmath.fsum(((p[i] if i == j else 0) - p[i] * p[j]) ** 2
+                           for i in range(len(p)) for j in range(len(p)))
+        ent = -mpmath.fsum(x * mpmath.log(x) for x in p if x > 0)
+        return mpmath.sqrt(fro2), ent
+
+
+@pytest.mark.parametrize("scores", [
+    [1, 0, -1], [3.5, -2, 0.25, 7, 7], [40, 0, -3], [400, 0, -1],  # 1 - p_max ~ 1e-174
+    [0, -700, -710, -705], [0, -30, -30, -30, -30, -30], [12, 11.5, -20],
+    [0, 0, 0, 0], [0, -800, -801],  # off-mass below the float64 range: the log stays exact
+    list(np.linspace(-50, 50, 33)),
+])
+def test_jacobian_size_matches_mpmath_including_saturated_rows(scores) -> None:
+    m = row_metrics(np.array(scores, float))
+    fro, ent = _mp_oracle(scores)
+    expected_log10 = float(mpmath.log10(fro)) if fro > 0 else None
+    assert m.log10_jacobian_fro == pytest.approx(expected_log10, rel=1e-12, abs=1e-9)
+    if fro > mpmath.mpf("1e-300"):
+        assert m.jacobian_fro == pytest.approx(float(fro), rel=1e-12)
+    assert m.entropy == pytest.approx(float(ent), rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("a", [1e3, 1e5, 1e6])
+def test_extreme_spread_has_exact_log_jacobian(a: float) -> None:
+    """For scores (a, 0, -a), E = 1 - p_max ~ e^-a and ||J||_F -> 2E: log10 = log10(2) - a/ln 10."""
+    m = row_metrics(np.array([a, 0.0, -a]))
+    assert m.log10_jacobian_fro == pytest.approx(np.log10(2.0) - a / np.log(10.0), rel=1e-14)
+    assert m.jacobian_fro == 0.0 and m.top_weight == 1.0 and m.entropy >= 0
+
+
+def test_naive_one_minus_pmax_would_fail_here() -> None:
+    """The trap the implementation avoids: 1 - p_max rounds to 0 although the others are not 0."""
+    p = softmax(np.array([40.0, 0.0, -3.0]))
+    assert 1.0 - p.max() == 0.0 and p[1:].sum() > 0
+    assert row_metrics(np.array([40.0, 0.0, -3.0])).jacobian_fro > 0
+
+
+def test_jacobian_matrix_equals_torch_autograd() -> None:
+    rng = np.random.default_rng(1)
+    for n in (2, 5, 17):
+        s = rng.normal(scale=3, size=n)
+        auto = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, 0),
+                                                  torch.tensor(s, dtype=torch.float64))
+        np.testing.assert_allclose(jacobian(softmax(s)), auto.numpy(), atol=1e-15)
+        assert row_metrics(s).jacobian_fro == pytest.approx(float(torch.linalg.norm(auto)), rel=1e-12)
+
+
+def test_attention_equals_torch_sdpa() -> None:
+    rng = np.random.default_rng(2)
+    q, k, v = rng.normal(size=(2, 3, 5, 16)), rng.normal(size=(2, 3, 7, 16)), rng.normal(size=(2, 3, 7, 4))
+    for scale in (None, 1.0, 1 / 16):
+        out, w = attention(q, k, v, scale=scale)
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            *(torch.tensor(a) for a in (q, k, v)), scale=scale)
+        np.testing.assert_allclose(out, ref.numpy(), atol=1e-12)
+        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
+    mask = np.tril(np.ones((5, 7), dtype=bool))
+    out, w = attention(q, k, v, mask=mask)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.tensor(a) for a in (q, k, v)), attn_mask=torch.tensor(mask))
+    np.testing.assert_allclose(out, ref.numpy(), atol=1e-12)
+    assert np.all(w[..., ~mask] == 0)
+
+
+def test_largest_entry_never_exceeds_quarter() -> None:
+    m = row_metrics(np.array([[0.0, 0.0], [0.0, np.log(3)], [5.0, -5.0]]))
+    assert m.jacobian_max_abs[0] == pytest.approx(JACOBIAN_ENTRY_MAX)
+    assert np.all(m.jacobian_max_abs <= JACOBIAN_ENTRY_MAX)
+
+
+finite_scores = arrays(np.float64, st.integers(2, 40),
+                       elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False))
+
+
+@given(finite_scores)
+def test_properties_hold_for_any_scores(s: np.ndarray) -> None:
+    m = row_metrics(s)
+    for arr in (m.weights, m.top_weight, m.entropy, m.jacobian_fro, m.log10_jacobian_fro, m.jacobian_max_abs):
+        assert np.all(np.isfinite(arr))
+    assert m.weights.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.all(m.weights >= 0)
+    assert 0 <= m.entropy <= np.log(s.size) + 1e-12
+    assert 0 <= m.jacobian_max_abs <= 0.25
+    assert 0 <= m.jacobian_fro <= 0.5 + 1e-12
+    j = jacobian(m.weights)
+    np.testing.assert_allclose(j.sum(axis=1), 0.0, atol=1e-15)
+    np.testing.assert_allclose(j, j.T)
+    assert m.jacobian_fro == pytest.approx(np.linalg.norm(j), rel=1e-9, abs=1e-300)
+
+
+@given(finite_scores)
+def test_float32_path_stays_finite(s: np.ndarray) -> None:
+    m = row_metrics(s.astype(np.float32))
+    assert m.weights.dtype == np.float32
+    for arr in (m.weights, m.entropy, m.jacobian_fro, m.log10_jacobian_fro, m.jacobian_max_abs):
+        assert np.all(np.isfinite(arr))
+    assert float(m.weights.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_batched_rows_equal_single_rows() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(scale=20, size=(50, 9))
+    batch = row_metrics(x)
+    for i in (0, 17, 49):
+        one = row_metrics(x[i])
+        assert batch.jacobian_fro[i] == pytest.approx(float(one.jacobian_fro), rel=1e-14)
+        assert batch.entropy[i] == pytest.approx(float(one.entropy), rel=1e-14, abs=1e-300)
