@@ -6,6 +6,8 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from engine.config import SimulationConfig, SweepConfig
@@ -220,3 +222,30 @@ def test_cuda_path_runs_and_agrees_with_theory() -> None:  # pragma: no cover - 
         assert snap.device == "cuda"
         assert within(snap.raw_var, 256)
         assert within(snap.rules["sqrt"].logit_var, 1.0)
+
+
+@settings(max_examples=25)
+@given(
+    d_k=st.integers(1, 300), n=st.integers(2, 40), dist=st.sampled_from(["gaussian", "uniform", "rademacher"]),
+    q_mean=st.floats(-50, 50), k_mean=st.floats(-50, 50), q_std=st.floats(1e-3, 100), k_std=st.floats(1e-3, 100),
+    rho=st.floats(-1, 1), temperature=st.floats(1e-6, 1e3),
+    rules=st.lists(st.sampled_from(["none", "sqrt", "dk", "temperature", "cosine", "qknorm"]), min_size=1, max_size=6, unique=True),
+    backend=st.sampled_from(["numpy", "torch"]),
+)
+def test_property_any_valid_config_gives_finite_results(d_k, n, dist, q_mean, k_mean, q_std, k_std, rho,
+                                                       temperature, rules, backend) -> None:
+    cfg = SimulationConfig(d_k=d_k, n_keys=n, trials=40, dist=dist, q_mean=q_mean, k_mean=k_mean,
+                           q_std=q_std, k_std=k_std, correlation=rho, temperature=temperature,
+                           scalings=tuple(rules), backend=backend, device="cpu" if backend == "torch" else "auto")
+    snap = run_simulation(cfg)
+    for row in snap.summary_rows():
+        for key, value in row.items():
+            if isinstance(value, float):
+                assert np.isfinite(value), key
+        assert 1.0 / n - 1e-9 <= row["top_weight_mean"] <= 1.0 + 1e-12
+        assert 0.0 <= row["entropy_norm_mean"] <= 1.0 + 1e-9
+        assert 0.0 <= row["jacobian_max_abs_mean"] <= 0.25 + 1e-12
+    for name, arr in snap.histogram_arrays().items():
+        assert np.all(np.isfinite(arr)), name
+    for r in snap.rules.values():
+        np.testing.assert_allclose(r.sample_weights.sum(1), 1.0, atol=1e-9)
