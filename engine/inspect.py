@@ -56,7 +56,8 @@ def inspect_scores(scores: Sequence[float], scale: float = 1.0) -> InspectResult
         raise ConfigError("scale", f"must be a positive number, got {scale!r}") from None
     if not (math.isfinite(scale) and scale > 0):
         raise ConfigError("scale", f"must be a positive finite number, got {scale}")
-    scaled = s / scale
+    with np.errstate(over="ignore"):
+        scaled = s / scale
     if not np.all(np.isfinite(scaled)):
         raise ConfigError("scale", "too small: scores / scale overflow")
     m = row_metrics(scaled)
