@@ -9,4 +9,6 @@ from __future__ import annotations
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("ui.cli.simulate", "Monte-Carlo simulation of attention scores over d_k and scaling rules"),
     "inspect": ("ui.cli.inspect", "softmax, Jacobian and entropy of a handful of scores"),
+    "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
+                    "vs. the i.i.d. theory"),
 }

@@ -1,0 +1,48 @@
+"""The one frozen, validated parameter set of a model probe (errors name the field and range)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.validate import check_float, check_int
+
+#: the scaling rules a probe compares; ``model`` is whatever factor the model itself applies
+PROBE_RULES: tuple[str, ...] = ("model", "none", "dk")
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """What to analyse and how.
+
+    ``model`` is a local Hugging Face model folder, or None for the bundled all-MiniLM-L6-v2.
+    ``max_tokens`` caps the text below the model's own limit (None = the model's limit).
+    ``bootstrap`` resamples of the tokens give the standard errors of the std figures (0 = none).
+    """
+
+    text: str
+    model: str | None = None
+    saturation_threshold: float = 0.99
+    bootstrap: int = 200
+    seed: int = 0
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ConfigError("text", "must contain at least one non-blank character")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
+            raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
+        object.__setattr__(self, "saturation_threshold",
+                           check_float("saturation_threshold", self.saturation_threshold, 0.5, 1.0,
+                                       hi_open=True))
+        object.__setattr__(self, "bootstrap", check_int("bootstrap", self.bootstrap, 0, 10_000))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**32 - 1))
+        if self.max_tokens is not None:
+            object.__setattr__(self, "max_tokens", check_int("max_tokens", self.max_tokens, 2, 1_000_000))
+
+    def replace(self, **changes: Any) -> ProbeConfig:
+        return ProbeConfig(**{**asdict(self), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

