@@ -1,0 +1,37 @@
+"""Shared fixtures for the GUI tests: one main window per test, closed and deleted afterwards."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def window(qtbot):
+    from ui.main_window import MainWindow
+
+    w = MainWindow(theme="light", restore=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+    w.deleteLater()
+    qtbot.wait(10)
+
+
+@pytest.fixture
+def wait_complete(qtbot):
+    """wait_complete(w): until the current generation's final state (simulation and sweep) is
+    the window's state."""
+
+    def wait(w, timeout: int = 30_000) -> None:
+        gen = w.worker.generation
+
+        def ok() -> bool:
+            latest = w.worker.peek_latest()
+            return (latest is not None and latest.generation == gen and latest.done
+                    and w.state is latest.item and w.state.complete and not w.page.stale())
+
+        qtbot.waitUntil(ok, timeout=timeout)
+
+    return wait

@@ -1,0 +1,262 @@
+"""The score inspector page: numbers read back from the widget against an mpmath oracle."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from engine.io import read_csv
+from ui.pages.inspector.export import JACOBIAN_CSV_MAX, jacobian_path
+from ui.pages.inspector.fmt import cell
+from ui.pages.inspector.page import DEBOUNCE_MS, InspectorPage
+from ui.pages.inspector.views import CELL_TEXT_MAX
+
+mpmath.mp.dps = 50
+
+
+def oracle(scores: list[float], scale: float = 1.0) -> dict[str, object]:
+    """softmax, Jacobian, its Frobenius norm and largest entry in 50-digit arithmetic."""
+    s = [mpmath.mpf(x) / mpmath.mpf(scale) for x in scores]
+    top = max(s)
+    e = [mpmath.exp(x - top) for x in s]
+    z = mpmath.fsum(e)
+    p = [x / z for x in e]
+    n = len(p)
+    jac = [[(p[i] if i == j else 0) - p[i] * p[j] for j in range(n)] for i in range(n)]
+    fro = mpmath.sqrt(mpmath.fsum(v * v for row in jac for v in row))
+    return {
+        "weights": [float(x) for x in p],
+        "jacobian": [[float(v) for v in row] for row in jac],
+        "fro": float(fro),
+        "max_abs": float(max(abs(v) for row in jac for v in row)),
+        "entropy": float(-mpmath.fsum(x * mpmath.log(x) for x in p)),
+    }
+
+
+@pytest.fixture
+def page(qtbot):
+    w = InspectorPage()
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    return w
+
+
+def type_into(qtbot, edit, text: str) -> None:
+    edit.clear()
+    qtbot.keyClicks(edit, text)
+
+
+def shown_float(label) -> float:
+    """The first number of a summary label's text."""
+    return float(label.text().split()[0])
+
+
+def test_typing_8_0_minus8_shows_the_worked_example(page, qtbot) -> None:
+    type_into(qtbot, page.scale_edit, "1")
+    type_into(qtbot, page.scores_edit, "1, 2")
+    qtbot.waitUntil(lambda: page.model.rowCount() == 2, timeout=2000)
+    type_into(qtbot, page.scores_edit, "8, 0, -8")  # live update, debounced
+    qtbot.waitUntil(lambda: page.model.rowCount() == 3, timeout=5 * DEBOUNCE_MS + 2000)
+    want = oracle([8, 0, -8])
+
+    np.testing.assert_allclose(page.model.column("weight"), want["weights"], rtol=1e-12)
+    np.testing.assert_allclose(page.weights_plot.weights.opts["height"], want["weights"], rtol=1e-12)
+    assert shown_float(page.summary["fro"]) == pytest.approx(want["fro"], rel=1e-9)
+    assert shown_float(page.summary["max_abs"]) == pytest.approx(want["max_abs"], rel=1e-7)
+    # the gauge shows the largest entry far below the 0.25 ceiling
+    assert page.gauge.value == pytest.approx(want["max_abs"], rel=1e-12)
+    assert page.gauge.bar.opts["width"][0] == pytest.approx(want["max_abs"], rel=1e-12)
+    assert page.gauge.limit.value() == 0.25
+    assert page.gauge.value < 0.01 * 0.25
+    # the heatmap writes every entry in its cell, computed by the oracle
+    expected_cells = [cell(v) for row in want["jacobian"] for v in row]
+    assert page.heatmap.cell_texts() == expected_cells
+    np.testing.assert_allclose(page.heatmap.image.image, want["jacobian"], rtol=1e-9, atol=1e-300)
+    assert page.error_text("scores") == "" and page.error_text("scale") == ""
+
+
+@pytest.mark.parametrize(
+    ("scores", "scale"),
+    [([1, 0, -1], 1.0), ([2, 1, 0, -1], 1.0), ([16, 8, 0, -8], 8.0), ([8, 0, -8], 4.0)],
+)
+def test_set_scores_matches_the_oracle(page, scores, scale) -> None:
+    assert page.set_scores(scores, scale)
+    want = oracle(scores, scale)
+    assert page.model.column("weight") == pytest.approx(want["weights"], rel=1e-12)
+    assert shown_float(page.summary["fro"]) == pytest.approx(want["fro"], rel=1e-9)
+    assert page.gauge.value == pytest.approx(want["max_abs"], rel=1e-12)
+    assert shown_float(page.summary["entropy"]) == pytest.approx(want["entropy"], rel=1e-7)
+    assert shown_float(page.summary["entropy_norm"]) == pytest.approx(
+        want["entropy"] / math.log(len(scores)), rel=1e-5)
+    p = np.array(want["weights"])
+    np.testing.assert_allclose(page.model.column("p_one_minus_p"), p * (1 - p), rtol=1e-9)
+
+
+def test_soft_scores_have_a_large_jacobian_and_saturated_ones_a_tiny_one(page) -> None:
+    page.set_scores([1, 0, -1], 1)
+    soft = page.gauge.value
+    assert shown_float(page.summary["fro"]) == pytest.approx(oracle([1, 0, -1])["fro"], rel=1e-9)
+    page.set_scores([16, 8, 0, -8], 1)
+    hard = page.gauge.value
+    assert hard < soft / 100 and soft <= 0.25
+
+
+def test_sqrt_scale_is_understood(page, qtbot) -> None:
+    page.set_scores([16, 8, 0, -8], 1)
+    type_into(qtbot, page.scale_edit, "sqrt(64)")
+    page.refresh()
+    assert page.model.column("weight") == pytest.approx(oracle([2, 1, 0, -1])["weights"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("scores", "8, x, -8"),
+        ("scores", "5"),
+        ("scores", ""),
+        ("scores", "nan, 1"),
+        ("scores", "1e400, 0"),
+        ("scores", " ".join(["0"] * 4097)),
+        ("scale", "0"),
+        ("scale", "-2"),
+        ("scale", "abc"),
+        ("scale", "inf"),
+        ("scale", "1e-320"),  # 8 / 1e-320 overflows
+    ],
+)
+def test_invalid_input_is_refused_next_to_its_field_and_results_stay(page, qtbot, field, text) -> None:
+    page.set_scores([8, 0, -8], 1)
+    before = page.result
+    heights = np.array(page.weights_plot.weights.opts["height"])
+    edit = page.scores_edit if field == "scores" else page.scale_edit
+    edit.setText(text)
+    qtbot.wait(DEBOUNCE_MS + 50)  # the debounced refresh runs; must not raise
+    assert not page.refresh()
+    assert page.error_text(field), "no visible message"
+    assert field in page.error_text(field)
+    label = page.scores_error if field == "scores" else page.scale_error
+    assert label.isVisible()
+    assert "border" in edit.styleSheet()
+    assert page.result is before
+    np.testing.assert_array_equal(page.weights_plot.weights.opts["height"], heights)
+    # fixing the text clears the message
+    edit.setText("8, 0, -8" if field == "scores" else "1")
+    assert page.refresh()
+    assert page.error_text(field) == "" and edit.styleSheet() == ""
+
+
+def test_both_fields_report_their_own_error(page) -> None:
+    page.scores_edit.setText("1, x")
+    page.scale_edit.setText("0")
+    assert not page.refresh()
+    assert page.error_text("scores") and page.error_text("scale")
+
+
+def test_csv_export_round_trips(page, tmp_path) -> None:
+    page.set_scores([16, 8, 0, -8], 1)
+    r = page.result
+    written = page.export_csv(tmp_path / "insp.csv")
+    assert written == [tmp_path / "insp.csv", jacobian_path(tmp_path / "insp.csv")]
+    rows = read_csv(written[0])
+    assert [int(row["index"]) for row in rows] == [0, 1, 2, 3]
+    for key, values in (("score", r.scores), ("scaled_score", r.scaled), ("weight", r.weights),
+                        ("p_one_minus_p", r.p_one_minus_p)):
+        assert [float(row[key]) for row in rows] == values.tolist()
+    assert {float(row["jacobian_fro"]) for row in rows} == {r.jacobian_fro}
+    assert {float(row["entropy_norm"]) for row in rows} == {r.entropy_norm}
+    jac_rows = read_csv(written[1])
+    back = np.array([[float(row[f"j_{j}"]) for j in range(4)] for row in jac_rows])
+    np.testing.assert_array_equal(back, r.jacobian)
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
+
+
+def test_csv_skips_the_matrix_for_large_n(page, tmp_path) -> None:
+    page.set_scores(list(np.linspace(-3, 3, JACOBIAN_CSV_MAX + 1)), 1)
+    written = page.export_csv(tmp_path / "big.csv")
+    assert written == [tmp_path / "big.csv"]
+    assert len(read_csv(written[0])) == JACOBIAN_CSV_MAX + 1
+
+
+def test_png_export_writes_the_three_plots(page, tmp_path) -> None:
+    from PySide6.QtGui import QImage
+
+    written = page.export_plots(tmp_path / "fig.png")
+    assert [p.name for p in written] == ["fig_weights.png", "fig_jacobian.png", "fig_gauge.png"]
+    for path in written:
+        image = QImage(str(path))
+        assert not image.isNull() and image.width() > 50 and image.height() > 50
+
+
+def test_large_n_hides_cell_numbers_but_hover_reads_them(page, qtbot) -> None:
+    n = CELL_TEXT_MAX + 28
+    page.set_scores(list(range(n)), 8)
+    assert page.heatmap.cell_texts() == []
+    assert page.heatmap.image.image.shape == (n, n)
+    vb = page.heatmap.getPlotItem().vb
+    with qtbot.waitSignal(page.heatmap.hovered) as blocker:
+        page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(3.1, 5.2)))  # column 3, row 5
+    assert blocker.args[0].startswith("J[5, 3] = ")
+    value = float(blocker.args[0].split("=")[1])
+    assert value == pytest.approx(oracle(list(range(n)), 8)["jacobian"][5][3], rel=1e-7)
+    assert page.hover_label.text() == blocker.args[0]
+
+
+def test_small_n_writes_numbers_in_every_cell(page) -> None:
+    page.set_scores(list(range(CELL_TEXT_MAX)), 3)
+    assert len(page.heatmap.cell_texts()) == CELL_TEXT_MAX**2
+
+
+def test_fit_colours_rescales_the_heatmap(page) -> None:
+    page.set_scores([8, 0, -8], 1)
+    assert page.heatmap.image.levels.tolist() == [-0.25, 0.25]
+    page.fit_colors.setChecked(True)
+    want = oracle([8, 0, -8])["max_abs"]
+    assert page.heatmap.image.levels.tolist() == pytest.approx([-want, want], rel=1e-9)
+
+
+def test_examples_menu_sets_the_fields(page) -> None:
+    page.examples.activated.emit(5)  # 16, 8, 0, -8 divided by 8
+    assert page.scale_edit.text() == "8"
+    assert page.model.column("weight") == pytest.approx(oracle([2, 1, 0, -1])["weights"], rel=1e-12)
+
+
+def test_render_offscreen(page, tmp_path) -> None:
+    page.set_scores([2, 1, 0, -1], 1)
+    path = tmp_path / "inspector.png"
+    assert page.grab().save(str(path))
+    assert path.stat().st_size > 1000
+
+
+def test_log_axis_shows_tiny_weights(page) -> None:
+    page.set_scores([8, 0, -8, -1e6], 1)  # the last weight underflows to exactly 0
+    page.log_weights.setChecked(True)
+    bars = page.weights_plot.weights.opts
+    top = np.asarray(bars["y0"]) + np.asarray(bars["height"])
+    want = np.log10(oracle([8, 0, -8])["weights"])
+    np.testing.assert_allclose(top[:3], want, rtol=1e-9, atol=1e-12)
+    assert np.all(np.isfinite(top)) and top[3] == bars["y0"] < want.min()
+    assert page.weights_plot.limit.value() == pytest.approx(math.log10(0.25))
+    page.log_weights.setChecked(False)
+    assert page.weights_plot.weights.opts["y0"] == 0.0
+
+
+def test_4096_scores_are_accepted_and_4097_refused(page) -> None:
+    assert page.set_scores(list(np.linspace(-2, 2, 4096)), 1)
+    assert page.model.rowCount() == 4096
+    page.scores_edit.setText(page.scores_edit.text() + ", 1")
+    assert not page.refresh() and "4096" in page.error_text("scores")
+
+
+def test_dark_theme_recolours_plots_and_errors(page) -> None:
+    from ui.theme import DARK
+
+    page.apply_theme(DARK)
+    assert page.weights_plot.backgroundBrush().color().name().lower() == DARK.background.lower()
+    page.scale_edit.setText("0")
+    assert not page.refresh()
+    assert DARK.error in page.scale_edit.styleSheet() and DARK.error in page.scale_error.styleSheet()

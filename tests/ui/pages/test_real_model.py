@@ -1,0 +1,170 @@
+"""The Real-model page: install hint without the extra, refusals, analyze -> grids -> head detail
+-> export, on a tiny random model folder (no download, seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from engine.io import read_csv
+from ui.pages.real_model.panels import GRID_GROUPS
+
+WORDS = "the a of to and why is are attention head scale score query key softmax width".split()
+
+
+@pytest.fixture
+def page(qtbot):
+    from ui.pages.real_model.page import RealModelPage
+
+    p = RealModelPage()
+    qtbot.addWidget(p)
+    p.resize(1400, 900)
+    p.show()
+    qtbot.waitExposed(p)
+    yield p
+    p.shutdown()
+    p.close()
+    p.deleteLater()
+    qtbot.wait(10)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    """A tiny random BERT saved as save_pretrained writes it, with a word-level tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, ".", "?"])}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.normalizer = normalizers.Lowercase()
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    torch.manual_seed(0)
+    net = transformers.BertModel(transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64, initializer_range=0.3))
+    net.save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
+                                         pad_token="[PAD]").save_pretrained(folder)
+    return folder
+
+
+def test_without_the_models_extra_the_page_says_how_to_install(qtbot, monkeypatch) -> None:
+    import ui.pages.real_model.page as mod
+
+    monkeypatch.setattr(mod, "models_extra_available", lambda: False)
+    p = mod.RealModelPage()
+    qtbot.addWidget(p)
+    try:
+        assert "pip install" in p.hint_label.text() and "models" in p.hint_label.text()
+        assert not p.analyze_button.isEnabled()
+        assert p.analyze() is False
+    finally:
+        p.shutdown()
+        p.close()
+
+
+def test_unsupported_folder_is_refused_with_its_architecture(page, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5",
+                                                      "architectures": ["T5Model"]}))
+    before = page.model_dir
+    assert page.set_model_dir(str(tmp_path)) is False
+    assert "t5" in page.last_message and "T5Model" in page.last_message
+    assert page.model_dir == before
+
+
+def _analyze(page, qtbot, text: str) -> None:
+    page.text_edit.setPlainText(text)
+    assert page.analyze()
+    ticks = []
+    page.timer.timeout.connect(lambda: ticks.append(1))
+    qtbot.waitUntil(lambda: page.result is not None and not page.worker.is_running()
+                    and not page.stop_button.isEnabled(), timeout=60_000)
+    assert ticks, "the GUI timer kept running during the analysis"
+
+
+def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_path: Path) -> None:
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "Why is the attention score scaled? The softmax of the query and key.")
+    res = page.result
+    assert (res.n_layers, res.n_heads, res.d_k) == (2, 4, 8)
+    assert res.tokens[0] == "[CLS]" and "attention" in page.tokens_view.toPlainText()
+    assert np.all(page.table["attn_max_abs_diff"] < 1e-5)
+    assert page.grid_panel.draw_count >= 1
+
+    # click the cell (layer 1, head 2) of the ratio grid
+    grid = page.grid_panel
+    plot = grid.plots[2]
+    scene_pos = plot.getViewBox().mapViewToScene(QPointF(2.0, 1.0))
+
+    class Click:
+        def scenePos(self):
+            return scene_pos
+
+    grid._on_click(Click())
+    assert (page.layer, page.head) == (1, 2)
+    assert "layer 1, head 2" in page.scores_panel.raw_plot.titleLabel.text
+    grid._on_move(scene_pos)
+    ratio = page.table["std_ratio"][1, 2]
+    assert f"std_ratio {ratio:.4g}" in grid.hover_label.text()
+
+    # the detail follows the rule; weights are a proper softmax with the chosen scale
+    page.rule_box.setCurrentIndex(1)  # none
+    detail = page.view.detail
+    assert detail.rule == "none" and detail.scale == 1.0
+    np.testing.assert_allclose(detail.weights.sum(axis=1), 1.0, rtol=1e-12)
+
+    out = page.export_all(tmp_path)
+    assert out is not None, page.last_message
+    names = {p.name for p in out.iterdir()}
+    for gid in GRID_GROUPS:
+        assert {f"grid_{gid}.png", f"grid_{gid}.svg"} <= names
+    assert {"heads.csv", "scores.npz", "config.json"} <= names
+    assert {"head_scores_L1_H2.png", "head_attention_L1_H2.svg"} <= names
+    assert len(read_csv(out / "heads.csv")) == 8
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["text"].startswith("Why is") and "transformers" in cfg["versions"]
+
+
+def test_the_model_loads_once(page, qtbot, tiny_folder: Path, monkeypatch) -> None:
+    import ui.pages.real_model.page as mod
+
+    calls = []
+    real = mod.load_model
+    monkeypatch.setattr(mod, "load_model", lambda folder: calls.append(folder) or real(folder))
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "the key and the query")
+    first = page.result
+    _analyze(page, qtbot, "the head width and the scale")
+    assert page.result is not first and len(calls) == 1
+
+
+def test_token_list_follows_the_text_once_the_model_is_loaded(page, qtbot, tiny_folder: Path) -> None:
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "the key")
+    page.text_edit.setPlainText("why is the softmax scaled")
+    qtbot.waitUntil(lambda: "4:softmax" in page.tokens_view.toPlainText(), timeout=5_000)
+    assert page.tokens_count.text().startswith("7 tokens")
+
+
+def test_building_the_page_imports_neither_transformers_nor_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import os, sys\nos.environ['QT_QPA_PLATFORM'] = 'offscreen'\n"
+            "from PySide6.QtWidgets import QApplication\napp = QApplication([])\n"
+            "from ui.pages.real_model.page import RealModelPage\np = RealModelPage()\n"
+            "print(','.join(m for m in ('transformers', 'torch') if m in sys.modules))\n"
+            "p.shutdown(); p.deleteLater(); app.processEvents()\n")
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1:] in ([], [""]), out.stdout

@@ -1,0 +1,51 @@
+"""``python main.py --screenshot FILE``: opens, waits for complete results, saves, exits 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_screenshot_command(tmp_path, theme):
+    out = tmp_path / f"shot_{theme}.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTENTION_LAB_SETTINGS": "memory"}
+    proc = subprocess.run([sys.executable, "main.py", "--screenshot", str(out), "--theme", theme],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(out))
+    assert img.width() >= 1200 and img.height() >= 800
+    # the theme reached the window: the plot background colour is in the picture
+    bg = (0x1E, 0x1F, 0x22) if theme == "dark" else (0xFF, 0xFF, 0xFF)
+    centre = img.pixelColor(img.width() // 2, img.height() // 2)
+    assert centre.isValid()
+    found = any(img.pixelColor(x, y).getRgb()[:3] == bg
+                for x in range(400, img.width(), 97) for y in range(100, img.height(), 53))
+    assert found
+
+
+def test_gui_imports_no_torch(tmp_path):
+    """Opening the window must not import torch (it costs ~1.7 s)."""
+    code = (
+        "import sys, os\n"
+        "os.environ['QT_QPA_PLATFORM']='offscreen'; os.environ['ATTENTION_LAB_SETTINGS']='memory'\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from ui.main_window import MainWindow\n"
+        "w = MainWindow(restore=False); w.show(); app.processEvents()\n"
+        "print('torch' in sys.modules)\n"
+        "w.close(); w.deleteLater(); app.processEvents()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,240 @@
+"""The main window's live behaviour: streaming to every plot, rerun on change, stop, close while
+running, the tour API (apply_config / highlight_plot), themes, settings and lazy pages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.config import SimulationConfig
+from engine.simulate import run_simulation
+from ui.plots import PLOT_IDS
+
+
+def _curve_y(panel, rule="sqrt"):
+    return np.array(panel.curves[rule].yData, copy=True)
+
+
+def test_a_run_streams_to_every_plot_and_the_table(qtbot, window, wait_complete):
+    window.apply_config({"trials": 100_000})
+    qtbot.waitUntil(lambda: window.state is not None and window.state.snapshot is not None, timeout=10_000)
+    wait_complete(window)
+    drawn = {pid: p.draw_count for pid, p in window.page.panels.items()}
+    assert set(drawn) == set(PLOT_IDS)
+    assert all(n >= 1 for n in drawn.values()), drawn
+    # the progressive refinement reached the plots more than once
+    assert drawn["scores"] >= 2
+    snap = window.state.snapshot
+    assert snap.done and snap.trials_done == 100_000
+    scores = window.page.panels["scores"]
+    np.testing.assert_allclose(scores.curves["sqrt"].yData, snap.rules["sqrt"].logit_hist.density())
+    sweep = window.page.panels["sweep"]
+    assert len(sweep._points) == 13
+    assert window.page.results.table.columnCount() == 1 + len(snap.rules)
+    assert "backend numpy" in window.status_label.text() and "100,000/100,000" in window.status_label.text()
+    assert window.progress.value() == 1000
+
+
+def test_parameter_change_reruns_after_debounce_and_drops_stale_results(qtbot, window, wait_complete):
+    window.rerun()
+    wait_complete(window)
+    gen = window.worker.generation
+    before = _curve_y(window.page.panels["top_weight"])
+    window.params.fields["d_k"].setValue(512)  # the user drags: the debounce restarts the run
+    assert window.worker.generation == gen  # not yet: debounced
+    qtbot.waitUntil(lambda: window.worker.generation == gen + 1, timeout=3000)
+    wait_complete(window)
+    assert window.state.config.d_k == 512
+    assert window.state.snapshot.config.d_k == 512
+    assert not np.array_equal(before, _curve_y(window.page.panels["top_weight"]))
+    # d_k does not change the sweep: it came from the cache, identical points
+    assert len(window.state.sweep) == 13
+
+
+def test_results_match_a_headless_run(qtbot, window, wait_complete):
+    window.apply_config({"d_k": 128, "seed": 5, "trials": 3000})
+    wait_complete(window)
+    ref = run_simulation(SimulationConfig(d_k=128, seed=5, trials=3000))
+    got = window.state.snapshot
+    assert got.rules["sqrt"].top_weight == ref.rules["sqrt"].top_weight
+    assert got.raw_var == ref.raw_var
+
+
+def test_stop_takes_effect_at_once(qtbot, window):
+    window.apply_config({"trials": 2_000_000, "d_k": 256, "method": "explicit"})
+    qtbot.waitUntil(lambda: window.state is not None and window.state.snapshot is not None, timeout=10_000)
+    with qtbot.waitSignal(window.worker.cancelled, timeout=3000):
+        window.stop_action.trigger()
+    assert not window.worker.is_running()
+    assert not window.stop_button.isEnabled()
+    assert not window.state.snapshot.done
+
+
+def test_invalid_parameters_show_a_message_and_do_not_run(qtbot, window):
+    gen = window.worker.generation
+    assert window.apply_config({"method": "exact", "scalings": ["cosine"]}) is False
+    assert window.worker.generation == gen
+    assert window.params.error_field == "method"
+    assert "method" in window.params.error_text
+    window.params.fields["q_std"].setValue(0.0)
+    assert window.rerun() is False
+    assert "q_std" in window.status_label.text()
+
+
+def test_engine_errors_appear_in_the_window(qtbot, window):
+    # torch on a CUDA device that is not there: the engine raises ConfigError in the worker
+    from engine.sampling import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU is present")
+    window.apply_config({"backend": "auto", "device": "cuda"})
+    qtbot.waitUntil(lambda: window.params.error_field == "device", timeout=5000)
+    assert "cuda" in window.params.error_text
+
+
+def test_highlight_plot_brings_it_into_view(qtbot, window):
+    for pid in PLOT_IDS:
+        assert window.highlight_plot(pid)
+        panel = window.page.panels[pid]
+        assert panel.highlighted
+        qtbot.waitUntil(lambda p=panel: not p.visibleRegion().isEmpty(), timeout=2000)
+    assert window.highlight_plot("nope") is False
+
+
+def test_apply_config_partial_dict(qtbot, window, wait_complete):
+    window.apply_config({"d_k": 1024, "scalings": ["none", "dk"]})
+    wait_complete(window)
+    cfg = window.params.config_from_widgets()
+    assert cfg.d_k == 1024 and cfg.scalings == ("none", "dk")
+    assert set(window.state.snapshot.rules) == {"none", "dk"}
+    assert set(window.page.panels["scores"].curves) == {"none", "dk"}
+
+
+def test_closing_while_a_run_streams_exits_cleanly(qtbot):
+    from ui.main_window import MainWindow
+
+    w = MainWindow(restore=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.apply_config({"trials": 5_000_000, "method": "explicit", "d_k": 512})
+    qtbot.waitUntil(lambda: w.state is not None, timeout=10_000)
+    w.close()
+    assert w.worker.join(5.0)
+    w.deleteLater()
+    qtbot.wait(20)
+
+
+def test_theme_switch_recolours_plots(qtbot, window):
+    panel = window.page.panels["scores"]
+    window.set_theme("dark")
+    assert panel.glw.backgroundBrush().color().name().lower() == "#1e1f22"
+    window.theme_actions["light"].trigger()
+    assert panel.glw.backgroundBrush().color().name().lower() == "#ffffff"
+
+
+def test_settings_restore_parameters_and_theme(qtbot):
+    from ui.main_window import MainWindow
+
+    w = MainWindow(restore=True)
+    qtbot.addWidget(w)
+    w.params.set_config(SimulationConfig(d_k=333, n_keys=5))
+    w.set_theme("dark")
+    w.close()
+    w2 = MainWindow(restore=True)
+    qtbot.addWidget(w2)
+    assert w2.params.config_from_widgets().d_k == 333
+    assert w2.theme_name == "dark"
+    assert "attention-lab-settings-" in w2.settings.fileName()  # the test store, not the user's
+    w2.close()
+    w3 = MainWindow(restore=True, reset=True)
+    qtbot.addWidget(w3)
+    assert w3.params.config_from_widgets() == SimulationConfig()
+    w3.close()
+
+
+def test_other_pages_are_built_lazily(qtbot, window):
+    titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert titles[0] == "Simulation"
+    for index, (_module, cls) in list(window._lazy.items()):
+        title = window.tabs.tabText(index)
+        placeholder = window.tabs.widget(index)
+        assert cls not in window.pages  # nothing built before the tab is shown
+        window.tabs.setCurrentIndex(index)
+        assert window.tabs.widget(index) is not placeholder
+        assert window.tabs.tabText(index) == title
+        assert type(window.pages[cls]).__name__ == cls, window.pages[cls].text()
+
+
+def test_shortcuts(window):
+    from PySide6.QtGui import QKeySequence
+
+    expected = {window.export_all_action: "Ctrl+E", window.save_action: "Ctrl+S",
+                window.open_action: "Ctrl+O", window.rerun_action: "F5", window.stop_action: "Esc"}
+    for action, keys in expected.items():
+        assert action.shortcut() == QKeySequence(keys), action.text()
+
+
+def test_only_changed_and_visible_plots_redraw(qtbot, window, wait_complete):
+    window.rerun()
+    wait_complete(window)
+    counts = {pid: p.draw_count for pid, p in window.page.panels.items()}
+    qtbot.wait(200)  # several ticks with no new data: nothing redraws
+    assert counts == {pid: p.draw_count for pid, p in window.page.panels.items()}
+    # a hidden page draws nothing; it catches up when shown again
+    other = next(iter(window._lazy), None)
+    if other is None:
+        pytest.skip("no other page to switch to")
+    window.tabs.setCurrentIndex(other)
+    window.apply_config({"d_k": 32})
+    qtbot.waitUntil(lambda: window.state is not None and window.state.config.d_k == 32
+                    and window.state.complete, timeout=10_000)
+    qtbot.wait(100)
+    assert counts == {pid: p.draw_count for pid, p in window.page.panels.items()}
+    window.tabs.setCurrentWidget(window.page)
+    wait_complete(window)
+    assert window.page.panels["scores"].draw_count > counts["scores"]
+
+
+def test_sweep_hover_shows_exact_values(qtbot, window, wait_complete):
+    window.rerun()
+    wait_complete(window)
+    sweep = window.page.panels["sweep"]
+    text = sweep.show_values_at(1, np.log10(70.0))  # nearest sweep point: d_k = 64
+    point = next(p for p in window.state.sweep if p.d_k == 64)
+    assert "d_k = 64" in text
+    assert f"{point.snapshot.rules['sqrt'].top_weight.mean:.4g}" in text
+    assert sweep.hover[1].isVisible()
+
+
+def test_plots_offer_export_in_their_context_menu(window):
+    for panel in window.page.panels.values():
+        for plot in panel.plot_items():
+            texts = [a.text() for a in plot.getViewBox().menu.actions()]
+            assert {"Export plot as PNG…", "Export plot as SVG…", "Export plot data as CSV…"} <= set(texts)
+
+
+def test_tour_drives_the_window(qtbot, window):
+    from ui.main_window import TOUR, _module_exists
+
+    if not _module_exists(TOUR[0]):
+        pytest.skip("the tour is not there yet")
+    seen = []
+    window.page.panels["scores"].flash = lambda ms=1800: seen.append("scores")
+    window.show_tour()
+    assert window.tour_dock is not None and window.tour_dock.isVisible()
+    seen.clear()  # (entering step 1 may have highlighted a plot already)
+    window.tour.apply_config.emit({"d_k": 256})
+    assert window.params.config_from_widgets().d_k == 256
+    window.tour.highlight.emit("scores")
+    assert seen == ["scores"]
+    window.tour.finished.emit()
+    assert not window.tour_dock.isVisible()
+
+
+def test_presets_menu_applies_a_preset(window):
+    action = next(a for a in window.presets_menu.actions() if a.text().startswith("Reference 2"))
+    assert action.toolTip()
+    action.trigger()
+    cfg = window.params.config_from_widgets()
+    assert (cfg.d_k, cfg.n_keys, cfg.scalings) == (512, 8, ("none", "sqrt"))
+    assert window.config == cfg  # it reran with the preset

@@ -1,0 +1,155 @@
+"""Exports: PNG decodes and is not blank, SVG is XML with paths, CSV round-trips, Export all
+writes the CLI's files, sessions round-trip, and an unwritable target gives a clear message."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.config import SimulationConfig
+from engine.io import read_csv
+from ui.export import ExportError
+from ui.plots import PLOT_IDS
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def _png_is_drawn(path: Path) -> None:
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(path))
+    assert not img.isNull() and img.width() > 100 and img.height() > 50
+    img = img.convertToFormat(QImage.Format.Format_RGB32)
+    arr = np.frombuffer(img.constBits(), dtype=np.uint8).reshape(img.height(), img.bytesPerLine())
+    pixels = arr[:, : img.width() * 4].reshape(-1, 4)[:, :3]
+    colours = np.unique(pixels[:: max(1, len(pixels) // 50_000)], axis=0)
+    assert len(colours) > 10, "blank image"
+
+
+def _svg_has_paths(path: Path) -> None:
+    root = ET.parse(path).getroot()  # raises if not well-formed XML
+    assert root.tag == f"{SVG_NS}svg"
+    assert len(root.findall(f".//{SVG_NS}path")) > 0
+
+
+@pytest.fixture
+def finished(qtbot, window, wait_complete):
+    window.apply_config({"trials": 2000, "scalings": ["none", "sqrt", "dk"]})
+    wait_complete(window)
+    return window
+
+
+@pytest.mark.parametrize("plot_id", PLOT_IDS)
+def test_each_plot_exports_png_svg_csv(finished, tmp_path, plot_id):
+    png = finished.export_plot(plot_id, tmp_path / "p.png", "png")
+    _png_is_drawn(png)
+    svg = finished.export_plot(plot_id, tmp_path / "p.svg", "svg")
+    _svg_has_paths(svg)
+    csv_path = finished.export_plot(plot_id, tmp_path / "p.csv", "csv")
+    rows = read_csv(csv_path)
+    expected = finished.page.panels[plot_id].data_rows()
+    assert len(rows) == len(expected) > 0
+    for got, want in zip(rows, expected, strict=False):
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert float(got[key]) == value  # repr() keeps every digit
+            else:
+                assert got[key] == str(value)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_export_all_writes_everything_and_config_reproduces(qtbot, finished, tmp_path, wait_complete):
+    out = finished.export_all_to(tmp_path)
+    assert out.parent == tmp_path and str(out) in finished.last_message
+    names = {p.name for p in out.iterdir()}
+    for pid in PLOT_IDS:
+        assert {f"{pid}.png", f"{pid}.svg", f"{pid}.csv"} <= names
+    assert {"summary.csv", "histograms.npz", "config.json"} <= names
+    _png_is_drawn(out / "sweep.png")
+    _svg_has_paths(out / "scores.svg")
+    summary = read_csv(out / "summary.csv")
+    snap = finished.state.snapshot
+    assert [r["scaling"] for r in summary] == list(snap.rules)
+    assert float(summary[1]["top_weight_mean"]) == snap.rules["sqrt"].top_weight.mean
+    with np.load(out / "histograms.npz") as npz:
+        np.testing.assert_array_equal(npz[f"d{snap.config.d_k}_sqrt_logit_counts"],
+                                      snap.rules["sqrt"].logit_hist.counts)
+    # opening the exported config.json reproduces the same numbers (same seed and backend)
+    finished.params.set_config(SimulationConfig(d_k=7, trials=100))
+    cfg = finished.open_session(out / "config.json")
+    assert cfg == snap.config
+    wait_complete(finished)
+    again = finished.state.snapshot
+    assert again.rules["sqrt"].top_weight == snap.rules["sqrt"].top_weight
+    assert again.raw_var == snap.raw_var
+
+
+def test_session_save_open_round_trip(qtbot, window, tmp_path):
+    cfg = SimulationConfig(d_k=100, n_keys=12, seed=42, scalings=("dk", "qknorm"), dist="uniform",
+                           method="explicit", trials=500)
+    window.params.set_config(cfg)
+    path = window.save_session(tmp_path / "s.json")
+    data = json.loads(path.read_text())
+    assert data["config"]["d_k"] == 100
+    window.params.set_config(SimulationConfig())
+    assert window.open_session(path) == cfg
+    assert window.params.config_from_widgets() == cfg
+
+
+def test_bad_session_file_is_refused(window, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"config": {"d_k": -3}}))
+    with pytest.raises(ValueError, match="d_k"):
+        window.open_session(bad)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_target_gives_a_clear_message(finished, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(ExportError, match="locked"):
+            finished.export_plot("scores", locked / "s.png", "png")
+        with pytest.raises(ExportError, match="locked"):
+            finished.export_all_to(locked)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_into_a_missing_parent_gives_a_clear_message(finished, tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    with pytest.raises(ExportError, match="a-file"):
+        finished.export_plot("scores", target / "s.png", "png")
+    with pytest.raises(ExportError, match="a-file"):
+        finished.export_all_to(target)
+
+
+def test_export_before_results_is_refused(window, tmp_path):
+    with pytest.raises(ExportError, match="Nothing to export"):
+        window.export_all_to(tmp_path)
+
+
+def test_results_table_copies_text_and_csv(finished):
+    from PySide6.QtWidgets import QApplication
+
+    table = finished.page.results
+    table.copy_text()
+    text = QApplication.clipboard().text()
+    lines = text.strip().split("\n")
+    assert lines[0].split("\t") == ["measure", "none", "sqrt", "dk"]
+    assert len(lines) == 1 + table.table.rowCount()
+    table.copy_csv()
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(QApplication.clipboard().text())))
+    snap = finished.state.snapshot
+    assert [r["scaling"] for r in rows] == ["none", "sqrt", "dk"]
+    assert float(rows[2]["logit_var"]) == snap.rules["dk"].logit_var.mean

@@ -1,0 +1,79 @@
+"""Start the desktop app (``python main.py``), or take one screenshot and exit (``--screenshot``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+_T0 = time.perf_counter()
+SCREENSHOT_TIMEOUT_S = 180.0
+
+
+def _timing(label: str) -> None:
+    if os.environ.get("ATTENTION_LAB_TIMING"):
+        sys.stderr.write(f"[timing] {label}: {time.perf_counter() - _T0:.3f} s after ui.app import\n")
+
+
+#: harmless messages of the offscreen platform (e.g. under --screenshot or in CI)
+_QUIET = ("This plugin does not support propagateSizeHints()",)
+
+
+def install_message_filter() -> None:
+    """Drop known-harmless Qt warnings; everything else still reaches stderr."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode: Any, _context: Any, message: str) -> None:
+        if message not in _QUIET:
+            sys.stderr.write(message + "\n")
+
+    qInstallMessageHandler(handler)
+
+
+def run_gui(args: Any) -> int:
+    """Open the main window; returns the process exit code."""
+    screenshot = getattr(args, "screenshot", None)
+    if screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    install_message_filter()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Attention Scaling Lab")
+    app.setOrganizationName("AttentionScalingLab")
+    _timing("QApplication")
+    from ui.main_window import MainWindow
+
+    window = MainWindow(theme=getattr(args, "theme", None), restore=not screenshot,
+                        reset=bool(getattr(args, "reset_settings", False)))
+    window.show()
+    _timing("window shown")
+    QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
+    window.rerun()
+    code = {"value": 0}
+    if screenshot:
+        def save() -> None:
+            app.processEvents()
+            window.page.redraw(budget=len(window.page.panels))
+            ok = window.grab().save(str(screenshot), "PNG")
+            if not ok:
+                sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
+                code["value"] = 1
+            window.close()
+            app.quit()
+
+        def timed_out() -> None:
+            sys.stderr.write("attention-lab: error: --screenshot: results did not complete in time\n")
+            code["value"] = 1
+            save()
+            code["value"] = 1
+
+        window.results_complete.connect(lambda: QTimer.singleShot(300, save))
+        QTimer.singleShot(int(SCREENSHOT_TIMEOUT_S * 1000), timed_out)
+    rc = app.exec()
+    window.shutdown()
+    window.deleteLater()
+    app.processEvents()
+    return code["value"] or int(rc)

@@ -1,0 +1,529 @@
+"""The main window: parameter dock, pages, menus, status bar; the live run loop.
+
+Flow: a widget changes -> debounce (200 ms) -> ``config_from_widgets()`` -> the worker runs
+``lab_run`` (simulation, then the d_k sweep) in a thread -> it keeps only the latest LabState ->
+a 30 Hz timer takes it and the page redraws what changed and is visible.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QTabWidget,
+    QWidget,
+)
+
+from engine.config import SimulationConfig
+from engine.errors import ConfigError
+from engine.io import write_json
+from ui.export import ExportError, export_all, export_panel
+from ui.pages.simulation.page import SimulationPage
+from ui.pages.simulation.presets import load_presets
+from ui.pages.simulation.run import LabState, SweepCache, lab_run
+from ui.params.panel import ParamPanel
+from ui.settings import load_json, open_settings, save_json, settings_location
+from ui.theme import THEMES, apply_app_theme
+from ui.worker import Worker
+
+DEBOUNCE_MS = 200
+REDRAW_MS = 33  #: at most ~30 redraws a second
+DEFAULT_SIZE = (1600, 1000)
+
+#: (tab title, module, class) of the other pages, built the first time their tab is shown
+LAZY_PAGES = (
+    ("Score inspector", "ui.pages.inspector.page", "InspectorPage"),
+    ("Training", "ui.pages.training.page", "TrainingPage"),
+    ("Real model", "ui.pages.real_model.page", "RealModelPage"),
+)
+TOUR = ("ui.pages.tour.panel", "TourPanel")
+
+HELP_TEXT = """<h3>Attention Scaling Lab</h3>
+<p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
+reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
+<table>
+<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop</td></tr>
+<tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
+<tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
+<tr><td>F1</td><td>this help</td></tr></table>
+<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values.</p>"""
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class MainWindow(QMainWindow):
+    #: the current generation produced its final state (simulation and sweep)
+    results_complete = Signal()
+
+    def __init__(self, theme: str | None = None, restore: bool = True, reset: bool = False) -> None:
+        super().__init__()
+        self.setObjectName("main_window")
+        self.setWindowTitle("Attention Scaling Lab")
+        self.settings = open_settings()
+        if reset:
+            self.settings.clear()
+        self.state: LabState | None = None
+        self.config: SimulationConfig | None = None
+        self.sweep_cache = SweepCache()
+        self.last_message = ""  #: last user-facing message (tests read it)
+        self.redraw_count = 0
+        self._run_started = 0.0
+        self._closing = False
+
+        self.page = SimulationPage(self)
+        for panel in self.page.panels.values():
+            panel.export_requested.connect(self._export_panel_dialog)
+        self.tabs = QTabWidget(self)
+        self.tabs.setObjectName("pages")
+        self.tabs.addTab(self.page, "Simulation")
+        self._lazy: dict[int, tuple[str, str]] = {}
+        self.pages: dict[str, QWidget] = {}
+        for title, module, cls in LAZY_PAGES:
+            if _module_exists(module):
+                placeholder = QLabel(f"Loading {title}…")
+                placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+                index = self.tabs.addTab(placeholder, title)
+                self._lazy[index] = (module, cls)
+        self.tabs.currentChanged.connect(self._build_lazy_tab)
+        self.setCentralWidget(self.tabs)
+
+        self.params = ParamPanel(self)
+        self.params_dock = QDockWidget("Parameters", self)
+        self.params_dock.setObjectName("params_dock")
+        self.params_dock.setWidget(self.params)
+        self.params_dock.setMinimumWidth(300)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.params_dock)
+        self.tour_dock: QDockWidget | None = None
+        self.tour: Any = None
+
+        self.worker = Worker(self)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.error.connect(self._on_error)
+        self.worker.cancelled.connect(self._on_cancelled)
+        self.debounce = QTimer(self)
+        self.debounce.setSingleShot(True)
+        self.debounce.setInterval(DEBOUNCE_MS)
+        self.debounce.timeout.connect(self.rerun)
+        self.params.changed.connect(self.debounce.start)
+        self.redraw_timer = QTimer(self)
+        self.redraw_timer.setInterval(REDRAW_MS)
+        self.redraw_timer.timeout.connect(self.tick)
+
+        self._build_status_bar()
+        self._build_menus()
+        self.theme_name = "light"
+        self.resize(*DEFAULT_SIZE)
+        if restore:
+            self._restore_settings()
+        saved_theme = self.settings.value("theme") if restore else None
+        self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
+        self.redraw_timer.start()
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.status_label = QLabel("ready")
+        self.status_label.setObjectName("status_run")
+        self.status_label.setToolTip("Backend, device, dtype and method of the run; trials done and time taken")
+        self.progress = QProgressBar()
+        self.progress.setObjectName("progress")
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(260)
+        self.progress.setTextVisible(True)
+        self.progress.setToolTip("Progress of the simulation (first half) and the d_k sweep (second half)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stop_button")
+        self.stop_button.setToolTip("Stop the running computation now (Esc)")
+        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.setEnabled(False)
+        bar.addWidget(self.status_label, 1)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.stop_button)
+
+    def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
+        act = QAction(text, self)
+        if shortcut is not None:
+            act.setShortcut(QKeySequence(shortcut))
+        act.setStatusTip(tip)
+        act.setToolTip(tip)
+        act.triggered.connect(lambda _checked=False: slot())
+        menu.addAction(act)
+        return act
+
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        f = mb.addMenu("&File")
+        self.open_action = self._action(f, "&Open session…", self._open_session_dialog,
+                                        QKeySequence.StandardKey.Open, "Open saved parameters or an exported config.json")
+        self.save_action = self._action(f, "&Save session…", self._save_session_dialog,
+                                        QKeySequence.StandardKey.Save, "Save the parameters as JSON")
+        f.addSeparator()
+        self.export_all_action = self._action(f, "&Export all…", self._export_all_dialog, "Ctrl+E",
+                                              "Every figure (PNG, SVG), its data, summary.csv, histograms.npz and config.json")
+        plots_menu = f.addMenu("Export plot")
+        for panel in self.page.panels.values():
+            plots_menu.addMenu(panel.export_menu(plots_menu))
+        f.addSeparator()
+        self._action(f, "&Quit", self.close, QKeySequence.StandardKey.Quit, "Close the app")
+        r = mb.addMenu("&Run")
+        self.rerun_action = self._action(r, "&Rerun", self.rerun, "F5", "Run again with the current parameters")
+        self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation")
+        self._action(r, "&New seed", self.params.draw_new_seed, None, "Draw a new random seed and rerun")
+        self.presets_menu = mb.addMenu("&Presets")
+        for preset in load_presets():
+            self._action(self.presets_menu, preset.title, lambda c=preset.config: self.apply_config(c),
+                         None, preset.description)
+        self.presets_menu.setToolTipsVisible(True)
+        v = mb.addMenu("&View")
+        group = QActionGroup(self)
+        self.theme_actions: dict[str, QAction] = {}
+        for name in THEMES:
+            act = QAction(f"{name.capitalize()} theme", self, checkable=True)
+            act.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
+            group.addAction(act)
+            v.addAction(act)
+            self.theme_actions[name] = act
+        v.addSeparator()
+        v.addAction(self.params_dock.toggleViewAction())
+        if _module_exists(TOUR[0]):
+            self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
+        h = mb.addMenu("&Help")
+        self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
+        if _module_exists(TOUR[0]):
+            self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
+
+    # -- lazy pages ----------------------------------------------------------------------------
+    def _build_lazy_tab(self, index: int) -> None:
+        spec = self._lazy.pop(index, None)
+        if spec is None:
+            return
+        module, cls = spec
+        try:
+            page = getattr(importlib.import_module(module), cls)(self)
+        except Exception as exc:
+            page = QLabel(f"This page could not be loaded:\n{type(exc).__name__}: {exc}")
+            page.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        title = self.tabs.tabText(index)
+        old = self.tabs.widget(index)
+        self.tabs.blockSignals(True)
+        self.tabs.removeTab(index)
+        self.tabs.insertTab(index, page, title)
+        self.tabs.setCurrentIndex(index)
+        self.tabs.blockSignals(False)
+        old.deleteLater()
+        self.pages[cls] = page
+        if hasattr(page, "apply_theme"):
+            try:
+                page.apply_theme(THEMES[self.theme_name])
+            except Exception:
+                pass
+
+    def open_page(self, cls: str) -> QWidget | None:
+        """Show (building if needed) the page whose class is ``cls``; None if it does not exist."""
+        if cls in self.pages:
+            self.tabs.setCurrentWidget(self.pages[cls])
+            return self.pages[cls]
+        for index, (_module, name) in list(self._lazy.items()):
+            if name == cls:
+                self.tabs.setCurrentIndex(index)
+                return self.pages.get(cls)
+        return None
+
+    def show_tour(self) -> None:
+        if self.tour_dock is None:
+            try:
+                module = importlib.import_module(TOUR[0])
+                self.tour = getattr(module, TOUR[1])(self)
+            except Exception as exc:
+                self.message("Guided tour", f"The tour could not be loaded: {exc}", error=True)
+                return
+            self.tour.apply_config.connect(self.apply_config)
+            self.tour.highlight.connect(self.highlight_plot)
+            if hasattr(self.tour, "show_inspector"):
+                self.tour.show_inspector.connect(self._tour_inspector)
+            self.tour.finished.connect(lambda: self.tour_dock.hide())
+            self.tour_dock = QDockWidget("Guided tour", self)
+            self.tour_dock.setObjectName("tour_dock")
+            self.tour_dock.setWidget(self.tour)
+            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.tour_dock)
+            if hasattr(self.tour, "start"):
+                self.tour.start()  # enter step 1: applies its parameters, highlights its plot
+        self.tour_dock.show()
+        self.tour_dock.raise_()
+
+    def _tour_inspector(self, scores: list, scale: float) -> None:
+        page = self.open_page("InspectorPage")
+        if page is not None and hasattr(page, "set_scores"):
+            page.set_scores(scores, scale)
+
+    # -- running -------------------------------------------------------------------------------
+    def rerun(self) -> bool:
+        """Validate the widgets and start a new generation; False (message shown) if invalid."""
+        self.debounce.stop()
+        try:
+            cfg = self.params.config_from_widgets()
+        except ConfigError as exc:
+            self.worker.stop()
+            self.stop_button.setEnabled(False)
+            self.status_label.setText(f"not run: {exc.field}: {exc.message}")
+            self.last_message = str(exc)
+            return False
+        self.config = cfg
+        cache = self.sweep_cache
+        self._run_started = time.perf_counter()
+        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache))
+        self.stop_button.setEnabled(True)
+        self.progress.setValue(0)
+        self.progress.setFormat("starting…")
+        return True
+
+    def stop(self) -> None:
+        if self.worker.is_running():
+            self.worker.stop()
+            self.status_label.setText(self.status_label.text() + "  — stopped")
+        self.stop_button.setEnabled(False)
+
+    def tick(self) -> None:
+        """The redraw timer: take the latest state (if new), then redraw what changed."""
+        latest = self.worker.take_latest()
+        if latest is not None:
+            self.state = latest.item
+            self.page.set_state(self.state)
+            self._show_progress(self.state)
+        if self.page.isVisible() and self.page.redraw():
+            self.redraw_count += 1
+        if latest is not None and latest.item.complete and latest.done:
+            self.stop_button.setEnabled(False)
+            self.results_complete.emit()
+
+    def _show_progress(self, state: LabState) -> None:
+        snap = state.snapshot
+        self.progress.setValue(round(1000 * state.progress))
+        if state.phase == "simulation":
+            self.progress.setFormat(f"simulation {100 * snap.progress:.0f}%" if snap else "simulation")
+        elif state.phase == "sweep":
+            self.progress.setFormat(f"sweep {len(state.sweep)}/{state.sweep_total}")
+        else:
+            self.progress.setFormat("done")
+        if snap is not None:
+            c = snap.config
+            self.status_label.setText(
+                f"backend {snap.backend} · device {snap.device} · dtype {c.dtype} · method "
+                f"{snap.method} · {snap.trials_done:,}/{c.trials:,} trials in {snap.elapsed_s:.2f} s"
+                + (f" · sweep {len(state.sweep)}/{state.sweep_total}" if state.sweep_total else ""))
+
+    def _on_finished(self, generation: int) -> None:
+        self.stop_button.setEnabled(False)
+
+    def _on_cancelled(self, generation: int) -> None:
+        if generation == self.worker.generation:
+            self.stop_button.setEnabled(False)
+            self.progress.setFormat("stopped")
+
+    def _on_error(self, generation: int, exc: object) -> None:
+        if generation != self.worker.generation:
+            return
+        self.stop_button.setEnabled(False)
+        self.progress.setFormat("error")
+        if isinstance(exc, ConfigError):
+            self.params.show_error(exc)
+            self.status_label.setText(f"not run: {exc.field}: {exc.message}")
+            self.last_message = str(exc)
+        else:
+            self.message("Simulation error", f"{type(exc).__name__}: {exc}", error=True)
+
+    # -- the API the tour and other pages use --------------------------------------------------
+    def apply_config(self, data: dict) -> bool:
+        """Set the widgets from a partial dict of SimulationConfig fields, then rerun."""
+        merged = {**self.params.widget_values(), **dict(data)}
+        try:
+            cfg = SimulationConfig.from_dict(merged)
+        except ConfigError as exc:
+            self.params.show_error(exc)
+            self.last_message = str(exc)
+            self.status_label.setText(f"not applied: {exc}")
+            return False
+        self.params.set_config(cfg)
+        return self.rerun()
+
+    def highlight_plot(self, plot_id: str) -> bool:
+        """Bring the plot into view and outline it for a moment."""
+        if plot_id not in self.page.panels:
+            self.status_label.setText(f"no plot called {plot_id!r}")
+            return False
+        self.tabs.setCurrentWidget(self.page)
+        self.page.highlight(plot_id)
+        return True
+
+    def set_theme(self, name: str) -> None:
+        theme = THEMES[name]
+        self.theme_name = name
+        app = QApplication.instance()
+        if app is not None:
+            apply_app_theme(app, theme)
+        self.page.apply_theme(theme)
+        for page in self.pages.values():
+            if hasattr(page, "apply_theme"):
+                try:
+                    page.apply_theme(theme)
+                except Exception:
+                    pass
+        self.theme_actions[name].setChecked(True)
+        self.settings.setValue("theme", name)
+
+    def message(self, title: str, text: str, error: bool = False) -> None:
+        """Tell the user something without blocking (status bar and a non-modal box)."""
+        self.last_message = text
+        self.statusBar().showMessage(text, 10_000)
+        box = QMessageBox(QMessageBox.Icon.Warning if error else QMessageBox.Icon.Information,
+                          title, text, QMessageBox.StandardButton.Ok, self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setModal(False)
+        box.show()
+
+    def show_help(self) -> None:
+        QMessageBox.about(self, "Attention Scaling Lab",
+                          HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
+
+    # -- sessions ------------------------------------------------------------------------------
+    def save_session(self, path: str | Path) -> Path:
+        cfg = self.params.config_from_widgets()
+        return write_json(path, {"app": "attention-scaling-lab", "kind": "session",
+                                 "config": cfg.to_dict()})
+
+    def open_session(self, path: str | Path) -> SimulationConfig:
+        """Load a session or an exported config.json (the config is under "config") and rerun."""
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if not isinstance(data, dict):
+            raise ValueError("not a session file (expected a JSON object)")
+        cfg_dict = data.get("config", data)
+        if not isinstance(cfg_dict, dict):
+            raise ValueError('"config" is not a JSON object')
+        cfg = SimulationConfig.from_dict(cfg_dict)
+        self.params.set_config(cfg)
+        self.rerun()
+        return cfg
+
+    def _save_session_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save session", str(self._last_dir() / "session.json"),
+                                              "Session (*.json)")
+        if not path:
+            return
+        try:
+            self.save_session(path)
+            self._remember_dir(Path(path).parent)
+            self.statusBar().showMessage(f"saved {path}", 5000)
+        except ConfigError as exc:
+            self.message("Save session", f"The parameters are invalid: {exc}", error=True)
+        except OSError as exc:
+            self.message("Save session", f"Cannot write {path}: {exc.strerror or exc}", error=True)
+
+    def _open_session_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open session or config.json", str(self._last_dir()),
+                                              "JSON (*.json)")
+        if not path:
+            return
+        try:
+            self.open_session(path)
+            self._remember_dir(Path(path).parent)
+        except (OSError, ValueError) as exc:  # ConfigError is a ValueError
+            self.message("Open session", f"Cannot open {path}: {exc}", error=True)
+
+    # -- export --------------------------------------------------------------------------------
+    def export_all_to(self, parent: str | Path) -> Path:
+        out = export_all(self.page.panels.values(), self.state, parent)
+        self.message("Export all", f"Exported every plot and the results to {out}")
+        return out
+
+    def export_plot(self, plot_id: str, path: str | Path, kind: str) -> Path:
+        return export_panel(self.page.panels[plot_id], path, kind)
+
+    def _export_all_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export all into folder", str(self._last_dir()))
+        if not folder:
+            return
+        try:
+            self.export_all_to(folder)
+            self._remember_dir(Path(folder))
+        except ExportError as exc:
+            self.message("Export all", str(exc), error=True)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
+        suggested = self._last_dir() / f"{panel.plot_id}.{kind}"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}", str(suggested), filters[kind])
+        if not path:
+            return
+        try:
+            export_panel(panel, path, kind)
+            self._remember_dir(Path(path).parent)
+            self.statusBar().showMessage(f"wrote {path}", 5000)
+        except ExportError as exc:
+            self.message("Export", str(exc), error=True)
+
+    def _last_dir(self) -> Path:
+        d = self.settings.value("last_dir")
+        return Path(d) if d and Path(d).is_dir() else Path.home()
+
+    def _remember_dir(self, d: Path) -> None:
+        self.settings.setValue("last_dir", str(d))
+
+    # -- settings and closing ------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geo = self.settings.value("geometry")
+        if isinstance(geo, QByteArray) and not geo.isEmpty():
+            self.restoreGeometry(geo)
+        state = self.settings.value("window_state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        data = load_json(self.settings, "config")
+        if isinstance(data, dict):
+            try:
+                self.params.set_config(SimulationConfig.from_dict(data))
+            except (ConfigError, TypeError):
+                pass  # a stale or hand-edited value: keep the defaults
+
+    def save_settings(self) -> None:
+        self.settings.setValue("geometry", self.saveGeometry())
+        self.settings.setValue("window_state", self.saveState())
+        try:
+            save_json(self.settings, "config", self.params.config_from_widgets().to_dict())
+        except ConfigError:
+            pass
+        self.settings.sync()
+
+    def shutdown(self) -> None:
+        """Stop timers and the worker thread; safe to call twice."""
+        if self._closing:
+            return
+        self._closing = True
+        self.redraw_timer.stop()
+        self.debounce.stop()
+        self.worker.stop()
+        self.worker.join(5.0)
+
+    def closeEvent(self, event: Any) -> None:
+        self.save_settings()
+        self.shutdown()
+        super().closeEvent(event)

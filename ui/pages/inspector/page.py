@@ -1,0 +1,332 @@
+"""The score inspector: type a few scores and a scale, see softmax(scores / scale) and its Jacobian.
+
+All numbers come from ``engine.inspect.inspect_scores``; this page only parses text, shows the
+result and exports it. Invalid text is refused next to its field and the last valid result stays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from engine.inspect import InspectResult, inspect_scores
+from engine.softmax import JACOBIAN_ENTRY_MAX
+from ui.pages.inspector.export import write_inspection_csv
+from ui.pages.inspector.fmt import plain, sig
+from ui.pages.inspector.parse import parse_scale, parse_scores
+from ui.pages.inspector.table import EntriesModel
+from ui.pages.inspector.views import (
+    JacobianHeatmap,
+    MaxEntryGauge,
+    WeightsPlot,
+    apply_plot_theme,
+    export_png,
+)
+from ui.theme import LIGHT, Theme
+
+DEBOUNCE_MS = 150
+MAX_TEXT = 1_000_000
+#: the worked examples of SCIENCE.md (scores, scale)
+EXAMPLES: tuple[tuple[str, Sequence[float], float], ...] = (
+    ("8, 0, −8: saturated", (8, 0, -8), 1.0),
+    ("8, 0, −8 divided by 4", (8, 0, -8), 4.0),
+    ("1, 0, −1: soft", (1, 0, -1), 1.0),
+    ("16, 8, 0, −8: saturated", (16, 8, 0, -8), 1.0),
+    ("16, 8, 0, −8 divided by 8", (16, 8, 0, -8), 8.0),
+    ("2, 1, 0, −1", (2, 1, 0, -1), 1.0),
+)
+
+
+class InspectorPage(QWidget):
+    """Scores + scale -> weights bar chart, Jacobian heatmap, largest-entry gauge, table, summary."""
+
+    result_changed = Signal(object)  #: the new InspectResult after each valid input
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inspectorPage")
+        self._result: InspectResult | None = None
+        self._errors: dict[str, str] = {}
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.refresh)
+
+        # -- inputs ---------------------------------------------------------------------------
+        self.scores_edit = QLineEdit("8, 0, -8")
+        self.scores_edit.setPlaceholderText("e.g. 8, 0, -8 (2 to 4096 numbers, commas or spaces)")
+        self.scores_edit.setToolTip("The raw scores s_i of one query row (q·k_i).")
+        self.scores_edit.setMaxLength(MAX_TEXT)  # Qt's default (32767) would cut 4096 scores
+        self.scale_edit = QLineEdit("1")
+        self.scale_edit.setPlaceholderText("e.g. 8 or sqrt(64)")
+        self.scale_edit.setToolTip("The scores are divided by this before the softmax "
+                                   "(sqrt(d_k) for standard attention; sqrt(64) works).")
+        self.scale_edit.setMaximumWidth(140)
+        self.scores_error = _error_label("scoresError")
+        self.scale_error = _error_label("scaleError")
+        self.examples = QComboBox()
+        self.examples.addItem("Worked examples…")
+        for label, _, _ in EXAMPLES:
+            self.examples.addItem(label)
+        self.examples.activated.connect(self._on_example)
+        self.scores_edit.textChanged.connect(self._schedule)
+        self.scale_edit.textChanged.connect(self._schedule)
+        self.scores_edit.returnPressed.connect(self.refresh)
+        self.scale_edit.returnPressed.connect(self.refresh)
+
+        inputs = QGridLayout()
+        inputs.addWidget(QLabel("Scores"), 0, 0)
+        inputs.addWidget(self.scores_edit, 0, 1)
+        inputs.addWidget(QLabel("Divide by (scale)"), 0, 2)
+        inputs.addWidget(self.scale_edit, 0, 3)
+        inputs.addWidget(self.examples, 0, 4)
+        inputs.addWidget(self.scores_error, 1, 1)
+        inputs.addWidget(self.scale_error, 1, 2, 1, 3)
+        inputs.setColumnStretch(1, 1)
+        formula = QLabel("p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_i(δ_ij − p_j))")
+        formula.setObjectName("inspectorFormula")
+
+        # -- views ----------------------------------------------------------------------------
+        self.weights_plot = WeightsPlot()
+        self.gauge = MaxEntryGauge()
+        self.heatmap = JacobianHeatmap()
+        self.hover_label = QLabel("Hover over the heatmap to read an entry.")
+        self.heatmap.hovered.connect(
+            lambda text: self.hover_label.setText(text or "Hover over the heatmap to read an entry."))
+        self.log_weights = QCheckBox("log₁₀ axis (shows tiny weights)")
+        self.log_weights.toggled.connect(self.weights_plot.set_log)
+        self.fit_colors = QCheckBox("Colours fit the data (else ±0.25, the largest possible)")
+        self.fit_colors.toggled.connect(self.heatmap.set_fit_colors)
+        self.model = EntriesModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setDefaultSectionSize(20)
+
+        self.summary: dict[str, QLabel] = {}
+        summary = QFormLayout()
+        for key, label in (
+            ("n", "number of scores n"),
+            ("top", "top weight max p_i"),
+            ("fro", "Jacobian size ‖J‖_F"),
+            ("max_abs", "largest |J_ij|"),
+            ("entropy", "entropy H (nats)"),
+            ("entropy_norm", "H / log n"),
+        ):
+            value = QLabel("–")
+            value.setObjectName(f"summary_{key}")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            summary.addRow(label, value)
+            self.summary[key] = value
+
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.weights_plot, 3)
+        left_layout.addWidget(self.log_weights)
+        left_layout.addWidget(self.gauge)
+        left_layout.addLayout(summary)
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.heatmap, 3)
+        hover_row = QHBoxLayout()
+        hover_row.addWidget(self.hover_label, 1)
+        hover_row.addWidget(self.fit_colors)
+        right_layout.addLayout(hover_row)
+        right_layout.addWidget(self.table, 2)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setChildrenCollapsible(False)
+
+        # -- export ---------------------------------------------------------------------------
+        self.status = QLabel()
+        self.status.setObjectName("inspectorStatus")
+        save_png = QPushButton("Save plots (PNG)…")
+        save_png.clicked.connect(self._on_save_png)
+        save_csv = QPushButton("Save data (CSV)…")
+        save_csv.clicked.connect(self._on_save_csv)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(save_png)
+        bottom.addWidget(save_csv)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(inputs)
+        layout.addWidget(formula)
+        layout.addWidget(splitter, 1)
+        layout.addLayout(bottom)
+        self.theme: Theme = LIGHT
+        self.apply_theme(LIGHT)
+        self.refresh()
+
+    # -- public API ---------------------------------------------------------------------------
+    @property
+    def result(self) -> InspectResult | None:
+        """The last valid result (stays when the current text is invalid)."""
+        return self._result
+
+    def set_scores(self, scores: Sequence[float], scale: float = 1.0) -> bool:
+        """Show these scores at once (no debounce); the tour uses it. False if refused."""
+        for edit, text in ((self.scores_edit, ", ".join(plain(float(s)) for s in scores)),
+                           (self.scale_edit, plain(float(scale)))):
+            edit.blockSignals(True)
+            edit.setText(text)
+            edit.blockSignals(False)
+        return self.refresh()
+
+    def refresh(self) -> bool:
+        """Parse both fields and recompute; on invalid input show why and keep the last result."""
+        self._timer.stop()
+        errors: dict[str, str] = {}
+        scores: list[float] = []
+        scale = 1.0
+        try:
+            if len(self.scores_edit.text()) >= MAX_TEXT:
+                raise ConfigError("scores", f"text too long (at most {MAX_TEXT - 1:,} characters)")
+            scores = parse_scores(self.scores_edit.text())
+        except ConfigError as exc:
+            errors["scores"] = exc.message
+        try:
+            scale = parse_scale(self.scale_edit.text())
+        except ConfigError as exc:
+            errors["scale"] = exc.message
+        result = None
+        if not errors:
+            try:
+                with np.errstate(over="ignore"):  # an overflowing scale is refused just below
+                    result = inspect_scores(scores, scale)
+            except ConfigError as exc:
+                errors[exc.field if exc.field in ("scores", "scale") else "scores"] = exc.message
+        if "scores" in errors and "scale" not in errors:
+            # the scores are unusable, but say now whether the scale is valid too (engine rules)
+            try:
+                inspect_scores([0.0, 0.0], scale)
+            except ConfigError as exc:
+                errors["scale"] = exc.message
+        self._show_errors(errors)
+        if result is None:
+            return False
+        self._result = result
+        self._update_views(result)
+        self.result_changed.emit(result)
+        return True
+
+    def apply_theme(self, theme: Theme) -> None:
+        """Recolour the plots and the error messages (light/dark, from ui.theme)."""
+        self.theme = theme
+        for plot in (self.weights_plot, self.heatmap, self.gauge):
+            apply_plot_theme(plot, theme)
+        for label in (self.scores_error, self.scale_error):
+            label.setStyleSheet(f"color: {theme.error};")
+        self._show_errors(self._errors)
+
+    def error_text(self, field: str) -> str:
+        """The message shown next to ``scores`` or ``scale`` ('' when that field is valid)."""
+        label = self.scores_error if field == "scores" else self.scale_error
+        return label.text() if not label.isHidden() else ""
+
+    def export_csv(self, path: str | Path) -> list[Path]:
+        """Write the current result as CSV (no dialog); returns the files written."""
+        if self._result is None:
+            raise ValueError("nothing to export: no valid scores yet")
+        return write_inspection_csv(path, self._result)
+
+    def export_plots(self, base: str | Path) -> list[Path]:
+        """Write ``<base>_weights.png``, ``<base>_jacobian.png``, ``<base>_gauge.png``."""
+        base = Path(base)
+        stem = base.with_suffix("") if base.suffix.lower() == ".png" else base
+        written = []
+        for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
+                           ("gauge", self.gauge)):
+            path = stem.with_name(f"{stem.name}_{name}.png")
+            export_png(plot, str(path))
+            written.append(path)
+        return written
+
+    # -- internals ----------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self._timer.start()
+
+    def _on_example(self, index: int) -> None:
+        if index <= 0:
+            return
+        _, scores, scale = EXAMPLES[index - 1]
+        self.set_scores(list(scores), scale)
+        self.examples.setCurrentIndex(0)
+
+    def _show_errors(self, errors: dict[str, str]) -> None:
+        self._errors = dict(errors)
+        border = f"QLineEdit {{ border: 2px solid {self.theme.error}; border-radius: 3px; }}"
+        stale = " (showing the last valid input)" if self._result is not None else ""
+        for field, edit, label in (("scores", self.scores_edit, self.scores_error),
+                                   ("scale", self.scale_edit, self.scale_error)):
+            message = errors.get(field)
+            edit.setStyleSheet(border if message else "")
+            label.setText(f"{field}: {message}{stale}" if message else "")
+            label.setHidden(not message)
+
+    def _update_views(self, r: InspectResult) -> None:
+        self.weights_plot.update_result(r)
+        self.gauge.update_result(r)
+        self.heatmap.update_result(r)
+        self.model.set_result(r)
+        n = r.scores.size
+        s = self.summary
+        s["n"].setText(str(n))
+        s["top"].setText(sig(float(r.weights.max())))
+        s["fro"].setText(f"{sig(r.jacobian_fro, 10)}   (log₁₀ = {r.log10_jacobian_fro:.4f})")
+        share = r.jacobian_max_abs / JACOBIAN_ENTRY_MAX
+        s["max_abs"].setText(f"{sig(r.jacobian_max_abs)}   = {share:.3g} × the maximum 0.25")
+        s["entropy"].setText(f"{sig(r.entropy)}   of at most log n = {math.log(n):.6g}")
+        s["entropy_norm"].setText(sig(r.entropy_norm, 6))
+
+    def _on_save_csv(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save inspector data", "inspector.csv",
+                                              "CSV files (*.csv)")
+        if path:
+            self._report(lambda: self.export_csv(path))
+
+    def _on_save_png(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save inspector plots (base name)",
+                                              "inspector.png", "PNG images (*.png)")
+        if path:
+            self._report(lambda: self.export_plots(path))
+
+    def _report(self, action) -> None:
+        try:
+            written = action()
+        except (OSError, ValueError) as exc:
+            self.status.setText(f"Could not save: {exc}")
+            return
+        self.status.setText("Saved " + ", ".join(p.name for p in written))
+
+
+def _error_label(name: str) -> QLabel:
+    label = QLabel()
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setHidden(True)
+    return label

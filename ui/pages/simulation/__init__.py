@@ -1,0 +1,1 @@
+"""The simulation page: six live plots and the results table."""

@@ -1,0 +1,116 @@
+"""The numbers behind the plots, per rule, each with its standard error; copyable as text or CSV.
+
+The CSV is exactly the engine's ``summary_rows()`` (the columns of summary.csv).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.io import csv_text
+from engine.simulate import RuleResult, SimulationSnapshot
+from engine.stats import Estimate
+from ui.theme import rule_color
+
+#: (header, tooltip, getter) per column after the rule name
+COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
+    ("logit var", "Variance of the logits the softmax sees (pooled over keys)", lambda r: r.logit_var),
+    ("logit std", "Standard deviation of the logits", lambda r: r.logit_std),
+    ("top weight", "Mean of the largest softmax weight per row", lambda r: r.top_weight),
+    ("saturated", "Fraction of rows whose top weight exceeds the threshold", lambda r: r.saturated_frac),
+    ("H / log n", "Mean attention entropy divided by its ceiling log(n)", lambda r: r.entropy_norm),
+    ("‖J‖_F", "Mean Frobenius norm of the softmax Jacobian per row", lambda r: r.jacobian_fro),
+    ("max |J_ij|", "Mean largest Jacobian entry per row (at most 0.25)", lambda r: r.jacobian_max_abs),
+)
+
+
+def fmt(e: Estimate) -> str:
+    return f"{e.mean:.4g} ± {e.se:.2g}"
+
+
+class ResultsTable(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("results_table")
+        self.snapshot: SimulationSnapshot | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        head = QHBoxLayout()
+        self.caption = QLabel("<b>Results</b> (mean ± standard error)")
+        head.addWidget(self.caption, 1)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the table as tab-separated text")
+        self.copy_button.clicked.connect(self.copy_text)
+        self.csv_button = QPushButton("Copy CSV")
+        self.csv_button.setToolTip("Copy the full results as CSV (the columns of summary.csv)")
+        self.csv_button.clicked.connect(self.copy_csv)
+        head.addWidget(self.copy_button)
+        head.addWidget(self.csv_button)
+        layout.addLayout(head)
+        self.raw_label = QLabel("")
+        self.raw_label.setWordWrap(True)
+        layout.addWidget(self.raw_label)
+        # one row per measure, one column per rule: narrow enough for the grid cell
+        self.table = QTableWidget(len(COLUMNS), 1, self)
+        self.table.setHorizontalHeaderLabels(["measure"])
+        for row, (name, tip, _) in enumerate(COLUMNS):
+            item = QTableWidgetItem(name)
+            item.setToolTip(tip)
+            self.table.setItem(row, 0, item)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setHighlightSections(False)  # keep the rule colours readable
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setToolTip("Per-rule results; Ctrl+C copies the selection")
+        layout.addWidget(self.table, 1)
+        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text)
+        self._shown: int | None = None
+
+    def show_snapshot(self, snap: SimulationSnapshot | None) -> None:
+        if snap is None or id(snap) == self._shown:
+            return
+        self._shown = id(snap)
+        self.snapshot = snap
+        c = snap.config
+        self.raw_label.setText(
+            f"raw q·k (d_k={c.d_k}, n={c.n_keys}, {snap.trials_done:,} trials): mean "
+            f"{fmt(snap.raw_mean)}, var {fmt(snap.raw_var)} (theory {snap.raw_theory.var:.4g})")
+        rules = list(snap.rules.items())
+        self.table.setColumnCount(len(rules) + 1)
+        for col, (name, r) in enumerate(rules, start=1):
+            head = QTableWidgetItem(name)
+            head.setForeground(QColor(rule_color(name)))
+            self.table.setHorizontalHeaderItem(col, head)
+            for row, (_, _, get) in enumerate(COLUMNS):
+                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r))))
+        self.table.resizeColumnsToContents()
+
+    def as_text(self) -> str:
+        """Tab-separated: header row (measure, rules), then one row per measure (what Copy puts
+        on the clipboard)."""
+        lines = ["\t".join(self.table.horizontalHeaderItem(i).text()
+                           for i in range(self.table.columnCount()))]
+        for row in range(self.table.rowCount()):
+            lines.append("\t".join(self.table.item(row, col).text() if self.table.item(row, col) else ""
+                                   for col in range(self.table.columnCount())))
+        return "\n".join(lines) + "\n"
+
+    def as_csv(self) -> str:
+        return csv_text(self.snapshot.summary_rows()) if self.snapshot is not None else ""
+
+    def copy_text(self) -> None:
+        QApplication.clipboard().setText(self.as_text())
+
+    def copy_csv(self) -> None:
+        QApplication.clipboard().setText(self.as_csv())

@@ -1,0 +1,202 @@
+"""The guided tour: one step at a time, each setting the parameters and naming the plot to watch.
+
+The panel only emits signals; the main window applies the parameters, highlights the plot and
+opens the inspector. Leaving the tour keeps whatever settings the last step applied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ui.pages.tour.steps import TourError, TourStep, load_steps
+
+#: what the user reads for each plot id
+PLOT_NAMES = {
+    "scores": "the score / logit histogram",
+    "weights": "the attention weights",
+    "top_weight": "the top weight",
+    "entropy": "the attention entropy",
+    "jacobian": "the Jacobian size",
+    "sweep": "the d_k sweep",
+}
+
+
+class TourPanel(QWidget):
+    """Step k of N: title, two or three sentences, Back / Next / Leave tour (arrow keys work)."""
+
+    apply_config = Signal(dict)  #: partial SimulationConfig fields of the entered step
+    highlight = Signal(str)  #: plot id of the entered step
+    show_inspector = Signal(list, float)  #: scores and scale, when the step has an example
+    finished = Signal()  #: the user left the tour (the settings stay)
+
+    def __init__(self, parent: QWidget | None = None, path: str | Path | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("tourPanel")
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self._steps: list[TourStep] = []
+        self._index = -1
+
+        self._counter = QLabel()
+        self._counter.setObjectName("tourCounter")
+        self._title = QLabel()
+        self._title.setObjectName("tourTitle")
+        self._title.setWordWrap(True)
+        font = self._title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        self._title.setFont(font)
+        self._text = QLabel()
+        self._text.setObjectName("tourText")
+        self._text.setTextFormat(Qt.TextFormat.MarkdownText)
+        self._text.setWordWrap(True)
+        self._text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self._text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._plot_hint = QLabel()
+        self._plot_hint.setObjectName("tourPlotHint")
+        self._plot_hint.setWordWrap(True)
+
+        self.back_button = QPushButton("◀ Back")
+        self.next_button = QPushButton("Next ▶")
+        self.leave_button = QPushButton("Leave tour")
+        for b in (self.back_button, self.next_button, self.leave_button):
+            b.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # arrow keys stay with the panel
+        self.back_button.setToolTip("Previous step (Left arrow)")
+        self.next_button.setToolTip("Next step (Right arrow)")
+        self.leave_button.setToolTip("Close the tour and keep the current settings")
+        self.back_button.clicked.connect(self.back)
+        self.next_button.clicked.connect(self.next)
+        self.leave_button.clicked.connect(self.leave)
+
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.back_button)
+        buttons.addWidget(self.next_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.leave_button)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self._counter)
+        layout.addWidget(self._title)
+        scroll = QScrollArea()  # a short dock scrolls the text instead of clipping it
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        scroll.setWidget(self._text)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(self._plot_hint)
+        layout.addLayout(buttons)
+
+        self.load_steps(path)
+
+    # -- data ---------------------------------------------------------------------------------
+    def load_steps(self, path: str | Path | None = None) -> list[TourStep]:
+        """Load the tour (default resources/tour.json); a bad file shows its error, no traceback."""
+        try:
+            steps = load_steps(path)
+        except TourError as exc:
+            self.set_steps([])
+            self._title.setText("The tour could not be loaded")
+            self._text.setTextFormat(Qt.TextFormat.PlainText)
+            self._text.setText(str(exc))
+            return []
+        self._text.setTextFormat(Qt.TextFormat.MarkdownText)
+        self.set_steps(steps)
+        return steps
+
+    def set_steps(self, steps: list[TourStep]) -> None:
+        self._steps = list(steps)
+        self._index = -1
+        self._show(0 if self._steps else -1)
+
+    @property
+    def steps(self) -> list[TourStep]:
+        return list(self._steps)
+
+    @property
+    def index(self) -> int:
+        """The current step (0-based); -1 when there are no steps."""
+        return self._index
+
+    @property
+    def current_step(self) -> TourStep | None:
+        return self._steps[self._index] if 0 <= self._index < len(self._steps) else None
+
+    # -- navigation ---------------------------------------------------------------------------
+    def start(self, index: int = 0) -> None:
+        """Enter a step (default the first) and emit its signals."""
+        self.go_to(index)
+
+    def go_to(self, index: int) -> None:
+        if not self._steps:
+            return
+        index = max(0, min(index, len(self._steps) - 1))
+        self._show(index)
+        self._emit_step()
+
+    def next(self) -> None:
+        if self._index < len(self._steps) - 1:
+            self.go_to(self._index + 1)
+
+    def back(self) -> None:
+        if self._index > 0:
+            self.go_to(self._index - 1)
+
+    def leave(self) -> None:
+        self.finished.emit()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Right:
+            self.next()
+        elif event.key() == Qt.Key.Key_Left:
+            self.back()
+        elif event.key() == Qt.Key.Key_Escape:
+            self.leave()
+        else:
+            super().keyPressEvent(event)
+            return
+        event.accept()
+
+    # -- view ---------------------------------------------------------------------------------
+    def _show(self, index: int) -> None:
+        self._index = index
+        n = len(self._steps)
+        step = self.current_step
+        if step is None:
+            self._counter.setText("")
+            self._title.setText("No tour steps")
+            self._text.setText("")
+            self._plot_hint.setText("")
+        else:
+            self._counter.setText(f"Step {index + 1} of {n}")
+            self._title.setText(step.title)
+            self._text.setText(step.text)
+            hint = f"Look at: {PLOT_NAMES.get(step.plot, step.plot)}"
+            if step.inspector is not None:
+                scores = ", ".join(f"{s:g}" for s in step.inspector.scores)
+                hint += f"; inspector: scores {scores}, scale {step.inspector.scale:g}"
+            self._plot_hint.setText(hint)
+        self.back_button.setEnabled(step is not None and index > 0)
+        self.next_button.setEnabled(step is not None and index < n - 1)
+
+    def _emit_step(self) -> None:
+        step = self.current_step
+        if step is None:
+            return
+        self.apply_config.emit(dict(step.config))
+        self.highlight.emit(step.plot)
+        if step.inspector is not None:
+            self.show_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))

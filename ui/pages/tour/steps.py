@@ -1,0 +1,116 @@
+"""Tour steps are data (resources/tour.json); this module loads and checks them, with no Qt.
+
+A step's effective parameters are the file's ``base`` plus the step's ``config``, so every step
+fully determines the science parameters and nothing leaks from the previous step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: the plot ids a step may point at (the main window maps them to its plots)
+PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
+
+_STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector"})
+
+
+def resources_dir() -> Path:
+    """The repository's ``resources/`` folder (ui/pages/tour/steps.py -> parents[3])."""
+    return Path(__file__).resolve().parents[3] / "resources"
+
+
+def default_tour_path() -> Path:
+    return resources_dir() / "tour.json"
+
+
+class TourError(ValueError):
+    """The tour file is malformed; the message names the step and the key."""
+
+
+@dataclass(frozen=True)
+class InspectorExample:
+    scores: tuple[float, ...]
+    scale: float
+
+
+@dataclass(frozen=True)
+class TourStep:
+    title: str
+    text: str
+    #: effective parameters (base + step config): partial ``SimulationConfig`` fields
+    config: dict[str, Any] = field(default_factory=dict)
+    plot: str = "scores"
+    inspector: InspectorExample | None = None
+
+
+def load_steps(path: str | Path | None = None) -> list[TourStep]:
+    """Read and check a tour file; raise :class:`TourError` naming what is wrong."""
+    path = Path(path) if path is not None else default_tour_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TourError(f"cannot read tour file {str(path)!r}: {exc}") from None
+    return parse_tour(data)
+
+
+def parse_tour(data: Any) -> list[TourStep]:
+    if isinstance(data, list):  # a bare list of steps, no base
+        data = {"steps": data}
+    if not isinstance(data, Mapping):
+        raise TourError("tour file must be a JSON object with 'steps'")
+    base = data.get("base", {})
+    if not isinstance(base, Mapping):
+        raise TourError("'base' must be an object of parameters")
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str) or not raw_steps:
+        raise TourError("'steps' must be a non-empty list")
+    return [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
+
+
+def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
+    where = f"step {number}"
+    if not isinstance(raw, Mapping):
+        raise TourError(f"{where}: must be an object")
+    unknown = sorted(set(raw) - _STEP_KEYS)
+    if unknown:
+        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_STEP_KEYS))})")
+    for key in ("title", "text"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise TourError(f"{where}: {key!r} must be a non-empty string")
+    config = raw.get("config", {})
+    if not isinstance(config, Mapping):
+        raise TourError(f"{where}: 'config' must be an object")
+    plot = raw.get("plot")
+    if plot not in PLOT_IDS:
+        raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {plot!r}")
+    return TourStep(
+        title=raw["title"].strip(),
+        text=raw["text"].strip(),
+        config={**base, **config},
+        plot=plot,
+        inspector=_parse_example(where, raw.get("inspector")),
+    )
+
+
+def _parse_example(where: str, raw: Any) -> InspectorExample | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"scores", "scale"}:
+        raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}}")
+    scores = raw.get("scores")
+    scale = raw.get("scale", 1.0)
+    if (not isinstance(scores, Sequence) or isinstance(scores, str) or len(scores) < 2
+            or not all(_is_finite_number(s) for s in scores)):
+        raise TourError(f"{where}: inspector 'scores' must be a list of at least 2 finite numbers")
+    if not _is_finite_number(scale) or scale <= 0:
+        raise TourError(f"{where}: inspector 'scale' must be a positive number")
+    return InspectorExample(tuple(float(s) for s in scores), float(scale))
+
+
+def _is_finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

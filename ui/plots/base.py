@@ -1,0 +1,287 @@
+"""The frame every plot lives in: a stable id, theming, redraw-when-changed-and-visible, export.
+
+A panel owns one ``pg.GraphicsLayoutWidget`` (one or more PlotItems, created once). Subclasses
+implement ``data_key(state)`` (what its picture depends on), ``draw(state)`` (setData on items
+created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is anything with
+``.snapshot`` (a SimulationSnapshot or None) and ``.sweep`` (a tuple of SweepPoint).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QToolButton, QVBoxLayout, QWidget
+
+from engine.io import atomic_write_bytes, csv_text
+from engine.rules import RULE_REGISTRY
+from ui.theme import LIGHT, Theme, rule_color
+
+EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
+
+
+def rule_label(rule: str) -> str:
+    return RULE_REGISTRY[rule].label
+
+
+def finite(a: np.ndarray) -> np.ndarray:
+    """Nothing non-finite ever reaches a plot."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(np.isfinite(a), a, 0.0)
+
+
+def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> Any:
+    return pg.mkPen(rule_color(rule), width=width, style=style)
+
+
+class PlotPanel(QFrame):
+    """Base class of the six plots. ``plot_id`` is the stable id the tour highlights."""
+
+    plot_id = ""
+    title = ""
+    #: asks the owner (window / page) to export this panel: (panel, "png" | "svg" | "csv")
+    export_requested = Signal(object, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(f"plot_{self.plot_id}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.theme: Theme = LIGHT
+        self._drawn_key: Any = None
+        self._state: Any = None
+        self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(2, 2, 2, 2)
+        outer.setSpacing(1)
+        self.header = QHBoxLayout()
+        self.header.setContentsMargins(4, 0, 0, 0)
+        self.header_label = QLabel(f"<b>{self.title}</b>")
+        self.header.addWidget(self.header_label)
+        self.header.addStretch(1)
+        menu_button = QToolButton(self)
+        menu_button.setText("⋯")
+        menu_button.setToolTip(f"Export the {self.title.lower()} plot (PNG, SVG) or its data (CSV)")
+        menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu_button.setMenu(self.export_menu(self))
+        menu_button.setAutoRaise(True)
+        self.header.addWidget(menu_button)
+        outer.addLayout(self.header)
+        self.glw = pg.GraphicsLayoutWidget(self)
+        self.glw.setMinimumSize(260, 200)
+        outer.addWidget(self.glw, 1)
+        self._flash_timer = QTimer(self)
+        self._flash_timer.setSingleShot(True)
+        self._flash_timer.timeout.connect(self._unflash)
+        self.build()
+        self.apply_theme(self.theme)
+
+    # -- for subclasses ------------------------------------------------------------------------
+    def build(self) -> None:
+        raise NotImplementedError
+
+    def data_key(self, state: Any) -> Any:
+        snap = getattr(state, "snapshot", None)
+        return id(snap) if snap is not None else None
+
+    def draw(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return []
+
+    def plot_items(self) -> list[pg.PlotItem]:
+        return [i for i in self.glw.ci.items if isinstance(i, pg.PlotItem)]
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+    def add_plot(self, row: int, col: int, x_label: str, y_label: str, x_units: str | None = None,
+                 y_units: str | None = None, legend: bool = True, **kw: Any) -> pg.PlotItem:
+        plot = self.glw.addPlot(row=row, col=col, **kw)
+        plot.setLabel("bottom", x_label, units=x_units)
+        plot.setLabel("left", y_label, units=y_units)
+        for name in ("bottom", "left"):
+            # a "(x0.001)" factor in the label is easy to miss; show the numbers as they are
+            plot.getAxis(name).enableAutoSIPrefix(False)
+        plot.showGrid(x=True, y=True, alpha=self.theme.grid_alpha)
+        if legend:
+            plot.addLegend(offset=(-8, 8), labelTextSize="8pt")
+        vb = plot.getViewBox()
+        vb.menu.addSeparator()
+        for text, kind in (("Export plot as PNG…", "png"), ("Export plot as SVG…", "svg"),
+                           ("Export plot data as CSV…", "csv")):
+            vb.menu.addAction(text, lambda k=kind: self.export_requested.emit(self, k))
+        return plot
+
+    def export_menu(self, parent: QWidget) -> QMenu:
+        menu = QMenu(f"{self.title}", parent)
+        menu.addAction("Export as PNG…", lambda: self.export_requested.emit(self, "png"))
+        menu.addAction("Export as SVG…", lambda: self.export_requested.emit(self, "svg"))
+        menu.addAction("Export data as CSV…", lambda: self.export_requested.emit(self, "csv"))
+        return menu
+
+    def contextMenuEvent(self, event: Any) -> None:  # right-click on the header / frame
+        self.export_menu(self).exec(event.globalPos())
+
+    # -- redraw policy -------------------------------------------------------------------------
+    def is_on_screen(self) -> bool:
+        return self.isVisible() and not self.visibleRegion().isEmpty()
+
+    def refresh(self, state: Any, force: bool = False) -> bool:
+        """Redraw if the data changed and the panel is visible (or ``force``); True if drawn."""
+        self._state = state
+        if state is None:
+            return False
+        key = self.data_key(state)
+        if not force and (key == self._drawn_key or not self.is_on_screen()):
+            return False
+        self.draw(state)
+        self._drawn_key = key
+        self.draw_count += 1
+        return True
+
+    def invalidate(self) -> None:
+        """Forget what was drawn (theme or selection changed): the next refresh redraws."""
+        self._drawn_key = None
+        if self._state is not None:
+            self.refresh(self._state)
+
+    # -- theme and highlight -------------------------------------------------------------------
+    def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        self.glw.setBackground(theme.background)
+        fg = pg.mkPen(theme.foreground)
+        for plot in self.plot_items():
+            for name in ("left", "bottom", "right", "top"):
+                axis = plot.getAxis(name)
+                axis.setPen(fg)
+                axis.setTextPen(fg)
+            plot.showGrid(x=True, y=True, alpha=theme.grid_alpha)
+            if plot.titleLabel is not None and plot.titleLabel.text:
+                plot.titleLabel.setText(plot.titleLabel.text, color=theme.foreground)
+            legend = plot.legend
+            if legend is not None:
+                legend.setLabelTextColor(theme.foreground)
+                legend.setBrush(pg.mkBrush(theme.background + "C8"))
+                legend.setPen(pg.mkPen(theme.foreground + "40"))
+        self.theme_changed(theme)
+        self._set_frame_style(False)
+        self.invalidate()
+
+    def theme_changed(self, theme: Theme) -> None:
+        """Subclasses recolour their own non-rule items (theory lines, raw series)."""
+
+    def flash(self, ms: int = 1800) -> None:
+        self._set_frame_style(True)
+        self._flash_timer.start(ms)
+
+    def _unflash(self) -> None:
+        self._set_frame_style(False)
+
+    def _set_frame_style(self, on: bool) -> None:
+        name = self.objectName()
+        if on:
+            self.setStyleSheet(f"QFrame#{name} {{ border: 3px solid {self.theme.highlight}; }}")
+        else:
+            c = pg.mkColor(self.theme.foreground)  # Qt style sheets read #AARRGGBB, so use rgba()
+            self.setStyleSheet(f"QFrame#{name} {{ border: 1px solid rgba({c.red()}, {c.green()}, {c.blue()}, 60); }}")
+
+    @property
+    def highlighted(self) -> bool:
+        return self._flash_timer.isActive()
+
+    # -- export --------------------------------------------------------------------------------
+    def _prepare_export(self) -> None:
+        if self._state is not None:
+            self.refresh(self._state, force=True)
+
+    def png_bytes(self, width: int = EXPORT_WIDTH) -> bytes:
+        from pyqtgraph.exporters import ImageExporter
+
+        self._prepare_export()
+        exp = ImageExporter(self.glw.scene())
+        src = exp.getSourceRect()
+        if src.width() <= 0 or src.height() <= 0:
+            raise RuntimeError(f"{self.plot_id}: the plot has no size yet")
+        exp.parameters()["width"] = width
+        exp.parameters()["height"] = max(1, round(width * src.height() / src.width()))
+        exp.parameters()["background"] = pg.mkColor(self.theme.background)
+        image = exp.export(toBytes=True)
+        data = QByteArray()
+        buf = QBuffer(data)
+        buf.open(QIODevice.OpenModeFlag.WriteOnly)
+        image.save(buf, "PNG")
+        buf.close()
+        return bytes(data)
+
+    def svg_bytes(self) -> bytes:
+        from pyqtgraph.exporters import SVGExporter
+
+        self._prepare_export()
+        out = SVGExporter(self.glw.scene()).export(toBytes=True)
+        return out if isinstance(out, bytes) else bytes(out)
+
+    def csv_text(self) -> str:
+        rows = self.data_rows()
+        columns: list[str] = []
+        for row in rows:  # union of keys, first-seen order (series may differ in columns)
+            columns += [k for k in row if k not in columns]
+        return csv_text(rows, columns)
+
+    def export(self, path: str | Path, kind: str) -> Path:
+        """Write PNG, SVG or CSV atomically (temp file + rename)."""
+        if kind == "png":
+            data = self.png_bytes()
+        elif kind == "svg":
+            data = self.svg_bytes()
+        elif kind == "csv":
+            data = self.csv_text().encode("utf-8")
+        else:
+            raise ValueError(f"unknown export kind {kind!r}")
+        return atomic_write_bytes(path, data)
+
+
+def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
+    """Major/minor ticks for a log10 axis spanning [lo, hi] (in log10 units): decades labelled,
+    plus 2 and 5 when the span is under two decades (pyqtgraph's own labels crowd)."""
+    import math
+
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [[], []]
+    k0, k1 = math.floor(lo), math.ceil(hi)
+    if k1 - k0 > 12:
+        step = math.ceil((k1 - k0) / 8)
+        k0 -= k0 % step
+    else:
+        step = 1
+    major, minor = [], []
+    for k in range(k0, k1 + 1):
+        for m in range(1, 10):
+            v = math.log10(m) + k
+            if not lo - 1e-9 <= v <= hi + 1e-9:
+                continue
+            if m == 1 and (k - k0) % step == 0:
+                major.append((v, _pow10_label(m, k)))
+            elif m in (2, 5) and hi - lo < 2:
+                major.append((v, _pow10_label(m, k)))
+            elif step == 1:
+                minor.append((v, ""))
+    return [major, minor]
+
+
+def _pow10_label(m: int, k: int) -> str:
+    v = m * 10.0**k
+    return f"{v:g}" if -3 <= k <= 3 else f"{m}e{k}"
+
+
+def hist_rows(series: str, edges: np.ndarray, density: np.ndarray, **extra: Any) -> list[dict[str, Any]]:
+    """CSV rows of one histogram series (bin edges and density)."""
+    rows = []
+    for lo, hi, d in zip(edges[:-1], edges[1:], density, strict=False):
+        rows.append({"series": series, "bin_lo": float(lo), "bin_hi": float(hi),
+                     "density": float(d), **extra})
+    return rows
+
+
+__all__ = ["PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]

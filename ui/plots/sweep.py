@@ -1,0 +1,208 @@
+"""How the measures move with d_k (log axis): one curve per rule with a ±1.96 SE band.
+
+Five small plots side by side, x linked. Hovering shows the exact values at the nearest d_k.
+The vertical line marks the d_k of the main simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from engine.simulate import RuleResult, SimulationSnapshot
+from engine.stats import Estimate
+from ui.plots.base import PlotPanel, finite, log_ticks, rule_label, rule_pen
+from ui.theme import Theme, rule_color
+
+Z95 = 1.959964
+LOG_FLOOR = 1e-300
+#: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
+D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
+             [(math.log10(2**i), "") for i in range(13) if i % 3]]  #: lower band edge on a log axis (a band cannot reach 0 there)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    y_label: str
+    log_y: bool
+    get: Callable[[RuleResult], Estimate]
+
+
+METRICS = (
+    Metric("logit_std", "score std", "std of q·k (grey) and of logits", True, lambda r: r.logit_std),
+    Metric("top_weight", "mean top weight", "mean max_j p_j", False, lambda r: r.top_weight),
+    Metric("saturated_frac", "saturated fraction", "fraction of rows saturated", False,
+           lambda r: r.saturated_frac),
+    Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖_F", True, lambda r: r.jacobian_fro),
+    Metric("entropy_norm", "mean entropy / log n", "mean H / log n", False, lambda r: r.entropy_norm),
+)
+
+
+class _Series:
+    """A curve and its band (two invisible edge curves and the fill between them)."""
+
+    def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None) -> None:
+        self.curve = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=4, symbolBrush=colour,
+                                     symbolPen=None, name=name)
+        self.lo = pg.PlotDataItem(pen=None)
+        self.hi = pg.PlotDataItem(pen=None)
+        self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
+        for item in (self.band, self.lo, self.hi, self.curve):
+            plot.addItem(item)
+        self.plot = plot
+
+    def set(self, x: np.ndarray, mean: np.ndarray, se: np.ndarray, log_y: bool) -> None:
+        lo, hi = mean - Z95 * se, mean + Z95 * se
+        if log_y:
+            positive = mean > 0
+            x, mean, lo, hi = x[positive], mean[positive], lo[positive], hi[positive]
+            lo = np.maximum(lo, np.maximum(mean * 1e-3, LOG_FLOOR))
+        self.curve.setData(x, mean)
+        self.lo.setData(x, lo)
+        self.hi.setData(x, hi)
+
+    def remove(self) -> None:
+        for item in (self.band, self.lo, self.hi, self.curve):
+            self.plot.removeItem(item)
+
+
+class SweepPanel(PlotPanel):
+    plot_id = "sweep"
+    title = "Sweep vs d_k"
+
+    def build(self) -> None:
+        self.plots: list[pg.PlotItem] = []
+        for i, m in enumerate(METRICS):
+            p = self.add_plot(0, i, "d_k", m.y_label, legend=(i == 0))
+            p.setLogMode(x=True, y=m.log_y)
+            p.setTitle(m.title, size="9pt")
+            p.getAxis("bottom").setTicks(D_K_TICKS)
+            if m.log_y:
+                p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
+            if self.plots:
+                p.setXLink(self.plots[0])
+            else:  # raw q.k climbs to the upper right; the upper left stays free
+                p.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))
+            self.plots.append(p)
+        self.series: dict[tuple[int, str], _Series] = {}
+        self.raw: _Series | None = None
+        self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
+        for p, line in zip(self.plots, self.markers, strict=False):
+            p.addItem(line)
+        self.hover = [pg.TextItem(anchor=(0, 0)) for _ in METRICS]
+        for p, t in zip(self.plots, self.hover, strict=False):
+            p.addItem(t, ignoreBounds=True)
+            t.hide()
+        self._points: tuple = ()
+        self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
+        self._rows: list[dict[str, Any]] = []
+        self.hover_text = ""  #: the last hover read-out (tests read it)
+
+    @staticmethod
+    def _log_ticker(axis: pg.AxisItem) -> Callable[..., None]:
+        """Decade labels that follow the view (pyqtgraph's own log labels crowd)."""
+        return lambda _vb, rng: axis.setTicks(log_ticks(*rng))
+
+    def theme_changed(self, theme: Theme) -> None:
+        for line in self.markers:
+            line.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
+        for t in self.hover:
+            t.fill = pg.mkBrush(theme.background + "E0")
+            t.border = pg.mkPen(theme.foreground + "80")
+        if self.raw is not None:
+            self.raw.remove()
+            self.raw = None
+
+    def data_key(self, state: Any) -> Any:
+        snap = getattr(state, "snapshot", None)
+        return (id(state.sweep), len(state.sweep), snap.config.d_k if snap is not None else None)
+
+    def _sync(self, rules: tuple[str, ...]) -> None:
+        for key in [k for k in self.series if k[1] not in rules]:
+            self.series.pop(key).remove()
+        for i, p in enumerate(self.plots):
+            for name in rules:
+                if (i, name) not in self.series:
+                    self.series[(i, name)] = _Series(p, rule_color(name), rule_pen(name),
+                                                     rule_label(name) if i == 0 else None)
+        if self.raw is None:
+            self.raw = _Series(self.plots[0], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
+                               "raw q·k")
+
+    def draw(self, state: Any) -> None:
+        points = tuple(sorted(state.sweep, key=lambda p: p.d_k))
+        self._points = points
+        snap = state.snapshot
+        if snap is not None:
+            for line in self.markers:
+                line.setValue(math.log10(snap.config.d_k))
+        self._rows = []
+        if not points:
+            return
+        rules = tuple(points[0].snapshot.rules)
+        self._sync(rules)
+        x = np.array([p.d_k for p in points], dtype=np.float64)
+        raw = [p.snapshot.raw_std for p in points]
+        assert self.raw is not None
+        self.raw.set(x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
+        for i, m in enumerate(METRICS):
+            for name in rules:
+                ests = [m.get(p.snapshot.rules[name]) for p in points]
+                mean = finite([e.mean for e in ests])
+                se = finite([e.se for e in ests])
+                self.series[(i, name)].set(x, mean, se, m.log_y)
+                self._rows += [{"metric": m.key, "rule": name, "d_k": int(d), "mean": float(a),
+                                "se": float(b)} for d, a, b in zip(x, mean, se, strict=False)]
+        self._rows += [{"metric": "raw_score_std", "rule": "raw", "d_k": p.d_k,
+                        "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
+        first: SimulationSnapshot = points[0].snapshot
+        total = state.sweep[0].total if state.sweep else len(points)
+        self.header_label.setText(
+            f"<b>{self.title}</b> &nbsp; {len(points)}/{total} points, {first.trials_done:,} trials "
+            "each, bands ±1.96 SE")
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+    # -- hover ---------------------------------------------------------------------------------
+    def _on_move(self, event: Any) -> None:
+        pos = event[0]
+        for i, p in enumerate(self.plots):
+            vb = p.getViewBox()
+            if vb.sceneBoundingRect().contains(pos):
+                self.show_values_at(i, vb.mapSceneToView(pos).x())
+            else:
+                self.hover[i].hide()
+
+    def show_values_at(self, plot_index: int, log10_dk: float) -> str:
+        """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
+        if not self._points:
+            return ""
+        xs = np.log10([p.d_k for p in self._points])
+        j = int(np.argmin(np.abs(xs - log10_dk)))
+        point = self._points[j]
+        m = METRICS[plot_index]
+        lines = [f"<b>d_k = {point.d_k}</b>"]
+        if plot_index == 0:
+            e = point.snapshot.raw_std
+            lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+        for name, r in point.snapshot.rules.items():
+            e = m.get(r)
+            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+        html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
+        t = self.hover[plot_index]
+        t.setHtml(html)
+        (x0, x1), (_y0, y1) = self.plots[plot_index].getViewBox().viewRange()
+        t.setAnchor((1, 0) if xs[j] > (x0 + x1) / 2 else (0, 0))
+        t.setPos(xs[j], y1)
+        t.show()
+        self.hover_text = "\n".join(lines)
+        return self.hover_text

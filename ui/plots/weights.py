@@ -1,0 +1,123 @@
+"""Softmax weights: a heatmap of sample rows (keys sorted by weight) and bars of one row.
+
+The heatmap shows one rule (chosen in the header); the bars show the selected row for every
+compared rule side by side, in the rules' colours. Rows are the engine's ``sample_weights``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF
+from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox
+
+from engine.simulate import SimulationSnapshot
+from ui.plots.base import PlotPanel, finite
+from ui.theme import Theme, rule_color
+
+MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still has them all
+
+
+class WeightsPanel(PlotPanel):
+    plot_id = "weights"
+    title = "Softmax weights"
+
+    def build(self) -> None:
+        self.rule_box = QComboBox(self)
+        self.rule_box.setToolTip("Scaling rule whose sample rows the heatmap shows")
+        self.row_box = QSpinBox(self)
+        self.row_box.setRange(0, 63)
+        self.row_box.setToolTip("Sample row (one query) shown in the bar chart, for every rule")
+        self.header.insertWidget(2, QLabel("heatmap:"))
+        self.header.insertWidget(3, self.rule_box)
+        self.header.insertWidget(4, QLabel("row:"))
+        self.header.insertWidget(5, self.row_box)
+        self.rule_box.currentIndexChanged.connect(lambda _i: self.invalidate())
+        self.row_box.valueChanged.connect(lambda _v: self.invalidate())
+
+        self.heat = self.add_plot(0, 0, "key rank (sorted by weight)", "sample row", legend=False)
+        self.heat.invertY(True)
+        self.image = pg.ImageItem()
+        self.heat.addItem(self.image)
+        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
+                                    label="weight p", interactive=False, width=12)
+        self.cbar.setImageItem(self.image, insert_in=self.heat)
+        self.row_marker = pg.InfiniteLine(angle=0, movable=False)
+        self.heat.addItem(self.row_marker)
+        self.bars_plot = self.add_plot(0, 1, "key rank", "weight p")
+        self.bars_plot.setYRange(0, 1, padding=0.02)
+        self.glw.ci.layout.setColumnStretchFactor(0, 1)
+        self.glw.ci.layout.setColumnStretchFactor(1, 1)
+        self.bars: dict[str, pg.BarGraphItem] = {}
+        self._rows: list[dict[str, Any]] = []
+
+    def theme_changed(self, theme: Theme) -> None:
+        self.row_marker.setPen(pg.mkPen(theme.highlight, width=1.5))
+        for axis in ("left", "bottom", "right"):
+            ax = self.cbar.getAxis(axis) if hasattr(self.cbar, "getAxis") else None
+            if ax is not None:
+                ax.setPen(theme.foreground)
+                ax.setTextPen(theme.foreground)
+
+    def data_key(self, state: Any) -> Any:
+        snap = getattr(state, "snapshot", None)
+        if snap is None:
+            return None
+        return (id(snap), self.rule_box.currentText(), self.row_box.value())
+
+    def _sync(self, rules: tuple[str, ...]) -> None:
+        if tuple(self.rule_box.itemText(i) for i in range(self.rule_box.count())) != rules:
+            current = self.rule_box.currentText()
+            self.rule_box.blockSignals(True)
+            self.rule_box.clear()
+            self.rule_box.addItems(rules)
+            # default: the standard rule if compared, so the heatmap shows the healthy case
+            pick = current if current in rules else ("sqrt" if "sqrt" in rules else rules[0])
+            self.rule_box.setCurrentText(pick)
+            self.rule_box.blockSignals(False)
+        for name in [n for n in self.bars if n not in rules]:
+            self.bars_plot.removeItem(self.bars.pop(name))
+        for name in rules:
+            if name not in self.bars:
+                colour = rule_color(name)
+                item = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush=colour, pen=colour,
+                                       name=name)  # short: the plot is narrow
+                self.bars_plot.addItem(item)
+                self.bars[name] = item
+
+    def draw(self, state: Any) -> None:
+        snap: SimulationSnapshot = state.snapshot
+        rules = tuple(snap.rules)
+        self._sync(rules)
+        shown = self.rule_box.currentText() or rules[0]
+        weights = finite(snap.rules[shown].sample_weights)
+        self._rows = []
+        if weights.size:
+            self.image.setImage(weights.T, autoLevels=False)
+            # pixel (key k, row r) centred on (k, r), like the bars
+            self.image.setRect(QRectF(-0.5, -0.5, weights.shape[1], weights.shape[0]))
+            top = float(weights.max()) if weights.size else 1.0
+            self.cbar.setLevels((0.0, max(top, 1e-12)))
+            self.row_box.setMaximum(max(0, weights.shape[0] - 1))
+        row = self.row_box.value()
+        self.row_marker.setValue(row)
+        width = 0.8 / max(1, len(rules))
+        for i, name in enumerate(rules):
+            w = finite(snap.rules[name].sample_weights)
+            if row >= w.shape[0]:
+                continue
+            vals = w[row]
+            keys = np.arange(vals.size)
+            self._rows += [{"rule": name, "row": row, "key_rank": int(k), "weight": float(v)}
+                           for k, v in zip(keys, vals, strict=False)]
+            shown_keys = keys[:MAX_BAR_KEYS]
+            self.bars[name].setOpts(x=shown_keys - 0.4 + width * (i + 0.5), height=vals[:MAX_BAR_KEYS],
+                                    width=width)
+        self.heat.setTitle(f"{shown}: {weights.shape[0]} rows × {weights.shape[1] if weights.ndim == 2 else 0} keys",
+                           color=self.theme.foreground, size="9pt")
+        self.bars_plot.setTitle(f"row {row}", color=self.theme.foreground, size="9pt")
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)

@@ -1,0 +1,51 @@
+"""Where the app remembers window layout, theme and last parameters (QSettings).
+
+``ATTENTION_LAB_SETTINGS=memory`` (set by the tests) keeps everything in a throw-away INI file in a
+temporary folder, so tests never read or write the user's settings; any other value is used as
+the path of an INI file. Unset: the platform's normal place (e.g. ~/.config/AttentionScalingLab).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+from PySide6.QtCore import QSettings
+
+ENV = "ATTENTION_LAB_SETTINGS"
+ORG = "AttentionScalingLab"
+APP = "attention-lab"
+
+_tmpdir: tempfile.TemporaryDirectory[str] | None = None
+
+
+def open_settings() -> QSettings:
+    global _tmpdir
+    where = os.environ.get(ENV, "")
+    if where == "memory":
+        if _tmpdir is None:
+            _tmpdir = tempfile.TemporaryDirectory(prefix="attention-lab-settings-")
+        return QSettings(os.path.join(_tmpdir.name, "settings.ini"), QSettings.Format.IniFormat)
+    if where:
+        return QSettings(where, QSettings.Format.IniFormat)
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORG, APP)
+
+
+def settings_location() -> str:
+    return open_settings().fileName()
+
+
+def load_json(settings: QSettings, key: str) -> Any | None:
+    raw = settings.value(key)
+    if not raw:
+        return None
+    try:
+        return json.loads(str(raw))
+    except ValueError:
+        return None
+
+
+def save_json(settings: QSettings, key: str, value: Any) -> None:
+    settings.setValue(key, json.dumps(value))

@@ -1,0 +1,78 @@
+"""Colours: one fixed colour per scaling rule (everywhere), and the light/dark themes.
+
+The rule colours are the Okabe-Ito colour-blind-safe set; they read on both backgrounds, so a
+rule keeps its colour when the theme changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import RULES
+
+#: rule name -> hex colour; the same in every plot, legend, table and export
+RULE_COLORS: dict[str, str] = {
+    "none": "#D55E00",  # vermillion: the bug
+    "sqrt": "#0072B2",  # blue: the standard
+    "dk": "#009E73",  # bluish green
+    "temperature": "#E69F00",  # orange
+    "cosine": "#CC79A7",  # reddish purple
+    "qknorm": "#56B4E9",  # sky blue
+}
+assert set(RULE_COLORS) == set(RULES)
+
+
+@dataclass(frozen=True)
+class Theme:
+    name: str
+    background: str  #: plot background
+    foreground: str  #: axes, text
+    raw: str  #: the raw q.k series (not a rule)
+    grid_alpha: float
+    highlight: str  #: outline of a highlighted plot
+    window: str
+    base: str
+    text: str
+    button: str
+    error: str
+
+
+LIGHT = Theme("light", background="#FFFFFF", foreground="#202020", raw="#7F7F7F", grid_alpha=0.15,
+              highlight="#E69F00", window="#F2F2F2", base="#FFFFFF", text="#202020",
+              button="#E8E8E8", error="#C62828")
+DARK = Theme("dark", background="#1E1F22", foreground="#DADADA", raw="#A8A8A8", grid_alpha=0.2,
+             highlight="#F0C040", window="#2B2D30", base="#1E1F22", text="#E4E4E4",
+             button="#3C3F41", error="#FF6B6B")
+THEMES = {"light": LIGHT, "dark": DARK}
+
+
+def rule_color(rule: str) -> str:
+    return RULE_COLORS[rule]
+
+
+def apply_app_theme(app, theme: Theme) -> None:
+    """Fusion style with a palette built from the theme (widgets); plots are themed per panel."""
+    from PySide6.QtGui import QColor, QPalette
+
+    app.setStyle("Fusion")
+    pal = QPalette()
+    roles = {
+        QPalette.ColorRole.Window: theme.window,
+        QPalette.ColorRole.WindowText: theme.text,
+        QPalette.ColorRole.Base: theme.base,
+        QPalette.ColorRole.AlternateBase: theme.window,
+        QPalette.ColorRole.Text: theme.text,
+        QPalette.ColorRole.Button: theme.button,
+        QPalette.ColorRole.ButtonText: theme.text,
+        QPalette.ColorRole.ToolTipBase: theme.base,
+        QPalette.ColorRole.ToolTipText: theme.text,
+        QPalette.ColorRole.PlaceholderText: theme.raw,
+        QPalette.ColorRole.Highlight: "#0072B2",
+        QPalette.ColorRole.HighlightedText: "#FFFFFF",
+    }
+    for role, colour in roles.items():
+        pal.setColor(role, QColor(colour))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor(theme.raw))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor(theme.raw))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText, QColor(theme.raw))
+    app.setPalette(pal)
