@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
                 index = self.tabs.addTab(placeholder, title)
                 self._lazy[index] = (module, cls)
         self.tabs.currentChanged.connect(self._build_lazy_tab)
+        self.tabs.currentChanged.connect(self._sync_params_dock)
         self.setCentralWidget(self.tabs)
 
         self.params = ParamPanel(self)
@@ -115,6 +116,10 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.params_dock)
         self.tour_dock: QDockWidget | None = None
         self.tour: Any = None
+        #: the simulation parameters only mean something on the Simulation tab: the dock steps aside
+        #: on the other pages (they have their own controls) and comes back as the user left it
+        self._params_dock_wanted = True
+        self._was_on_simulation = True
 
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
@@ -237,6 +242,15 @@ class MainWindow(QMainWindow):
                 page.apply_theme(THEMES[self.theme_name])
             except Exception:
                 pass
+
+    def _sync_params_dock(self, index: int) -> None:
+        on_simulation = self.tabs.widget(index) is self.page
+        if on_simulation:
+            self.params_dock.setVisible(self._params_dock_wanted)
+        elif self._was_on_simulation:  # leaving it: remember how the user had the dock
+            self._params_dock_wanted = self.params_dock.isVisible()
+            self.params_dock.hide()
+        self._was_on_simulation = on_simulation
 
     def open_page(self, cls: str) -> QWidget | None:
         """Show (building if needed) the page whose class is ``cls``; None if it does not exist."""
@@ -506,6 +520,8 @@ class MainWindow(QMainWindow):
 
     def save_settings(self) -> None:
         self.settings.setValue("geometry", self.saveGeometry())
+        if self.tabs.currentWidget() is not self.page:  # save the layout as the Simulation tab has it
+            self.params_dock.setVisible(self._params_dock_wanted)
         self.settings.setValue("window_state", self.saveState())
         try:
             save_json(self.settings, "config", self.params.config_from_widgets().to_dict())
@@ -521,6 +537,10 @@ class MainWindow(QMainWindow):
         self.redraw_timer.stop()
         self.debounce.stop()
         self.worker.stop()
+        for page in self.pages.values():  # pages with their own workers stop them too
+            stop = getattr(page, "shutdown", None)
+            if callable(stop):
+                stop()
         self.worker.join(5.0)
 
     def closeEvent(self, event: Any) -> None:

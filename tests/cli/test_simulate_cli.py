@@ -116,3 +116,21 @@ def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path) -> None:
     quiet = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
                 "--scaling", "sqrt", "--quiet")
     assert quiet.stderr == ""
+
+
+def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    r = run("simulate", "--d-k", "16", "64", "--trials", "300", "--scaling", "none", "sqrt",
+            "--out", str(tmp_path), "--figures", "--quiet")
+    assert r.returncode == 0, r.stderr
+    pngs = sorted(tmp_path.glob("*.png"))
+    svgs = sorted(tmp_path.glob("*.svg"))
+    assert len(pngs) == len(svgs) == 6
+    for png in pngs:
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    for svg in svgs:
+        root = ET.parse(svg).getroot()
+        assert root.tag.endswith("svg")
+        assert any(el.tag.endswith("path") for el in root.iter())

@@ -238,3 +238,17 @@ def test_presets_menu_applies_a_preset(window):
     cfg = window.params.config_from_widgets()
     assert (cfg.d_k, cfg.n_keys, cfg.scalings) == (512, 8, ("none", "sqrt"))
     assert window.config == cfg  # it reran with the preset
+
+
+def test_parameter_dock_steps_aside_on_other_pages(qtbot, window):
+    if window.tabs.count() < 2:
+        pytest.skip("no other page installed")
+    assert window.params_dock.isVisible()
+    window.tabs.setCurrentIndex(1)
+    assert not window.params_dock.isVisible()
+    window.tabs.setCurrentIndex(0)
+    assert window.params_dock.isVisible()
+    window.params_dock.hide()  # the user closed it: it stays closed after a round trip
+    window.tabs.setCurrentIndex(1)
+    window.tabs.setCurrentIndex(0)
+    assert not window.params_dock.isVisible()
