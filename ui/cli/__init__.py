@@ -9,6 +9,7 @@ from __future__ import annotations
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("ui.cli.simulate", "Monte-Carlo simulation of attention scores over d_k and scaling rules"),
     "inspect": ("ui.cli.inspect", "softmax, Jacobian and entropy of a handful of scores"),
+    "train": ("ui.cli.train", "train a tiny attention model under several scaling rules side by side"),
     "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
                     "vs. the i.i.d. theory"),
 }

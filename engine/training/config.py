@@ -1,0 +1,207 @@
+"""Frozen, validated parameters of a training comparison (several scaling rules, one model shape).
+
+No torch here: the GUI and ``--help`` import this module to build widgets and options.
+
+Init scale of W_Q and W_K (``qk_init``): entries are drawn from N(0, qk_init^2 / d_model). With the
+pre-attention LayerNorm on (the default), the attention input has unit-variance entries, so each q
+and k entry has variance qk_init^2 at init: qk_init = 1 gives unit-variance q and k, the setting in
+which q.k has variance d_k (SCIENCE.md) and the scaling rules differ the most.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
+from engine.errors import ConfigError
+from engine.validate import check_choice, check_choices, check_float, check_int
+
+#: the simulator's rules plus the two bugs, in display order (same names everywhere)
+TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
+TASKS = ("retrieval", "recall")
+OPTIMIZERS = ("adam", "sgd")
+DEVICES = ("auto", "cpu", "cuda")
+
+D_MODEL_MAX = 4096
+HEADS_MAX = 64
+LAYERS_MAX = 4
+STEPS_MAX = 1_000_000
+BATCH_MAX = 65_536
+#: most histogram cells kept over a run (int32 counts: 400 MB)
+HISTORY_CELLS_MAX = 100_000_000
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Everything that determines a training comparison; with the seed, the curves are reproducible
+    on CPU. Every rule in ``scalings`` trains from the same initial weights on the same batches."""
+
+    # task
+    task: str = "retrieval"
+    #: retrieval: fewest and most items in a set (a query attends over 1 + items tokens)
+    items_min: int = 4
+    items_max: int = 16
+    #: retrieval: width of the random key vectors; noise = std of the query's perturbation
+    key_dim: int = 16
+    noise: float = 0.2
+    #: retrieval: number of labels; recall: number of value tokens (and of key tokens)
+    classes: int = 16
+    #: recall: key-value pairs per sequence (sequence length = 2 * pairs + 1)
+    pairs: int = 8
+    # model
+    d_model: int = 256
+    heads: int = 1
+    #: head width; 0 means d_model / heads
+    d_k: int = 0
+    layers: int = 1
+    mlp: bool = False
+    layernorm: bool = True
+    qk_init: float = 1.0
+    # rules
+    scalings: tuple[str, ...] = ("none", "sqrt", "dk")
+    temperature: float = 1.0  #: T of the fixed ``temperature`` rule
+    cosine_temperature: float = 0.1  #: initial (learned) T of the ``cosine`` rule
+    # optimisation
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    batch: int = 64
+    steps: int = 300
+    seed: int = 0
+    device: str = "auto"
+    # observation
+    log_every: int = 10
+    probe_size: int = 32
+    hist_bins: int = 400
+    #: logit histogram edges: [-hist_range, hist_range] (wide enough for no scaling at d_k = 256)
+    hist_range: float = 100.0
+    saturation_threshold: float = 0.99
+    collapse_threshold: float = 0.05  #: entropy / log(n) below this ...
+    collapse_logs: int = 3  #: ... at this many consecutive logs marks a head as collapsed
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        check_choice("task", self.task, TASKS)
+        s(self, "items_min", check_int("items_min", self.items_min, 1, 1024))
+        s(self, "items_max", check_int("items_max", self.items_max, 1, 1024))
+        if self.items_max < self.items_min:
+            raise ConfigError("items_max", f"must be >= items_min ({self.items_min}), got {self.items_max}")
+        s(self, "key_dim", check_int("key_dim", self.key_dim, 1, 4096))
+        s(self, "noise", check_float("noise", self.noise, 0.0, 10.0))
+        s(self, "classes", check_int("classes", self.classes, 2, 4096))
+        s(self, "pairs", check_int("pairs", self.pairs, 1, 256))
+        if self.task == "recall" and self.pairs > self.classes:
+            raise ConfigError("pairs", f"must be <= classes ({self.classes}) so keys are distinct, "
+                              f"got {self.pairs}")
+        s(self, "d_model", check_int("d_model", self.d_model, 1, D_MODEL_MAX))
+        s(self, "heads", check_int("heads", self.heads, 1, HEADS_MAX))
+        s(self, "d_k", check_int("d_k", self.d_k, 0, D_MODEL_MAX))
+        if self.d_k == 0 and self.d_model % self.heads:
+            raise ConfigError("heads", f"must divide d_model ({self.d_model}) when d_k is 0 "
+                              f"(= d_model / heads), got {self.heads}")
+        s(self, "layers", check_int("layers", self.layers, 1, LAYERS_MAX))
+        for name in ("mlp", "layernorm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
+        s(self, "qk_init", check_float("qk_init", self.qk_init, 0.0, 100.0, lo_open=True))
+        s(self, "scalings", check_choices("scalings", self.scalings, TRAINING_RULES))
+        s(self, "temperature", check_float("temperature", self.temperature, *TEMPERATURE_RANGE))
+        s(self, "cosine_temperature",
+          check_float("cosine_temperature", self.cosine_temperature, *TEMPERATURE_RANGE))
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        s(self, "lr", check_float("lr", self.lr, 0.0, 100.0, lo_open=True))
+        s(self, "batch", check_int("batch", self.batch, 1, BATCH_MAX))
+        s(self, "steps", check_int("steps", self.steps, 1, STEPS_MAX))
+        s(self, "seed", check_int("seed", self.seed, 0, SEED_MAX))
+        check_choice("device", self.device, DEVICES)
+        s(self, "log_every", check_int("log_every", self.log_every, 1, STEPS_MAX))
+        s(self, "probe_size", check_int("probe_size", self.probe_size, 1, 4096))
+        s(self, "hist_bins", check_int("hist_bins", self.hist_bins, 2, 2000))
+        s(self, "hist_range", check_float("hist_range", self.hist_range, 0.0, 1e6, lo_open=True))
+        s(self, "saturation_threshold",
+          check_float("saturation_threshold", self.saturation_threshold, 0.0, 1.0,
+                      lo_open=True, hi_open=True))
+        s(self, "collapse_threshold",
+          check_float("collapse_threshold", self.collapse_threshold, 0.0, 1.0))
+        s(self, "collapse_logs", check_int("collapse_logs", self.collapse_logs, 1, 10_000))
+        cells = len(self.log_steps) * len(self.scalings) * self.layers * self.heads * self.hist_bins
+        if cells > HISTORY_CELLS_MAX:
+            raise ConfigError("hist_bins", f"logs x rules x layers x heads x bins = {cells:,} "
+                              f"histogram cells, more than {HISTORY_CELLS_MAX:,}: use fewer bins, "
+                              "fewer heads or a larger log_every")
+
+    # -- derived -------------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        """d_k actually used (``d_k`` or d_model / heads)."""
+        return self.d_k or self.d_model // self.heads
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens per example (retrieval: the query + the largest set)."""
+        return 1 + self.items_max if self.task == "retrieval" else 2 * self.pairs + 1
+
+    @property
+    def log_steps(self) -> tuple[int, ...]:
+        """Steps at which the runs are observed: 0, log_every, 2*log_every, ..., and the last."""
+        steps = list(range(0, self.steps, self.log_every))
+        if steps[-1] != self.steps:
+            steps.append(self.steps)
+        return tuple(steps)
+
+    def replace(self, **changes: Any) -> TrainingConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["scalings"] = list(self.scalings)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainingConfig:
+        """Build from a dict (a preset or an exported config.json); unknown keys are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown parameter (known: {', '.join(sorted(names))})")
+        data = dict(data)
+        if "scalings" in data and not isinstance(data["scalings"], str):
+            data["scalings"] = tuple(data["scalings"])
+        return cls(**data)
+
+
+#: one sentence per parameter: the CLI's --help and the GUI's tooltips
+FIELD_HELP: dict[str, str] = {
+    "task": "retrieval (a set of keyed items, padding mask) or recall (k1 v1 ... kq -> vq, causal mask)",
+    "items_min": "retrieval: fewest items in a set, 1..1024",
+    "items_max": "retrieval: most items in a set, >= items_min (padding fills the rest)",
+    "key_dim": "retrieval: width of the random key vectors",
+    "noise": "retrieval: std of the query's noise relative to a key's entries, 0..10",
+    "classes": "labels (retrieval), or key tokens and value tokens (recall), 2..4096",
+    "pairs": "recall: key-value pairs per sequence, <= classes",
+    "d_model": "model width, 1..4096",
+    "heads": "attention heads per layer, 1..64",
+    "d_k": "head width d_k; 0 = d_model / heads",
+    "layers": "attention layers, 1..4",
+    "mlp": "an MLP after each attention layer",
+    "layernorm": "pre-LayerNorm before attention (and MLP) and before the classifier",
+    "qk_init": "W_Q, W_K ~ N(0, G^2/d_model): G = 1 gives unit-variance q and k entries at init "
+               "(with the LayerNorm on)",
+    "scalings": "rules trained side by side from the same initial weights on the same batches",
+    "temperature": "T of the fixed temperature rule (logits = q.k / T)",
+    "cosine_temperature": "initial value of the cosine rule's learned temperature (logits = cos / T)",
+    "optimizer": "adam or sgd",
+    "lr": "learning rate (> 0)",
+    "batch": "examples per step",
+    "steps": "optimizer steps",
+    "seed": "seed of the initial weights, the data stream and the probe batch",
+    "device": "auto (CUDA when available), cpu or cuda",
+    "log_every": "observe every K steps (probe batch, histograms, gradient norms)",
+    "probe_size": "examples in the fixed probe batch the attention is observed on",
+    "hist_bins": "bins of the logit histograms",
+    "hist_range": "logit histogram edges span [-R, R] (fixed, so steps are comparable)",
+    "saturation_threshold": "a row is saturated when its top weight exceeds this",
+    "collapse_threshold": "a head whose entropy / log(n) stays below this is marked collapsed",
+    "collapse_logs": "... for this many consecutive logs",
+}

@@ -1,0 +1,87 @@
+"""Per-layer/per-head diagnostics of one probe forward pass and of the gradients.
+
+The softmax diagnostics (entropy, top weight, Jacobian size) come from ``engine.softmax.row_metrics``
+on NumPy copies of the probe batch's logits: one implementation of the saturation-safe Jacobian
+math for the simulator and for training. The probe batch is small, so the copy is cheap.
+
+Rows and entries that count: a query row counts when its token is real (not padding) and it sees at
+least two keys; a logit counts when its key is visible to its row. Entropy is normalised per row by
+log(number of visible keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.softmax import row_metrics, softmax
+
+#: percentiles drawn over the logit distribution (TensorBoard's distribution bands)
+PERCENTILES = (0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0)
+#: logits stand in this far below the row's real ones where keys are masked (finite: no 0 * inf)
+_MASKED = -1e300
+
+
+@dataclass(frozen=True)
+class HeadStats:
+    """Diagnostics of one layer's heads on the probe batch; arrays are (H,) unless noted."""
+
+    entropy_norm: np.ndarray
+    logit_mean: np.ndarray
+    logit_std: np.ndarray
+    top_weight: np.ndarray
+    saturated_frac: np.ndarray
+    jacobian_fro: np.ndarray
+    hist_counts: np.ndarray  #: (H, bins) logits inside the fixed edges
+    hist_outside: np.ndarray  #: (H, 2) below / above the edges
+    percentiles: np.ndarray  #: (H, len(PERCENTILES))
+    probe_weights: np.ndarray  #: (H, n, n) softmax weights of probe example 0 (its real tokens)
+
+
+def head_stats(logits: np.ndarray, mask: np.ndarray, lengths: np.ndarray, edges: np.ndarray,
+               saturation_threshold: float) -> HeadStats:
+    """``logits`` (B, H, T, T) float64, ``mask`` (B, 1|H, T, T) bool, ``lengths`` (B,) ints."""
+    _b, h, t, _ = logits.shape
+    mask = np.broadcast_to(mask, logits.shape)
+    row_real = np.arange(t)[None, :] < lengths[:, None]  # (B, T)
+    visible = mask.sum(axis=-1)  # (B, H, T)
+    rows = row_real[:, None, :] & (visible >= 2)  # (B, H, T)
+    cells = mask & row_real[:, None, :, None]  # logits that count
+    # softmax diagnostics of the rows that count only (padding rows would cost a third more)
+    sel = np.nonzero(rows)
+    m = row_metrics(np.where(mask[sel], logits[sel], _MASKED))  # (N, T) rows
+    ent = m.entropy / np.log(visible[sel])
+    sat = m.top_weight > saturation_threshold
+    head_of = sel[1]
+    per_head = np.maximum(np.bincount(head_of, minlength=h), 1)
+
+    def row_mean(x: np.ndarray) -> np.ndarray:
+        return np.bincount(head_of, weights=x, minlength=h) / per_head
+
+    bins = len(edges) - 1
+    counts = np.zeros((h, bins), dtype=np.int64)
+    outside = np.zeros((h, 2), dtype=np.int64)
+    pct = np.zeros((h, len(PERCENTILES)))
+    mean = np.zeros(h)
+    std = np.zeros(h)
+    lo, hi = edges[0], edges[-1]
+    # the masks do not depend on the head: every head counts the same cells
+    x = np.moveaxis(logits, 1, 0)[:, cells[:, 0]]  # (H, cells)
+    if x.shape[1]:
+        mean, std = x.mean(axis=1), x.std(axis=1)
+        pct = np.percentile(x, PERCENTILES, axis=1).T
+        outside = np.stack([(x < lo).sum(axis=1), (x > hi).sum(axis=1)], axis=1)
+        inside = (x >= lo) & (x <= hi)
+        idx = np.clip(np.floor((x - lo) * (bins / (hi - lo))), 0, bins - 1).astype(np.int64)
+        flat = (idx + bins * np.arange(h)[:, None])[inside]
+        counts = np.bincount(flat, minlength=h * bins).reshape(h, bins)
+    n0 = int(lengths[0])
+    return HeadStats(
+        entropy_norm=row_mean(ent), logit_mean=mean, logit_std=std,
+        top_weight=row_mean(m.top_weight), saturated_frac=row_mean(sat.astype(np.float64)),
+        jacobian_fro=row_mean(m.jacobian_fro), hist_counts=counts, hist_outside=outside,
+        percentiles=pct,
+        probe_weights=softmax(np.where(mask[0, :, :n0, :n0], logits[0, :, :n0, :n0], -np.inf)),
+    )
+

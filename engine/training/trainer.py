@@ -1,0 +1,445 @@
+"""Paired training runs: one model per scaling rule, same initial weights, same batches.
+
+:class:`Trainer` holds the state; ``advance()`` does one iteration for every live run (the
+single-step of the GUI), ``iterate()`` is the generator that runs to the end and yields a
+:class:`TrainingSnapshot` at every log step (pause = stop iterating and call ``iterate()`` again
+later; stop = ``cancelled()`` true; reset = ``reset()`` re-creates the same initial weights).
+
+Iteration s (0..steps) runs a forward/backward pass on batch s with the weights after s updates;
+at a log step (0, log_every, ..., steps) it records the observations, then (if s < steps) updates.
+So the log at step s describes the model after s updates, and its loss/accuracy are the means over
+the training batches since the previous log. A run whose loss is NaN/Inf is marked diverged and
+stops; the others go on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from engine.sampling import cuda_available
+from engine.training.config import TrainingConfig
+from engine.training.model import AttentionCapture, AttentionModel
+from engine.training.observe import PERCENTILES, head_stats
+from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
+
+#: scalar metrics per (log, run)
+SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
+#: metrics per (log, run, layer, head)
+HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
+                "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
+                "temperature")
+#: columns of metrics.csv (per-head metrics are means over layers and heads)
+CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
+               "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
+               "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
+               "grad_norm_v", "grad_norm_o", "temperature")
+HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
+
+
+def resolve_device(cfg: TrainingConfig) -> str:
+    """auto = CUDA when torch sees a device, else CPU."""
+    from engine.errors import ConfigError
+
+    if cfg.device == "cpu":
+        return "cpu"
+    if cuda_available():
+        return "cuda"
+    if cfg.device == "cuda":
+        raise ConfigError("device", "cuda requested but torch sees no CUDA device here")
+    return "cpu"
+
+
+@dataclass(frozen=True)
+class TrainingSnapshot:
+    """Plain data (NumPy arrays and numbers) for plots, CSV export and tests. Arrays are indexed
+    [log, run, layer, head, ...]; entries where ``valid`` is False (after a divergence) are 0."""
+
+    config: TrainingConfig
+    rules: tuple[str, ...]
+    step: int  #: updates done
+    done: bool
+    elapsed_s: float
+    steps_per_s: float
+    device: str
+    log_steps: np.ndarray  #: (n,) int
+    valid: np.ndarray  #: (n, R) bool
+    scalars: dict[str, np.ndarray]  #: name -> (n, R)
+    heads: dict[str, np.ndarray]  #: name -> (n, R, L, H)
+    hist_edges: np.ndarray  #: (bins + 1,)
+    logit_hist: np.ndarray  #: (n, R, L, H, bins) counts
+    logit_outside: np.ndarray  #: (n, R, L, H, 2) counts below / above the edges
+    logit_percentiles: np.ndarray  #: (n, R, L, H, len(PERCENTILES))
+    probe_weights: np.ndarray  #: (R, L, H, m, m) latest weights of probe example 0
+    has_temperature: np.ndarray  #: (R,) bool: the rule learns a temperature
+    diverged_step: np.ndarray  #: (R,) int, -1 while the run is healthy
+    collapse_step: np.ndarray  #: (R, L, H) int: start of a collapse that has lasted, else -1
+    percentiles: tuple[float, ...] = PERCENTILES
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_logs(self) -> int:
+        return int(self.log_steps.shape[0])
+
+    @property
+    def progress(self) -> float:
+        return min(self.step / self.config.steps, 1.0)
+
+    def run_index(self, rule: str) -> int:
+        return self.rules.index(rule)
+
+    def final(self, name: str, rule: str) -> float:
+        """Last valid value of a scalar metric (or a per-head mean) for ``rule``."""
+        r = self.run_index(rule)
+        idx = np.flatnonzero(self.valid[:, r])
+        if idx.size == 0:
+            return float("nan")
+        i = idx[-1]
+        if name in self.scalars:
+            return float(self.scalars[name][i, r])
+        return float(self.heads[name][i, r].mean())
+
+    def metrics_rows(self) -> list[dict[str, object]]:
+        """One row per (rule, log step) with the columns of ``metrics.csv``."""
+        rows = []
+        for r, rule in enumerate(self.rules):
+            for i in np.flatnonzero(self.valid[:, r]):
+                row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i])}
+                for name in SCALARS:
+                    row[name] = float(self.scalars[name][i, r])
+                h = {k: float(v[i, r].mean()) for k, v in self.heads.items()}
+                row.update(entropy_norm_mean=h["entropy_norm"], logit_std=h["logit_std"],
+                           logit_mean=h["logit_mean"], top_weight_mean=h["top_weight"],
+                           saturated_frac=h["saturated_frac"], jacobian_fro_mean=h["jacobian_fro"],
+                           grad_norm_q=h["grad_norm_q"], grad_norm_k=h["grad_norm_k"],
+                           grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
+                           temperature=h["temperature"] if self.has_temperature[r] else "")
+                rows.append(row)
+        return rows
+
+    def head_rows(self) -> list[dict[str, object]]:
+        """One row per (rule, log step, layer, head): ``metrics_heads.csv``."""
+        rows = []
+        _, _, n_layers, n_heads = self.heads["entropy_norm"].shape
+        for r, rule in enumerate(self.rules):
+            for i in np.flatnonzero(self.valid[:, r]):
+                for layer in range(n_layers):
+                    for head in range(n_heads):
+                        row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i]),
+                                                  "layer": layer, "head": head}
+                        for name in HEAD_METRICS:
+                            row[name] = float(self.heads[name][i, r, layer, head])
+                        if not self.has_temperature[r]:
+                            row["temperature"] = ""
+                        rows.append(row)
+        return rows
+
+    def histogram_arrays(self) -> dict[str, np.ndarray]:
+        """Everything per head, for ``histograms.npz`` (arrays indexed [log, run, layer, head])."""
+        out = {"rules": np.array(self.rules), "log_steps": self.log_steps, "valid": self.valid,
+               "logit_edges": self.hist_edges, "logit_counts": self.logit_hist,
+               "logit_outside": self.logit_outside, "logit_percentiles": self.logit_percentiles,
+               "percentiles": np.array(self.percentiles), "probe_weights": self.probe_weights,
+               "diverged_step": self.diverged_step, "collapse_step": self.collapse_step}
+        for name, arr in self.scalars.items():
+            out[name] = arr
+        for name, arr in self.heads.items():
+            out[f"head_{name}"] = arr
+        return out
+
+
+class _Growable:
+    """Rows appended one log at a time; snapshots take views of the filled part (rows already
+    written never change, and a reallocation leaves old views intact)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, capacity: int) -> None:
+        self.data = np.zeros((max(capacity, 1), *shape), dtype=dtype)
+        self.n = 0
+
+    def append(self, row: np.ndarray) -> None:
+        if self.n == self.data.shape[0]:
+            bigger = np.zeros((2 * self.n, *self.data.shape[1:]), dtype=self.data.dtype)
+            bigger[: self.n] = self.data[: self.n]
+            self.data = bigger
+        self.data[self.n] = row
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
+
+
+class _Run:
+    """One rule's model, optimizer and health."""
+
+    def __init__(self, rule: str, model: AttentionModel, cfg: TrainingConfig) -> None:
+        self.rule = rule
+        self.model = model
+        if cfg.optimizer == "adam":
+            self.opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        else:
+            self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+        self.diverged_step = -1
+        self.loss_sum = 0.0
+        self.acc_sum = 0.0
+        self.count = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.diverged_step < 0
+
+
+class Trainer:
+    """Several rules trained side by side (paired: same init, same batches)."""
+
+    def __init__(self, cfg: TrainingConfig, observe: bool = True) -> None:
+        self.cfg = cfg
+        self.observe = observe
+        self.device = resolve_device(cfg)
+        self.reset()
+
+    # -- state ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to step 0 with the same initial weights, batches and probe (same seed)."""
+        cfg = self.cfg
+        base = None
+        self.runs: list[_Run] = []
+        for rule in cfg.scalings:
+            model = AttentionModel(cfg, rule, input_features(cfg), vocab_size(cfg))
+            if base is None:
+                model.init_weights(torch.Generator().manual_seed(stream_seed(cfg.seed, 0)))
+                base = model.state_dict()
+            else:
+                own = model.state_dict()
+                own.update({k: v for k, v in base.items() if k in own and "log_t" not in k})
+                model.load_state_dict(own)
+            self.runs.append(_Run(rule, model.to(self.device), cfg))
+        self.data_gen = torch.Generator().manual_seed(stream_seed(cfg.seed, 1))
+        self.probe = make_batch(cfg, cfg.probe_size, torch.Generator().manual_seed(
+            stream_seed(cfg.seed, 2))).to(self.device)
+        self.next_iter = 0  # iteration to run next (0..steps)
+        self.log_every = cfg.log_every
+        r, layers, heads = len(self.runs), cfg.layers, cfg.heads
+        cap = len(cfg.log_steps) + 4
+        self._steps = _Growable((), np.int64, cap)
+        self._valid = _Growable((r,), bool, cap)
+        self._scalars = {k: _Growable((r,), np.float64, cap) for k in SCALARS}
+        self._heads = {k: _Growable((r, layers, heads), np.float64, cap) for k in HEAD_METRICS}
+        self.edges = np.linspace(-cfg.hist_range, cfg.hist_range, cfg.hist_bins + 1)
+        self._hist = _Growable((r, layers, heads, cfg.hist_bins), np.int32, cap)
+        self._outside = _Growable((r, layers, heads, 2), np.int64, cap)
+        self._pct = _Growable((r, layers, heads, len(PERCENTILES)), np.float64, cap)
+        n0 = int(self.probe.lengths[0])
+        self._probe_w = np.zeros((r, layers, heads, n0, n0))
+        self._below = np.zeros((r, layers, heads), dtype=np.int64)
+        self._below_since = np.full((r, layers, heads), -1, dtype=np.int64)
+        self.elapsed = 0.0
+        self._iters_timed = 0
+
+    @property
+    def step(self) -> int:
+        """Updates done so far."""
+        return min(self.next_iter, self.cfg.steps)
+
+    @property
+    def done(self) -> bool:
+        return self.next_iter > self.cfg.steps or not any(run.alive for run in self.runs)
+
+    def is_log_step(self, s: int) -> bool:
+        return s % self.log_every == 0 or s == self.cfg.steps
+
+    # -- one iteration -------------------------------------------------------------------------
+    def advance(self, force_log: bool = False) -> bool:
+        """Run one iteration for every live run; True when it recorded a log."""
+        if self.done:
+            return False
+        start = time.perf_counter()
+        s = self.next_iter
+        cfg = self.cfg
+        batch = make_batch(cfg, cfg.batch, self.data_gen).to(self.device)
+        log = self.observe and (self.is_log_step(s) or force_log)
+        grads: dict[int, dict[str, np.ndarray]] = {}
+        backward_done: list[int] = []
+        for i, run in enumerate(self.runs):
+            if not run.alive:
+                continue
+            run.model.train()
+            logits = run.model(batch.inputs, batch.readout, batch.mask)
+            loss = F.cross_entropy(logits, batch.targets)
+            loss_value = float(loss.detach())
+            if not math.isfinite(loss_value):
+                run.diverged_step = s
+                continue
+            run.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            backward_done.append(i)
+            run.loss_sum += loss_value
+            run.acc_sum += float((logits.argmax(dim=1) == batch.targets).float().mean())
+            run.count += 1
+            if log:
+                grads[i] = self._grad_norms(run.model)
+        if log:  # observe the weights after s updates, before update s + 1
+            self._record(s, grads)
+        if s < cfg.steps:
+            for i in backward_done:
+                if self.runs[i].alive:
+                    self.runs[i].opt.step()
+        self.next_iter += 1
+        self.elapsed += time.perf_counter() - start
+        self._iters_timed += 1
+        return log
+
+    def _grad_norms(self, model: AttentionModel) -> dict[str, np.ndarray]:
+        h = self.cfg.heads
+        out: dict[str, list[np.ndarray]] = {"grad_norm_q": [], "grad_norm_k": [], "grad_norm_v": [],
+                                            "grad_norm_o": []}
+        with torch.no_grad():
+            for blk in model.blocks:
+                a = blk.attn
+                for key, lin, axis in (("grad_norm_q", a.w_q, 0), ("grad_norm_k", a.w_k, 0),
+                                       ("grad_norm_v", a.w_v, 0), ("grad_norm_o", a.w_o, 1)):
+                    g = lin.weight.grad
+                    if g is None:
+                        out[key].append(np.zeros(h))
+                        continue
+                    g = g.view(h, a.d_k, -1) if axis == 0 else g.view(-1, h, a.d_k).transpose(0, 1)
+                    out[key].append(g.reshape(h, -1).double().norm(dim=1).cpu().numpy())
+        return {k: np.stack(v) for k, v in out.items()}
+
+    def _record(self, s: int, grads: dict[int, dict[str, np.ndarray]]) -> None:
+        cfg = self.cfg
+        r_n, layers, heads = len(self.runs), cfg.layers, cfg.heads
+        valid = np.zeros(r_n, dtype=bool)
+        scal = {k: np.zeros(r_n) for k in SCALARS}
+        head = {k: np.zeros((r_n, layers, heads)) for k in HEAD_METRICS}
+        hist = np.zeros((r_n, layers, heads, cfg.hist_bins), dtype=np.int32)
+        outside = np.zeros((r_n, layers, heads, 2), dtype=np.int64)
+        pct = np.zeros((r_n, layers, heads, len(PERCENTILES)))
+        probe = self.probe
+        lengths = probe.lengths.cpu().numpy()
+        for i, run in enumerate(self.runs):
+            if not run.alive or i not in grads:
+                continue
+            capture: list[AttentionCapture] = []
+            run.model.eval()
+            with torch.no_grad():
+                out = run.model(probe.inputs, probe.readout, probe.mask, capture)
+                p_loss = float(F.cross_entropy(out, probe.targets))
+                p_acc = float((out.argmax(dim=1) == probe.targets).float().mean())
+            if not math.isfinite(p_loss) or any(
+                    not bool(torch.isfinite(c.logits).all()) for c in capture):
+                run.diverged_step = s
+                continue
+            valid[i] = True
+            scal["loss"][i] = run.loss_sum / max(run.count, 1)
+            scal["accuracy"][i] = run.acc_sum / max(run.count, 1)
+            scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
+            run.loss_sum = run.acc_sum = 0.0
+            run.count = 0
+            for key, arr in grads[i].items():
+                head[key][i] = arr
+            for layer, cap in enumerate(capture):
+                st = head_stats(cap.logits.double().cpu().numpy(), cap.mask.cpu().numpy(), lengths,
+                                self.edges, cfg.saturation_threshold)
+                head["entropy_norm"][i, layer] = st.entropy_norm
+                head["logit_mean"][i, layer] = st.logit_mean
+                head["logit_std"][i, layer] = st.logit_std
+                head["top_weight"][i, layer] = st.top_weight
+                head["saturated_frac"][i, layer] = st.saturated_frac
+                head["jacobian_fro"][i, layer] = st.jacobian_fro
+                hist[i, layer], outside[i, layer], pct[i, layer] = (
+                    st.hist_counts, st.hist_outside, st.percentiles)
+                self._probe_w[i, layer] = st.probe_weights
+                t = run.model.blocks[layer].attn.log_t
+                if t is not None:
+                    head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
+        below = (head["entropy_norm"] < cfg.collapse_threshold) & valid[:, None, None]
+        self._below = np.where(below, self._below + 1, 0)
+        self._below_since = np.where(below, np.where(self._below_since < 0, s, self._below_since), -1)
+        self._steps.append(np.int64(s))
+        self._valid.append(valid)
+        for k, v in scal.items():
+            self._scalars[k].append(v)
+        for k, v in head.items():
+            self._heads[k].append(v)
+        self._hist.append(hist)
+        self._outside.append(outside)
+        self._pct.append(pct)
+
+    # -- output --------------------------------------------------------------------------------
+    def snapshot(self) -> TrainingSnapshot:
+        cfg = self.cfg
+        collapse = np.where(self._below >= cfg.collapse_logs, self._below_since, -1)
+        rate = self._iters_timed / self.elapsed if self.elapsed > 0 else 0.0
+        return TrainingSnapshot(
+            config=cfg, rules=tuple(run.rule for run in self.runs), step=self.step,
+            done=self.done, elapsed_s=self.elapsed, steps_per_s=rate, device=self.device,
+            log_steps=self._steps.view(), valid=self._valid.view(),
+            scalars={k: g.view() for k, g in self._scalars.items()},
+            heads={k: g.view() for k, g in self._heads.items()},
+            hist_edges=self.edges, logit_hist=self._hist.view(), logit_outside=self._outside.view(),
+            logit_percentiles=self._pct.view(), probe_weights=self._probe_w.copy(),
+            has_temperature=np.array([run.model.blocks[0].attn.log_t is not None
+                                      for run in self.runs]),
+            diverged_step=np.array([run.diverged_step for run in self.runs], dtype=np.int64),
+            collapse_step=collapse,
+        )
+
+    def iterate(self, cancelled: Callable[[], bool] | None = None,
+                min_interval_s: float = 0.0) -> Iterator[TrainingSnapshot]:
+        """Run until done, yielding a snapshot after log steps (at most one per
+        ``min_interval_s``) and always at the end. Returns quietly when ``cancelled()`` is true,
+        leaving the state where it is (so a later ``iterate()`` resumes: that is pause)."""
+        last = -math.inf
+        while not self.done:
+            if cancelled is not None and cancelled():
+                return
+            if self.advance() and not self.done:
+                now = time.perf_counter()
+                if now - last >= min_interval_s:
+                    last = now
+                    yield self.snapshot()
+        yield self.snapshot()
+
+    def state_dicts(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The weights of every run, on the CPU (for export)."""
+        return {run.rule: {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
+                for run in self.runs}
+
+    def save_weights(self, path: Any) -> None:
+        """All runs' weights in one ``torch.save`` file (``{rule: state_dict}``), written atomically."""
+        import io
+
+        from engine.io import atomic_write_bytes
+
+        buf = io.BytesIO()
+        torch.save({"config": self.cfg.to_dict(), "step": self.step,
+                    "weights": self.state_dicts()}, buf)
+        atomic_write_bytes(path, buf.getvalue())
+
+
+def train(cfg: TrainingConfig, cancelled: Callable[[], bool] | None = None
+          ) -> Iterator[TrainingSnapshot]:
+    """The generator form: a fresh trainer run to the end (or until ``cancelled()``)."""
+    yield from Trainer(cfg).iterate(cancelled)
+
+
+def run_training(cfg: TrainingConfig,
+                 on_snapshot: Callable[[TrainingSnapshot], None] | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> tuple[Trainer, TrainingSnapshot]:
+    """The callback form: run to the end; returns the trainer (for its weights) and the last
+    snapshot."""
+    trainer = Trainer(cfg)
+    last = None
+    for snap in trainer.iterate(cancelled):
+        if on_snapshot is not None:
+            on_snapshot(snap)
+        last = snap
+    return trainer, last if last is not None else trainer.snapshot()
+

@@ -1,0 +1,161 @@
+"""The science on a real training run (fixed seed), reproducibility, pause/reset, divergence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine.training.config import TrainingConfig  # noqa: E402
+from engine.training.presets import preset  # noqa: E402
+from engine.training.trainer import CSV_COLUMNS, Trainer, run_training  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # deterministic and polite on shared cores
+    yield
+    torch.set_num_threads(before)
+
+
+def _step0(cfg: TrainingConfig):
+    t = Trainer(cfg.replace(steps=1, device="cpu"))
+    t.advance()
+    return t.snapshot()
+
+
+def test_entropy_at_step0_is_ordered_none_sqrt_dk_at_large_dk():
+    snap = _step0(preset("demo").config.replace(scalings=("none", "sqrt", "dk")))
+    ent = {r: snap.final("entropy_norm", r) for r in snap.rules}
+    assert ent["none"] < ent["sqrt"] < ent["dk"]
+    assert ent["none"] < 0.2 and ent["dk"] > 0.95  # near one-hot vs near uniform
+    std = {r: snap.final("logit_std", r) for r in snap.rules}
+    # unit-variance q, k: the logit std is ~sqrt(d_k), ~1 and ~1/sqrt(d_k) (SCIENCE.md)
+    d = snap.config.head_dim
+    assert 0.7 * math.sqrt(d) < std["none"] < 1.3 * math.sqrt(d)
+    assert 0.7 < std["sqrt"] < 1.3
+    assert 0.7 / math.sqrt(d) < std["dk"] < 1.3 / math.sqrt(d)
+    jac = {r: snap.final("jacobian_fro", r) for r in snap.rules}
+    assert jac["none"] < jac["sqrt"]  # the saturated softmax passes less gradient
+    sat = {r: snap.final("saturated_frac", r) for r in snap.rules}
+    assert sat["none"] > sat["sqrt"] >= sat["dk"]
+
+
+def test_the_gap_grows_with_head_width():
+    """Without scaling, entropy at init falls as d_k grows; with sqrt it does not."""
+    base = preset("demo").config.replace(scalings=("none", "sqrt"))
+    small = _step0(base.replace(d_model=64, heads=8))  # d_k = 8
+    large = _step0(base)  # d_k = 256
+    assert large.final("entropy_norm", "none") < small.final("entropy_norm", "none") - 0.2
+    assert abs(large.final("entropy_norm", "sqrt") - small.final("entropy_norm", "sqrt")) < 0.15
+
+
+@pytest.mark.parametrize("name,steps", [("demo", 60), ("recall", 400)])
+def test_sqrt_reaches_high_accuracy_in_the_presets(name, steps):
+    cfg = preset(name).config.replace(scalings=("sqrt",), steps=steps, log_every=20,
+                                      device="cpu")
+    _, snap = run_training(cfg)
+    assert snap.final("probe_accuracy", "sqrt") >= 0.9
+    assert snap.final("accuracy", "sqrt") >= 0.9
+
+
+def test_without_scaling_the_demo_stalls_where_sqrt_has_learned():
+    cfg = preset("demo").config.replace(scalings=("none", "sqrt"), steps=40, log_every=40,
+                                        device="cpu")
+    _, snap = run_training(cfg)
+    assert snap.final("probe_accuracy", "sqrt") >= 0.9
+    assert snap.final("probe_accuracy", "none") < 0.5
+
+
+SMALL = TrainingConfig(d_model=32, heads=2, layers=2, mlp=True, items_max=6, classes=4,
+                       scalings=("none", "sqrt", "cosine", "scale_after_softmax"), steps=12,
+                       log_every=4, probe_size=8, batch=8, device="cpu")
+
+
+def _arrays(snap):
+    return [snap.log_steps, snap.valid, *snap.scalars.values(), *snap.heads.values(),
+            snap.logit_hist, snap.logit_percentiles, snap.probe_weights]
+
+
+def _assert_same(a, b):
+    for x, y in zip(_arrays(a), _arrays(b), strict=False):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_same_seed_same_metrics_and_other_seed_differs():
+    _, a = run_training(SMALL)
+    _, b = run_training(SMALL)
+    _assert_same(a, b)
+    _, c = run_training(SMALL.replace(seed=1))
+    assert not np.array_equal(a.scalars["loss"], c.scalars["loss"])
+
+
+def test_pause_resume_and_reset_reproduce_the_uninterrupted_run():
+    _, ref = run_training(SMALL)
+    t = Trainer(SMALL)
+    seen = []
+    for snap in t.iterate(cancelled=lambda: len(seen) >= 1):
+        seen.append(snap)
+    assert not t.done and t.step > 0  # paused mid-way
+    t.advance(force_log=False)  # a single step while paused
+    last = list(t.iterate())[-1]
+    assert last.done
+    _assert_same(last, ref)
+    t.reset()
+    assert t.step == 0 and t.snapshot().n_logs == 0
+    _assert_same(list(t.iterate())[-1], ref)
+
+
+def test_snapshot_shapes_logs_and_csv_rows():
+    _, snap = run_training(SMALL)
+    n, r = len(SMALL.log_steps), len(SMALL.scalings)
+    assert list(snap.log_steps) == [0, 4, 8, 12]
+    assert snap.heads["entropy_norm"].shape == (n, r, 2, 2)
+    assert snap.logit_hist.shape == (n, r, 2, 2, SMALL.hist_bins)
+    # every counted logit is inside or outside the edges: the totals match across logs
+    totals = snap.logit_hist.sum(-1) + snap.logit_outside.sum(-1)
+    assert np.all(totals == totals[0, 0, 0, 0])
+    assert snap.has_temperature.tolist() == [False, False, True, False]
+    t = snap.heads["temperature"][:, 2]
+    assert np.allclose(t[0], SMALL.cosine_temperature) and np.all(t > 0)
+    rows = snap.metrics_rows()
+    assert len(rows) == n * r and set(CSV_COLUMNS) <= set(rows[0])
+    for row in rows:
+        assert all(not isinstance(v, float) or math.isfinite(v) for v in row.values())
+    w = snap.probe_weights
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-9)  # rows of the softmax output
+
+
+def test_a_diverged_run_stops_and_the_others_go_on():
+    t = Trainer(SMALL)
+    with torch.no_grad():
+        t.runs[1].model.head.weight.fill_(float("nan"))
+    snap = list(t.iterate())[-1]
+    assert snap.done and snap.diverged_step.tolist() == [-1, 0, -1, -1]
+    assert not snap.valid[:, 1].any() and snap.valid[:, [0, 2, 3]].all()
+    assert all(np.all(np.isfinite(a)) for a in _arrays(snap))
+    assert {row["scaling"] for row in snap.metrics_rows()} == {"none", "cosine",
+                                                              "scale_after_softmax"}
+
+
+def test_entropy_collapse_is_marked_for_the_saturated_head():
+    cfg = preset("demo").config.replace(scalings=("none", "dk"), steps=2, log_every=1,
+                                        collapse_threshold=0.2, collapse_logs=3, device="cpu")
+    _, snap = run_training(cfg)
+    assert snap.collapse_step[0, 0, 0] == 0  # none: below 0.2 at steps 0, 1 and 2
+    assert snap.collapse_step[1, 0, 0] == -1  # dk: near uniform
+
+
+def test_the_two_bugs_at_step0():
+    """sqrt_twice is 1/d_k in disguise (too uniform); scale_after_softmax's softmax sees the raw
+    q.k, so it saturates exactly like no scaling."""
+    snap = _step0(preset("demo").config.replace(
+        scalings=("none", "dk", "sqrt_twice", "scale_after_softmax")))
+    ent = {r: snap.final("entropy_norm", r) for r in snap.rules}
+    assert ent["sqrt_twice"] == pytest.approx(ent["dk"], abs=1e-6)
+    assert ent["scale_after_softmax"] == pytest.approx(ent["none"], abs=1e-6)
+    assert ent["scale_after_softmax"] < 0.2 < 0.95 < ent["sqrt_twice"]

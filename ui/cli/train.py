@@ -1,0 +1,156 @@
+"""``train``: train the tiny attention model under several scaling rules side by side, headless.
+
+No torch import at module top: ``main.py --help`` must stay instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from typing import Any
+
+from ui.cli.common import fail, format_table, progress_bar
+
+PROG = "attention-lab train"
+
+#: config field -> (type, metavar); the option is --field-name, the help is FIELD_HELP
+_OPTIONS: dict[str, tuple[Any, str | None]] = {
+    "task": (str, None),
+    "items_min": (int, "N"),
+    "items_max": (int, "N"),
+    "key_dim": (int, "D"),
+    "noise": (float, "S"),
+    "classes": (int, "C"),
+    "pairs": (int, "P"),
+    "d_model": (int, "D"),
+    "heads": (int, "H"),
+    "d_k": (int, "D"),
+    "layers": (int, "L"),
+    "qk_init": (float, "G"),
+    "temperature": (float, "T"),
+    "cosine_temperature": (float, "T"),
+    "optimizer": (str, None),
+    "lr": (float, "LR"),
+    "batch": (int, "B"),
+    "steps": (int, "N"),
+    "seed": (int, "S"),
+    "device": (str, None),
+    "log_every": (int, "K"),
+    "probe_size": (int, "N"),
+    "hist_bins": (int, "N"),
+    "hist_range": (float, "R"),
+    "saturation_threshold": (float, "P"),
+    "collapse_threshold": (float, "E"),
+    "collapse_logs": (int, "N"),
+}
+
+TABLE = [("scaling", "rule"), ("accuracy", "accuracy"), ("probe_accuracy", "probe acc"),
+         ("loss", "loss"), ("entropy_norm_mean", "H/log n"), ("logit_std", "logit std"),
+         ("saturated_frac", "saturated"), ("jacobian_fro_mean", "|J|_F"),
+         ("grad_norm_q", "|dW_Q|"), ("grad_norm_k", "|dW_K|"), ("status", "status")]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.training.config import FIELD_HELP, TRAINING_RULES
+
+    p.add_argument("--preset", metavar="NAME",
+                   help="start from a preset (demo, small_dk, qknorm_cosine, bugs, recall); "
+                        "options given here override it (default: demo)")
+    p.add_argument("--scaling", nargs="+", metavar="RULE", dest="scalings",
+                   help=f"rules trained side by side: {', '.join(TRAINING_RULES)}")
+    for name, (typ, metavar) in _OPTIONS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=typ, metavar=metavar, dest=name,
+                       help=FIELD_HELP[name])
+    p.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=None,
+                   help="MLP after each attention layer")
+    p.add_argument("--layernorm", action=argparse.BooleanOptionalAction, default=None,
+                   help="pre-LayerNorm before attention (and MLP) and before the classifier")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--out", metavar="DIR",
+                   help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
+    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_config(args: argparse.Namespace):  # -> TrainingConfig
+    """Preset first, then every option given on the command line (ConfigError names the field)."""
+    from engine.training.presets import DEFAULT_PRESET, preset
+
+    base = preset(args.preset or DEFAULT_PRESET).config
+    names = {f.name for f in dataclasses.fields(base)}
+    changes = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if "scalings" in changes:
+        changes["scalings"] = tuple(changes["scalings"])
+    return base.replace(**changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.errors import ConfigError
+    from engine.io import ensure_writable_dir
+
+    if args.figures and not args.out:
+        fail(PROG, "needs --out DIR to write the figures into", "figures")
+    if args.threads is not None and not 1 <= args.threads <= 1024:
+        fail(PROG, f"must be from 1 to 1,024, got {args.threads}", "threads")
+    try:
+        cfg = build_config(args)
+        out = ensure_writable_dir(args.out) if args.out else None
+        from engine.training.trainer import Trainer  # imports torch
+
+        trainer = Trainer(cfg)
+    except ConfigError as exc:
+        fail(PROG, exc)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+    bar = progress_bar(cfg.steps, "train", args.quiet, unit="step")
+    start = time.perf_counter()
+    snap = None
+    try:
+        for snap in trainer.iterate():
+            bar.update(snap.step - bar.n)
+    except KeyboardInterrupt:
+        bar.close()
+        sys.stderr.write("interrupted: nothing written\n")
+        return 130
+    bar.close()
+    elapsed = time.perf_counter() - start
+    assert snap is not None
+    print(format_table(_final_rows(snap), TABLE))
+    print(f"\n{len(snap.rules)} runs x {snap.step} of {cfg.steps} steps on {snap.device} "
+          f"(d_model {cfg.d_model}, {cfg.heads} head(s) of d_k {cfg.head_dim}, "
+          f"{cfg.layers} layer(s)); {elapsed:.1f} s, {snap.step / elapsed:.1f} steps/s")
+    if out is not None:
+        try:
+            from engine.training.export import write_training_outputs
+
+            paths = write_training_outputs(out, trainer, snap, {"wall_s": elapsed})
+            if args.figures:
+                from ui.pages.training.figures import write_training_figures
+
+                paths += write_training_figures(snap, out)
+        except OSError as exc:
+            fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+        print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+    return 0
+
+
+def _final_rows(snap) -> list[dict[str, Any]]:
+    rows = []
+    by_rule = {}
+    for row in snap.metrics_rows():
+        by_rule[row["scaling"]] = row
+    for r, rule in enumerate(snap.rules):
+        row = dict(by_rule.get(rule, {"scaling": rule}))
+        for key, _ in TABLE:
+            row.setdefault(key, "-")
+        div = int(snap.diverged_step[r])
+        row["status"] = f"diverged at step {div}" if div >= 0 else "ok"
+        rows.append(row)
+    return rows
+

@@ -1,0 +1,224 @@
+"""The Training page's parameter form: widgets <-> TrainingConfig, both ways.
+
+``config_from_widgets()`` returns a validated config or raises the engine's ConfigError (the
+form marks that field red); ``set_config(cfg)`` fills the widgets. Tooltips are the same
+sentences as the CLI's ``--help`` (``engine.training.config.FIELD_HELP``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from engine.training.config import (
+    D_MODEL_MAX,
+    DEVICES,
+    FIELD_HELP,
+    HEADS_MAX,
+    LAYERS_MAX,
+    OPTIMIZERS,
+    TASKS,
+    TRAINING_RULES,
+    TrainingConfig,
+)
+from engine.training.presets import DEFAULT_PRESET, load_presets
+from ui.pages.training.plots import rule_color, rule_label
+
+#: field -> (kind, lo, hi, decimals or step); kind: int | float | choice | bool
+FIELDS: dict[str, tuple[Any, ...]] = {
+    "task": ("choice", TASKS),
+    "items_min": ("int", 1, 1024),
+    "items_max": ("int", 1, 1024),
+    "key_dim": ("int", 1, 4096),
+    "noise": ("float", 0.0, 10.0, 3, 0.05),
+    "classes": ("int", 2, 4096),
+    "pairs": ("int", 1, 256),
+    "d_model": ("int", 1, D_MODEL_MAX),
+    "heads": ("int", 1, HEADS_MAX),
+    "d_k": ("int", 0, D_MODEL_MAX),
+    "layers": ("int", 1, LAYERS_MAX),
+    "mlp": ("bool",),
+    "layernorm": ("bool",),
+    "qk_init": ("float", 0.001, 100.0, 3, 0.1),
+    "temperature": ("float", 1e-6, 1e6, 4, 0.5),
+    "cosine_temperature": ("float", 1e-6, 1e6, 4, 0.01),
+    "optimizer": ("choice", OPTIMIZERS),
+    "lr": ("float", 1e-6, 100.0, 6, 0.0005),
+    "batch": ("int", 1, 65_536),
+    "steps": ("int", 1, 1_000_000),
+    "seed": ("int", 0, 2**31 - 1),
+    "device": ("choice", DEVICES),
+    "log_every": ("int", 1, 1_000_000),
+    "probe_size": ("int", 1, 4096),
+    "hist_bins": ("int", 2, 2000),
+    "hist_range": ("float", 0.01, 1e6, 2, 5.0),
+    "saturation_threshold": ("float", 0.5, 0.999999, 6, 0.001),
+    "collapse_threshold": ("float", 0.0, 1.0, 3, 0.01),
+    "collapse_logs": ("int", 1, 10_000),
+}
+GROUPS = (
+    ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs")),
+    ("Model", ("d_model", "heads", "d_k", "layers", "mlp", "layernorm", "qk_init")),
+    ("Rules", ("temperature", "cosine_temperature")),
+    ("Optimisation", ("optimizer", "lr", "batch", "steps", "seed", "device")),
+    ("Observation", ("log_every", "probe_size", "hist_bins", "hist_range",
+                     "saturation_threshold", "collapse_threshold", "collapse_logs")),
+)
+LABELS = {"d_k": "d_k (0 = d_model/heads)", "qk_init": "W_Q/W_K init gain",
+          "cosine_temperature": "cosine T (initial)", "lr": "learning rate",
+          "hist_range": "histogram range ±", "hist_bins": "histogram bins",
+          "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs"}
+
+
+class TrainingControls(QWidget):
+    """The form; ``changed`` fires on any edit (the page re-validates)."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.widgets: dict[str, QWidget] = {}
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 4, 4, 4)
+        self.preset_box = QComboBox(self)
+        self.presets = load_presets()
+        for name, p in self.presets.items():
+            self.preset_box.addItem(p.title, name)
+        self.preset_box.setToolTip("Load a preset's parameters (the demo is the default)")
+        self.preset_text = QLabel(self)
+        self.preset_text.setWordWrap(True)
+        self.preset_text.setStyleSheet("color: gray; font-size: 9pt;")
+        outer.addWidget(QLabel("<b>Preset</b>"))
+        outer.addWidget(self.preset_box)
+        outer.addWidget(self.preset_text)
+        rules_box = QGroupBox("Scaling rules (trained side by side)", self)
+        grid = QGridLayout(rules_box)
+        self.rule_checks: dict[str, QCheckBox] = {}
+        for i, rule in enumerate(TRAINING_RULES):
+            cb = QCheckBox(rule, rules_box)
+            cb.setToolTip(f"{rule_label(rule)}. {FIELD_HELP['scalings']}")
+            cb.setStyleSheet(f"QCheckBox {{ color: {rule_color(rule)}; font-weight: bold; }}")
+            cb.toggled.connect(self.changed)
+            grid.addWidget(cb, i // 2, i % 2)
+            self.rule_checks[rule] = cb
+        outer.addWidget(rules_box)
+        for title, names in GROUPS:
+            box = QGroupBox(title, self)
+            form = QFormLayout(box)
+            form.setContentsMargins(6, 4, 6, 4)
+            for name in names:
+                w = self._make(name, box)
+                w.setToolTip(FIELD_HELP[name])
+                label = QLabel(LABELS.get(name, name.replace("_", " ")), box)
+                label.setToolTip(FIELD_HELP[name])
+                form.addRow(label, w)
+                self.widgets[name] = w
+            outer.addWidget(box)
+        self.error_label = QLabel(self)
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #C62828;")
+        outer.addWidget(self.error_label)
+        outer.addStretch(1)
+        self.preset_box.currentIndexChanged.connect(self._load_preset)
+        self._load_preset()
+
+    def _make(self, name: str, parent: QWidget) -> QWidget:
+        spec = FIELDS[name]
+        kind = spec[0]
+        if kind == "int":
+            w = QSpinBox(parent)
+            w.setRange(spec[1], spec[2])
+            w.setKeyboardTracking(False)
+            w.valueChanged.connect(self.changed)
+        elif kind == "float":
+            w = QDoubleSpinBox(parent)
+            w.setDecimals(spec[3])
+            w.setRange(spec[1], spec[2])
+            w.setSingleStep(spec[4])
+            w.setKeyboardTracking(False)
+            w.valueChanged.connect(self.changed)
+        elif kind == "choice":
+            w = QComboBox(parent)
+            w.addItems(spec[1])
+            w.currentIndexChanged.connect(self.changed)
+        else:
+            w = QCheckBox(parent)
+            w.toggled.connect(self.changed)
+        if not isinstance(w, QCheckBox):
+            # spin boxes size themselves to their range (up to 1e6): let the form decide instead
+            w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            w.setMinimumWidth(80)
+        return w
+
+    # -- config <-> widgets --------------------------------------------------------------------
+    def _load_preset(self) -> None:
+        name = self.preset_box.currentData() or DEFAULT_PRESET
+        p = self.presets[name]
+        self.preset_text.setText(p.description)
+        self.set_config(p.config)
+
+    def select_preset(self, name: str) -> None:
+        index = self.preset_box.findData(name)
+        if index >= 0:
+            self.preset_box.setCurrentIndex(index)
+            self._load_preset()
+
+    def set_config(self, cfg: TrainingConfig) -> None:
+        self.blockSignals(True)
+        try:
+            for name, w in self.widgets.items():
+                value = getattr(cfg, name)
+                w.blockSignals(True)
+                if isinstance(w, QComboBox):
+                    w.setCurrentText(str(value))
+                elif isinstance(w, QCheckBox):
+                    w.setChecked(bool(value))
+                else:
+                    w.setValue(value)
+                w.blockSignals(False)
+            for rule, cb in self.rule_checks.items():
+                cb.blockSignals(True)
+                cb.setChecked(rule in cfg.scalings)
+                cb.blockSignals(False)
+        finally:
+            self.blockSignals(False)
+        self._mark(None)
+        self.changed.emit()
+
+    def config_from_widgets(self) -> TrainingConfig:
+        values: dict[str, Any] = {}
+        for name, w in self.widgets.items():
+            if isinstance(w, QComboBox):
+                values[name] = w.currentText()
+            elif isinstance(w, QCheckBox):
+                values[name] = w.isChecked()
+            else:
+                values[name] = w.value()
+        values["scalings"] = tuple(r for r, cb in self.rule_checks.items() if cb.isChecked())
+        try:
+            cfg = TrainingConfig(**values)
+        except ConfigError as exc:
+            self._mark(exc)
+            raise
+        self._mark(None)
+        return cfg
+
+    def _mark(self, exc: ConfigError | None) -> None:
+        for name, w in self.widgets.items():
+            w.setStyleSheet("background: #FFCDD2;" if exc is not None and exc.field == name else "")
+        self.error_label.setText("" if exc is None else f"{exc.field}: {exc.message}")

@@ -1,0 +1,49 @@
+"""Every Training plot as PNG and SVG, rendered offscreen with the page's own panels.
+
+Used by ``train --figures`` (imported only then). The two heatmaps are written once per run
+(``train_logit_dist_<rule>.png``, ``train_probe_attention_<rule>.png``), for layer 0, head 0.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+SIZE = (900, 560)
+
+
+def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light"
+                           ) -> list[Path]:
+    from ui.figures import ensure_app
+
+    app = ensure_app()
+    from PySide6.QtCore import Qt
+
+    from ui.export import export_panel
+    from ui.pages.training.plots import PANEL_CLASSES, TrainingView
+    from ui.theme import THEMES
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for cls in PANEL_CLASSES:
+        panel = cls()
+        try:
+            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+            panel.resize(*SIZE)
+            panel.apply_theme(THEMES[theme])
+            panel.show()
+            app.processEvents()
+            runs = range(len(snap.rules)) if cls.uses_selection else [0]
+            for r in runs:
+                panel.refresh(TrainingView(snap, run=r), force=True)
+                app.processEvents()
+                name = cls.plot_id + (f"_{snap.rules[r]}" if cls.uses_selection else "")
+                for kind in ("png", "svg"):
+                    written.append(export_panel(panel, out / f"{name}.{kind}", kind))
+        finally:
+            panel.close()
+            panel.deleteLater()
+            app.processEvents()
+    return written

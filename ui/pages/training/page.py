@@ -1,0 +1,436 @@
+"""The Training page: a tiny model trained under several scaling rules, watched live.
+
+Flow: the form -> a frozen TrainingConfig -> ``Trainer`` (engine, torch) whose ``iterate()`` runs
+in ``ui.worker.Worker``'s thread -> the worker keeps only the latest snapshot -> a 30 Hz timer
+takes it and each visible panel redraws if its data changed.
+
+Controls: Start (from step 0 with the form's config), Pause/Resume (stop iterating and keep the
+trainer; iterate again), Step (one step, observed, while paused), Stop (end the run, keep the
+results for export), Reset (forget the run; the next Start re-creates the same initial weights).
+The trainer is only touched by one thread at a time: every control first stops the worker and
+waits for its thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from ui.pages.training.controls import TrainingControls
+from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
+from ui.worker import Worker
+
+REDRAW_MS = 33
+PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
+SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
+JOIN_S = 10.0
+#: plot_id -> (row, column, column span)
+GRID = {
+    "train_loss": (0, 0, 1), "train_accuracy": (0, 1, 1), "train_entropy": (0, 2, 1),
+    "train_logit_std": (1, 0, 1), "train_grads": (1, 1, 1), "train_jacobian": (1, 2, 1),
+    "train_logit_dist": (2, 0, 2), "train_probe_attention": (2, 2, 1),
+}
+
+
+class TrainingPage(QWidget):
+    #: "idle" | "starting" | "running" | "paused" | "stopped" | "done" | "error"
+    state_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("training_page")
+        self.trainer: Any = None
+        self.snapshot: Any = None
+        self.status = "idle"
+        self._closing = False
+        self.worker = Worker(self)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.error.connect(self._on_error)
+        self.worker.cancelled.connect(lambda _g: None)
+
+        root = QHBoxLayout(self)
+        root.setContentsMargins(2, 2, 2, 2)
+        self.controls = TrainingControls()
+        side = QScrollArea(self)
+        side.setWidgetResizable(True)
+        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side.setWidget(self.controls)
+        side.setMinimumWidth(250)
+        side.setMaximumWidth(330)
+        root.addWidget(side)
+
+        right = QVBoxLayout()
+        bar = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for key, text, tip in (
+            ("start", "Start", "Train every checked rule from step 0 (same initial weights, same batches)"),
+            ("pause", "Pause", "Pause or resume training (the state is kept)"),
+            ("step", "Step", "One training step (observed), while paused or before starting"),
+            ("stop", "Stop", "End the run; the results stay for inspection and export"),
+            ("reset", "Reset", "Forget the run: the next Start re-creates the same initial weights"),
+            ("export", "Export all…", "PNG/SVG of every plot, metrics.csv, metrics_heads.csv, "
+                                       "histograms.npz, config.json and the trained weights"),
+        ):
+            b = QPushButton(text, self)
+            b.setToolTip(tip)
+            bar.addWidget(b)
+            self.buttons[key] = b
+        self.buttons["start"].clicked.connect(self.start)
+        self.buttons["pause"].clicked.connect(self.toggle_pause)
+        self.buttons["step"].clicked.connect(self.step)
+        self.buttons["stop"].clicked.connect(self.stop)
+        self.buttons["reset"].clicked.connect(self.reset)
+        self.buttons["export"].clicked.connect(self._export_dialog)
+        bar.addSpacing(12)
+        bar.addWidget(QLabel("heatmaps:"))
+        self.run_box = QComboBox(self)
+        self.run_box.setToolTip("Run (scaling rule) shown by the two heatmaps")
+        self.layer_box = QSpinBox(self)
+        self.layer_box.setPrefix("layer ")
+        self.layer_box.setToolTip("Layer shown by the two heatmaps")
+        self.head_box = QSpinBox(self)
+        self.head_box.setPrefix("head ")
+        self.head_box.setToolTip("Head shown by the two heatmaps")
+        for w in (self.run_box, self.layer_box, self.head_box):
+            bar.addWidget(w)
+        self.run_box.currentIndexChanged.connect(self._selection_changed)
+        self.layer_box.valueChanged.connect(self._selection_changed)
+        self.head_box.valueChanged.connect(self._selection_changed)
+        bar.addStretch(1)
+        right.addLayout(bar)
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        right.addWidget(self.status_label)
+
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        inner = QWidget(scroll)
+        grid = QGridLayout(inner)
+        grid.setContentsMargins(2, 2, 2, 2)
+        grid.setSpacing(4)
+        self.panels: dict[str, TrainingPanel] = {}
+        for cls in PANEL_CLASSES:
+            panel = cls(inner)
+            panel.setMinimumHeight(250)
+            row, col, span = GRID[cls.plot_id]
+            grid.addWidget(panel, row, col, 1, span)
+            self.panels[cls.plot_id] = panel
+        for c in range(3):
+            grid.setColumnStretch(c, 1)
+        scroll.setWidget(inner)
+        right.addWidget(scroll, 1)
+        root.addLayout(right, 1)
+
+        self.view: TrainingView | None = None
+        self._next = 0
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+        self.controls.changed.connect(self._validate)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        self._set_status("idle")
+        self._validate()
+
+    # -- controls ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Train from step 0 with the form's config (any current run is discarded)."""
+        try:
+            cfg = self.controls.config_from_widgets()
+        except ConfigError:
+            return
+        self._halt()
+        self.trainer = None
+        self.snapshot = None
+        self._launch(cfg, single=False)
+
+    def toggle_pause(self) -> None:
+        if self.status in ("running", "starting"):
+            self.pause()
+        elif self.status == "paused":
+            self.resume()
+
+    def pause(self) -> None:
+        if self.status not in ("running", "starting"):
+            return
+        self._halt()
+        self._catch_up()
+        self._set_status("paused")
+
+    def resume(self) -> None:
+        if self.status != "paused" or self.trainer is None:
+            return
+        self._launch(self.trainer.cfg, single=False)
+
+    def step(self) -> None:
+        """One observed step; starts a trainer first when there is none."""
+        if self.status in ("running", "starting"):
+            self.pause()
+        if self.status in ("stopped", "done"):
+            return
+        if self.trainer is None:
+            try:
+                cfg = self.controls.config_from_widgets()
+            except ConfigError:
+                return
+        else:
+            cfg = self.trainer.cfg
+        self._launch(cfg, single=True)
+
+    def stop(self) -> None:
+        if self.status not in ("running", "starting", "paused"):
+            return
+        self._halt()
+        self._catch_up()
+        self._set_status("stopped")
+
+    def reset(self) -> None:
+        self._halt()
+        self.trainer = None
+        self.snapshot = None
+        self.view = None
+        for panel in self.panels.values():
+            panel._drawn_key = None
+            panel._state = None
+        self._set_status("idle")
+
+    def shutdown(self) -> None:
+        """Stop the timer and the training thread; safe to call twice (closing the window)."""
+        if self._closing:
+            return
+        self._closing = True
+        self.timer.stop()
+        self.worker.stop()
+        self.worker.join(JOIN_S)
+
+    def closeEvent(self, event: Any) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def showEvent(self, event: Any) -> None:
+        """Inside a main window, closing that window must also end a running training."""
+        top = self.window()
+        if top is not self and not getattr(self, "_watching", False):
+            top.installEventFilter(self)
+            self._watching = True
+        super().showEvent(event)
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:
+        if event.type() == QEvent.Type.Close and obj is self.window():
+            self.shutdown()
+        return False
+
+    # -- the run -------------------------------------------------------------------------------
+    def _halt(self) -> None:
+        """Stop the worker and wait for its thread, so the trainer has one user at a time."""
+        if self.worker.is_running():
+            self.worker.stop()
+            self.worker.join(JOIN_S)
+
+    def _launch(self, cfg: Any, single: bool) -> None:
+        holder = self
+
+        def factory(cancelled):
+            if holder.trainer is None or holder.trainer.cfg != cfg:
+                from engine.training.trainer import Trainer  # imports torch (once)
+
+                holder.trainer = Trainer(cfg)
+                yield holder.trainer.snapshot()
+            if single:
+                holder.trainer.advance(force_log=True)
+                yield holder.trainer.snapshot()
+                return
+            yield from holder.trainer.iterate(cancelled, min_interval_s=SNAPSHOT_INTERVAL_S)
+
+        self._single = single
+        self.worker.start(factory)
+        if single:
+            self._set_status("stepping")
+        else:
+            self._set_status("starting" if self.trainer is None else "running")
+
+    def _on_finished(self, _generation: int) -> None:
+        self._take()
+        if self._single:
+            done = self.trainer is not None and self.trainer.done
+            self._set_status("done" if done else "paused")
+        else:
+            self._set_status("done")
+
+    def _on_error(self, _generation: int, exc: Any) -> None:
+        self._set_status("error", f"{type(exc).__name__}: {exc}")
+
+    # -- drawing -------------------------------------------------------------------------------
+    def _take(self) -> bool:
+        got = self.worker.take_latest()
+        if got is None:
+            return False
+        self.snapshot = got.item
+        if self.status == "starting":
+            self._set_status("running")
+        self._sync_selection()
+        self._update_view()
+        self._update_status_text()
+        return True
+
+    def _catch_up(self) -> None:
+        """After the thread ended: show the trainer's own latest state (nothing is lost)."""
+        self.worker.take_latest()
+        if self.trainer is not None:
+            self.snapshot = self.trainer.snapshot()
+            self._sync_selection()
+            self._update_view()
+
+    def _tick(self) -> None:
+        self._take()
+        self.redraw()
+
+    def redraw(self, budget: int = PANELS_PER_TICK) -> list[str]:
+        """Redraw at most ``budget`` changed, visible panels, taking turns."""
+        if self.view is None:
+            return []
+        ids = list(self.panels)
+        drawn: list[str] = []
+        for k in range(len(ids)):
+            if len(drawn) >= budget:
+                break
+            pid = ids[(self._next + k) % len(ids)]
+            if self.panels[pid].refresh(self.view):
+                drawn.append(pid)
+                self._next = (ids.index(pid) + 1) % len(ids)
+        return drawn
+
+    def stale(self) -> list[str]:
+        """Visible panels not yet showing the current view."""
+        if self.view is None:
+            return []
+        return [pid for pid, p in self.panels.items()
+                if p.is_on_screen() and p.data_key(self.view) != p._drawn_key]
+
+    def _sync_selection(self) -> None:
+        snap = self.snapshot
+        rules = tuple(snap.rules)
+        if tuple(self.run_box.itemText(i) for i in range(self.run_box.count())) != rules:
+            current = self.run_box.currentText()
+            self.run_box.blockSignals(True)
+            self.run_box.clear()
+            self.run_box.addItems(rules)
+            pick = current if current in rules else ("none" if "none" in rules else rules[0])
+            self.run_box.setCurrentText(pick)
+            self.run_box.blockSignals(False)
+        self.layer_box.setRange(0, snap.config.layers - 1)
+        self.head_box.setRange(0, snap.config.heads - 1)
+
+    def _selection_changed(self) -> None:
+        self._update_view()
+
+    def _update_view(self) -> None:
+        if self.snapshot is None:
+            return
+        self.view = TrainingView(self.snapshot, max(self.run_box.currentIndex(), 0),
+                                 self.layer_box.value(), self.head_box.value())
+
+    # -- status --------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        try:
+            self.controls.config_from_widgets()
+            ok = True
+        except ConfigError:
+            ok = False
+        self.buttons["start"].setEnabled(ok)
+        self._update_buttons()
+
+    def _set_status(self, status: str, message: str = "") -> None:
+        self.status = status
+        self._update_buttons()
+        self._update_status_text(message)
+        self.state_changed.emit(status)
+
+    def _update_buttons(self) -> None:
+        s = self.status
+        running = s in ("running", "starting", "stepping")
+        self.buttons["pause"].setText("Resume" if s == "paused" else "Pause")
+        self.buttons["pause"].setEnabled(running or s == "paused")
+        self.buttons["step"].setEnabled(s in ("idle", "paused", "error"))
+        self.buttons["stop"].setEnabled(running or s == "paused")
+        self.buttons["export"].setEnabled(self.snapshot is not None and self.trainer is not None)
+
+    def _update_status_text(self, message: str = "") -> None:
+        snap = self.snapshot
+        parts = [f"<b>{self.status}</b>"]
+        if snap is not None:
+            parts.append(f"step {snap.step}/{snap.config.steps} on {snap.device}, "
+                         f"{snap.steps_per_s:.1f} steps/s")
+            marks = []
+            for r, rule in enumerate(snap.rules):
+                if snap.diverged_step[r] >= 0:
+                    marks.append(f"<span style='color:#C62828'>✖ {rule} diverged at step "
+                                 f"{int(snap.diverged_step[r])}</span>")
+                heads = [(int(layer), int(head)) for layer, head
+                         in zip(*(snap.collapse_step[r] >= 0).nonzero(), strict=True)]
+                if heads:
+                    where = ", ".join(f"L{layer}H{head}" for layer, head in heads[:6])
+                    more = f" (+{len(heads) - 6})" if len(heads) > 6 else ""
+                    marks.append(f"<span style='color:#C62828'>▼ {rule}: entropy collapse in "
+                                 f"{where}{more}</span>")
+            parts += marks
+        if message:
+            parts.append(f"<span style='color:#C62828'>{message}</span>")
+        self.status_label.setText(" · ".join(parts))
+
+    # -- export --------------------------------------------------------------------------------
+    def _export_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
+        if folder:
+            try:
+                out = self.export_all(folder)
+                self._update_status_text(f"exported to {out}")
+            except Exception as exc:
+                self._update_status_text(f"export failed: {exc}")
+
+    def export_all(self, parent: str | Path) -> Path:
+        """Figures (PNG, SVG, CSV) and the result files into a new time-stamped folder under
+        ``parent``; a running training is paused for the copy and resumed afterwards."""
+        from engine.training.export import write_training_outputs
+        from ui.export import ExportError, export_figures, new_export_dir
+
+        if self.trainer is None or self.snapshot is None:
+            raise ExportError("Nothing to export yet: start a training run first.")
+        was_running = self.status in ("running", "starting")
+        if was_running:
+            self.pause()
+        try:
+            out = new_export_dir(parent)
+            snap = self.trainer.snapshot()
+            view = TrainingView(snap, max(self.run_box.currentIndex(), 0), self.layer_box.value(),
+                                self.head_box.value())
+            for panel in self.panels.values():
+                panel.refresh(view, force=True)
+            export_figures(self.panels.values(), out)
+            write_training_outputs(out, self.trainer, snap, {"source": "gui"})
+        finally:
+            if was_running:
+                self.resume()
+        return out
+
+    def apply_theme(self, theme: Any) -> None:
+        for panel in self.panels.values():
+            panel.apply_theme(theme)

@@ -1,0 +1,413 @@
+"""The Training page's plots: curves vs step and two heatmaps, one colour per rule everywhere.
+
+Each panel is a :class:`ui.plots.base.PlotPanel` (theming, redraw-when-changed-and-visible,
+PNG/SVG/CSV export). ``state`` is a :class:`TrainingView`: the latest snapshot plus the chosen
+run/layer/head of the heatmaps. Panels only draw what the engine measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtWidgets import QCheckBox
+
+from ui.plots.base import PlotPanel, finite, log_ticks
+from ui.theme import RULE_COLORS
+
+#: the two bug rules are not in the simulator's palette; they get their own fixed colours
+TRAINING_COLORS = {**RULE_COLORS, "sqrt_twice": "#7B3294", "scale_after_softmax": "#8C6D31"}
+LABELS = {
+    "none": "none: q·k", "sqrt": "sqrt: q·k/√d_k", "dk": "dk: q·k/d_k",
+    "temperature": "temperature: q·k/T", "cosine": "cosine: cos/T (learned T)",
+    "qknorm": "qknorm: LN(q)·LN(k)/√d_k", "sqrt_twice": "sqrt_twice (bug): q·k/d_k",
+    "scale_after_softmax": "scale_after_softmax (bug)",
+}
+#: per-head curves drawn per run at most (more heads: their mean only)
+MAX_HEAD_CURVES = 32
+LOG_FLOOR = 1e-12  #: values drawn on a log axis are clipped here (a zero has no logarithm)
+
+
+def rule_color(rule: str) -> str:
+    return TRAINING_COLORS.get(rule, "#7F7F7F")
+
+
+def rule_label(rule: str) -> str:
+    return LABELS.get(rule, rule)
+
+
+@dataclass(frozen=True)
+class TrainingView:
+    """What the panels draw: the snapshot and the heatmaps' selection."""
+
+    snapshot: Any  #: TrainingSnapshot or None
+    run: int = 0
+    layer: int = 0
+    head: int = 0
+
+
+class TrainingPanel(PlotPanel):
+    """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
+
+    uses_selection = False
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
+
+    def data_key(self, state: Any) -> Any:
+        snap = getattr(state, "snapshot", None)
+        if snap is None:
+            return None
+        sel = (state.run, state.layer, state.head) if self.uses_selection else None
+        return (id(snap), sel, self.extra_key())
+
+    def extra_key(self) -> Any:
+        return None
+
+
+class _CurvesPanel(TrainingPanel):
+    """One curve per run (``per_head``: one per run, layer and head; the legend names runs)."""
+
+    y_label = ""
+    y_units: str | None = None
+    log_y = False
+    per_head = True
+    log_toggle = False
+
+    def build(self) -> None:
+        self.plot = self.add_plot(0, 0, "step", self.y_label, y_units=self.y_units)
+        self.log_box: QCheckBox | None = None
+        if self.log_toggle:
+            self.log_box = QCheckBox("log y", self)
+            self.log_box.setChecked(self.log_y)
+            self.log_box.setToolTip("Logarithmic y axis")
+            self.log_box.toggled.connect(self._set_log)
+            self.header.insertWidget(2, self.log_box)
+        self.plot.setLogMode(y=self.log_y)
+        self.plot.getViewBox().sigYRangeChanged.connect(self._log_ticks)
+        self.curves: dict[tuple, pg.PlotDataItem] = {}
+        self._layout: Any = None
+        self._rows: list[dict[str, Any]] = []
+        self.extra_items()
+
+    def extra_items(self) -> None:
+        """Subclasses add fixed items (threshold lines, markers)."""
+
+    def extra_key(self) -> Any:
+        return self.log_box.isChecked() if self.log_box is not None else None
+
+    def _log_ticks(self, _vb: Any, rng: Any) -> None:
+        """Decade labels that follow the view (pyqtgraph's own log labels crowd); within less
+        than a decade, where they would label fewer than two ticks, pyqtgraph's own."""
+        ticks = log_ticks(*rng) if self.is_log else None
+        self.plot.getAxis("left").setTicks(ticks if ticks and len(ticks[0]) >= 2 else None)
+
+    def _set_log(self, on: bool) -> None:
+        self.plot.setLogMode(y=on)
+        if not on:
+            self.plot.getAxis("left").setTicks(None)
+        self.invalidate()
+
+    @property
+    def is_log(self) -> bool:
+        return self.log_box.isChecked() if self.log_box is not None else self.log_y
+
+    def series(self, snap: Any) -> list[tuple[tuple, str, Qt.PenStyle, float, bool]]:
+        """(key, rule, style, width, named) of every curve for this snapshot's shape."""
+        out = []
+        _, _, n_layers, n_heads = snap.heads["entropy_norm"].shape
+        many = n_layers * n_heads > MAX_HEAD_CURVES
+        for rule in snap.rules:
+            if self.per_head and not many:
+                for layer in range(n_layers):
+                    for head in range(n_heads):
+                        first = layer == 0 and head == 0
+                        out.append(((rule, layer, head), rule, Qt.PenStyle.SolidLine,
+                                    2.0 if n_layers * n_heads == 1 else 1.3, first))
+            else:
+                out.append(((rule, -1, -1), rule, Qt.PenStyle.SolidLine, 2.0, True))
+        return out
+
+    def _sync(self, snap: Any) -> None:
+        shape = (snap.rules, snap.heads["entropy_norm"].shape[2:])
+        if shape == self._layout:
+            return
+        for item in self.curves.values():
+            self.plot.removeItem(item)
+        self.curves = {}
+        for key, rule, style, width, named in self.series(snap):
+            item = pg.PlotDataItem(pen=pg.mkPen(rule_color(rule), width=width, style=style),
+                                   name=self.curve_name(key, rule) if named else None)
+            self.plot.addItem(item)
+            self.curves[key] = item
+        self._layout = shape
+
+    def curve_name(self, key: tuple, rule: str) -> str:
+        return rule_label(rule)
+
+    def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
+        """(n_logs,) values of one curve (all logs; invalid ones are dropped by the caller)."""
+        raise NotImplementedError
+
+    def draw(self, state: Any) -> None:
+        snap = state.snapshot
+        self._sync(snap)
+        self._rows = []
+        steps = snap.log_steps
+        for key, item in self.curves.items():
+            r = snap.rules.index(key[0])
+            ok = snap.valid[:, r]
+            y = finite(self.values(snap, key, r))[ok]
+            x = steps[ok].astype(np.float64)
+            if self.is_log:
+                y = np.maximum(y, LOG_FLOOR)
+            item.setData(x, y)
+            layer, head = key[1], key[2]
+            self._rows += [{"scaling": key[0], "layer": layer, "head": head, "step": int(s),
+                            "value": float(v)} for s, v in zip(x, y, strict=True)]
+        self.draw_extra(snap)
+
+    def draw_extra(self, snap: Any) -> None:
+        """Markers that depend on the snapshot."""
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+
+class LossPanel(_CurvesPanel):
+    plot_id = "train_loss"
+    title = "Training loss"
+    y_label = "cross-entropy loss (nats)"
+    log_y = True
+    log_toggle = True
+    per_head = False
+
+    def extra_items(self) -> None:
+        self.diverged = pg.ScatterPlotItem(symbol="x", size=14, pen=pg.mkPen("#C62828", width=2.5),
+                                           brush=None)
+        self.plot.addItem(self.diverged)
+
+    def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
+        return snap.scalars["loss"][:, r]
+
+    def draw_extra(self, snap: Any) -> None:
+        """A red cross at the last good loss of each diverged run."""
+        pts = []
+        for r, _rule in enumerate(snap.rules):
+            if snap.diverged_step[r] < 0:
+                continue
+            ok = np.flatnonzero(snap.valid[:, r])
+            y = float(snap.scalars["loss"][ok[-1], r]) if ok.size else 1.0
+            y = max(y, LOG_FLOOR)
+            pts.append({"pos": (float(snap.diverged_step[r]), np.log10(y) if self.is_log else y),
+                        "data": r})
+        self.diverged.setData(pts)
+
+
+class AccuracyPanel(_CurvesPanel):
+    plot_id = "train_accuracy"
+    title = "Accuracy"
+    y_label = "accuracy (training batches)"
+    per_head = False
+
+    def extra_items(self) -> None:
+        self.plot.setYRange(0.0, 1.0, padding=0.02)
+        self.chance = pg.InfiniteLine(angle=0, movable=False,
+                                      pen=pg.mkPen("#7F7F7F", width=1, style=Qt.PenStyle.DashLine),
+                                      label="chance", labelOpts={"position": 0.95})
+        self.plot.addItem(self.chance)
+
+    def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
+        return snap.scalars["accuracy"][:, r]
+
+    def draw_extra(self, snap: Any) -> None:
+        self.chance.setValue(1.0 / snap.config.classes)
+
+
+class _HeadMetricPanel(_CurvesPanel):
+    metric = ""
+
+    def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
+        arr = snap.heads[self.metric][:, r]
+        if key[1] < 0:
+            return arr.mean(axis=(1, 2))
+        return arr[:, key[1], key[2]]
+
+
+class EntropyPanel(_HeadMetricPanel):
+    plot_id = "train_entropy"
+    title = "Attention entropy per head"
+    y_label = "entropy / log(n)"
+    metric = "entropy_norm"
+
+    def extra_items(self) -> None:
+        self.plot.setYRange(0.0, 1.0, padding=0.02)
+        self.threshold = pg.InfiniteLine(angle=0, movable=False,
+                                         pen=pg.mkPen("#C62828", width=1, style=Qt.PenStyle.DashLine),
+                                         label="collapse", labelOpts={"position": 0.9})
+        self.plot.addItem(self.threshold)
+        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12, pen=pg.mkPen("#C62828", width=1.5),
+                                            brush=pg.mkBrush("#C62828"))
+        self.plot.addItem(self.collapsed)
+
+    def draw_extra(self, snap: Any) -> None:
+        """A red triangle where each collapsed head's collapse began; a threshold line."""
+        self.threshold.setValue(snap.config.collapse_threshold)
+        pts = []
+        for r, layer, head in zip(*np.nonzero(snap.collapse_step >= 0), strict=True):
+            s = int(snap.collapse_step[r, layer, head])
+            i = np.flatnonzero(snap.log_steps == s)
+            y = float(snap.heads["entropy_norm"][i[0], r, layer, head]) if i.size else 0.0
+            pts.append({"pos": (float(s), y), "brush": pg.mkBrush(rule_color(snap.rules[r]))})
+        self.collapsed.setData(pts)
+
+
+class LogitStdPanel(_HeadMetricPanel):
+    plot_id = "train_logit_std"
+    title = "Logit std per head"
+    y_label = "pre-softmax logit std"
+    metric = "logit_std"
+    log_y = True
+    log_toggle = True
+
+
+class JacobianPanel(_HeadMetricPanel):
+    plot_id = "train_jacobian"
+    title = "Jacobian size per head"
+    y_label = "mean ‖diag(p) − ppᵀ‖_F"
+    metric = "jacobian_fro"
+
+
+class GradPanel(_CurvesPanel):
+    plot_id = "train_grads"
+    title = "Gradient norms"
+    y_label = "‖∂loss/∂W‖"
+    log_y = True
+    log_toggle = True
+    STYLES = (("grad_norm_q", Qt.PenStyle.SolidLine), ("grad_norm_k", Qt.PenStyle.DashLine),
+              ("grad_norm_v", Qt.PenStyle.DotLine))
+
+    def extra_items(self) -> None:
+        self.plot.setTitle("solid W_Q · dash W_K · dot W_V", size="8pt")
+
+    def series(self, snap: Any) -> list[tuple[tuple, str, Qt.PenStyle, float, bool]]:
+        return [((rule, metric, -1), rule, style, 1.8, metric == "grad_norm_q")
+                for rule in snap.rules for metric, style in self.STYLES]
+
+    def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
+        return snap.heads[key[1]][:, r].mean(axis=(1, 2))
+
+
+class LogitDistributionPanel(TrainingPanel):
+    """Step x bin heatmap of the chosen head's logits (every bin kept) with percentile lines."""
+
+    plot_id = "train_logit_dist"
+    title = "Logit distribution over steps"
+    uses_selection = True
+
+    def build(self) -> None:
+        self.plot = self.add_plot(0, 0, "step", "pre-softmax logit", legend=False)
+        self.image = pg.ImageItem()
+        self.plot.addItem(self.image)
+        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
+                                    label="fraction of logits", interactive=False, width=12)
+        self.cbar.setImageItem(self.image, insert_in=self.plot)
+        self.lines: list[pg.PlotDataItem] = []
+        self._rows: list[dict[str, Any]] = []
+
+    def draw(self, state: Any) -> None:
+        snap = state.snapshot
+        r, layer, head = _clamp_selection(snap, state)
+        ok = snap.valid[:, r]
+        steps = snap.log_steps[ok].astype(np.float64)
+        counts = snap.logit_hist[ok, r, layer, head].astype(np.float64)
+        outside = snap.logit_outside[ok, r, layer, head]
+        pct = finite(snap.logit_percentiles[ok, r, layer, head])
+        edges = snap.hist_edges
+        rule = snap.rules[r]
+        self.plot.setTitle(f"{rule}, layer {layer}, head {head}", size="9pt",
+                           color=self.theme.foreground)
+        self._rows = []
+        if steps.size == 0:
+            self.image.clear()
+            for line in self.lines:
+                line.setData([], [])
+            return
+        totals = np.maximum(counts.sum(axis=1) + outside.sum(axis=1), 1)
+        frac = counts / totals[:, None]
+        self.image.setImage(frac, autoLevels=False)
+        top = float(frac.max()) if frac.size else 1.0
+        self.cbar.setLevels((0.0, max(top, 1e-9)))
+        dx = float(np.median(np.diff(steps))) if steps.size > 1 else 1.0
+        self.image.setRect(QRectF(steps[0] - dx / 2, edges[0], steps[-1] - steps[0] + dx,
+                                  edges[-1] - edges[0]))
+        n_lines = pct.shape[1]
+        while len(self.lines) < n_lines:
+            self.lines.append(self.plot.plot([], []))
+        for j, line in enumerate(self.lines):
+            mid = j == n_lines // 2
+            line.setPen(pg.mkPen("#FFFFFF" if mid else "#FFFFFFA0", width=2.0 if mid else 1.0,
+                                 style=Qt.PenStyle.SolidLine if mid else Qt.PenStyle.DashLine))
+            line.setData(steps, np.clip(pct[:, j], edges[0], edges[-1]))
+        lo = max(float(pct.min()), edges[0])
+        hi = min(float(pct.max()), edges[-1])
+        pad = 0.05 * max(hi - lo, 1e-3)
+        self.plot.setYRange(lo - pad, hi + pad, padding=0)
+        self.plot.setXRange(steps[0] - dx / 2, steps[-1] + dx / 2, padding=0)
+        for i, s in enumerate(steps):
+            row = {"scaling": rule, "layer": layer, "head": head, "step": int(s)}
+            row.update({f"p{p:g}": float(v) for p, v in zip(snap.percentiles, pct[i], strict=True)})
+            self._rows.append(row)
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+
+class ProbeAttentionPanel(TrainingPanel):
+    """The fixed probe example's attention weights for the chosen run/layer/head."""
+
+    plot_id = "train_probe_attention"
+    title = "Probe attention weights"
+    uses_selection = True
+
+    def build(self) -> None:
+        self.plot = self.add_plot(0, 0, "key position", "query position", legend=False)
+        self.plot.invertY(True)
+        self.image = pg.ImageItem()
+        self.plot.addItem(self.image)
+        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
+                                    label="weight p", interactive=False, width=12)
+        self.cbar.setImageItem(self.image, insert_in=self.plot)
+        self._rows: list[dict[str, Any]] = []
+
+    def draw(self, state: Any) -> None:
+        snap = state.snapshot
+        r, layer, head = _clamp_selection(snap, state)
+        w = finite(snap.probe_weights[r, layer, head])  # (query, key)
+        self.image.setImage(w.T, autoLevels=False)  # image[x = key, y = query]
+        self.cbar.setLevels((0.0, 1.0))
+        task = "query token 0, items 1.." if snap.config.task == "retrieval" else "k v pairs, kq last"
+        self.plot.setTitle(f"{snap.rules[r]}, layer {layer}, head {head} at step {snap.step} "
+                           f"({task})", size="9pt", color=self.theme.foreground)
+        self._rows = [{"query": int(i), "key": int(j), "weight": float(w[i, j])}
+                      for i in range(w.shape[0]) for j in range(w.shape[1])]
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+
+def _clamp_selection(snap: Any, state: TrainingView) -> tuple[int, int, int]:
+    _, n_runs, n_layers, n_heads = snap.heads["entropy_norm"].shape
+    return (min(max(state.run, 0), n_runs - 1), min(max(state.layer, 0), n_layers - 1),
+            min(max(state.head, 0), n_heads - 1))
+
+
+#: every panel, in page order
+PANEL_CLASSES: tuple[type[TrainingPanel], ...] = (
+    LossPanel, AccuracyPanel, EntropyPanel, LogitStdPanel, GradPanel, JacobianPanel,
+    LogitDistributionPanel, ProbeAttentionPanel,
+)
