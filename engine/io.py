@@ -20,6 +20,8 @@ from engine.errors import ConfigError
 def ensure_writable_dir(path: str | os.PathLike[str], field: str = "out") -> Path:
     """Create ``path`` if needed and prove we can write there, before any long work starts."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(field, f"{str(path)!r} is a file, not a folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)
@@ -31,11 +33,23 @@ def ensure_writable_dir(path: str | os.PathLike[str], field: str = "out") -> Pat
     return path
 
 
+def _default_file_mode() -> int:
+    """What ``open(..., "w")`` would give a new file: 0o666 less the process umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
+    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``.
+
+    The temp file is created private (mkstemp); it gets the usual permissions before the rename so
+    exports are readable like any other file the user writes.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _default_file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import ConfigError
 from engine.probe.loader import LoadedModel
 
 
@@ -52,7 +53,10 @@ def _attention_modules(loaded: LoadedModel) -> list[Any]:
         elif hasattr(mod, spec.query) and hasattr(mod, spec.key):
             found.append(mod)
     if not found:
-        raise RuntimeError(f"no attention modules with {spec} found in {type(loaded.model).__name__}")
+        names = spec.fused or f"{spec.query}/{spec.key}"
+        raise ConfigError("model", f"{type(loaded.model).__name__} has no attention modules with "
+                          f"{names} projections; this variant of {loaded.info.model_type} is not "
+                          "supported")
     return found
 
 
@@ -131,8 +135,9 @@ def capture(
     forward_s = time.perf_counter() - t0
     attentions = getattr(out, "attentions", None)
     if attentions is None or len(attentions) != len(qs) or len(ks) != len(qs):
-        raise RuntimeError("the model did not return one attention map per captured layer "
-                           f"({0 if attentions is None else len(attentions)} maps, {len(qs)} layers)")
+        raise ConfigError("model", "the model did not return one attention map per captured "
+                          f"layer ({0 if attentions is None else len(attentions)} maps, {len(qs)} "
+                          "layers); this variant is not supported")
     attn_all = np.stack([a[0].detach().float().cpu().numpy() for a in attentions])  # (L,H,N,N)
 
     pos = np.flatnonzero(valid)

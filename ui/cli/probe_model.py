@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -54,9 +55,18 @@ def run(args: argparse.Namespace) -> int:
         cfg = ProbeConfig(text=text, model=args.model, saturation_threshold=args.saturation_threshold,
                           bootstrap=args.bootstrap, seed=args.seed, max_tokens=args.max_tokens)
         inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before any import
+        created = bool(args.out) and not Path(args.out).exists()
         out = ensure_writable_dir(args.out) if args.out else None
     except ConfigError as exc:
+        if exc.field == "text" and args.text_file:
+            fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
         fail(PROG, exc)
+
+    def discard() -> None:
+        """Nothing was written: remove the --out folder again if this run created it."""
+        if out is not None and created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if empty
 
     bar = progress_bar(100, "probe-model", args.quiet, unit="%")
     bar.unit_scale = False  # "45/100 %", not "45.0/100"
@@ -69,15 +79,19 @@ def run(args: argparse.Namespace) -> int:
                 result = snap.result
     except ConfigError as exc:
         bar.close()
+        discard()
         fail(PROG, exc)
     except (KeyboardInterrupt, Cancelled):
         bar.close()
+        discard()
         sys.stderr.write("interrupted: nothing written\n")
         return 130
     bar.close()
     assert result is not None
     if result.truncated_from is not None:
-        sys.stderr.write(f"notice: the text has {result.truncated_from} tokens; the model takes "
+        limit = ("--max-tokens is" if args.max_tokens is not None and
+                 result.n_tokens == args.max_tokens else "the model takes")
+        sys.stderr.write(f"notice: the text has {result.truncated_from} tokens; {limit} "
                          f"{result.n_tokens}, so it was truncated to the first {result.n_tokens}\n")
     _print_summary(result)
     if out is not None:
@@ -86,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             paths = write_outputs(result, out)
         except OSError as exc:
-            fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+            discard()
+            fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}; nothing written",
+                 "out")
         print(f"wrote {', '.join(p.name for p in paths.values())} to {out}")
     return 0
 
@@ -117,8 +133,9 @@ def _print_summary(result) -> None:
         ("h_model", "H/log n model"), ("h_none", "H/log n none"), ("h_dk", "H/log n dk"),
         ("sat_none", "saturated none"), ("diff", "max|attn diff|")]))
     print("(medians over the heads of each layer; std ratio = measured / i.i.d. prediction)")
-    ratio = t["std_ratio"]
-    print(f"std ratio {ratio.min():.3f}..{ratio.max():.3f} (median {np.median(ratio):.3f}); "
+    ratio, ratio_se = t["std_ratio"], t["std_ratio_se"]
+    se = f", bootstrap SE {np.median(ratio_se):.2g} typical" if ratio_se.max() > 0 else ""
+    print(f"std ratio {ratio.min():.3f}..{ratio.max():.3f} (median {np.median(ratio):.3f}{se}); "
           f"H/log n: model {np.mean(t['entropy_norm_model']):.3f}, none "
           f"{np.mean(t['entropy_norm_none']):.3f}, dk {np.mean(t['entropy_norm_dk']):.3f} "
           f"(means over heads); attention matches the model to "

@@ -89,3 +89,31 @@ def test_random_weights_match_the_iid_prediction_within_uncertainty(make_bert) -
     t = (r.mean() - 1.0) / (r.std(ddof=1) / np.sqrt(r.size))  # over heads: weight noise included
     assert abs(t) < 4.0, (r.mean(), t)
     assert np.all(np.concatenate(ses) > 0)
+
+
+def test_two_token_gpt2_text_gives_finite_figures(make_gpt2) -> None:
+    """Two tokens under a causal mask: one counted row (the first sees only itself)."""
+    from engine.probe.analyze import head_detail
+    from engine.probe.export import head_table
+
+    loaded = make_gpt2(initializer_range=0.3)
+    with np.errstate(all="raise"):
+        _, res = _result(loaded, _ids(2), bootstrap=10)
+        table = head_table(res)
+        detail = head_detail(res, 1, 3, "none")
+    assert all(np.all(np.isfinite(v)) for v in table.values())
+    assert detail.row_ok.tolist() == [False, True]
+    # the per-head mean is the one counted row's value, not diluted by the uncounted first row
+    np.testing.assert_allclose(table["entropy_norm_model"], res.rows["model"].entropy_norm[:, :, 1])
+    assert np.all(res.attn_max_abs_diff < TOL)
+
+
+def test_a_model_without_the_expected_projections_is_refused(make_bert) -> None:
+    from engine.errors import ConfigError
+    from engine.probe.loader import SUPPORTED
+
+    loaded = make_bert()
+    loaded.spec = SUPPORTED["distilbert"]  # q_lin / k_lin: not in a BERT
+    with pytest.raises(ConfigError) as err:
+        capture(loaded, _ids(5))
+    assert err.value.field == "model" and "q_lin" in err.value.message

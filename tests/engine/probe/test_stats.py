@@ -102,3 +102,35 @@ def test_saturated_rows_stay_finite() -> None:
     for arr in (rs.entropy_norm, rs.top_weight, rs.jacobian_fro, rs.log10_jacobian_fro):
         assert np.all(np.isfinite(arr))
     assert rs.top_weight[0, 0, 0] == 1.0 and rs.jacobian_fro[0, 0, 0] == 0.0
+
+
+def test_one_coordinate_over_all_pairs_is_exactly_the_formula() -> None:
+    """d_k = 1, every (query, key) pair: the pooled variance of q*k over the product of the two
+    token sets IS (sq^2+mq^2)(sk^2+mk^2) - mq^2 mk^2 with the tokens' moments (ddof 0)."""
+    rng = np.random.default_rng(7)
+    q = rng.normal(1.5, 0.7, (1, 2, 40, 1)) ** 3  # skewed, non-zero mean: no Gaussian shortcut
+    k = rng.normal(-0.8, 1.3, (1, 2, 40, 1))
+    st = score_stats(q, k, np.ones((40, 40), dtype=bool), bootstrap=0)
+    np.testing.assert_allclose(st.std_ratio, 1.0, rtol=1e-12)
+    mq, sq, mk, sk = q.mean(axis=2), q.std(axis=2), k.mean(axis=2), k.std(axis=2)
+    var = ((sq**2 + mq**2) * (sk**2 + mk**2) - mq**2 * mk**2)[..., 0]
+    np.testing.assert_allclose(st.iid_pred_std, np.sqrt(var), rtol=1e-12)
+    np.testing.assert_allclose(st.iid_pred_mean, (mq * mk)[..., 0], rtol=1e-12)
+
+
+def test_rows_with_a_single_visible_key_never_divide_by_log_1() -> None:
+    """A causal first row sees one key: H / log(1) would be 0/0. It is left out of the per-head
+    means, and nothing (no warning, no NaN) comes from it, down to a 2-token text."""
+    rng = np.random.default_rng(8)
+    for n in (2, 5):
+        q, k = rng.normal(size=(1, 3, n, 4)), rng.normal(size=(1, 3, n, 4))
+        pm = np.tril(np.ones((n, n), dtype=bool))
+        with np.errstate(all="raise"):
+            rs = row_stats(q @ np.swapaxes(k, -1, -2), 0.5, pm)
+            st = score_stats(q, k, pm, bootstrap=20)
+            w = attention_weights((q @ np.swapaxes(k, -1, -2))[0, 0], 0.5, pm)
+        assert not rs.row_ok[0] and rs.row_ok[1:].all()
+        for arr in (rs.entropy_norm, rs.top_weight, rs.jacobian_fro, rs.log10_jacobian_fro,
+                    st.std_ratio, st.std_ratio_se, w):
+            assert np.all(np.isfinite(arr))
+        assert w[0, 0] == 1.0 and np.all(w[0, 1:] == 0.0)

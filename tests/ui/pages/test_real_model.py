@@ -168,3 +168,73 @@ def test_building_the_page_imports_neither_transformers_nor_torch() -> None:
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1:] in ([], [""]), out.stdout
+
+
+def _ranges(plot):
+    return [tuple(round(v, 6) for v in r) for r in plot.getViewBox().viewRange()]
+
+
+def test_empty_state_then_result_then_empty_again(page, qtbot, tiny_folder: Path) -> None:
+    """Before any analysis: no selection mark, a 'press Analyze' hint, grids framed to the model's
+    layer x head shape; after it the hint goes and the mark shows; a new model empties the page."""
+    assert page.set_model_dir(str(tiny_folder))  # 2 layers x 4 heads
+    grid = page.grid_panel
+    assert not any(m.isVisible() for m in grid.marks)
+    assert grid.placeholder.visible and "Analyze" in grid.placeholder.text
+    assert page.scores_panel.placeholder.visible and page.attention_panel.placeholder.visible
+    for plot in grid.plots:
+        assert _ranges(plot) == [(-0.5, 3.5), (-0.5, 1.5)]
+        assert plot.titleLabel.text  # the grid says what it will show
+    assert not page.export_button.isEnabled()
+    grid.set_group("entropy")  # another group, still empty: its own titles, still no mark
+    assert "H / log n" in grid.plots[0].titleLabel.text and not grid.marks[0].isVisible()
+    grid.set_group("spread")
+
+    _analyze(page, qtbot, "the key and the query")
+    assert not grid.placeholder.visible and all(m.isVisible() for m in grid.marks)
+    assert not page.scores_panel.placeholder.visible
+    assert not page.attention_panel.placeholder.visible
+    grid._on_move(grid.plots[0].getViewBox().mapViewToScene(QPointF(1.0, 0.0)))
+    assert "raw_std" in grid.hover_label.text() and "±" in grid.hover_label.text()
+
+    page.set_model_dir(str(tiny_folder.parent / "nope"))  # refused: the result stays
+    assert page.result is not None
+    page.set_model_dir(None)  # another model: its result is gone
+    assert page.result is None and grid.placeholder.visible
+    assert not any(m.isVisible() for m in grid.marks)
+    assert not page.export_button.isEnabled()
+
+
+def test_jacobian_legend_never_covers_a_curve(page, qtbot, tiny_folder: Path) -> None:
+    """The per-row Jacobian legend sits outside the plot area; the y range holds the largest
+    possible ||J||_F (1/2)."""
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "Why is the attention score scaled? The softmax of the query and key.")
+    panel = page.attention_panel
+    panel.refresh(page.view, force=True)
+    qtbot.wait(20)
+    vb = panel.jac_plot.getViewBox()
+    legend = panel.jac_legend.sceneBoundingRect()
+    assert legend.height() > 0 and not legend.intersects(vb.sceneBoundingRect())
+    assert vb.viewRange()[1][1] >= 0.5
+    for curve in panel.jac_curves.values():
+        _x, y = curve.getData()
+        assert y is not None and len(y) and float(np.max(y)) <= 0.5
+    assert len(panel.data_rows()) > len(page.result.tokens) ** 2  # CSV rows built on demand
+
+
+def test_a_failed_export_leaves_no_half_folder(page, qtbot, tiny_folder: Path, tmp_path: Path,
+                                               monkeypatch) -> None:
+    import engine.probe.export as export
+
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "the key and the query")
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "write_npz", full)  # after every plot was written
+    assert page.export_all(tmp_path) is None
+    assert "No space left" in page.last_message
+    assert list(tmp_path.iterdir()) == []
+    assert page.grid_panel.group == "spread"  # the shown grid group is restored

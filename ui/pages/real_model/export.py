@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,15 @@ def export_probe(page: Any, parent: str | Path) -> Path:
     """A new time-stamped folder with PNG + SVG (+ CSV) of every plot, heads.csv, scores.npz,
     config.json (model name, text, versions)."""
     out = new_export_dir(parent)
+    try:
+        _export_into(page, out)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # the folder is new: leave no half export behind
+        raise
+    return out
+
+
+def _export_into(page: Any, out: Path) -> None:
     grid = page.grid_panel
     shown = grid.group
     try:
@@ -32,4 +42,3 @@ def export_probe(page: Any, parent: str | Path) -> Path:
         write_outputs(page.result, out)
     except OSError as exc:
         raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
-    return out

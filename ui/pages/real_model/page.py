@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -102,6 +103,7 @@ class RealModelPage(QWidget):
         self.timer.timeout.connect(self.tick)
         self.timer.start()
         self._update_availability()
+        self._show_empty()
 
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -260,11 +262,30 @@ class RealModelPage(QWidget):
             self._message(exc.message, error=True)
             return False
         if folder != self.model_dir:
+            self.worker.stop()  # a running analysis belongs to the previous model
             self.model_dir = folder
             self._models.clear()  # load lazily at the next Analyze
+            self._show_empty()  # the previous result belongs to the previous model
         self._update_availability()
         self._message("model chosen; press Analyze" if folder else "")
         return True
+
+    def _show_empty(self) -> None:
+        """No result: blank grids of the chosen model's layer x head shape and a 'press Analyze'
+        hint in every plot."""
+        self.result, self.view = None, None
+        self.layer, self.head = 0, 0
+        self.export_button.setEnabled(False)
+        self.summary_label.setText("")
+        shape = (6, 12)  # all-MiniLM-L6-v2
+        try:
+            info = inspect_model_dir(resolve_model_dir(self.model_dir))
+            shape = (info.n_layers, info.n_heads)
+        except ConfigError:
+            pass
+        self.grid_panel.show_empty(*shape)
+        self.scores_panel.show_empty()
+        self.attention_panel.show_empty()
 
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face model folder")
@@ -382,12 +403,14 @@ class RealModelPage(QWidget):
                if res.truncated_from is not None else "")
         self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
                                                               else "") + cut)
-        ratio = self.table["std_ratio"]
+        ratio, ratio_se = self.table["std_ratio"], self.table["std_ratio_se"]
+        se_note = (f", bootstrap SE {float(np.median(ratio_se)):.2g} typical"
+                   if ratio_se.max() > 0 else "")
         self.summary_label.setText(
             f"{res.model_name}: {res.n_layers} layers × {res.n_heads} heads, d_k {res.d_k}, "
             f"{res.n_tokens} tokens.<br>"
             f"std ratio measured / i.i.d.: {ratio.min():.2f} to {ratio.max():.2f} "
-            f"(median {float(sorted(ratio.ravel())[ratio.size // 2]):.2f}).<br>"
+            f"(median {float(np.median(ratio)):.2f}{se_note}).<br>"
             f"mean H/log n: model {self.table['entropy_norm_model'].mean():.2f}, "
             f"no scale {self.table['entropy_norm_none'].mean():.2f}, "
             f"1/d_k {self.table['entropy_norm_dk'].mean():.2f}.<br>"

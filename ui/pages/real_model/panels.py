@@ -68,6 +68,66 @@ def _int_ticks(count: int, most: int) -> list[list[tuple[float, str]]]:
     return [[(i, str(i)) for i in range(0, count, step)], []]
 
 
+def theme_colorbar(bar: pg.ColorBarItem, theme: Theme) -> None:
+    """Axis, tick labels and label of a colour bar in the theme's foreground."""
+    for name in ("left", "right", "bottom", "top"):
+        try:
+            axis = bar.getAxis(name)
+        except Exception:
+            continue
+        axis.setPen(theme.foreground)
+        axis.setTextPen(theme.foreground)
+        if axis.labelText:
+            axis.setLabel(axis.labelText, color=theme.foreground)
+
+
+def recolour_legend(legend: pg.LegendItem | None, colour: str) -> None:
+    """Legend labels in ``colour`` for a legend outside a PlotItem (the base panel themes those
+    inside): pyqtgraph 0.14's setLabelTextColor keeps the drawn text grey until it is set again."""
+    if legend is None:
+        return
+    legend.setLabelTextColor(colour)
+    for _sample, label in legend.items:
+        label.setText(label.text, color=colour)
+
+
+class Placeholder:
+    """A centred hint shown in a plot while it has nothing to draw (before the first Analyze)."""
+
+    def __init__(self, plot: pg.PlotItem, text: str) -> None:
+        self.plot = plot
+        self.item = pg.TextItem(text, anchor=(0.5, 0.5))
+        plot.addItem(self.item, ignoreBounds=True)
+        plot.getViewBox().sigRangeChanged.connect(self._centre)
+        self._centre()
+
+    def _centre(self, *_args: Any) -> None:
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def show(self, text: str | None = None, colour: str | None = None) -> None:
+        if text is not None:
+            self.item.setText(text, color=colour)
+        elif colour is not None:
+            self.item.setColor(colour)
+        self.item.setVisible(True)
+        self._centre()
+
+    def hide(self) -> None:
+        self.item.setVisible(False)
+
+    def recolour(self, colour: str) -> None:
+        self.item.setColor(colour)
+
+    @property
+    def visible(self) -> bool:
+        return self.item.isVisible()
+
+    @property
+    def text(self) -> str:
+        return self.item.textItem.toPlainText()
+
+
 class HeadGridPanel(PlotPanel):
     """Three layer x head heatmaps of one group; hover shows values, a click selects a head."""
 
@@ -83,7 +143,7 @@ class HeadGridPanel(PlotPanel):
         self.header.insertWidget(1, self.group_box)
         self.hover_label = QLabel("hover a cell for its value; click to open that head")
         self.header.insertWidget(3, self.hover_label)
-        self.group_box.currentIndexChanged.connect(lambda _i: self.invalidate())
+        self.group_box.currentIndexChanged.connect(lambda _i: self._group_changed())
         self.plots: list[pg.PlotItem] = []
         self.images: list[pg.ImageItem] = []
         self.bars: list[pg.ColorBarItem] = []
@@ -100,15 +160,46 @@ class HeadGridPanel(PlotPanel):
             bar.setImageItem(image, insert_in=plot)
             mark = QGraphicsRectItem(QRectF(-0.5, -0.5, 1, 1))
             mark.setZValue(10)
+            mark.setVisible(False)  # no head is selected before the first result
             plot.addItem(mark)
             self.plots.append(plot)
             self.images.append(image)
             self.bars.append(bar)
             self.marks.append(mark)
+        self.placeholder = Placeholder(self.plots[1], "")
         self.glw.scene().sigMouseMoved.connect(self._on_move)
         self.glw.scene().sigMouseClicked.connect(self._on_click)
         self._table: dict[str, np.ndarray] | None = None
         self._rows: list[dict[str, Any]] = []
+        self._empty_shape = (6, 12)
+        self.show_empty(*self._empty_shape)
+
+    def show_empty(self, n_layers: int, n_heads: int,
+                   message: str = "Press Analyze (Ctrl+Enter)\nto measure every head") -> None:
+        """No result yet: blank grids of the model's shape, their titles, and a hint."""
+        self._empty_shape = (max(1, n_layers), max(1, n_heads))
+        n_layers, n_heads = self._empty_shape
+        self._table, self._rows, self._state, self._drawn_key = None, [], None, None
+        for i, spec in enumerate(GRID_GROUPS[self.group][1]):
+            self.images[i].clear()
+            self.marks[i].setVisible(False)
+            self._frame(i, spec.title, n_layers, n_heads)
+        self.placeholder.show(message, self.theme.foreground)
+        self.hover_label.setText("hover a cell for its value; click to open that head")
+
+    def _frame(self, i: int, title: str, n_layers: int, n_heads: int) -> None:
+        """Title, integer ticks and a range of exactly the layer x head cells."""
+        self.plots[i].setTitle(title, color=self.theme.foreground, size="9pt")
+        self.plots[i].getAxis("bottom").setTicks(_int_ticks(n_heads, 16))
+        self.plots[i].getAxis("left").setTicks(_int_ticks(n_layers, 24))
+        self.plots[i].setXRange(-0.5, n_heads - 0.5, padding=0)
+        self.plots[i].setYRange(-0.5, n_layers - 0.5, padding=0)
+
+    def _group_changed(self) -> None:
+        if self._state is None:
+            self.show_empty(*self._empty_shape, self.placeholder.text)
+        else:
+            self.invalidate()
 
     @property
     def group(self) -> str:
@@ -118,16 +209,11 @@ class HeadGridPanel(PlotPanel):
         self.group_box.setCurrentIndex(list(GRID_GROUPS).index(gid))
 
     def theme_changed(self, theme: Theme) -> None:
+        self.placeholder.recolour(theme.foreground)
         for mark in self.marks:
             mark.setPen(pg.mkPen(theme.highlight, width=3))
         for bar in self.bars:
-            for name in ("left", "right", "bottom", "top"):
-                try:
-                    axis = bar.getAxis(name)
-                except Exception:
-                    continue
-                axis.setPen(theme.foreground)
-                axis.setTextPen(theme.foreground)
+            theme_colorbar(bar, theme)
 
     def data_key(self, state: Any) -> Any:
         if state is None:
@@ -135,6 +221,7 @@ class HeadGridPanel(PlotPanel):
         return (id(state.result), self.group, state.layer, state.head)
 
     def draw(self, state: ProbeView) -> None:
+        self.placeholder.hide()
         self._table = state.table
         specs = GRID_GROUPS[self.group][1]
         values = [finite(state.table[s.column]) for s in specs]
@@ -153,12 +240,9 @@ class HeadGridPanel(PlotPanel):
                 levels, cmap = (0.0, max(shared_hi, 1e-12)), "viridis"
             self.bars[i].setColorMap(pg.colormap.get(cmap))
             self.bars[i].setLevels(levels)
-            self.plots[i].setTitle(spec.title, color=self.theme.foreground, size="9pt")
-            self.plots[i].getAxis("bottom").setTicks(_int_ticks(n_heads, 16))
-            self.plots[i].getAxis("left").setTicks(_int_ticks(n_layers, 24))
-            self.plots[i].setXRange(-0.5, n_heads - 0.5, padding=0)
-            self.plots[i].setYRange(-0.5, n_layers - 0.5, padding=0)
+            self._frame(i, spec.title, n_layers, n_heads)
             self.marks[i].setRect(QRectF(state.head - 0.5, state.layer - 0.5, 1, 1))
+            self.marks[i].setVisible(True)
             for layer in range(n_layers):
                 for head in range(n_heads):
                     self._rows.append({"grid": spec.column, "layer": layer, "head": head,
@@ -177,15 +261,15 @@ class HeadGridPanel(PlotPanel):
         return None
 
     def hover_text(self, layer: int, head: int) -> str:
-        """'layer 2, head 5: ...' with every figure of the current group (and the ratio's SE)."""
+        """'layer 2, head 5: ...' with every figure of the current group (± its bootstrap SE)."""
         t = self._table
         assert t is not None
         parts = []
         for spec in GRID_GROUPS[self.group][1]:
             v = float(t[spec.column][layer, head])
             text = f"{spec.column} {v:.4g}"
-            if spec.column == "std_ratio":
-                text += f" ± {float(t['std_ratio_se'][layer, head]):.2g}"
+            if f"{spec.column}_se" in t:  # raw_std, iid_pred_std, std_ratio: bootstrap SE
+                text += _pm(float(t[f"{spec.column}_se"][layer, head]))
             parts.append(text)
         return f"layer {layer}, head {head}: " + ", ".join(parts)
 
@@ -220,9 +304,21 @@ class HeadScoresPanel(PlotPanel):
                             (self.scaled_plot, (self.scaled_curve, self.scaled_theory))):
             for item in items:
                 plot.addItem(item)
+        self.scaled_curve.setPen(pg.mkPen(PROBE_COLORS["model"], width=2))
+        self.placeholder = Placeholder(self.raw_plot, "")
         self._rows: list[dict[str, Any]] = []
+        self.show_empty()
+
+    def show_empty(self, message: str = "the selected head's scores\nappear here after Analyze") -> None:
+        for item in (self.raw_curve, self.raw_theory, self.scaled_curve, self.scaled_theory):
+            item.setData([], [])
+        self.raw_plot.setTitle("raw scores of one head", color=self.theme.foreground, size="9pt")
+        self.scaled_plot.setTitle("scaled scores (logits)", color=self.theme.foreground, size="9pt")
+        self._rows, self._state, self._drawn_key = [], None, None
+        self.placeholder.show(message, self.theme.foreground)
 
     def theme_changed(self, theme: Theme) -> None:
+        self.placeholder.recolour(theme.foreground)
         self.raw_curve.setPen(pg.mkPen(theme.raw, width=2))
         self.raw_theory.setPen(pg.mkPen(theme.foreground, width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine))
         self.scaled_theory.setPen(pg.mkPen(theme.foreground, width=1.5,
@@ -234,6 +330,7 @@ class HeadScoresPanel(PlotPanel):
         return (id(state.result), state.layer, state.head, state.detail.rule)
 
     def draw(self, state: ProbeView) -> None:
+        self.placeholder.hide()
         d = state.detail
         rule = d.rule
         self.scaled_curve.setPen(pg.mkPen(PROBE_COLORS[rule], width=2))
@@ -243,12 +340,14 @@ class HeadScoresPanel(PlotPanel):
         self.scaled_theory.setData(*(finite(a) for a in d.scaled_overlay))
         ss = state.result.score_stats
         raw_std = float(ss.raw_std[d.layer, d.head])
+        ratio, ratio_se = float(ss.std_ratio[d.layer, d.head]), float(ss.std_ratio_se[d.layer, d.head])
         fg = self.theme.foreground
         self.raw_plot.setTitle(
             f"layer {d.layer}, head {d.head}: std {raw_std:.3g} measured, "
-            f"{d.raw_theory[1]:.3g} i.i.d.", color=fg, size="9pt")
+            f"{d.raw_theory[1]:.3g} i.i.d. (ratio {ratio:.2f}{_pm(ratio_se)})", color=fg, size="9pt")
         self.scaled_plot.setTitle(
-            f"{PROBE_NAMES[rule]} (× {d.scale:.4g}): std {raw_std * d.scale:.3g}", color=fg, size="9pt")
+            f"{PROBE_NAMES[rule]} (× {d.scale:.4g}): std {raw_std * d.scale:.3g} measured, "
+            f"{d.scaled_theory[1]:.3g} i.i.d.", color=fg, size="9pt")
         self._rows = (hist_rows("raw", d.raw_hist.edges, d.raw_hist.density(), layer=d.layer,
                                 head=d.head)
                       + hist_rows(f"scaled_{rule}", d.scaled_hist.edges, d.scaled_hist.density(),
@@ -261,6 +360,11 @@ class HeadScoresPanel(PlotPanel):
 #: pixels one token label needs along each axis (every k-th token is labelled beyond that)
 X_LABEL_PX = 60
 Y_LABEL_PX = 14
+
+
+def _pm(se: float) -> str:
+    """' ± 0.05' for a bootstrap standard error, nothing when none was computed (bootstrap 0)."""
+    return f" ± {se:.2g}" if se > 0 else ""
 
 
 def token_ticks(tokens: tuple[str, ...], most: int) -> list[list[tuple[float, str]]]:
@@ -283,21 +387,45 @@ class HeadAttentionPanel(PlotPanel):
         self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
                                     label="weight p", interactive=False, width=10)
         self.cbar.setImageItem(self.image, insert_in=self.matrix_plot)
-        self.jac_plot = self.add_plot(1, 0, "query token", "||J||_F of the row")
+        # the legend gets its own row between the two plots: inside the plot it would cover curves
+        self.jac_legend = pg.LegendItem(colCount=3, labelTextSize="8pt")
+        self.glw.addItem(self.jac_legend, row=1, col=0)
+        self.jac_plot = self.add_plot(2, 0, "query token", "||J||_F of the row", legend=False)
         self.jac_curves = {}
         for rule, colour in PROBE_COLORS.items():
             curve = pg.PlotDataItem(pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=4,
                                     symbolBrush=colour, symbolPen=None, name=PROBE_NAMES[rule])
             self.jac_plot.addItem(curve)
+            self.jac_legend.addItem(curve, PROBE_NAMES[rule])
             self.jac_curves[rule] = curve
-        # ||J||_F of a softmax row never exceeds 1/2 (p = (1/2, 1/2)); the legend sits above that
-        self.jac_plot.setYRange(0.0, 0.68, padding=0)
+        # ||J||_F of a softmax row never exceeds 1/2 (p = (1/2, 1/2))
+        self.jac_plot.setYRange(0.0, 0.52, padding=0)
         self.jac_plot.getViewBox().setMouseEnabled(x=True, y=False)
-        if self.jac_plot.legend is not None:
-            self.jac_plot.legend.setColumnCount(3)
         self.glw.ci.layout.setRowStretchFactor(0, 3)
-        self.glw.ci.layout.setRowStretchFactor(1, 2)
-        self._rows: list[dict[str, Any]] = []
+        self.glw.ci.layout.setRowStretchFactor(2, 2)
+        self.placeholder = Placeholder(self.matrix_plot, "")
+        self._rows_of: ProbeView | None = None
+        self.show_empty()
+
+    def show_empty(self, message: str = "the selected head's attention\nappears here after Analyze") -> None:
+        self.image.clear()
+        for curve in self.jac_curves.values():
+            curve.setData([], [])
+        for plot in (self.matrix_plot, self.jac_plot):
+            plot.getAxis("bottom").setTicks([[], []])
+        self.matrix_plot.getAxis("left").setTicks([[], []])
+        self.matrix_plot.setXRange(0, 1, padding=0)
+        self.matrix_plot.setYRange(0, 1, padding=0)
+        self.matrix_plot.setTitle("attention of one head", color=self.theme.foreground, size="9pt")
+        self._rows_of, self._state, self._drawn_key = None, None, None
+        self.placeholder.show(message, self.theme.foreground)
+
+    def theme_changed(self, theme: Theme) -> None:
+        self.placeholder.recolour(theme.foreground)
+        recolour_legend(self.jac_legend, theme.foreground)
+        theme_colorbar(self.cbar, theme)
+        self.jac_legend.setBrush(pg.mkBrush(theme.background + "00"))
+        self.jac_legend.setPen(pg.mkPen(None))
 
     def data_key(self, state: Any) -> Any:
         if state is None:
@@ -316,6 +444,7 @@ class HeadAttentionPanel(PlotPanel):
             self.refresh(self._state)
 
     def draw(self, state: ProbeView) -> None:
+        self.placeholder.hide()
         d, res = state.detail, state.result
         n = len(d.tokens)
         self.image.setImage(finite(d.weights), autoLevels=False)
@@ -331,19 +460,27 @@ class HeadAttentionPanel(PlotPanel):
         self.matrix_plot.setYRange(-0.5, n - 0.5, padding=0)
         ok = d.row_ok
         x = np.flatnonzero(ok)
-        self._rows = []
         for rule, curve in self.jac_curves.items():
             jac = finite(res.rows[rule].jacobian_fro[d.layer, d.head])
             curve.setData(x, jac[ok])
             curve.setPen(pg.mkPen(PROBE_COLORS[rule], width=3 if rule == d.rule else 1.2))
-            self._rows += [{"series": f"jacobian_fro_{rule}", "layer": d.layer, "head": d.head,
-                            "query": int(i), "token": d.tokens[i], "value": float(jac[i])}
-                           for i in x]
         self.matrix_plot.setTitle(f"layer {d.layer}, head {d.head}, {PROBE_NAMES[d.rule]}",
                                   color=self.theme.foreground, size="9pt")
-        self._rows += [{"series": f"weights_{d.rule}", "layer": d.layer, "head": d.head,
-                        "query": i, "key": j, "value": float(d.weights[i, j])}
-                       for i in range(n) for j in range(n)]
+        self._rows_of = state  # the CSV rows (n^2 of them) are built only when exported
 
     def data_rows(self) -> list[dict[str, Any]]:
-        return list(self._rows)
+        state = self._rows_of
+        if state is None:
+            return []
+        d, res = state.detail, state.result
+        x = np.flatnonzero(d.row_ok)
+        rows: list[dict[str, Any]] = []
+        for rule in self.jac_curves:
+            jac = finite(res.rows[rule].jacobian_fro[d.layer, d.head])
+            rows += [{"series": f"jacobian_fro_{rule}", "layer": d.layer, "head": d.head,
+                      "query": int(i), "token": d.tokens[i], "value": float(jac[i])} for i in x]
+        w = finite(d.weights)
+        n = len(d.tokens)
+        rows += [{"series": f"weights_{d.rule}", "layer": d.layer, "head": d.head,
+                  "query": i, "key": j, "value": float(w[i, j])} for i in range(n) for j in range(n)]
+        return rows
