@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.validate import check_choice, check_choices, check_float, check_int
+from engine.validate import check_choice, check_choices, check_float, check_int, config_from_dict
 
 DISTRIBUTIONS = ("gaussian", "uniform", "rademacher")
 #: Scaling rules, in display order. Names are the same in engine, CLI, CSV, widgets and legends.
@@ -113,16 +113,7 @@ class SimulationConfig:
     def from_dict(cls, data: dict[str, Any]) -> SimulationConfig:
         """Build from a dict (e.g. a saved session or an exported config.json); unknown keys are
         refused so a typo cannot silently fall back to a default."""
-        from engine.errors import ConfigError
-
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown parameter (known: {', '.join(sorted(names))})")
-        data = dict(data)
-        if "scalings" in data and not isinstance(data["scalings"], str):
-            data["scalings"] = tuple(data["scalings"])
-        return cls(**data)
+        return config_from_dict(cls, data)
 
 
 @dataclass(frozen=True)

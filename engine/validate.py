@@ -73,3 +73,22 @@ def check_choices(field: str, values: Any, choices: Iterable[str], *, min_len: i
     if len(set(values)) != len(values):
         raise ConfigError(field, f"lists a name twice: {', '.join(values)}")
     return values
+
+
+def config_from_dict(cls: type, data: Any) -> Any:
+    """Build the frozen config dataclass ``cls`` from a plain dict (a preset, a saved session, an
+    exported config.json). Unknown keys are refused (a typo must not fall back to a default), and
+    JSON lists become tuples for the tuple-typed fields; ``cls`` validates the values."""
+    import dataclasses
+
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"must be a mapping of parameter names to values, got "
+                                    f"{type(data).__name__}")
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown parameter (known: {', '.join(sorted(names))})")
+    tuples = {f.name for f in fields if str(f.type).startswith(("tuple", "Tuple"))}
+    return cls(**{k: tuple(v) if k in tuples and isinstance(v, list) else v
+                  for k, v in data.items()})

@@ -57,7 +57,7 @@ HELP_TEXT = """<h3>Attention Scaling Lab</h3>
 <p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
 reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
 <table>
-<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop</td></tr>
+<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop (in the guided tour: leave the tour)</td></tr>
 <tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
 <tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
 <tr><td>F1</td><td>this help</td></tr></table>
@@ -275,6 +275,8 @@ class MainWindow(QMainWindow):
             self.tour.highlight.connect(self.highlight_plot)
             if hasattr(self.tour, "show_inspector"):
                 self.tour.show_inspector.connect(self._tour_inspector)
+            if hasattr(self.tour, "open_inspector"):
+                self.tour.open_inspector.connect(self._tour_open_inspector)
             self.tour.finished.connect(lambda: self.tour_dock.hide())
             self.tour_dock = QDockWidget("Guided tour", self)
             self.tour_dock.setObjectName("tour_dock")
@@ -284,8 +286,16 @@ class MainWindow(QMainWindow):
                 self.tour.start()  # enter step 1: applies its parameters, highlights its plot
         self.tour_dock.show()
         self.tour_dock.raise_()
+        self.tour.setFocus()  # arrows step, Esc leaves the tour (elsewhere Esc stops the run)
 
     def _tour_inspector(self, scores: list, scale: float) -> None:
+        """A step's example: load it into the inspector if that page exists, without leaving the
+        plot the step highlights (the tour's link opens the inspector)."""
+        page = self.pages.get("InspectorPage")
+        if page is not None and hasattr(page, "set_scores"):
+            page.set_scores(scores, scale)
+
+    def _tour_open_inspector(self, scores: list, scale: float) -> None:
         page = self.open_page("InspectorPage")
         if page is not None and hasattr(page, "set_scores"):
             page.set_scores(scores, scale)
@@ -477,11 +487,14 @@ class MainWindow(QMainWindow):
         folder = QFileDialog.getExistingDirectory(self, "Export all into folder", str(self._last_dir()))
         if not folder:
             return
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # rendering 12 figures takes ~1 s
         try:
             self.export_all_to(folder)
             self._remember_dir(Path(folder))
         except ExportError as exc:
             self.message("Export all", str(exc), error=True)
+        finally:
+            QApplication.restoreOverrideCursor()
 
     def _export_panel_dialog(self, panel: Any, kind: str) -> None:
         filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}

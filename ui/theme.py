@@ -1,7 +1,9 @@
 """Colours: one fixed colour per scaling rule (everywhere), and the light/dark themes.
 
-The rule colours are the Okabe-Ito colour-blind-safe set; they read on both backgrounds, so a
-rule keeps its colour when the theme changes.
+The six simulator rules use the Okabe-Ito colour-blind-safe set; the two training-only bug rules
+get a purple and a brown outside it. They read on both backgrounds, so a rule keeps its colour
+when the theme changes. Series that are not rules (the raw q·k, the inspector's p_i and
+Jacobian bars, limit lines) take their colour from the :class:`Theme`.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import RULES
+from engine.training.config import TRAINING_RULES
 
-#: rule name -> hex colour; the same in every plot, legend, table and export
+#: rule name -> hex colour; the same in every plot, legend, table and export, on every page
 RULE_COLORS: dict[str, str] = {
     "none": "#D55E00",  # vermillion: the bug
     "sqrt": "#0072B2",  # blue: the standard
@@ -18,8 +21,10 @@ RULE_COLORS: dict[str, str] = {
     "temperature": "#E69F00",  # orange
     "cosine": "#CC79A7",  # reddish purple
     "qknorm": "#56B4E9",  # sky blue
+    "sqrt_twice": "#7B3294",  # purple (training only: the scaling-twice bug)
+    "scale_after_softmax": "#8C6D31",  # brown (training only: scaling after the softmax)
 }
-assert set(RULE_COLORS) == set(RULES)
+assert set(RULES) <= set(TRAINING_RULES) and set(RULE_COLORS) == set(TRAINING_RULES)
 
 
 @dataclass(frozen=True)
@@ -35,14 +40,22 @@ class Theme:
     text: str
     button: str
     error: str
+    #: the inspector's series (not rules): softmax weights p_i, Jacobian entries (p_i(1-p_i),
+    #: the largest |J_ij|) and the 0.25 ceiling they are measured against
+    weight: str = "#505A66"
+    jacobian: str = "#332288"
+    limit: str = "#C62828"
+    link: str = "#0061A0"  #: hyperlinks in labels (the tour's "open the Score inspector")
 
 
 LIGHT = Theme("light", background="#FFFFFF", foreground="#202020", raw="#7F7F7F", grid_alpha=0.15,
               highlight="#E69F00", window="#F2F2F2", base="#FFFFFF", text="#202020",
-              button="#E8E8E8", error="#C62828")
+              button="#E8E8E8", error="#C62828", weight="#505A66", jacobian="#332288",
+              limit="#C62828", link="#0061A0")
 DARK = Theme("dark", background="#1E1F22", foreground="#DADADA", raw="#A8A8A8", grid_alpha=0.2,
              highlight="#F0C040", window="#2B2D30", base="#1E1F22", text="#E4E4E4",
-             button="#3C3F41", error="#FF6B6B")
+             button="#3C3F41", error="#FF6B6B", weight="#B8C2CC", jacobian="#9E8CF0",
+             limit="#FF6B6B", link="#6CB6FF")
 THEMES = {"light": LIGHT, "dark": DARK}
 
 
@@ -68,6 +81,8 @@ def apply_app_theme(app, theme: Theme) -> None:
         QPalette.ColorRole.ToolTipText: theme.text,
         QPalette.ColorRole.PlaceholderText: theme.raw,
         QPalette.ColorRole.Highlight: "#0072B2",
+        QPalette.ColorRole.Link: theme.link,
+        QPalette.ColorRole.LinkVisited: theme.link,
         QPalette.ColorRole.HighlightedText: "#FFFFFF",
     }
     for role, colour in roles.items():

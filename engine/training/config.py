@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
 from engine.errors import ConfigError
-from engine.validate import check_choice, check_choices, check_float, check_int
+from engine.validate import check_choice, check_choices, check_float, check_int, config_from_dict
 
 #: the simulator's rules plus the two bugs, in display order (same names everywhere)
 TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
@@ -31,6 +31,14 @@ STEPS_MAX = 1_000_000
 BATCH_MAX = 65_536
 #: most histogram cells kept over a run (int32 counts: 400 MB)
 HISTORY_CELLS_MAX = 100_000_000
+#: memory guards, so a config at the options' bounds is refused with a named field instead of
+#: exhausting the RAM: parameters over all runs (each float32 with its gradient and Adam's two
+#: moments: 16 bytes) ...
+PARAMS_MAX = 100_000_000
+#: ... float32 activations of one training forward pass (attention maps and token states) ...
+ACTIVATIONS_MAX = 100_000_000
+#: ... and probe-batch logits over all layers (observed in float64, a few copies)
+PROBE_LOGITS_MAX = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,21 @@ class TrainingConfig:
         s(self, "collapse_threshold",
           check_float("collapse_threshold", self.collapse_threshold, 0.0, 1.0))
         s(self, "collapse_logs", check_int("collapse_logs", self.collapse_logs, 1, 10_000))
+        total = self.n_params * len(self.scalings)
+        if total > PARAMS_MAX:
+            raise ConfigError("d_model", f"{len(self.scalings)} rule(s) x {self.n_params:,} "
+                              f"parameters = {total:,}, more than {PARAMS_MAX:,} (memory): use a "
+                              "smaller d_model or d_k, fewer heads or layers, or fewer rules")
+        acts = self.activations_per_forward
+        if acts > ACTIVATIONS_MAX:
+            raise ConfigError("batch", f"one forward pass holds ~{acts:,} activations, more than "
+                              f"{ACTIVATIONS_MAX:,} (memory): use a smaller batch, shorter "
+                              "sequences (items_max, pairs) or a smaller model")
+        probe = self.probe_size * self.layers * self.heads * self.seq_len**2
+        if probe > PROBE_LOGITS_MAX:
+            raise ConfigError("probe_size", f"probe_size x layers x heads x tokens^2 = {probe:,} "
+                              f"logits, more than {PROBE_LOGITS_MAX:,} (memory): use a smaller "
+                              "probe batch")
         cells = len(self.log_steps) * len(self.scalings) * self.layers * self.heads * self.hist_bins
         if cells > HISTORY_CELLS_MAX:
             raise ConfigError("hist_bins", f"logs x rules x layers x heads x bins = {cells:,} "
@@ -141,6 +164,36 @@ class TrainingConfig:
     def seq_len(self) -> int:
         """Tokens per example (retrieval: the query + the largest set)."""
         return 1 + self.items_max if self.task == "retrieval" else 2 * self.pairs + 1
+
+    @property
+    def in_features(self) -> int:
+        """Width of a retrieval token's features: [key vector, one-hot label, is-query]."""
+        return self.key_dim + self.classes + 1
+
+    @property
+    def vocab(self) -> int:
+        """Recall tokens: keys 0..C-1, values C..2C-1."""
+        return 2 * self.classes
+
+    @property
+    def n_params(self) -> int:
+        """Parameters of one run's model (without the cosine rule's H learned temperatures)."""
+        d, inner, c = self.d_model, self.heads * self.head_dim, self.classes
+        layer = 4 * d * inner
+        if self.mlp:
+            layer += 8 * d * d + 5 * d + (2 * d if self.layernorm else 0)  # fc, proj, ln2
+        if self.layernorm:
+            layer += 2 * d  # ln1
+        embed = (self.in_features * d + d if self.task == "retrieval"
+                 else self.vocab * d + self.seq_len * d)
+        return embed + self.layers * layer + (2 * d if self.layernorm else 0) + d * c + c
+
+    @property
+    def activations_per_forward(self) -> int:
+        """Rough float32 count held for the backward pass of one training batch (one run)."""
+        t, inner, d = self.seq_len, self.heads * self.head_dim, self.d_model
+        per_token = 4 * inner + 4 * d + (8 * d if self.mlp else 0)
+        return self.batch * self.layers * (3 * self.heads * t * t + t * per_token)
 
     @property
     def log_steps(self) -> tuple[int, ...]:
@@ -161,14 +214,7 @@ class TrainingConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainingConfig:
         """Build from a dict (a preset or an exported config.json); unknown keys are refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown parameter (known: {', '.join(sorted(names))})")
-        data = dict(data)
-        if "scalings" in data and not isinstance(data["scalings"], str):
-            data["scalings"] = tuple(data["scalings"])
-        return cls(**data)
+        return config_from_dict(cls, data)
 
 
 #: one sentence per parameter: the CLI's --help and the GUI's tooltips
@@ -200,7 +246,9 @@ FIELD_HELP: dict[str, str] = {
     "log_every": "observe every K steps (probe batch, histograms, gradient norms)",
     "probe_size": "examples in the fixed probe batch the attention is observed on",
     "hist_bins": "bins of the logit histograms",
-    "hist_range": "logit histogram edges span [-R, R] (fixed, so steps are comparable)",
+    "hist_range": "logit histogram edges span [-R, R], fixed so steps are comparable; the bins "
+                  "are spaced evenly in asinh(x / (R/1000)): fine near 0, a few percent wide "
+                  "further out",
     "saturation_threshold": "a row is saturated when its top weight exceeds this",
     "collapse_threshold": "a head whose entropy / log(n) stays below this is marked collapsed",
     "collapse_logs": "... for this many consecutive logs",

@@ -35,11 +35,11 @@ class Batch:
 
 def input_features(cfg: TrainingConfig) -> int:
     """Width of a retrieval token's features."""
-    return cfg.key_dim + cfg.classes + 1
+    return cfg.in_features
 
 
 def vocab_size(cfg: TrainingConfig) -> int:
-    return 2 * cfg.classes
+    return cfg.vocab
 
 
 def stream_seed(seed: int, tag: int) -> int:

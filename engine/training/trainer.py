@@ -27,7 +27,7 @@ from torch.nn import functional as F
 from engine.sampling import cuda_available
 from engine.training.config import TrainingConfig
 from engine.training.model import AttentionCapture, AttentionModel
-from engine.training.observe import PERCENTILES, head_stats
+from engine.training.observe import PERCENTILES, head_stats, logit_edges
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
 
 #: scalar metrics per (log, run)
@@ -73,7 +73,7 @@ class TrainingSnapshot:
     valid: np.ndarray  #: (n, R) bool
     scalars: dict[str, np.ndarray]  #: name -> (n, R)
     heads: dict[str, np.ndarray]  #: name -> (n, R, L, H)
-    hist_edges: np.ndarray  #: (bins + 1,)
+    hist_edges: np.ndarray  #: (bins + 1,) fixed, asinh-spaced (observe.logit_edges)
     logit_hist: np.ndarray  #: (n, R, L, H, bins) counts
     logit_outside: np.ndarray  #: (n, R, L, H, 2) counts below / above the edges
     logit_percentiles: np.ndarray  #: (n, R, L, H, len(PERCENTILES))
@@ -231,7 +231,7 @@ class Trainer:
         self._valid = _Growable((r,), bool, cap)
         self._scalars = {k: _Growable((r,), np.float64, cap) for k in SCALARS}
         self._heads = {k: _Growable((r, layers, heads), np.float64, cap) for k in HEAD_METRICS}
-        self.edges = np.linspace(-cfg.hist_range, cfg.hist_range, cfg.hist_bins + 1)
+        self.edges = logit_edges(cfg.hist_range, cfg.hist_bins)
         self._hist = _Growable((r, layers, heads, cfg.hist_bins), np.int32, cap)
         self._outside = _Growable((r, layers, heads, 2), np.int64, cap)
         self._pct = _Growable((r, layers, heads, len(PERCENTILES)), np.float64, cap)
@@ -333,8 +333,9 @@ class Trainer:
                 p_loss = float(F.cross_entropy(out, probe.targets))
                 p_acc = float((out.argmax(dim=1) == probe.targets).float().mean())
             if not math.isfinite(p_loss) or any(
-                    not bool(torch.isfinite(c.logits).all()) for c in capture):
-                run.diverged_step = s
+                    not bool(torch.isfinite(c.logits).all()) for c in capture) or any(
+                    not np.isfinite(g).all() for g in grads[i].values()):
+                run.diverged_step = s  # (an Inf/NaN gradient would poison the next update)
                 continue
             valid[i] = True
             scal["loss"][i] = run.loss_sum / max(run.count, 1)
@@ -359,6 +360,11 @@ class Trainer:
                 t = run.model.blocks[layer].attn.log_t
                 if t is not None:
                     head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
+            if not all(np.isfinite(v[i]).all() for v in (*head.values(), pct)):
+                run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
+                valid[i] = False
+                for v in (*scal.values(), *head.values(), hist, outside, pct):
+                    v[i] = 0
         below = (head["entropy_norm"] < cfg.collapse_threshold) & valid[:, None, None]
         self._below = np.where(below, self._below + 1, 0)
         self._below_since = np.where(below, np.where(self._below_since < 0, s, self._below_since), -1)

@@ -60,6 +60,20 @@ def test_same_seed_same_csv(tmp_path):
     (["--d-model", "abc"], "--d-model"),
     (["--figures"], "--figures"),
     (["--threads", "0"], "--threads"),
+    (["--heads", "3", "--d-model", "256"], "--heads"),
+    (["--task", "foo"], "--task"),
+    (["--optimizer", "lbfgs"], "--optimizer"),
+    (["--noise", "nan"], "--noise"),
+    (["--lr", "inf"], "--lr"),
+    (["--seed", "-1"], "--seed"),
+    (["--d-k", "5000"], "--d-k"),
+    (["--hist-bins", "1"], "--hist-bins"),
+    (["--saturation-threshold", "1"], "--saturation-threshold"),
+    # at the options' bounds the memory guards answer, naming what to shrink (no OOM)
+    (["--batch", "65536"], "--batch"),
+    (["--d-model", "4096"], "--d-model"),
+    (["--d-model", "512", "--heads", "64", "--d-k", "4096"], "--d-model"),
+    (["--probe-size", "4096", "--items-max", "200", "--batch", "1"], "--probe-size"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_parameter(args, option, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -76,3 +90,13 @@ def test_help_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip().endswith("False")
+
+
+def test_unwritable_out_exits_2_naming_out(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        main([*TINY, "--out", str(blocker / "sub")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--out" in err and "Traceback" not in err

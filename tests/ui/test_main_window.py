@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from engine.config import SimulationConfig
 from engine.simulate import run_simulation
@@ -252,3 +253,63 @@ def test_parameter_dock_steps_aside_on_other_pages(qtbot, window):
     window.tabs.setCurrentIndex(1)
     window.tabs.setCurrentIndex(0)
     assert not window.params_dock.isVisible()
+
+
+def _press_escape(qtbot, window, widget):
+    window.activateWindow()
+    qtbot.waitUntil(lambda: window.isActiveWindow(), timeout=2000)
+    widget.setFocus()
+    qtbot.waitUntil(widget.hasFocus, timeout=2000)
+    qtbot.keyClick(widget, Qt.Key.Key_Escape)  # QTest sends the ShortcutOverride first, like Qt
+
+
+def test_escape_stops_the_run_but_leaves_the_tour_when_the_tour_has_focus(qtbot, window):
+    from ui.main_window import TOUR, _module_exists
+
+    if not _module_exists(TOUR[0]):
+        pytest.skip("no tour")
+    window.show_tour()
+    assert window.tour_dock.isVisible()
+    stopped = []
+    window.stop_action.triggered.connect(lambda *_: stopped.append(True))
+    # the tour has the focus: Esc leaves the tour, the run is not stopped
+    _press_escape(qtbot, window, window.tour)
+    assert not window.tour_dock.isVisible()
+    assert stopped == []
+    # also with the focus on the step text (the user clicked it to select words)
+    window.show_tour()
+    _press_escape(qtbot, window, window.tour._text)
+    assert not window.tour_dock.isVisible()
+    assert stopped == []
+    # anywhere else Esc is Stop
+    window.apply_config({"trials": 2_000_000, "d_k": 256, "method": "explicit"})
+    qtbot.waitUntil(lambda: window.worker.is_running(), timeout=5000)
+    _press_escape(qtbot, window, window.params.fields["n_keys"])
+    assert stopped == [True]
+    qtbot.waitUntil(lambda: not window.worker.is_running(), timeout=3000)
+
+
+def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, window):
+    from ui.main_window import TOUR, _module_exists
+
+    if not _module_exists(TOUR[0]):
+        pytest.skip("no tour")
+    window.show_tour()
+    tour = window.tour
+    step = next(i for i, s in enumerate(tour.steps) if s.inspector is not None)
+    tour.go_to(step)
+    # the step highlights its plot on the Simulation page and stays there
+    assert window.tabs.currentWidget() is window.page
+    assert window.page.panels[tour.steps[step].plot].highlighted
+    assert "open the Score inspector" in tour._plot_hint.text()
+    tour._plot_hint.linkActivated.emit("inspector")  # the user clicks the link
+    page = window.pages.get("InspectorPage")
+    assert page is not None and window.tabs.currentWidget() is page
+    example = tour.steps[step].inspector
+    assert list(page.result.scores) == list(example.scores) and page.result.scale == example.scale
+    # the next step with an example updates the (now built) inspector without switching to it
+    window.tabs.setCurrentWidget(window.page)
+    later = next(i for i, s in enumerate(tour.steps) if i > step and s.inspector is not None)
+    tour.go_to(later)
+    assert window.tabs.currentWidget() is window.page
+    assert list(page.result.scores) == list(tour.steps[later].inspector.scores)

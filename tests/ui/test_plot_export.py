@@ -153,3 +153,68 @@ def test_results_table_copies_text_and_csv(finished):
     snap = finished.state.snapshot
     assert [r["scaling"] for r in rows] == ["none", "sqrt", "dk"]
     assert float(rows[2]["logit_var"]) == snap.rules["dk"].logit_var.mean
+
+
+def test_a_cli_config_json_opened_in_the_gui_reproduces_the_cli_numbers(qtbot, window, wait_complete,
+                                                                       tmp_path, capsys):
+    """simulate --out writes config.json; opening it in the window gives the CLI's numbers: the
+    main run equals the CLI's first d_k row and the window's sweep equals every CLI row."""
+    from main import main
+
+    out = tmp_path / "cli"
+    assert main(["simulate", "--d-k", "16", "256", "--trials", "1200", "--seed", "11", "--keys", "6",
+                 "--scaling", "none", "sqrt", "qknorm", "--method", "explicit", "--quiet",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    cli_rows = read_csv(out / "summary.csv")
+    cfg = window.open_session(out / "config.json")
+    assert (cfg.d_k, cfg.seed, cfg.trials, cfg.n_keys) == (16, 11, 1200, 6)
+    wait_complete(window)
+    numeric = [k for k in cli_rows[0] if k not in ("scaling", "method", "backend", "device", "dtype")]
+
+    def same(gui_rows, d_k):
+        want = [r for r in cli_rows if int(r["d_k"]) == d_k]
+        assert [r["scaling"] for r in gui_rows] == [r["scaling"] for r in want] == ["none", "sqrt", "qknorm"]
+        for got, ref in zip(gui_rows, want, strict=True):
+            for key in numeric:
+                assert float(got[key]) == float(ref[key]), (d_k, got["scaling"], key)
+            assert (got["backend"], got["method"]) == (ref["backend"], ref["method"])
+
+    same(window.state.snapshot.summary_rows(), 16)
+    sweep = {p.d_k: p.snapshot for p in window.state.sweep}
+    for d_k in (16, 256):  # the window's sweep runs the same config (trials <= its cap) at each d_k
+        same(sweep[d_k].summary_rows(), d_k)
+
+
+def test_export_all_menu_reports_the_folder_or_a_clear_error(qtbot, finished, tmp_path, monkeypatch):
+    """The Ctrl+E path (dialog -> export -> message), with the dialog answered by the test."""
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(tmp_path))
+    finished.export_all_action.trigger()
+    made = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(made) == 1 and str(made[0]) in finished.last_message
+    assert "Exported" in finished.last_message
+    # a target whose "folder" is a file: refused with a message naming it (no traceback, no root
+    # dependence)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(blocker / "sub"))
+    finished.export_all_action.trigger()
+    assert "not-a-folder" in finished.last_message and "Exported" not in finished.last_message
+
+
+def test_plot_export_menu_reports_an_unwritable_target(qtbot, finished, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    target = blocker / "scores.png"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    panel = finished.page.panels["scores"]
+    panel.export_requested.emit(panel, "png")
+    assert "a-file" in finished.last_message and "Cannot" in finished.last_message
+    ok = tmp_path / "ok.svg"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(ok), ""))
+    panel.export_requested.emit(panel, "svg")
+    _svg_has_paths(ok)

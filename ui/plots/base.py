@@ -99,6 +99,7 @@ class PlotPanel(QFrame):
     def add_plot(self, row: int, col: int, x_label: str, y_label: str, x_units: str | None = None,
                  y_units: str | None = None, legend: bool = True, **kw: Any) -> pg.PlotItem:
         plot = self.glw.addPlot(row=row, col=col, **kw)
+        _relax_min_width(plot.titleLabel)
         plot.setLabel("bottom", x_label, units=x_units)
         plot.setLabel("left", y_label, units=y_units)
         for name in ("bottom", "left"):
@@ -137,6 +138,9 @@ class PlotPanel(QFrame):
         if not force and (key == self._drawn_key or not self.is_on_screen()):
             return False
         self.draw(state)
+        # settle auto-ranges now (pyqtgraph does it at paint time, and the range change then
+        # queues a second full repaint of the panel): one paint per redraw instead of two
+        self.glw.scene().prepareForPaint()
         self._drawn_key = key
         self.draw_count += 1
         return True
@@ -163,6 +167,8 @@ class PlotPanel(QFrame):
             legend = plot.legend
             if legend is not None:
                 legend.setLabelTextColor(theme.foreground)
+                for _sample, label in legend.items:  # the colour alone does not re-render them
+                    label.setText(label.text)
                 legend.setBrush(pg.mkBrush(theme.background + "C8"))
                 legend.setPen(pg.mkPen(theme.foreground + "40"))
         self.theme_changed(theme)
@@ -240,6 +246,29 @@ class PlotPanel(QFrame):
         else:
             raise ValueError(f"unknown export kind {kind!r}")
         return atomic_write_bytes(path, data)
+
+
+def _relax_min_width(label: pg.LabelItem, minimum: float = 40.0) -> None:
+    """A long title must not widen its plot past a narrow panel (the scene would then be cut off
+    at the right, axis and legend included): the label asks for little width and its text,
+    centred, may run over the plot's margins instead."""
+    original = label.updateMin
+
+    def update_min() -> None:
+        original()
+        label.setMinimumWidth(min(minimum, label.minimumWidth()))
+        hint = getattr(label, "_sizeHint", None)  # pyqtgraph's LabelItem reports these sizes
+        if isinstance(hint, dict):
+            hint = dict(hint)
+            for key in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+                if key in hint:
+                    width, height = hint[key]
+                    hint[key] = (min(minimum, width), height)
+            label._sizeHint = hint
+        label.updateGeometry()
+
+    label.updateMin = update_min
+    update_min()
 
 
 def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:

@@ -1,7 +1,8 @@
 """Softmax weights: a heatmap of sample rows (keys sorted by weight) and bars of one row.
 
 The heatmap shows one rule (chosen in the header); the bars show the selected row for every
-compared rule side by side, in the rules' colours. Rows are the engine's ``sample_weights``.
+compared rule side by side, in the rules' colours. Rows are the engine's ``sample_weights``. A thin
+dashed line on the heatmap, labelled "row r → bars", marks the row the bars show.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox
 
 from engine.simulate import SimulationSnapshot
@@ -44,17 +45,26 @@ class WeightsPanel(PlotPanel):
         self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
                                     label="weight p", interactive=False, width=12)
         self.cbar.setImageItem(self.image, insert_in=self.heat)
-        self.row_marker = pg.InfiniteLine(angle=0, movable=False)
+        # marks the row the bar chart shows: thin, dashed, and says what it is
+        self.row_marker = pg.InfiniteLine(
+            angle=0, movable=False, label="row {value:.0f} → bars",
+            labelOpts={"position": 0.97, "anchors": [(1, 1), (1, 0)]})
+        font = self.row_marker.label.textItem.font()
+        font.setPointSizeF(font.pointSizeF() * 0.8)
+        self.row_marker.label.setFont(font)
         self.heat.addItem(self.row_marker)
         self.bars_plot = self.add_plot(0, 1, "key rank", "weight p")
         self.bars_plot.setYRange(0, 1, padding=0.02)
-        self.glw.ci.layout.setColumnStretchFactor(0, 1)
-        self.glw.ci.layout.setColumnStretchFactor(1, 1)
+        # the heatmap (with its colour bar) gets the larger share; its title no longer forces it
+        self.glw.ci.layout.setColumnStretchFactor(0, 3)
+        self.glw.ci.layout.setColumnStretchFactor(1, 2)
         self.bars: dict[str, pg.BarGraphItem] = {}
         self._rows: list[dict[str, Any]] = []
 
     def theme_changed(self, theme: Theme) -> None:
-        self.row_marker.setPen(pg.mkPen(theme.highlight, width=1.5))
+        self.row_marker.setPen(pg.mkPen(theme.foreground + "B0", width=1, style=Qt.PenStyle.DashLine))
+        self.row_marker.label.setColor(theme.foreground)
+        self.row_marker.label.fill = pg.mkBrush(theme.background + "C0")
         for axis in ("left", "bottom", "right"):
             ax = self.cbar.getAxis(axis) if hasattr(self.cbar, "getAxis") else None
             if ax is not None:

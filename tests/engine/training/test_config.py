@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
     ({"optimizer": "lbfgs"}, "optimizer"),
     ({"saturation_threshold": 1.0}, "saturation_threshold"),
     ({"mlp": "yes"}, "mlp"),
-    ({"heads": 64, "d_model": 4096, "steps": 100_000, "log_every": 1}, "hist_bins"),
+    ({"heads": 64, "d_model": 64, "steps": 100_000, "log_every": 1}, "hist_bins"),
 ])
 def test_invalid_values_name_the_field(changes, field):
     with pytest.raises(ConfigError) as exc:
@@ -78,3 +78,33 @@ def test_config_and_presets_import_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_from_dict_is_the_shared_helper_lists_become_tuples():
+    from engine.validate import config_from_dict
+
+    cfg = TrainingConfig.from_dict({"scalings": ["sqrt", "qknorm"], "d_model": 64, "heads": 2})
+    assert cfg.scalings == ("sqrt", "qknorm") and cfg.head_dim == 32
+    assert config_from_dict(TrainingConfig, {"scalings": "dk"}).scalings == ("dk",)
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict(TrainingConfig, ["d_model", 3])
+    assert exc.value.field == "config"
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"d_model": 4096}, "d_model"),  # 3 rules x 67M parameters
+    ({"d_model": 512, "heads": 64, "d_k": 4096}, "d_model"),
+    ({"batch": 65_536}, "batch"),
+    ({"items_max": 1024}, "batch"),
+    ({"probe_size": 4096, "items_max": 200, "batch": 1}, "probe_size"),
+])
+def test_configs_that_would_exhaust_memory_are_refused_by_name(changes, field):
+    with pytest.raises(ConfigError) as exc:
+        TrainingConfig(**changes)
+    assert exc.value.field == field and "memory" in exc.value.message
+
+
+def test_the_size_guards_leave_the_presets_and_one_wide_model_alone():
+    for p in load_presets().values():
+        assert p.config.n_params * len(p.config.scalings) < 10_000_000
+    TrainingConfig(d_model=4096, scalings=("sqrt",))  # one rule at the widest d_model still fits

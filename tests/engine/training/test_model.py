@@ -119,3 +119,16 @@ def test_unit_variance_q_and_k_at_init():
     q, k = q[real], k[real]
     assert 0.8 < q.var().item() < 1.25
     assert 0.8 < k.var().item() < 1.25
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"mlp": True, "layers": 3, "heads": 4, "d_k": 20},
+    {"task": "recall", "layernorm": False, "mlp": True, "pairs": 5, "classes": 9, "d_model": 48,
+     "heads": 3},
+])
+def test_the_config_counts_the_model_parameters(changes):
+    """The memory guard's parameter count is the model's (cosine adds H temperatures a layer)."""
+    cfg = TrainingConfig(**changes)
+    for rule, extra in (("sqrt", 0), ("cosine", cfg.layers * cfg.heads)):
+        m = AttentionModel(cfg, rule, input_features(cfg), vocab_size(cfg))
+        assert sum(p.numel() for p in m.parameters()) == cfg.n_params + extra

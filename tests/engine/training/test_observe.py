@@ -40,3 +40,31 @@ def test_causal_first_row_is_left_out_and_saturation_counts():
     assert st.saturated_frac[0] == 0.5  # rows 1 and 2 count; row 0 sees one key
     assert st.hist_outside[0].tolist() == [0, 1]  # the 50 lies above the edges
     np.testing.assert_allclose(st.probe_weights[0, 0], [1, 0, 0])
+
+
+def test_logit_edges_resolve_small_and_large_logits_alike():
+    from engine.training.observe import logit_edges
+
+    e = logit_edges(100.0, 400)
+    assert e[0] == -100.0 and e[-1] == 100.0 and e[200] == 0.0
+    assert np.all(np.diff(e) > 0)
+    np.testing.assert_allclose(e, -e[::-1])
+    width = np.diff(e)
+    mid = 0.5 * (e[1:] + e[:-1])
+    far = np.abs(mid) > 0.5
+    assert np.all(width[far] / np.abs(mid[far]) < 0.05)  # a few percent, from 0.5 to 100
+    assert width.min() < 0.01  # 1/d_k's logits at d_k = 256 (std ~0.06) get many bins
+
+
+def test_counts_follow_any_fixed_edges():
+    from engine.training.observe import logit_edges
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 3, size=(2, 3, 5, 5)) * np.array([0.01, 1, 30])[None, :, None, None]
+    mask = np.ones((2, 1, 5, 5), dtype=bool)
+    edges = logit_edges(50.0, 60)
+    st = head_stats(logits, mask, np.array([5, 5]), edges, 0.99)
+    for h in range(3):
+        x = logits[:, h].ravel()
+        np.testing.assert_array_equal(st.hist_counts[h], np.histogram(x, edges)[0])
+        assert st.hist_outside[h].tolist() == [int((x < -50).sum()), int((x > 50).sum())]

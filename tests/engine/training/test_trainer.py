@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from engine.sampling import cuda_available  # noqa: E402
 from engine.training.config import TrainingConfig  # noqa: E402
 from engine.training.presets import preset  # noqa: E402
 from engine.training.trainer import CSV_COLUMNS, Trainer, run_training  # noqa: E402
@@ -159,3 +160,63 @@ def test_the_two_bugs_at_step0():
     assert ent["sqrt_twice"] == pytest.approx(ent["dk"], abs=1e-6)
     assert ent["scale_after_softmax"] == pytest.approx(ent["none"], abs=1e-6)
     assert ent["scale_after_softmax"] < 0.2 < 0.95 < ent["sqrt_twice"]
+
+
+def test_an_inf_gradient_at_a_log_step_marks_the_run_diverged(monkeypatch):
+    """A finite loss with an Inf/NaN gradient must not reach the snapshot (nor the next update)."""
+    t = Trainer(SMALL)
+    real = t._grad_norms
+
+    def poisoned(model):
+        out = real(model)
+        if model is t.runs[2].model and t.next_iter == 4:
+            out["grad_norm_k"][0, 0] = float("inf")
+        return out
+
+    monkeypatch.setattr(t, "_grad_norms", poisoned)
+    snap = list(t.iterate())[-1]
+    assert snap.diverged_step.tolist() == [-1, -1, 4, -1]
+    assert snap.valid[:, 2].tolist() == [True, False, False, False]
+    assert all(np.all(np.isfinite(a)) for a in _arrays(snap))
+    for row in snap.metrics_rows():
+        assert all(not isinstance(v, float) or math.isfinite(v) for v in row.values())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device here")
+def test_cuda_path_runs_and_agrees_with_the_cpu_at_step0():  # pragma: no cover - needs a GPU
+    """device auto = CUDA when available; the tensors live there; step-0 observations (same
+    initial weights, same probe) agree with the CPU run up to float32 rounding."""
+    cfg = SMALL.replace(device="auto")
+    gpu, cpu = Trainer(cfg), Trainer(cfg.replace(device="cpu"))
+    assert gpu.device == "cuda" and gpu.probe.inputs.is_cuda
+    assert all(p.is_cuda for run in gpu.runs for p in run.model.parameters())
+    gpu.advance()
+    cpu.advance()
+    a, b = gpu.snapshot(), cpu.snapshot()
+    assert a.device == "cuda" and a.valid.all()
+    for name in ("entropy_norm", "logit_std", "jacobian_fro", "grad_norm_q"):
+        np.testing.assert_allclose(a.heads[name], b.heads[name], rtol=1e-3, atol=1e-5)
+    _, done = run_training(cfg.replace(steps=20, log_every=10))
+    assert done.done and all(np.all(np.isfinite(x)) for x in _arrays(done))
+    assert isinstance(Trainer(cfg).state_dicts()["sqrt"]["head.weight"], torch.Tensor)
+    assert not Trainer(cfg).state_dicts()["sqrt"]["head.weight"].is_cuda  # export on the CPU
+
+
+def test_sgd_trains_from_the_same_start_as_adam():
+    """Same initial weights and batches: step 0 agrees; after updates the optimizers differ."""
+    _, adam = run_training(SMALL)
+    _, sgd = run_training(SMALL.replace(optimizer="sgd", lr=0.1))
+    np.testing.assert_array_equal(adam.heads["entropy_norm"][0], sgd.heads["entropy_norm"][0])
+    assert not np.array_equal(adam.heads["entropy_norm"][-1], sgd.heads["entropy_norm"][-1])
+    assert sgd.valid.all()
+
+
+def test_the_fixed_logit_bins_resolve_every_rule_at_step0():
+    """One set of edges serves no scaling (logit std ~16) and 1/d_k (std ~0.06) at d_k = 256:
+    each run's step-0 logits spread over many bins, and few fall outside."""
+    snap = _step0(preset("demo").config)
+    for r, rule in enumerate(snap.rules):
+        counts = snap.logit_hist[0, r, 0, 0]
+        assert np.count_nonzero(counts) >= 40, rule
+        assert snap.logit_outside[0, r, 0, 0].sum() <= 0.01 * counts.sum(), rule

@@ -260,3 +260,22 @@ def test_dark_theme_recolours_plots_and_errors(page) -> None:
     page.scale_edit.setText("0")
     assert not page.refresh()
     assert DARK.error in page.scale_edit.styleSheet() and DARK.error in page.scale_error.styleSheet()
+
+
+def test_series_colours_come_from_the_theme(page) -> None:
+    from ui.pages.inspector import views
+    from ui.theme import DARK, LIGHT
+
+    assert not hasattr(views, "COLORS")  # no local palette: one table for every page
+    page.set_scores([1, 0, -1], 1)
+    for theme in (DARK, LIGHT):
+        page.apply_theme(theme)
+        wp, gauge = page.weights_plot, page.gauge
+        assert wp.weights.opts["brush"] == theme.weight
+        assert wp.diag.opts["brush"] == theme.jacobian
+        assert gauge.bar.opts["brush"] == theme.jacobian
+        for line in (wp.limit, gauge.limit, wp.limit_sample, gauge.limit_sample):
+            pen = line.pen if hasattr(line, "pen") and not callable(line.pen) else line.opts["pen"]
+            assert pen.color().name().lower() == theme.limit.lower()
+        for _sample, label in wp.legend.items:  # legend text re-rendered in the theme's colour
+            assert f"color:{theme.foreground.lower()}" in label.item.toHtml().lower().replace(" ", "")

@@ -208,3 +208,26 @@ def test_plot_ids_match_the_main_window_panels() -> None:
     except ImportError as exc:  # the panels are another module's job; skip while it is absent
         pytest.skip(f"ui.plots not importable: {exc}")
     assert set(PLOT_IDS) == set(PANEL_IDS)
+
+
+def test_the_inspector_link_opens_the_step_example(panel) -> None:
+    opened: list[tuple] = []
+    panel.open_inspector.connect(lambda s, c: opened.append((s, c)))
+    with_example = next(i for i, s in enumerate(STEPS) if s.inspector is not None)
+    without = next(i for i, s in enumerate(STEPS) if s.inspector is None)
+    panel.go_to(without)
+    assert "href" not in panel._plot_hint.text() and not panel.open_example()
+    panel.go_to(with_example)
+    assert 'href="inspector"' in panel._plot_hint.text()
+    panel._plot_hint.linkActivated.emit("inspector")  # what a click on the link does
+    example = STEPS[with_example].inspector
+    assert opened == [(list(example.scores), example.scale)]
+
+
+def test_escape_leaves_the_tour(panel, qtbot) -> None:
+    rec = Recorder(panel)
+    panel.start()
+    rec.take()
+    panel.setFocus()
+    qtbot.keyClick(panel, Qt.Key.Key_Escape)
+    assert rec.take() == [("finished",)]

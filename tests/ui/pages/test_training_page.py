@@ -16,12 +16,19 @@ TINY = TrainingConfig(d_model=32, heads=2, items_max=6, classes=4, batch=8, prob
                       hist_bins=40)
 
 
-@pytest.fixture
-def page(qtbot):
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """torch's default thread pool on 2 shared cores costs seconds per tiny run."""
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def page(qtbot):
     p = TrainingPage()
     qtbot.addWidget(p)
     p.resize(1500, 1000)
@@ -32,7 +39,6 @@ def page(qtbot):
     p.close()
     p.deleteLater()
     qtbot.wait(10)
-    torch.set_num_threads(before)
 
 
 def _use(page, cfg):
@@ -45,6 +51,22 @@ def test_the_demo_preset_is_the_default(page):
 
     assert page.controls.config_from_widgets() == preset("demo").config
     assert page.status == "idle" and page.buttons["start"].isEnabled()
+    assert not page.controls.locked
+    # the form fits its side panel (no clipped preset text, rule names or combo boxes)
+    viewport = page.controls.parentWidget()
+    assert page.controls.minimumSizeHint().width() <= viewport.width()
+    assert page.controls.width() <= viewport.width()
+
+
+def test_one_colour_per_rule_from_the_theme(page):
+    from engine.training.config import TRAINING_RULES
+    from ui.theme import RULE_COLORS
+
+    assert set(RULE_COLORS) == set(TRAINING_RULES)
+    assert len(set(RULE_COLORS.values())) == len(TRAINING_RULES)
+    for rule in TRAINING_RULES:
+        sheet = page.controls.rule_checks[rule].styleSheet()
+        assert RULE_COLORS[rule].lower() in sheet.lower(), rule
 
 
 def test_a_short_run_streams_to_every_plot(page, qtbot):
@@ -63,6 +85,11 @@ def test_a_short_run_streams_to_every_plot(page, qtbot):
     x, _ = loss.curves[("sqrt", -1, -1)].getData()
     assert list(x) == [0, 3, 6, 9, 12]
     assert len(page.panels["train_entropy"].curves) == 3 * 2  # runs x heads
+    from ui.theme import RULE_COLORS
+
+    for pid in ("train_loss", "train_entropy", "train_grads"):
+        for key, item in page.panels[pid].curves.items():
+            assert item.opts["pen"].color().name() == RULE_COLORS[key[0]].lower(), (pid, key)
     assert page.panels["train_probe_attention"].image.image is not None
 
 
@@ -78,6 +105,11 @@ def test_pause_resume_step_stop_reset(page, qtbot):
     qtbot.waitUntil(lambda: page.snapshot is not None and page.snapshot.step >= 5, timeout=60_000)
     page.toggle_pause()
     assert page.status == "paused" and page.buttons["pause"].text() == "Resume"
+    # Resume continues with the run's own config: the form is locked, not silently ignored
+    assert page.controls.locked and page.controls.lock_label.isVisible()
+    assert not page.controls.widgets["lr"].isEnabled()
+    assert not page.controls.rule_checks["sqrt"].isEnabled()
+    assert page.controls.config_from_widgets() == page.trainer.cfg
     paused_at = page.trainer.step
     qtbot.wait(200)
     assert page.trainer.step == paused_at  # nothing runs while paused
@@ -90,6 +122,7 @@ def test_pause_resume_step_stop_reset(page, qtbot):
     qtbot.waitUntil(lambda: page.snapshot.step > paused_at + 10, timeout=30_000)
     page.stop()
     assert page.status == "stopped" and not page.worker.is_running()
+    assert not page.controls.locked and page.controls.widgets["lr"].isEnabled()
     assert page.buttons["export"].isEnabled()
     page.reset()
     assert page.status == "idle" and page.trainer is None and page.snapshot is None
@@ -133,11 +166,10 @@ def test_closing_while_training_ends_the_thread(qtbot):
     qtbot.wait(10)
 
 
-def test_diverged_and_collapse_markers_are_drawn(qtbot):
+def _diverged_and_collapsed():
     import torch
 
     from engine.training.trainer import Trainer
-    from ui.pages.training.plots import EntropyPanel, LossPanel, TrainingView
 
     cfg = TINY.replace(scalings=("none", "sqrt", "dk"), collapse_threshold=0.99, collapse_logs=2)
     t = Trainer(cfg)
@@ -145,6 +177,30 @@ def test_diverged_and_collapse_markers_are_drawn(qtbot):
         t.runs[2].model.head.weight.fill_(float("nan"))  # dk diverges at step 0
     snap = list(t.iterate())[-1]
     assert snap.diverged_step.tolist() == [-1, -1, 0]
+    return snap
+
+
+def test_the_status_line_names_diverged_and_collapsed_runs(page):
+    snap = _diverged_and_collapsed()
+    page.snapshot = snap
+    page._update_status_text()
+    text = page.status_label.text()
+    assert "dk diverged at step 0" in text
+    r = int(np.flatnonzero((snap.collapse_step >= 0).any(axis=(1, 2)))[0])
+    since = int(snap.collapse_step[r][snap.collapse_step[r] >= 0].min())
+    # rich text: a bare "<" would open a tag and swallow the rest of the line
+    assert f"{snap.rules[r]}: entropy collapse (H/log n &lt; 0.99 since step {since})" in text
+    from PySide6.QtGui import QTextDocument
+
+    doc = QTextDocument()
+    doc.setHtml(text)
+    assert f"(H/log n < 0.99 since step {since}) in L0H" in doc.toPlainText()
+
+
+def test_diverged_and_collapse_markers_are_drawn(qtbot):
+    from ui.pages.training.plots import EntropyPanel, LossPanel, TrainingView
+
+    snap = _diverged_and_collapsed()
     loss, entropy = LossPanel(), EntropyPanel()
     for panel in (loss, entropy):
         qtbot.addWidget(panel)
@@ -155,3 +211,63 @@ def test_diverged_and_collapse_markers_are_drawn(qtbot):
     assert collapsed > 0 and len(entropy.collapsed.data) == collapsed
     x, _ = loss.curves[("dk", -1, -1)].getData()
     assert x is None or len(x) == 0  # a run that diverged at step 0 has no curve
+
+
+def test_logit_heatmap_rows_are_the_engine_bins_and_lines_sit_on_them(qtbot):
+    """The heatmap is drawn in bin-index space (asinh bins): the median line of each step lies in
+    the bin that holds the median, and the axis labels are logit values, increasing."""
+    from engine.training.trainer import run_training
+    from ui.pages.training.plots import LogitDistributionPanel, TrainingView
+
+    _, snap = run_training(TINY)
+    panel = LogitDistributionPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.refresh(TrainingView(snap, run=1), force=True)
+    edges = snap.hist_edges
+    assert panel.image.image.shape == (snap.n_logs, len(edges) - 1)
+    x, y = panel.lines[len(snap.percentiles) // 2].getData()
+    median = snap.logit_percentiles[:, 1, 0, 0, len(snap.percentiles) // 2]
+    np.testing.assert_array_equal(x, snap.log_steps)
+    for yy, m in zip(y, median, strict=True):
+        i = int(np.floor(yy))
+        assert edges[i] <= m <= edges[min(i + 1, len(edges) - 1)]
+    ticks = panel.plot.getAxis("left")._tickLevels[0]
+    values = [float(label) for _, label in ticks]
+    assert len(values) >= 3 and values == sorted(values) and 0.0 in values
+
+
+def test_a_step_that_outlasts_the_pause_wait_is_not_raced(page, qtbot, monkeypatch):
+    """When one training step takes longer than the pause waits for, the GUI must not touch the
+    trainer (snapshot, resume, export) until that thread has left it."""
+    import time
+
+    from ui.export import ExportError
+    from ui.pages.training import page as page_module
+
+    _use(page, TINY.replace(steps=100_000, log_every=5))
+    page.start()
+    qtbot.waitUntil(lambda: page.snapshot is not None and page.snapshot.step >= 5, timeout=60_000)
+    trainer = page.trainer
+    real = trainer.advance
+    slow = {"on": True}
+
+    def advance(*args, **kwargs):
+        if slow["on"]:
+            time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "advance", advance)
+    monkeypatch.setattr(page_module, "JOIN_S", 0.05)
+    qtbot.wait(100)  # the worker is now inside a slow step
+    page.pause()
+    assert page.status == "paused" and not page._trainer_free()
+    page.resume()  # refused: the old thread still owns the trainer
+    assert page.status == "paused" and "still finishing" in page.status_label.text()
+    with pytest.raises(ExportError):
+        page.export_all("/nonexistent-not-written")
+    slow["on"] = False
+    qtbot.waitUntil(page._trainer_free, timeout=5_000)
+    page.resume()
+    assert page.status == "running"
+    page.stop()

@@ -1,6 +1,7 @@
 """The inspector's three plots. Items are created once and updated in place (setOpts/setImage).
 
-Colours are a local mapping (``COLORS``) until ui/plots/ offers a shared palette.
+Series colours come from the theme (``Theme.weight``, ``Theme.jacobian``, ``Theme.limit``), like
+every other page's; :func:`apply_plot_theme` recolours them on a theme switch.
 """
 
 from __future__ import annotations
@@ -14,14 +15,8 @@ from engine.inspect import InspectResult
 from engine.io import atomic_write_bytes
 from engine.softmax import JACOBIAN_ENTRY_MAX
 from ui.pages.inspector.fmt import cell
-from ui.theme import Theme
+from ui.theme import LIGHT, Theme
 
-COLORS = {
-    "weight": "#4C72B0",
-    "p_one_minus_p": "#DD8452",
-    "limit": "#C44E52",
-    "gauge": "#55A868",
-}
 #: above this many scores the heatmap shows no numbers in the cells (hover shows them)
 CELL_TEXT_MAX = 12
 _DIVERGING = pg.ColorMap([0.0, 0.5, 1.0], [(33, 102, 172), (247, 247, 247), (178, 24, 43)])
@@ -49,10 +44,13 @@ def apply_plot_theme(plot: pg.PlotWidget, theme: Theme) -> None:
             label.setText(label.text)
         legend.setBrush(pg.mkBrush(theme.background + "C8"))
         legend.setPen(pg.mkPen(theme.foreground + "40"))
+    recolor = getattr(plot, "recolor", None)
+    if callable(recolor):
+        recolor(theme)
 
 
-def _limit_pen() -> pg.mkPen:
-    return pg.mkPen(COLORS["limit"], width=2, style=Qt.PenStyle.DashLine)
+def _limit_pen(theme: Theme) -> pg.mkPen:
+    return pg.mkPen(theme.limit, width=2, style=Qt.PenStyle.DashLine)
 
 
 def export_png(plot: pg.PlotWidget, path: str) -> None:
@@ -81,19 +79,28 @@ class WeightsPlot(pg.PlotWidget):
         item.showGrid(y=True, alpha=0.25)
         item.setMenuEnabled(True)
         self.legend = item.addLegend(offset=(-10, 10))
-        self.weights = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=COLORS["weight"],
+        self.weights = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=LIGHT.weight,
                                        pen=pg.mkPen(None), name="p_i")
-        self.diag = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=COLORS["p_one_minus_p"],
+        self.diag = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=LIGHT.jacobian,
                                     pen=pg.mkPen(None), name="p_i (1 − p_i) = J_ii")
         item.addItem(self.weights)
         item.addItem(self.diag)
-        self.limit = pg.InfiniteLine(pos=JACOBIAN_ENTRY_MAX, angle=0, pen=_limit_pen())
+        self.limit = pg.InfiniteLine(pos=JACOBIAN_ENTRY_MAX, angle=0, pen=_limit_pen(LIGHT))
         item.addItem(self.limit)
-        self.legend.addItem(pg.PlotDataItem(pen=_limit_pen()), "max of p(1 − p) = 0.25")
+        self.limit_sample = pg.PlotDataItem(pen=_limit_pen(LIGHT))
+        self.legend.addItem(self.limit_sample, "max of p(1 − p) = 0.25")
         item.setYRange(0, 1.02, padding=0)
         self.setMouseEnabled(x=True, y=False)
         self.log = False
         self._result: InspectResult | None = None
+
+    def recolor(self, theme: Theme) -> None:
+        """Series colours of ``theme`` (called by :func:`apply_plot_theme`)."""
+        self.weights.setOpts(brush=theme.weight)
+        self.diag.setOpts(brush=theme.jacobian)
+        self.limit.setPen(_limit_pen(theme))
+        self.limit_sample.setPen(_limit_pen(theme))
+        self.legend.update()
 
     def set_log(self, log: bool) -> None:
         """log₁₀ axis: saturated rows have weights like 1e-7 that a linear axis cannot show."""
@@ -251,27 +258,42 @@ class MaxEntryGauge(pg.PlotWidget):
         item.getAxis("bottom").enableAutoSIPrefix(False)
         self.legend = item.addLegend(offset=(10, 2), colCount=2)
         self.bar = pg.BarGraphItem(x0=[0], y=[0], height=[0.6], width=[0.0],
-                                   brush=COLORS["gauge"], pen=pg.mkPen(None),
+                                   brush=LIGHT.jacobian, pen=pg.mkPen(None),
                                    name="largest |J_ij|")
         item.addItem(self.bar)
-        self.limit = pg.InfiniteLine(pos=JACOBIAN_ENTRY_MAX, angle=90, pen=_limit_pen())
+        self.limit = pg.InfiniteLine(pos=JACOBIAN_ENTRY_MAX, angle=90, pen=_limit_pen(LIGHT))
         item.addItem(self.limit)
-        self.legend.addItem(pg.PlotDataItem(pen=_limit_pen()), "maximum 0.25")
+        self.limit_sample = pg.PlotDataItem(pen=_limit_pen(LIGHT))
+        self.legend.addItem(self.limit_sample, "maximum 0.25")
         item.setXRange(0, 0.27, padding=0)
         item.setYRange(-0.4, 1.1, padding=0)
         self.setMouseEnabled(x=False, y=False)
         self.setMaximumHeight(150)
         self.value = 0.0
-        self.value_text = pg.TextItem(anchor=(0.0, 0.5), color=COLORS["gauge"])
+        self.theme: Theme = LIGHT
+        self.value_text = pg.TextItem(anchor=(0.0, 0.5), color=LIGHT.jacobian)
         item.addItem(self.value_text)
+        self._result: InspectResult | None = None
+
+    def recolor(self, theme: Theme) -> None:
+        """Series colours of ``theme`` (called by :func:`apply_plot_theme`)."""
+        self.theme = theme
+        self.bar.setOpts(brush=theme.jacobian)
+        self.limit.setPen(_limit_pen(theme))
+        self.limit_sample.setPen(_limit_pen(theme))
+        self.legend.update()
+        if self._result is not None:
+            self.update_result(self._result)
 
     def update_result(self, r: InspectResult) -> None:
+        self._result = r
         self.value = r.jacobian_max_abs
         self.bar.setOpts(x0=[0.0], y=[0.0], width=[r.jacobian_max_abs], height=[0.6])
         # the number sits right of the bar (left of it when the bar nearly fills the plot)
         right = r.jacobian_max_abs < 0.17
         self.value_text.setAnchor((0.0, 0.5) if right else (1.0, 0.5))
-        self.value_text.setColor(COLORS["gauge"] if right else "black")
+        # beside the bar: the bar's colour; on it: the background colour (reads on the bar)
+        self.value_text.setColor(self.theme.jacobian if right else self.theme.background)
         self.value_text.setText(f" {r.jacobian_max_abs:.3g} " if r.jacobian_max_abs >= 1e-3
                                 else f" {cell(r.jacobian_max_abs)} ")
         self.value_text.setPos(r.jacobian_max_abs, 0.0)

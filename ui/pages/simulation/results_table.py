@@ -49,6 +49,7 @@ class ResultsTable(QWidget):
         layout.setContentsMargins(4, 2, 4, 2)
         head = QHBoxLayout()
         self.caption = QLabel("<b>Results</b> (mean ± standard error)")
+        self.caption.setWordWrap(True)  # the grid cell may be narrow (e.g. with the tour open)
         head.addWidget(self.caption, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the table as tab-separated text")

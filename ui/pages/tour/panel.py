@@ -1,14 +1,17 @@
 """The guided tour: one step at a time, each setting the parameters and naming the plot to watch.
 
-The panel only emits signals; the main window applies the parameters, highlights the plot and
-opens the inspector. Leaving the tour keeps whatever settings the last step applied.
+The panel only emits signals; the main window applies the parameters and highlights the plot.
+A step's inspector example is loaded into the Score inspector, which opens when the user clicks
+the link in the hint (so the highlighted plot stays in view). Leaving the tour (the button, or
+Esc while the tour has the focus) keeps whatever settings the last step applied.
 """
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,6 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from ui.pages.tour.steps import TourError, TourStep, load_steps
+
+INSPECTOR_LINK = "inspector"
 
 #: what the user reads for each plot id
 PLOT_NAMES = {
@@ -40,6 +45,8 @@ class TourPanel(QWidget):
     apply_config = Signal(dict)  #: partial SimulationConfig fields of the entered step
     highlight = Signal(str)  #: plot id of the entered step
     show_inspector = Signal(list, float)  #: scores and scale, when the step has an example
+    #: the user clicked "open the Score inspector": scores and scale of the step's example
+    open_inspector = Signal(list, float)
     finished = Signal()  #: the user left the tour (the settings stay)
 
     def __init__(self, parent: QWidget | None = None, path: str | Path | None = None) -> None:
@@ -58,6 +65,8 @@ class TourPanel(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.3)
         font.setBold(True)
         self._title.setFont(font)
+        # a long title wraps instead of widening the dock (and squeezing the plots)
+        self._title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self._text = QLabel()
         self._text.setObjectName("tourText")
         self._text.setTextFormat(Qt.TextFormat.MarkdownText)
@@ -68,6 +77,11 @@ class TourPanel(QWidget):
         self._plot_hint = QLabel()
         self._plot_hint.setObjectName("tourPlotHint")
         self._plot_hint.setWordWrap(True)
+        self._plot_hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._plot_hint.setTextFormat(Qt.TextFormat.RichText)
+        self._plot_hint.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self._plot_hint.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keys stay with the panel
+        self._plot_hint.linkActivated.connect(self._on_link)
 
         self.back_button = QPushButton("◀ Back")
         self.next_button = QPushButton("Next ▶")
@@ -158,6 +172,15 @@ class TourPanel(QWidget):
     def leave(self) -> None:
         self.finished.emit()
 
+    def event(self, event: QEvent) -> bool:
+        """With the focus in the tour, Esc leaves the tour: claim the key before the window's
+        Esc = Stop shortcut sees it (anywhere else Esc still stops the run)."""
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent) \
+                and event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier:
+            event.accept()
+            return True
+        return super().event(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Right:
             self.next()
@@ -184,13 +207,26 @@ class TourPanel(QWidget):
             self._counter.setText(f"Step {index + 1} of {n}")
             self._title.setText(step.title)
             self._text.setText(step.text)
-            hint = f"Look at: {PLOT_NAMES.get(step.plot, step.plot)}"
+            hint = f"Look at: <b>{html.escape(PLOT_NAMES.get(step.plot, step.plot))}</b>"
             if step.inspector is not None:
                 scores = ", ".join(f"{s:g}" for s in step.inspector.scores)
-                hint += f"; inspector: scores {scores}, scale {step.inspector.scale:g}"
+                hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
+                         f"(scores {scores}, scale {step.inspector.scale:g})")
             self._plot_hint.setText(hint)
         self.back_button.setEnabled(step is not None and index > 0)
         self.next_button.setEnabled(step is not None and index < n - 1)
+
+    def open_example(self) -> bool:
+        """Ask the window to show this step's example in the Score inspector; False if none."""
+        step = self.current_step
+        if step is None or step.inspector is None:
+            return False
+        self.open_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))
+        return True
+
+    def _on_link(self, href: str) -> None:
+        if href == INSPECTOR_LINK:
+            self.open_example()
 
     def _emit_step(self) -> None:
         step = self.current_step

@@ -37,7 +37,8 @@ from engine.training.config import (
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
-from ui.pages.training.plots import rule_color, rule_label
+from ui.pages.training.plots import rule_label
+from ui.theme import rule_color
 
 #: field -> (kind, lo, hi, decimals or step); kind: int | float | choice | bool
 FIELDS: dict[str, tuple[Any, ...]] = {
@@ -100,9 +101,20 @@ class TrainingControls(QWidget):
         for name, p in self.presets.items():
             self.preset_box.addItem(p.title, name)
         self.preset_box.setToolTip("Load a preset's parameters (the demo is the default)")
+        # the titles are long: let the side panel set the width, not the longest title
+        self.preset_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset_box.setMinimumContentsLength(16)
         self.preset_text = QLabel(self)
         self.preset_text.setWordWrap(True)
         self.preset_text.setStyleSheet("color: gray; font-size: 9pt;")
+        self.lock_label = QLabel(
+            "Parameters are locked while a run is in progress (a paused run resumes with the "
+            "parameters it started with): Stop or Reset to change them for the next Start.", self)
+        self.lock_label.setWordWrap(True)
+        self.lock_label.setStyleSheet("color: #B26A00; font-size: 9pt;")
+        self.lock_label.hide()
+        outer.addWidget(self.lock_label)
         outer.addWidget(QLabel("<b>Preset</b>"))
         outer.addWidget(self.preset_box)
         outer.addWidget(self.preset_text)
@@ -117,6 +129,7 @@ class TrainingControls(QWidget):
             grid.addWidget(cb, i // 2, i % 2)
             self.rule_checks[rule] = cb
         outer.addWidget(rules_box)
+        self._lockable: list[QWidget] = [self.preset_box, rules_box]
         for title, names in GROUPS:
             box = QGroupBox(title, self)
             form = QFormLayout(box)
@@ -129,6 +142,7 @@ class TrainingControls(QWidget):
                 form.addRow(label, w)
                 self.widgets[name] = w
             outer.addWidget(box)
+            self._lockable.append(box)
         self.error_label = QLabel(self)
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #C62828;")
@@ -164,6 +178,16 @@ class TrainingControls(QWidget):
             w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             w.setMinimumWidth(80)
         return w
+
+    def set_locked(self, locked: bool) -> None:
+        """Lock the form while a run exists that it can no longer change (running or paused)."""
+        for w in self._lockable:
+            w.setEnabled(not locked)
+        self.lock_label.setVisible(locked)
+
+    @property
+    def locked(self) -> bool:
+        return not self.preset_box.isEnabled()
 
     # -- config <-> widgets --------------------------------------------------------------------
     def _load_preset(self) -> None:

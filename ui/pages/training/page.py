@@ -13,6 +13,7 @@ waits for its thread.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +246,15 @@ class TrainingPage(QWidget):
             self.worker.stop()
             self.worker.join(JOIN_S)
 
+    def _trainer_free(self) -> bool:
+        """No thread is inside the trainer (a step of a huge model can outlast ``_halt``'s wait:
+        then the GUI keeps the last snapshot and does not touch the trainer)."""
+        return self.worker.join(0.0)
+
     def _launch(self, cfg: Any, single: bool) -> None:
+        if self.trainer is not None and self.trainer.cfg == cfg and not self._trainer_free():
+            self._update_status_text("the last step is still finishing: try again in a moment")
+            return
         holder = self
 
         def factory(cancelled):
@@ -293,9 +302,12 @@ class TrainingPage(QWidget):
 
     def _catch_up(self) -> None:
         """After the thread ended: show the trainer's own latest state (nothing is lost)."""
-        self.worker.take_latest()
-        if self.trainer is not None:
+        got = self.worker.take_latest()
+        if got is not None:
+            self.snapshot = got.item
+        if self.trainer is not None and self._trainer_free():
             self.snapshot = self.trainer.snapshot()
+        if self.snapshot is not None:
             self._sync_selection()
             self._update_view()
 
@@ -372,6 +384,8 @@ class TrainingPage(QWidget):
         self.buttons["step"].setEnabled(s in ("idle", "paused", "error"))
         self.buttons["stop"].setEnabled(running or s == "paused")
         self.buttons["export"].setEnabled(self.snapshot is not None and self.trainer is not None)
+        # Resume and Step continue the run with its own config: the form must not pretend otherwise
+        self.controls.set_locked(running or s == "paused")
 
     def _update_status_text(self, message: str = "") -> None:
         snap = self.snapshot
@@ -389,11 +403,15 @@ class TrainingPage(QWidget):
                 if heads:
                     where = ", ".join(f"L{layer}H{head}" for layer, head in heads[:6])
                     more = f" (+{len(heads) - 6})" if len(heads) > 6 else ""
-                    marks.append(f"<span style='color:#C62828'>▼ {rule}: entropy collapse in "
-                                 f"{where}{more}</span>")
+                    since = int(snap.collapse_step[r][snap.collapse_step[r] >= 0].min())
+                    # say what was measured: near one-hot attention can also be a learned solution
+                    # (retrieval attends to one item); with a stalled loss it is the failure
+                    marks.append(f"<span style='color:#C62828'>▼ {rule}: entropy collapse "
+                                 f"(H/log n &lt; {snap.config.collapse_threshold:g} since step "
+                                 f"{since}) in {where}{more}</span>")
             parts += marks
         if message:
-            parts.append(f"<span style='color:#C62828'>{message}</span>")
+            parts.append(f"<span style='color:#C62828'>{html.escape(message)}</span>")
         self.status_label.setText(" · ".join(parts))
 
     # -- export --------------------------------------------------------------------------------
@@ -417,6 +435,9 @@ class TrainingPage(QWidget):
         was_running = self.status in ("running", "starting")
         if was_running:
             self.pause()
+        if not self._trainer_free():
+            raise ExportError("The last training step is still finishing: export again in a "
+                              "moment.")
         try:
             out = new_export_dir(parent)
             snap = self.trainer.snapshot()

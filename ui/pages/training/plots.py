@@ -16,10 +16,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
 from ui.plots.base import PlotPanel, finite, log_ticks
-from ui.theme import RULE_COLORS
+from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
 
-#: the two bug rules are not in the simulator's palette; they get their own fixed colours
-TRAINING_COLORS = {**RULE_COLORS, "sqrt_twice": "#7B3294", "scale_after_softmax": "#8C6D31"}
 LABELS = {
     "none": "none: q·k", "sqrt": "sqrt: q·k/√d_k", "dk": "dk: q·k/d_k",
     "temperature": "temperature: q·k/T", "cosine": "cosine: cos/T (learned T)",
@@ -29,10 +27,6 @@ LABELS = {
 #: per-head curves drawn per run at most (more heads: their mean only)
 MAX_HEAD_CURVES = 32
 LOG_FLOOR = 1e-12  #: values drawn on a log axis are clipped here (a zero has no logarithm)
-
-
-def rule_color(rule: str) -> str:
-    return TRAINING_COLORS.get(rule, "#7F7F7F")
 
 
 def rule_label(rule: str) -> str:
@@ -310,11 +304,12 @@ class LogitDistributionPanel(TrainingPanel):
     uses_selection = True
 
     def build(self) -> None:
-        self.plot = self.add_plot(0, 0, "step", "pre-softmax logit", legend=False)
+        # y is drawn in bin-index space (the engine's bins are asinh-spaced), labelled in logits
+        self.plot = self.add_plot(0, 0, "step", "pre-softmax logit (asinh scale)", legend=False)
         self.image = pg.ImageItem()
         self.plot.addItem(self.image)
         self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                    label="fraction of logits", interactive=False, width=12)
+                                    label="fraction of logits per bin", interactive=False, width=12)
         self.cbar.setImageItem(self.image, insert_in=self.plot)
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
@@ -343,8 +338,8 @@ class LogitDistributionPanel(TrainingPanel):
         top = float(frac.max()) if frac.size else 1.0
         self.cbar.setLevels((0.0, max(top, 1e-9)))
         dx = float(np.median(np.diff(steps))) if steps.size > 1 else 1.0
-        self.image.setRect(QRectF(steps[0] - dx / 2, edges[0], steps[-1] - steps[0] + dx,
-                                  edges[-1] - edges[0]))
+        bins = len(edges) - 1
+        self.image.setRect(QRectF(steps[0] - dx / 2, 0.0, steps[-1] - steps[0] + dx, bins))
         n_lines = pct.shape[1]
         while len(self.lines) < n_lines:
             self.lines.append(self.plot.plot([], []))
@@ -352,11 +347,12 @@ class LogitDistributionPanel(TrainingPanel):
             mid = j == n_lines // 2
             line.setPen(pg.mkPen("#FFFFFF" if mid else "#FFFFFFA0", width=2.0 if mid else 1.0,
                                  style=Qt.PenStyle.SolidLine if mid else Qt.PenStyle.DashLine))
-            line.setData(steps, np.clip(pct[:, j], edges[0], edges[-1]))
-        lo = max(float(pct.min()), edges[0])
-        hi = min(float(pct.max()), edges[-1])
-        pad = 0.05 * max(hi - lo, 1e-3)
-        self.plot.setYRange(lo - pad, hi + pad, padding=0)
+            line.setData(steps, self.to_y(pct[:, j], edges))
+        lo, hi = (float(v) for v in self.to_y(np.array([pct.min(), pct.max()]), edges))
+        pad = 0.05 * max(hi - lo, 2.0)
+        lo, hi = max(lo - pad, 0.0), min(hi + pad, float(bins))
+        self.plot.setYRange(lo, hi, padding=0)
+        self.plot.getAxis("left").setTicks([self.ticks(edges, lo, hi)])
         self.plot.setXRange(steps[0] - dx / 2, steps[-1] + dx / 2, padding=0)
         for i, s in enumerate(steps):
             row = {"scaling": rule, "layer": layer, "head": head, "step": int(s)}
@@ -365,6 +361,28 @@ class LogitDistributionPanel(TrainingPanel):
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
+
+    @staticmethod
+    def to_y(logits: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        """Logit values -> the image's y (bin-index space: bin i spans [i, i + 1])."""
+        return np.interp(logits, edges, np.arange(len(edges), dtype=np.float64))
+
+    @classmethod
+    def ticks(cls, edges: np.ndarray, lo: float, hi: float) -> list[tuple[float, str]]:
+        """Ticks at 0 and ±{1, 2, 5} x 10^k logits inside the visible y range [lo, hi] (bin
+        index), at least a tenth of the range apart: 0 and the largest decades win."""
+        mags = [m * 10.0**k for k in range(6, -5, -1) for m in (1, 5, 2)]
+        candidates = [0.0, *(v for m in mags for v in (m, -m))]
+        candidates.sort(key=lambda v: (v != 0, not np.isclose(np.log10(abs(v) or 1) % 1, 0)))
+        gap = (hi - lo) / 10
+        out: list[tuple[float, str]] = []
+        for v in candidates:
+            if not edges[0] <= v <= edges[-1]:
+                continue
+            y = float(cls.to_y(np.array([v]), edges)[0])
+            if lo <= y <= hi and all(abs(y - t) >= gap for t, _ in out):
+                out.append((y, f"{v:g}"))
+        return sorted(out)
 
 
 class ProbeAttentionPanel(TrainingPanel):

@@ -1,0 +1,112 @@
+"""Every plot says what it shows: axis labels on every plot, a legend naming every series when a
+plot has more than one, legend text in the theme's colour (also after a theme switch), and the
+heatmap's row marker explained."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+import pytest
+
+from ui.plots.base import rule_label
+from ui.theme import DARK, LIGHT
+
+
+@pytest.fixture
+def finished(qtbot, window, wait_complete):
+    window.apply_config({"trials": 1500, "scalings": ["none", "sqrt", "dk"]})
+    wait_complete(window)
+    return window
+
+
+def _legend_texts(plot: pg.PlotItem) -> list[str]:
+    return [label.text for _sample, label in plot.legend.items] if plot.legend is not None else []
+
+
+def _series(plot: pg.PlotItem) -> list[pg.GraphicsObject]:
+    """The data series drawn in a plot (curves and bars with data; not band edges or images)."""
+    out = []
+    for item in plot.items:
+        if isinstance(item, pg.PlotDataItem) and item.xData is not None and len(item.xData) \
+                and item.opts.get("pen") is not None and item.isVisible():
+            out.append(item)
+        elif isinstance(item, pg.BarGraphItem) and item.isVisible():
+            out.append(item)
+    return out
+
+
+def test_every_plot_has_axis_labels(finished):
+    for pid, panel in finished.page.panels.items():
+        for k, plot in enumerate(panel.plot_items()):
+            for side in ("bottom", "left"):
+                label = plot.getAxis(side).labelText
+                assert label and label.strip(), f"{pid}[{k}] has no {side} axis label"
+
+
+def test_plots_with_several_series_have_a_legend_naming_each(finished):
+    snap = finished.state.snapshot
+    for pid, panel in finished.page.panels.items():
+        legends = [t for plot in panel.plot_items() for t in _legend_texts(plot)]
+        for plot in panel.plot_items():
+            series = _series(plot)
+            if len(series) > 1:
+                assert legends, f"{pid}: {len(series)} series and no legend"
+            for item in series:  # every named series is in its plot's legend
+                name = item.name() if callable(getattr(item, "name", None)) else item.opts.get("name")
+                if name:
+                    assert name in _legend_texts(plot), f"{pid}: {name!r} not in its legend"
+        if any(len(_series(p)) > 1 for p in panel.plot_items()):
+            for rule in snap.rules:  # each compared rule is named (full label or short name)
+                assert any(rule_label(rule) == t or rule == t for t in legends), (pid, rule, legends)
+
+
+@pytest.mark.parametrize(("first", "second"), [("light", "dark"), ("dark", "light")])
+def test_legend_text_follows_the_theme(finished, first, second):
+    themes = {"light": LIGHT, "dark": DARK}
+    for name in (first, second):
+        finished.set_theme(name)
+        want = themes[name].foreground.lower()
+        checked = 0
+        for pid, panel in finished.page.panels.items():
+            for plot in panel.plot_items():
+                if plot.legend is None:
+                    continue
+                for _sample, label in plot.legend.items:
+                    html = label.item.toHtml().lower()
+                    assert f"color:{want}" in html.replace(" ", ""), (pid, label.text, name)
+                    checked += 1
+        assert checked >= 10
+
+
+def test_heatmap_row_marker_is_labelled(finished):
+    panel = finished.page.panels["weights"]
+    panel.row_box.setValue(3)
+    panel.refresh(finished.state, force=True)
+    marker = panel.row_marker
+    assert marker.value() == 3
+    assert marker.label is not None and marker.label.isVisible()
+    text = marker.label.toPlainText()
+    assert "row 3" in text and "bars" in text
+    assert marker.pen.style() != pg.QtCore.Qt.PenStyle.SolidLine  # subtle: dashed and thin
+    assert marker.pen.widthF() <= 1.0
+
+
+def test_long_titles_do_not_push_a_narrow_plot_out_of_its_panel(qtbot, finished):
+    """A title wider than the panel used to widen the plot past the view (axis and legend cut
+    off at the right); now the plot fits and only the title text may run over."""
+    from ui.plots import PANEL_CLASSES
+
+    for cls in PANEL_CLASSES:
+        if cls.plot_id == "sweep":  # five plots side by side: it is never that narrow
+            continue
+        panel = cls()
+        qtbot.addWidget(panel)
+        panel.resize(330, 300)
+        panel.show()
+        qtbot.waitExposed(panel)
+        panel.refresh(finished.state, force=True)
+        qtbot.wait(30)
+        width = panel.glw.viewport().width()
+        for plot in panel.plot_items():
+            right = plot.sceneBoundingRect().right()
+            assert right <= width + 1, (cls.plot_id, right, width)
+        panel.close()
