@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from engine.validate import check_choice, check_choices, check_float, check_int, config_from_dict
+from engine.validate import (
+    ConfigMethods,
+    check_choice,
+    check_choices,
+    check_float,
+    check_int,
+)
 
 DISTRIBUTIONS = ("gaussian", "uniform", "rademacher")
 #: Scaling rules, in display order. Names are the same in engine, CLI, CSV, widgets and legends.
@@ -29,7 +33,7 @@ RULES_NEEDING_VECTORS = frozenset({"cosine", "qknorm"})
 
 
 @dataclass(frozen=True)
-class SimulationConfig:
+class SimulationConfig(ConfigMethods):
     """Everything that determines a simulation's numbers (with the seed, they are reproducible).
 
     ``correlation`` (rho) makes key 0 of every row a *target* key whose standardized entries are
@@ -99,21 +103,6 @@ class SimulationConfig:
         if self.method == "auto":
             return "exact" if self.exact_is_valid else "explicit"
         return self.method
-
-    def replace(self, **changes: Any) -> SimulationConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["scalings"] = list(self.scalings)
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimulationConfig:
-        """Build from a dict (e.g. a saved session or an exported config.json); unknown keys are
-        refused so a typo cannot silently fall back to a default."""
-        return config_from_dict(cls, data)
 
 
 @dataclass(frozen=True)

@@ -92,3 +92,26 @@ def config_from_dict(cls: type, data: Any) -> Any:
     tuples = {f.name for f in fields if str(f.type).startswith(("tuple", "Tuple"))}
     return cls(**{k: tuple(v) if k in tuples and isinstance(v, list) else v
                   for k, v in data.items()})
+
+
+class ConfigMethods:
+    """``replace`` / ``to_dict`` / ``from_dict`` shared by the frozen config dataclasses."""
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with some fields changed (validated again)."""
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (tuples become lists); ``from_dict`` reverses it."""
+        import dataclasses
+
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Any:
+        """Build from a dict (a preset, a saved session, an exported config.json); unknown keys
+        are refused so a typo cannot silently fall back to a default."""
+        return config_from_dict(cls, data)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from engine.errors import ConfigError
-from engine.validate import check_float, check_int
+from engine.validate import ConfigMethods, check_float, check_int
 
 #: the scaling rules a probe compares; ``model`` is whatever factor the model itself applies
 PROBE_RULES: tuple[str, ...] = ("model", "none", "dk")
 
 
 @dataclass(frozen=True)
-class ProbeConfig:
+class ProbeConfig(ConfigMethods):
     """What to analyse and how.
 
     ``model`` is a local Hugging Face model folder, or None for the bundled all-MiniLM-L6-v2.
@@ -40,9 +39,3 @@ class ProbeConfig:
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**32 - 1))
         if self.max_tokens is not None:
             object.__setattr__(self, "max_tokens", check_int("max_tokens", self.max_tokens, 2, 1_000_000))
-
-    def replace(self, **changes: Any) -> ProbeConfig:
-        return ProbeConfig(**{**asdict(self), **changes})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

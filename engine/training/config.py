@@ -10,13 +10,17 @@ which q.k has variance d_k (SCIENCE.md) and the scaling rules differ the most.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
 from engine.errors import ConfigError
-from engine.validate import check_choice, check_choices, check_float, check_int, config_from_dict
+from engine.validate import (
+    ConfigMethods,
+    check_choice,
+    check_choices,
+    check_float,
+    check_int,
+)
 
 #: the simulator's rules plus the two bugs, in display order (same names everywhere)
 TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
@@ -42,7 +46,7 @@ PROBE_LOGITS_MAX = 10_000_000
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(ConfigMethods):
     """Everything that determines a training comparison; with the seed, the curves are reproducible
     on CPU. Every rule in ``scalings`` trains from the same initial weights on the same batches."""
 
@@ -202,19 +206,6 @@ class TrainingConfig:
         if steps[-1] != self.steps:
             steps.append(self.steps)
         return tuple(steps)
-
-    def replace(self, **changes: Any) -> TrainingConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["scalings"] = list(self.scalings)
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainingConfig:
-        """Build from a dict (a preset or an exported config.json); unknown keys are refused."""
-        return config_from_dict(cls, data)
 
 
 #: one sentence per parameter: the CLI's --help and the GUI's tooltips
