@@ -35,3 +35,28 @@ def wait_complete(qtbot):
         qtbot.waitUntil(ok, timeout=timeout)
 
     return wait
+
+
+@pytest.fixture
+def show_widget(qtbot):
+    """show_widget(widget, size): the widget shown and exposed; after the test its own workers
+    are stopped (``shutdown()``), and it is closed and deleted (a live pyqtgraph widget at
+    interpreter exit crashes)."""
+    shown = []
+
+    def show(widget, size: tuple[int, int] = (1400, 900)):
+        qtbot.addWidget(widget)
+        widget.resize(*size)
+        widget.show()
+        qtbot.waitExposed(widget)
+        shown.append(widget)
+        return widget
+
+    yield show
+    for widget in shown:
+        stop = getattr(widget, "shutdown", None)
+        if callable(stop):
+            stop()
+        widget.close()
+        widget.deleteLater()
+    qtbot.wait(10)

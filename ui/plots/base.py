@@ -14,7 +14,16 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.io import atomic_write_bytes, csv_text
 from engine.rules import RULE_REGISTRY
@@ -246,6 +255,31 @@ class PlotPanel(QFrame):
         else:
             raise ValueError(f"unknown export kind {kind!r}")
         return atomic_write_bytes(path, data)
+
+
+def panel_grid(
+    parent: QWidget,
+    classes: Any,
+    cells: dict[str, tuple[int, int, int]],
+    min_height: int,
+    margin: int = 4,
+    spacing: int = 6,
+) -> tuple[QGridLayout, dict[str, Any]]:
+    """Build one panel per class into a grid on ``parent``: ``cells[plot_id] = (row, col, span)``;
+    the three columns share the width. Returns the layout and the panels by plot id."""
+    grid = QGridLayout(parent)
+    grid.setContentsMargins(margin, margin, margin, margin)
+    grid.setSpacing(spacing)
+    panels: dict[str, Any] = {}
+    for cls in classes:
+        panel = cls(parent)
+        panel.setMinimumHeight(min_height)
+        row, col, span = cells[cls.plot_id]
+        grid.addWidget(panel, row, col, 1, span)
+        panels[cls.plot_id] = panel
+    for c in range(3):
+        grid.setColumnStretch(c, 1)
+    return grid, panels
 
 
 def _relax_min_width(label: pg.LabelItem, minimum: float = 40.0) -> None:

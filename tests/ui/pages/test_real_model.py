@@ -17,19 +17,10 @@ WORDS = "the a of to and why is are attention head scale score query key softmax
 
 
 @pytest.fixture
-def page(qtbot):
+def page(show_widget):
     from ui.pages.real_model.page import RealModelPage
 
-    p = RealModelPage()
-    qtbot.addWidget(p)
-    p.resize(1400, 900)
-    p.show()
-    qtbot.waitExposed(p)
-    yield p
-    p.shutdown()
-    p.close()
-    p.deleteLater()
-    qtbot.wait(10)
+    return show_widget(RealModelPage(), (1400, 900))
 
 
 @pytest.fixture(scope="module")

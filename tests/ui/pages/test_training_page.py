@@ -28,17 +28,8 @@ def _one_thread():
 
 
 @pytest.fixture
-def page(qtbot):
-    p = TrainingPage()
-    qtbot.addWidget(p)
-    p.resize(1500, 1000)
-    p.show()
-    qtbot.waitExposed(p)
-    yield p
-    p.shutdown()
-    p.close()
-    p.deleteLater()
-    qtbot.wait(10)
+def page(show_widget):
+    return show_widget(TrainingPage(), (1500, 1000))
 
 
 def _use(page, cfg):

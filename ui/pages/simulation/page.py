@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QGridLayout, QScrollArea, QWidget
+from PySide6.QtWidgets import QScrollArea, QWidget
 
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
+from ui.plots.base import panel_grid
 from ui.theme import Theme
 
 #: plot_id -> (row, column, column span) in the grid
@@ -31,21 +32,11 @@ class SimulationPage(QScrollArea):
         self.setObjectName("simulation_page")
         self.setWidgetResizable(True)
         inner = QWidget(self)
-        grid = QGridLayout(inner)
-        grid.setContentsMargins(4, 4, 4, 4)
-        grid.setSpacing(6)
-        self.panels: dict[str, PlotPanel] = {}
-        for cls in PANEL_CLASSES:
-            panel = cls(inner)
-            panel.setMinimumHeight(270)
-            row, col, span = GRID[cls.plot_id]
-            grid.addWidget(panel, row, col, 1, span)
-            self.panels[cls.plot_id] = panel
+        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=270)
+        self.panels: dict[str, PlotPanel] = panels
         self.results = ResultsTable(inner)
         self.results.setMinimumHeight(200)
         grid.addWidget(self.results, *RESULTS_CELL)
-        for c in range(3):
-            grid.setColumnStretch(c, 1)
         grid.setRowStretch(0, 1)
         grid.setRowStretch(1, 1)
         grid.setRowStretch(2, 1)

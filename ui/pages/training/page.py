@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
     QFileDialog,
-    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -35,6 +34,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ConfigError
 from ui.pages.training.controls import TrainingControls
 from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
+from ui.plots.base import panel_grid
 from ui.worker import Worker
 
 REDRAW_MS = 33
@@ -122,18 +122,8 @@ class TrainingPage(QWidget):
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         inner = QWidget(scroll)
-        grid = QGridLayout(inner)
-        grid.setContentsMargins(2, 2, 2, 2)
-        grid.setSpacing(4)
-        self.panels: dict[str, TrainingPanel] = {}
-        for cls in PANEL_CLASSES:
-            panel = cls(inner)
-            panel.setMinimumHeight(250)
-            row, col, span = GRID[cls.plot_id]
-            grid.addWidget(panel, row, col, 1, span)
-            self.panels[cls.plot_id] = panel
-        for c in range(3):
-            grid.setColumnStretch(c, 1)
+        _grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=250, margin=2, spacing=4)
+        self.panels: dict[str, TrainingPanel] = panels
         scroll.setWidget(inner)
         right.addWidget(scroll, 1)
         root.addLayout(right, 1)
