@@ -313,3 +313,13 @@ def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, w
     tour.go_to(later)
     assert window.tabs.currentWidget() is window.page
     assert list(page.result.scores) == list(tour.steps[later].inspector.scores)
+
+
+def test_sweep_axis_leaves_room_for_the_end_labels(qtbot, window, wait_complete):
+    import math
+
+    wait_complete(window)
+    (x0, x1), _ = window.page.panels["sweep"].plots[0].getViewBox().viewRange()
+    d_ks = [p.d_k for p in window.state.sweep]
+    lo, hi = math.log10(min(d_ks)), math.log10(max(d_ks))
+    assert x0 < lo - 0.05 * (hi - lo) and x1 > hi + 0.05 * (hi - lo)

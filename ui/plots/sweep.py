@@ -163,6 +163,10 @@ class SweepPanel(PlotPanel):
                                 "se": float(b)} for d, a, b in zip(x, mean, se, strict=False)]
         self._rows += [{"metric": "raw_score_std", "rule": "raw", "d_k": p.d_k,
                         "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
+        # the d_k range (and the current d_k's marker) with room for the end tick labels, which
+        # pyqtgraph hides when they would overflow the axis
+        span = [x.min(), x.max()] + ([snap.config.d_k] if snap is not None else [])
+        self.plots[0].setXRange(math.log10(min(span)), math.log10(max(span)), padding=0.1)
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(
