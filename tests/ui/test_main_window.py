@@ -318,6 +318,8 @@ def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, w
 def test_sweep_axis_leaves_room_for_the_end_labels(qtbot, window, wait_complete):
     import math
 
+    window.rerun()
+    qtbot.waitUntil(lambda: window.state is not None and window.state.complete, timeout=60_000)
     wait_complete(window)
     (x0, x1), _ = window.page.panels["sweep"].plots[0].getViewBox().viewRange()
     d_ks = [p.d_k for p in window.state.sweep]
