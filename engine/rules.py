@@ -49,7 +49,7 @@ RULE_REGISTRY: dict[str, Rule] = {
     for r in (
         Rule("none", "none: q·k", "No scaling (the bug): logits are the raw dot products.",
              "dot", lambda d, t: 1.0),
-        Rule("sqrt", "sqrt: q·k/√d_k", "Divide by sqrt(d_k) (the Transformer's rule): unit variance for i.i.d. unit entries.",
+        Rule("sqrt", "sqrt: q·k/√d_k", "Divide by sqrt(d_k) (the Transformer's rule): unit variance for independent zero-mean, unit-variance entries.",
              "dot", lambda d, t: math.sqrt(d)),
         Rule("dk", "dk: q·k/d_k", "Divide by d_k (muP): right when trained q and k correlate and scores grow like d_k.",
              "dot", lambda d, t: float(d)),

@@ -43,9 +43,8 @@ class NormalMixture:
         x = np.asarray(x, dtype=np.float64)
         out = np.zeros_like(x)
         for w, m, s in zip(self.weights, self.means, self.stds):
-            if w == 0:
+            if w == 0 or s <= 0:  # a point mass (qknorm at d_k = 1) has no density to draw
                 continue
-            s = max(s, 1e-300)
             out += w * np.exp(-0.5 * ((x - m) / s) ** 2) / (s * math.sqrt(2 * math.pi))
         return out
 
@@ -70,6 +69,20 @@ def raw_score_moments(cfg: SimulationConfig, target: bool = False) -> tuple[floa
     return mean, d * var_coord
 
 
+def qknorm_independent_var(d: int, dist: str) -> float:
+    """Exact variance of LN(q).LN(k)/sqrt(d) for a key independent of q (up to LayerNorm's eps).
+
+    LN(x) of i.i.d. entries is exchangeable with sum 0 and sum of squares d, unless x is constant
+    (probability pi; then LN(x) = 0), so E[a_i a_j] = (1 - pi)(delta_ij - (1 - delta_ij)/(d-1))
+    and Var = (1 - pi)^2 d/(d-1): 4/3 at d = 4, not 1. pi = 2^(1-d) for Rademacher entries,
+    0 for continuous ones, 1 at d = 1. Means and standard deviations drop out.
+    """
+    if d == 1:
+        return 0.0
+    pi = 2.0 ** (1 - d) if dist == "rademacher" else 0.0
+    return (1.0 - pi) ** 2 * d / (d - 1)
+
+
 def _mixture(cfg: SimulationConfig, comps: list[tuple[float, float]], exact: bool) -> NormalMixture:
     n = cfg.n_keys
     if cfg.correlation == 0.0:
@@ -87,7 +100,8 @@ def raw_score_theory(cfg: SimulationConfig) -> NormalMixture:
 
 def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     """The overlay for a rule's logits: exact moments for the divisor rules; a large-d_k
-    approximation for cosine (norms ~ their means) and qknorm (entries ~ standardized)."""
+    approximation for cosine (norms ~ their means) and for qknorm's target key (entries ~
+    standardized; its independent keys are exact, see ``qknorm_independent_var``)."""
     from engine.rules import RULE_REGISTRY
 
     spec = RULE_REGISTRY[rule]
@@ -96,7 +110,10 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     d, rho = cfg.d_k, cfg.correlation
     kappa = KURTOSIS[cfg.dist]
     if rule == "qknorm":
-        comps = [(0.0, 1.0), (rho * math.sqrt(d), rho**2 * (kappa - 1) + 1 - rho**2)]
+        comps = [(0.0, qknorm_independent_var(d, cfg.dist)),
+                 (rho * math.sqrt(d), rho**2 * (kappa - 1) + 1 - rho**2)]
+        if d == 1:  # LN of a single entry is 0: every logit is exactly 0
+            comps = [(0.0, 0.0), (0.0, 0.0)]
         return _mixture(cfg, comps, False)
     # cosine: q.k / (|q| |k|) / T with |x|^2 ~ d (s^2 + m^2)
     norm = d * math.sqrt((cfg.q_std**2 + cfg.q_mean**2) * (cfg.k_std**2 + cfg.k_mean**2))

@@ -110,3 +110,16 @@ def test_long_titles_do_not_push_a_narrow_plot_out_of_its_panel(qtbot, finished)
             right = plot.sceneBoundingRect().right()
             assert right <= width + 1, (cls.plot_id, right, width)
         panel.close()
+
+
+def test_score_overlay_title_flags_approximate_theory(qtbot, window, wait_complete):
+    """The normal overlay is exact in its moments for the divisor rules; for cosine and qknorm it
+    is a large-d_k approximation, and the title must say so (and only then)."""
+    window.apply_config({"trials": 800, "scalings": ["none", "sqrt"]})
+    wait_complete(window)
+    title = window.page.panels["scores"].plot.titleLabel.text
+    assert "normal theory" in title and "approximation" not in title
+    window.apply_config({"trials": 800, "scalings": ["sqrt", "cosine", "qknorm"]})
+    wait_complete(window)
+    title = window.page.panels["scores"].plot.titleLabel.text
+    assert "approximation" in title and "cosine" in title and "qknorm" in title

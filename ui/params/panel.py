@@ -68,7 +68,7 @@ TIPS = {
     "backend": "Array library: auto picks torch on a GPU, else NumPy.",
     "device": "Where torch computes: auto, CPU, or a CUDA GPU.",
     "dtype": "Floating-point precision of the sampled vectors and scores.",
-    "method": "How scores are drawn: exact samples them directly (Gaussian entries only), explicit draws the vectors.",
+    "method": "How scores are drawn: exact samples them directly (Gaussian entries; not for cosine/qknorm), explicit draws the vectors.",
     "scalings": "Scaling rules to compare; each keeps its colour in every plot.",
 }
 

@@ -130,9 +130,11 @@ class ScoresPanel(RuleHistogramPanel):
             rows += [{"series": f"{name}_theory", "x": float(a), "density": float(b)}
                      for a, b in zip(x, y, strict=False)]
         self._rows = rows + self._rows
+        approx = [name for name, r in snap.rules.items() if not r.logit_theory.exact_moments]
+        note = f" ({', '.join(approx)}: large-d_k approximation)" if approx else ""
         self.plot.setTitle(
             f"raw q·k std {snap.raw_std.mean:.3g} (theory {math.sqrt(snap.raw_theory.var):.3g});"
-            " dashed: normal theory", color=self.theme.foreground, size="9pt")
+            f" dashed: normal theory{note}", color=self.theme.foreground, size="9pt")
 
 
 class TopWeightPanel(RuleHistogramPanel):
