@@ -60,6 +60,10 @@ def inspect_scores(scores: Sequence[float], scale: float = 1.0) -> InspectResult
         scaled = s / scale
     if not np.all(np.isfinite(scaled)):
         raise ConfigError("scale", "too small: scores / scale overflow")
+    with np.errstate(over="ignore"):
+        spread = float(scaled.max() - scaled.min())
+    if not math.isfinite(spread):  # the softmax shifts by the max: the shift itself would overflow
+        raise ConfigError("scores", "max - min of scores / scale must stay below 1.8e308")
     m = row_metrics(scaled)
     jac = jacobian(m.weights)
     n = s.size

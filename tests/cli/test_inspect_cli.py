@@ -48,3 +48,20 @@ def test_bad_input_exits_2_with_one_line(args: list[str], name: str) -> None:
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and name in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_negative_scores_in_exponent_notation_parse() -> None:
+    # argparse alone takes "-1e6" for an unknown option; the README promises exact logs at 1e6
+    r = run("1e6", "0", "-1e6", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["scores"] == [1e6, 0.0, -1e6]
+    assert d["weights"][0] == 1.0 and np.isfinite(d["log10_jacobian_fro"])
+    assert d["log10_jacobian_fro"] < -4e5  # ||J|| ~ exp(-1e6): far below any float, log still exact
+
+
+def test_a_spread_beyond_float_range_is_refused_not_nan() -> None:
+    r = run("1e308", "-1e308")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "SCORE" in r.stderr
+    assert "nan" not in r.stdout.lower()

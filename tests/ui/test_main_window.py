@@ -325,3 +325,21 @@ def test_sweep_axis_leaves_room_for_the_end_labels(qtbot, window, wait_complete)
     d_ks = [p.d_k for p in window.state.sweep]
     lo, hi = math.log10(min(d_ks)), math.log10(max(d_ks))
     assert x0 < lo - 0.05 * (hi - lo) and x1 > hi + 0.05 * (hi - lo)
+
+
+def test_sweep_hover_read_out_stays_inside_its_plot(qtbot, window, wait_complete):
+    """With six rules the read-out is wide; anchored at a point just right of the middle it used
+    to run past the plot's left edge and be cut off."""
+    window.apply_config({"trials": 400, "scalings": ["none", "sqrt", "dk", "temperature", "cosine",
+                                                     "qknorm"]})
+    wait_complete(window)
+    sweep = window.page.panels["sweep"]
+    for plot_index in range(len(sweep.plots)):
+        for d_k in (1, 64, 128, 4096):
+            sweep.show_values_at(plot_index, np.log10(d_k))
+            qtbot.wait(20)  # the text item places itself at the next paint
+            box = sweep.hover[plot_index].mapRectToScene(sweep.hover[plot_index].boundingRect())
+            view = sweep.plots[plot_index].getViewBox().sceneBoundingRect()
+            assert box.left() >= view.left() - 1, (plot_index, d_k)  # the rule names stay readable
+            if box.width() <= view.width():
+                assert box.right() <= view.right() + 1, (plot_index, d_k)

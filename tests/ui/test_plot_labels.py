@@ -123,3 +123,42 @@ def test_score_overlay_title_flags_approximate_theory(qtbot, window, wait_comple
     wait_complete(window)
     title = window.page.panels["scores"].plot.titleLabel.text
     assert "approximation" in title and "cosine" in title and "qknorm" in title
+
+
+def test_saturated_fraction_in_the_title_carries_the_standard_error(finished):
+    """The results table reads mean ± standard error; the top-weight title's ± must be the same
+    (it used to be 1.96 SE, unlabelled: "36.1% ± 1.5" next to "0.3607 ± 0.0076")."""
+    title = finished.page.panels["top_weight"].plot.titleLabel.text
+    for name, r in finished.state.snapshot.rules.items():
+        e = r.saturated_frac
+        assert f"{name} {100 * e.mean:.1f}% ± {100 * e.se:.1f}" in title, (name, title)
+    assert finished.state.snapshot.rules["none"].saturated_frac.se > 0.003  # 1.96 SE would differ
+
+
+def test_titles_with_six_rules_wrap_instead_of_running_off_the_panel(qtbot, window, wait_complete):
+    window.apply_config({"trials": 600, "scalings": ["none", "sqrt", "dk", "temperature", "cosine",
+                                                     "qknorm"]})
+    wait_complete(window)
+    for pid, breaks in (("top_weight", 2), ("entropy", 1), ("jacobian", 1)):  # 2, 3, 3 a line
+        title = window.page.panels[pid].plot.titleLabel.text
+        assert title.count("<br>") == breaks, (pid, title)
+        assert all(rule in title for rule in window.state.snapshot.rules)
+    window.apply_config({"trials": 600, "scalings": ["none", "sqrt"]})
+    wait_complete(window)
+    for pid in ("top_weight", "entropy", "jacobian"):  # the default two rules: one line
+        assert "<br>" not in window.page.panels[pid].plot.titleLabel.text
+
+
+def test_jacobian_title_names_rows_below_the_drawn_range(qtbot, window, wait_complete):
+    """Correlated keys at d_k = 1024 put every unscaled row's ||J|| far below 1e-16: its curve
+    was a flat line at 0 with no word of where the rows went."""
+    window.apply_config({"d_k": 1024, "trials": 300, "correlation": 0.5, "dist": "uniform",
+                         "method": "explicit", "scalings": ["none", "sqrt"]})
+    wait_complete(window)
+    snap = window.state.snapshot
+    h = snap.rules["none"].log10_jacobian_hist
+    assert h.underflow == h.total  # the premise: nothing of "none" is drawn
+    title = window.page.panels["jacobian"].plot.titleLabel.text
+    assert f"not drawn, below 1e{h.edges[0]:.0f}" in title and "none 100%" in title
+    assert snap.rules["sqrt"].log10_jacobian_hist.underflow == 0
+    assert "sqrt" not in title.split("not drawn")[1]  # only rules with hidden rows are named

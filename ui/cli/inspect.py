@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+
+#: argparse treats "-1e6" as an unknown option (it only knows "-8" and "-0.5" as negative numbers)
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p._negative_number_matcher = _NEGATIVE_NUMBER  # so "inspect 1e6 0 -1e6" parses
     p.add_argument("scores", nargs="+", metavar="SCORE", help="scores, e.g. 16 8 0 -8")
     p.add_argument("--scale", default="1", metavar="C", help="divide the scores by C > 0 (default: 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")

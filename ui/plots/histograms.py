@@ -22,7 +22,13 @@ THEORY_POINTS = 400
 
 
 def _pct(e: Estimate) -> str:
-    return f"{100 * e.mean:.1f}% ± {100 * 1.96 * e.se:.1f}"
+    """Mean ± one standard error, as in the results table (a bare ± must mean the same there)."""
+    return f"{100 * e.mean:.1f}% ± {100 * e.se:.1f}"
+
+
+def _join(parts: list[str], per_line: int = 3) -> str:
+    """Per-rule summaries, three to a line: six on one line run past both edges of the panel."""
+    return ",<br>".join(", ".join(parts[i:i + per_line]) for i in range(0, len(parts), per_line))
 
 
 def _span(rule: str, text: str) -> str:
@@ -131,7 +137,8 @@ class ScoresPanel(RuleHistogramPanel):
                      for a, b in zip(x, y, strict=False)]
         self._rows = rows + self._rows
         approx = [name for name, r in snap.rules.items() if not r.logit_theory.exact_moments]
-        note = f" ({', '.join(approx)}: large-d_k approximation)" if approx else ""
+        # on its own line: appended, it ran past both edges of the panel
+        note = f"<br>({', '.join(approx)}: large-d_k approximation)" if approx else ""
         self.plot.setTitle(
             f"raw q·k std {snap.raw_std.mean:.3g} (theory {math.sqrt(snap.raw_theory.var):.3g});"
             f" dashed: normal theory{note}", color=self.theme.foreground, size="9pt")
@@ -163,7 +170,7 @@ class TopWeightPanel(RuleHistogramPanel):
         self.threshold.setValue(snap.config.saturation_threshold)
         parts = [_span(n, f"{n} {_pct(r.saturated_frac)}") for n, r in snap.rules.items()]
         self.set_title(f"saturated (&gt;{snap.config.saturation_threshold:g}): "
-                       + ", ".join(parts))
+                       + _join(parts, per_line=2))  # "none 36.1% ± 0.8" is long
         for n, r in snap.rules.items():
             self._rows.append({"series": f"{n}_saturated_frac", "value": r.saturated_frac.mean,
                                "se": r.saturated_frac.se})
@@ -185,7 +192,7 @@ class EntropyPanel(RuleHistogramPanel):
 
     def draw_extra(self, snap: SimulationSnapshot) -> None:
         parts = [_span(n, f"{n} {r.entropy_norm.mean:.3f}") for n, r in snap.rules.items()]
-        self.set_title("mean H/log n: " + ", ".join(parts))
+        self.set_title("mean H/log n: " + _join(parts))
 
 
 class JacobianPanel(RuleHistogramPanel):
@@ -229,4 +236,13 @@ class JacobianPanel(RuleHistogramPanel):
                 lo, hi = min(lo, h.edges[nz[0]]), max(hi, h.edges[nz[-1] + 1])
         if hi > lo:
             self.plot.setXRange(lo, hi, padding=0.05)
-        self.set_title("mean ‖J‖_F (dashed): " + ", ".join(parts))
+        # rows below the first edge are counted but not drawn: a rule with all its rows there
+        # showed a flat line at 0 and nothing else
+        below, edge = [], 0.0
+        for n, r in snap.rules.items():
+            h = r.log10_jacobian_hist
+            edge = float(h.edges[0])
+            if h.underflow and h.total:
+                below.append(_span(n, f"{n} {100 * h.underflow / h.total:.3g}%"))
+        note = f"<br>not drawn, below 1e{edge:.0f}: " + ", ".join(below) if below else ""
+        self.set_title("mean ‖J‖_F (dashed): " + _join(parts) + note)

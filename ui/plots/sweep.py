@@ -205,8 +205,11 @@ class SweepPanel(PlotPanel):
         t = self.hover[plot_index]
         t.setHtml(html)
         (x0, x1), (_y0, y1) = self.plots[plot_index].getViewBox().viewRange()
-        t.setAnchor((1, 0) if xs[j] > (x0 + x1) / 2 else (0, 0))
-        t.setPos(xs[j], y1)
+        # in the top corner away from the point: placed at the point, a read-out of six rules ran
+        # past the plot's left edge (and was cut) for a point just right of the middle
+        right_half = xs[j] > (x0 + x1) / 2
+        t.setAnchor((0, 0) if right_half else (1, 0))
+        t.setPos(x0 if right_half else x1, y1)
         t.show()
         self.hover_text = "\n".join(lines)
         return self.hover_text

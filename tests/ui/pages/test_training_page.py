@@ -262,3 +262,15 @@ def test_a_step_that_outlasts_the_pause_wait_is_not_raced(page, qtbot, monkeypat
     page.resume()
     assert page.status == "running"
     page.stop()
+
+
+def test_only_failures_are_red_in_the_status_line(page):
+    """"exported to ..." used to be shown in the error red, like "export failed"."""
+    red = "color:#C62828"
+    page._update_status_text("exported to /tmp/x")
+    text = page.status_label.text()
+    assert "exported to /tmp/x" in text and red not in text
+    page._update_status_text("export failed: disk full", error=True)
+    assert f"<span style='{red}'>export failed: disk full</span>" in page.status_label.text()
+    page._set_status("error", "RuntimeError: boom")
+    assert f"<span style='{red}'>RuntimeError: boom</span>" in page.status_label.text()

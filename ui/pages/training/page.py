@@ -363,7 +363,7 @@ class TrainingPage(QWidget):
     def _set_status(self, status: str, message: str = "") -> None:
         self.status = status
         self._update_buttons()
-        self._update_status_text(message)
+        self._update_status_text(message, error=status == "error")
         self.state_changed.emit(status)
 
     def _update_buttons(self) -> None:
@@ -377,7 +377,7 @@ class TrainingPage(QWidget):
         # Resume and Step continue the run with its own config: the form must not pretend otherwise
         self.controls.set_locked(running or s == "paused")
 
-    def _update_status_text(self, message: str = "") -> None:
+    def _update_status_text(self, message: str = "", error: bool = False) -> None:
         snap = self.snapshot
         parts = [f"<b>{self.status}</b>"]
         if snap is not None:
@@ -400,8 +400,9 @@ class TrainingPage(QWidget):
                                  f"(H/log n &lt; {snap.config.collapse_threshold:g} since step "
                                  f"{since}) in {where}{more}</span>")
             parts += marks
-        if message:
-            parts.append(f"<span style='color:#C62828'>{html.escape(message)}</span>")
+        if message:  # only a failure in red: "exported to ..." must not read as one
+            text = html.escape(message)
+            parts.append(f"<span style='color:#C62828'>{text}</span>" if error else text)
         self.status_label.setText(" · ".join(parts))
 
     # -- export --------------------------------------------------------------------------------
@@ -412,7 +413,7 @@ class TrainingPage(QWidget):
                 out = self.export_all(folder)
                 self._update_status_text(f"exported to {out}")
             except Exception as exc:
-                self._update_status_text(f"export failed: {exc}")
+                self._update_status_text(f"export failed: {exc}", error=True)
 
     def export_all(self, parent: str | Path) -> Path:
         """Figures (PNG, SVG, CSV) and the result files into a new time-stamped folder under
