@@ -33,11 +33,13 @@ def test_each_redraw_paints_the_panel_once(qtbot, cls):
     states = [LabState(s.config, s, (), 0, "simulation")
               for s in (run_simulation(SimulationConfig(seed=i, trials=200 + 150 * i)) for i in range(5))]
     panel.refresh(states[0], force=True)
-    qtbot.wait(50)
+    qtbot.wait(150)  # let paints queued by earlier tests' widgets and this first draw land
     counter = PaintCounter()
     panel.glw.viewport().installEventFilter(counter)
     for state in states[1:]:
         assert panel.refresh(state)
         qtbot.wait(40)  # several event-loop turns: a queued second repaint would land here
     panel.glw.viewport().removeEventFilter(counter)
-    assert 1 <= counter.paints <= len(states) - 1, counter.paints
+    # one paint per redraw; one stray paint from unrelated events is tolerated, a second paint per
+    # redraw (the regression this guards against) would give 2 * (len(states) - 1)
+    assert 1 <= counter.paints <= len(states), counter.paints
