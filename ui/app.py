@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 _T0 = time.perf_counter()
@@ -31,9 +32,37 @@ def install_message_filter() -> None:
     qInstallMessageHandler(handler)
 
 
+def _writable_target(path: str) -> bool:
+    target = Path(path)
+    folder = target.parent
+    return folder.is_dir() and os.access(folder, os.W_OK) and not target.is_dir()
+
+
+def _save_png_atomically(pixmap: Any, path: str) -> bool:
+    """PNG bytes in memory, then temp file + rename: a screenshot is never half-written."""
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+    from engine.io import atomic_write_bytes
+
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not pixmap.save(buf, "PNG"):
+        return False
+    try:
+        atomic_write_bytes(path, bytes(data.data()))
+    except OSError:
+        return False
+    return True
+
+
 def run_gui(args: Any) -> int:
     """Open the main window; returns the process exit code."""
     screenshot = getattr(args, "screenshot", None)
+    if screenshot and not _writable_target(screenshot):
+        sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot} "
+                         "(its folder does not exist or is not writable)\n")
+        return 2
     if screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QTimer
@@ -57,7 +86,7 @@ def run_gui(args: Any) -> int:
         def save() -> None:
             app.processEvents()
             window.page.redraw(budget=len(window.page.panels))
-            ok = window.grab().save(str(screenshot), "PNG")
+            ok = _save_png_atomically(window.grab(), screenshot)
             if not ok:
                 sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
                 code["value"] = 1

@@ -33,6 +33,17 @@ def test_screenshot_command(tmp_path, theme):
     assert found
 
 
+def test_screenshot_to_an_unwritable_place_exits_2_with_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTENTION_LAB_SETTINGS": "memory"}
+    proc = subprocess.run([sys.executable, "main.py", "--screenshot", str(blocker / "shot.png")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--screenshot" in proc.stderr
+    assert list(tmp_path.iterdir()) == [blocker]
+
+
 def test_gui_imports_no_torch(tmp_path):
     """Opening the window must not import torch (it costs ~1.7 s)."""
     code = (
