@@ -154,6 +154,18 @@ class PlotPanel(QFrame):
         self.draw_count += 1
         return True
 
+    def clear_data(self) -> None:
+        """Empty every curve and image (after a reset), keeping the items for the next run; the
+        panel then shows empty axes until new data arrive."""
+        for plot in self.plot_items():
+            for item in plot.listDataItems():
+                item.setData([], [])
+            for item in plot.items:
+                if isinstance(item, pg.ImageItem):
+                    item.clear()
+        self._drawn_key = None
+        self._state = None
+
     def invalidate(self) -> None:
         """Forget what was drawn (theme or selection changed): the next refresh redraws."""
         self._drawn_key = None

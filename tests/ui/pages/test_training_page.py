@@ -4,6 +4,7 @@ closing while training ends the thread."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 
 pytest.importorskip("torch")
@@ -117,6 +118,16 @@ def test_pause_resume_step_stop_reset(page, qtbot):
     assert page.buttons["export"].isEnabled()
     page.reset()
     assert page.status == "idle" and page.trainer is None and page.snapshot is None
+    # the old run's curves, images and titles are gone from every plot
+    for pid, panel in page.panels.items():
+        for plot in panel.plot_items():
+            for item in plot.listDataItems():
+                x, _y = item.getData()
+                assert x is None or len(x) == 0, pid
+            for item in plot.items:
+                if isinstance(item, pg.ImageItem):
+                    assert item.image is None, pid
+            assert "step" not in (plot.titleLabel.text or ""), pid
 
 
 def test_reset_then_start_reproduces_the_same_curves(page, qtbot):

@@ -199,8 +199,7 @@ class TrainingPage(QWidget):
         self.snapshot = None
         self.view = None
         for panel in self.panels.values():
-            panel._drawn_key = None
-            panel._state = None
+            panel.clear_data()
         self._set_status("idle")
 
     def shutdown(self) -> None:

@@ -314,6 +314,11 @@ class LogitDistributionPanel(TrainingPanel):
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
 
+    def clear_data(self) -> None:
+        super().clear_data()
+        self.plot.titleLabel.setText("")  # it named the run, layer, head (and step) of the old data
+        self.plot.setTitle(None)
+
     def draw(self, state: Any) -> None:
         snap = state.snapshot
         r, layer, head = _clamp_selection(snap, state)
@@ -401,6 +406,11 @@ class ProbeAttentionPanel(TrainingPanel):
                                     label="weight p", interactive=False, width=12)
         self.cbar.setImageItem(self.image, insert_in=self.plot)
         self._rows: list[dict[str, Any]] = []
+
+    def clear_data(self) -> None:
+        super().clear_data()
+        self.plot.titleLabel.setText("")  # it named the run, layer, head (and step) of the old data
+        self.plot.setTitle(None)
 
     def draw(self, state: Any) -> None:
         snap = state.snapshot
