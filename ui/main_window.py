@@ -277,16 +277,26 @@ class MainWindow(QMainWindow):
                 self.tour.show_inspector.connect(self._tour_inspector)
             if hasattr(self.tour, "open_inspector"):
                 self.tour.open_inspector.connect(self._tour_open_inspector)
-            self.tour.finished.connect(lambda: self.tour_dock.hide())
+            self.tour.finished.connect(self._leave_tour)
             self.tour_dock = QDockWidget("Guided tour", self)
             self.tour_dock.setObjectName("tour_dock")
             self.tour_dock.setWidget(self.tour)
             self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.tour_dock)
             if hasattr(self.tour, "start"):
                 self.tour.start()  # enter step 1: applies its parameters, highlights its plot
+        if not self.tour_dock.isVisible():
+            self._size_before_tour = self.size()
         self.tour_dock.show()
         self.tour_dock.raise_()
         self.tour.setFocus()  # arrows step, Esc leaves the tour (elsewhere Esc stops the run)
+
+    def _leave_tour(self) -> None:
+        """Hide the tour; if its dock made the window wider (a platform without a window manager
+        grows the window to fit), give the width back so it is not remembered."""
+        self.tour_dock.hide()
+        before = getattr(self, "_size_before_tour", None)
+        if before is not None and not self.isMaximized() and self.width() > before.width():
+            self.resize(before)
 
     def _tour_inspector(self, scores: list, scale: float) -> None:
         """A step's example: load it into the inspector if that page exists, without leaving the

@@ -330,8 +330,11 @@ def test_sweep_axis_leaves_room_for_the_end_labels(qtbot, window, wait_complete)
 def test_sweep_hover_read_out_stays_inside_its_plot(qtbot, window, wait_complete):
     """With six rules the read-out is wide; anchored at a point just right of the middle it used
     to run past the plot's left edge and be cut off."""
-    window.apply_config({"trials": 400, "scalings": ["none", "sqrt", "dk", "temperature", "cosine",
-                                                     "qknorm"]})
+    rules = ("none", "sqrt", "dk", "temperature", "cosine", "qknorm")
+    window.apply_config({"trials": 400, "scalings": list(rules)})
+    # the rerun starts after the debounce: wait for it, not for the run already on screen
+    qtbot.waitUntil(lambda: window.state is not None and window.state.config.scalings == rules,
+                    timeout=10_000)
     wait_complete(window)
     sweep = window.page.panels["sweep"]
     for plot_index in range(len(sweep.plots)):
@@ -343,3 +346,16 @@ def test_sweep_hover_read_out_stays_inside_its_plot(qtbot, window, wait_complete
             assert box.left() >= view.left() - 1, (plot_index, d_k)  # the rule names stay readable
             if box.width() <= view.width():
                 assert box.right() <= view.right() + 1, (plot_index, d_k)
+
+
+def test_leaving_the_tour_gives_back_any_width_it_took(qtbot, window):
+    if not hasattr(window, "show_tour"):
+        pytest.skip("no tour")
+    window.resize(1400, 900)
+    window.show_tour()
+    if window.tour is None:
+        pytest.skip("tour not installed")
+    window.resize(1500, 900)  # as a platform without a window manager does when the dock opens
+    window.tour.leave()
+    assert not window.tour_dock.isVisible()
+    assert window.width() == 1400
