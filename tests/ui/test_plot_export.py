@@ -218,3 +218,15 @@ def test_plot_export_menu_reports_an_unwritable_target(qtbot, finished, tmp_path
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(ok), ""))
     panel.export_requested.emit(panel, "svg")
     _svg_has_paths(ok)
+
+
+def test_weights_csv_holds_every_heatmap_row_of_every_rule(finished, tmp_path):
+    rows = read_csv(finished.export_plot("weights", tmp_path / "w.csv", "csv"))
+    snap = finished.state.snapshot
+    for rule, result in snap.rules.items():
+        mine = [r for r in rows if r["rule"] == rule]
+        assert len(mine) == result.sample_weights.size
+        first = [float(r["weight"]) for r in mine if r["row"] == "0"]
+        np.testing.assert_array_equal(first, result.sample_weights[0])
+    selected = {r["row"] for r in rows if r["selected_row"] == "True"}
+    assert selected == {str(finished.page.panels["weights"].row_box.value())}

@@ -59,7 +59,6 @@ class WeightsPanel(PlotPanel):
         self.glw.ci.layout.setColumnStretchFactor(0, 3)
         self.glw.ci.layout.setColumnStretchFactor(1, 2)
         self.bars: dict[str, pg.BarGraphItem] = {}
-        self._rows: list[dict[str, Any]] = []
 
     def theme_changed(self, theme: Theme) -> None:
         self.row_marker.setPen(pg.mkPen(theme.foreground + "B0", width=1, style=Qt.PenStyle.DashLine))
@@ -99,11 +98,11 @@ class WeightsPanel(PlotPanel):
 
     def draw(self, state: Any) -> None:
         snap: SimulationSnapshot = state.snapshot
+        self._snap = snap
         rules = tuple(snap.rules)
         self._sync(rules)
         shown = self.rule_box.currentText() or rules[0]
         weights = finite(snap.rules[shown].sample_weights)
-        self._rows = []
         if weights.size:
             self.image.setImage(weights.T, autoLevels=False)
             # pixel (key k, row r) centred on (k, r), like the bars
@@ -120,8 +119,6 @@ class WeightsPanel(PlotPanel):
                 continue
             vals = w[row]
             keys = np.arange(vals.size)
-            self._rows += [{"rule": name, "row": row, "key_rank": int(k), "weight": float(v)}
-                           for k, v in zip(keys, vals, strict=False)]
             shown_keys = keys[:MAX_BAR_KEYS]
             self.bars[name].setOpts(x=shown_keys - 0.4 + width * (i + 0.5), height=vals[:MAX_BAR_KEYS],
                                     width=width)
@@ -130,4 +127,16 @@ class WeightsPanel(PlotPanel):
         self.bars_plot.setTitle(f"row {row}", color=self.theme.foreground, size="9pt")
 
     def data_rows(self) -> list[dict[str, Any]]:
-        return list(self._rows)
+        """Every sample row of every rule (the heatmap's data; the bars are ``selected_row``),
+        built on export rather than at every redraw."""
+        snap = getattr(self, "_snap", None)
+        if snap is None:
+            return []
+        selected = self.row_box.value()
+        rows: list[dict[str, Any]] = []
+        for name, result in snap.rules.items():
+            w = finite(result.sample_weights)
+            for r in range(w.shape[0]):
+                rows += [{"rule": name, "row": r, "key_rank": k, "weight": float(v),
+                          "selected_row": r == selected} for k, v in enumerate(w[r])]
+        return rows
