@@ -105,6 +105,12 @@ def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_pat
     grid._on_move(scene_pos)
     ratio = page.table["std_ratio"][1, 2]
     assert f"std_ratio {ratio:.4g}" in grid.hover_label.text()
+    # another grid view: the old read-out is not left on screen
+    from ui.pages.real_model.panels import HOVER_HINT
+
+    grid.set_group(next(g for g in GRID_GROUPS if g != grid.group))
+    grid.refresh(page.view, force=True)
+    assert grid.hover_label.text() == HOVER_HINT
 
     # the detail follows the rule; weights are a proper softmax with the chosen scale
     page.rule_box.setCurrentIndex(1)  # none

@@ -24,6 +24,9 @@ PROBE_COLORS = {"model": rule_color("sqrt"), "none": rule_color("none"), "dk": r
 PROBE_NAMES = {"model": "model's scale", "none": "no scale", "dk": "1/d_k"}
 
 
+HOVER_HINT = "hover a cell for its value; click to open that head"
+
+
 @dataclass(frozen=True)
 class GridSpec:
     column: str  #: a head_table / heads.csv column
@@ -141,7 +144,7 @@ class HeadGridPanel(PlotPanel):
             self.group_box.addItem(text, gid)
         self.group_box.setToolTip("Which per-head figures the three grids show")
         self.header.insertWidget(1, self.group_box)
-        self.hover_label = QLabel("hover a cell for its value; click to open that head")
+        self.hover_label = QLabel(HOVER_HINT)
         self.header.insertWidget(3, self.hover_label)
         self.group_box.currentIndexChanged.connect(lambda _i: self._group_changed())
         self.plots: list[pg.PlotItem] = []
@@ -185,7 +188,7 @@ class HeadGridPanel(PlotPanel):
             self.marks[i].setVisible(False)
             self._frame(i, spec.title, n_layers, n_heads)
         self.placeholder.show(message, self.theme.foreground)
-        self.hover_label.setText("hover a cell for its value; click to open that head")
+        self.hover_label.setText(HOVER_HINT)
 
     def _frame(self, i: int, title: str, n_layers: int, n_heads: int) -> None:
         """Title, integer ticks and a range of exactly the layer x head cells."""
@@ -223,6 +226,10 @@ class HeadGridPanel(PlotPanel):
     def draw(self, state: ProbeView) -> None:
         self.placeholder.hide()
         self._table = state.table
+        shown = (id(state.result), self.group)
+        if shown != getattr(self, "_hover_for", None):  # new analysis or grid view: old read-out is stale
+            self._hover_for = shown
+            self.hover_label.setText(HOVER_HINT)
         specs = GRID_GROUPS[self.group][1]
         values = [finite(state.table[s.column]) for s in specs]
         shared_hi = max(float(v.max()) for v in values) if values else 1.0
