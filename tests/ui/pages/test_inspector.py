@@ -183,13 +183,19 @@ def test_csv_skips_the_matrix_for_large_n(page, tmp_path) -> None:
 
 
 def test_png_export_writes_the_three_plots(page, tmp_path) -> None:
+    import xml.etree.ElementTree as ET
+
     from PySide6.QtGui import QImage
 
     written = page.export_plots(tmp_path / "fig.png")
-    assert [p.name for p in written] == ["fig_weights.png", "fig_jacobian.png", "fig_gauge.png"]
-    for path in written:
+    names = ["fig_weights", "fig_jacobian", "fig_gauge"]
+    assert [p.name for p in written] == [f"{n}.png" for n in names] + [f"{n}.svg" for n in names]
+    for path in written[:3]:
         image = QImage(str(path))
         assert not image.isNull() and image.width() > 50 and image.height() > 50
+    for path in written[3:]:
+        root = ET.parse(path).getroot()
+        assert root.tag.endswith("svg") and any(el.tag.endswith("path") for el in root.iter())
 
 
 def test_large_n_hides_cell_numbers_but_hover_reads_them(page, qtbot) -> None:

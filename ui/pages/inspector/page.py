@@ -42,6 +42,7 @@ from ui.pages.inspector.views import (
     WeightsPlot,
     apply_plot_theme,
     export_png,
+    export_svg,
 )
 from ui.theme import LIGHT, Theme
 
@@ -164,7 +165,8 @@ class InspectorPage(QWidget):
         # -- export ---------------------------------------------------------------------------
         self.status = QLabel()
         self.status.setObjectName("inspectorStatus")
-        save_png = QPushButton("Save plots (PNG)…")
+        save_png = QPushButton("Save plots (PNG, SVG)…")
+        save_png.setToolTip("Write each plot as PNG and SVG: <name>_weights, _jacobian, _gauge")
         save_png.clicked.connect(self._on_save_png)
         save_csv = QPushButton("Save data (CSV)…")
         save_csv.clicked.connect(self._on_save_csv)
@@ -255,15 +257,16 @@ class InspectorPage(QWidget):
         return write_inspection_csv(path, self._result)
 
     def export_plots(self, base: str | Path) -> list[Path]:
-        """Write ``<base>_weights.png``, ``<base>_jacobian.png``, ``<base>_gauge.png``."""
+        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
         base = Path(base)
-        stem = base.with_suffix("") if base.suffix.lower() == ".png" else base
+        stem = base.with_suffix("") if base.suffix.lower() in (".png", ".svg") else base
         written = []
-        for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
-                           ("gauge", self.gauge)):
-            path = stem.with_name(f"{stem.name}_{name}.png")
-            export_png(plot, str(path))
-            written.append(path)
+        for kind, write in (("png", export_png), ("svg", export_svg)):
+            for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
+                               ("gauge", self.gauge)):
+                path = stem.with_name(f"{stem.name}_{name}.{kind}")
+                write(plot, str(path))
+                written.append(path)
         return written
 
     # -- internals ----------------------------------------------------------------------------

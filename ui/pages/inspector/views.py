@@ -67,6 +67,14 @@ def export_png(plot: pg.PlotWidget, path: str) -> None:
     atomic_write_bytes(path, bytes(data.data()))
 
 
+def export_svg(plot: pg.PlotWidget, path: str) -> None:
+    """The plot as SVG (pyqtgraph SVGExporter), written atomically."""
+    from pyqtgraph.exporters import SVGExporter
+
+    out = SVGExporter(plot.getPlotItem()).export(toBytes=True)
+    atomic_write_bytes(path, out if isinstance(out, bytes) else bytes(out))
+
+
 class WeightsPlot(pg.PlotWidget):
     """Bars of p_i and of p_i(1 - p_i), with the 0.25 ceiling of the latter."""
 
