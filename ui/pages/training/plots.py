@@ -59,6 +59,13 @@ class TrainingPanel(PlotPanel):
         sel = (state.run, state.layer, state.head) if self.uses_selection else None
         return (id(snap), sel, self.extra_key())
 
+    def clear_data(self) -> None:
+        super().clear_data()
+        if self.uses_selection:  # its title named the run, layer, head (and step) of the old data
+            for plot in self.plot_items():
+                plot.titleLabel.setText("")
+                plot.setTitle(None)
+
     def extra_key(self) -> Any:
         return None
 
@@ -314,11 +321,6 @@ class LogitDistributionPanel(TrainingPanel):
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
 
-    def clear_data(self) -> None:
-        super().clear_data()
-        self.plot.titleLabel.setText("")  # it named the run, layer, head (and step) of the old data
-        self.plot.setTitle(None)
-
     def draw(self, state: Any) -> None:
         snap = state.snapshot
         r, layer, head = _clamp_selection(snap, state)
@@ -406,11 +408,6 @@ class ProbeAttentionPanel(TrainingPanel):
                                     label="weight p", interactive=False, width=12)
         self.cbar.setImageItem(self.image, insert_in=self.plot)
         self._rows: list[dict[str, Any]] = []
-
-    def clear_data(self) -> None:
-        super().clear_data()
-        self.plot.titleLabel.setText("")  # it named the run, layer, head (and step) of the old data
-        self.plot.setTitle(None)
 
     def draw(self, state: Any) -> None:
         snap = state.snapshot
