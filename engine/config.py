@@ -95,7 +95,7 @@ class SimulationConfig(ConfigMethods):
     @property
     def exact_is_valid(self) -> bool:
         """The exact shortcut (scores drawn directly) holds for i.i.d. Gaussian entries and
-        rules that need only q.k (SCIENCE.md, "Exact shortcut"; the target key stays exact too)."""
+        rules that need only q.k (docs/SCIENCE.md, "Exact shortcut"; the target key stays exact too)."""
         return self.dist == "gaussian" and not (set(self.scalings) & RULES_NEEDING_VECTORS)
 
     @property

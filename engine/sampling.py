@@ -1,6 +1,6 @@
 """Drawing query-key similarities, chunk by chunk, on NumPy or torch (CPU/CUDA).
 
-Two methods (SCIENCE.md, "Exact shortcut for Gaussian keys"):
+Two methods (docs/SCIENCE.md, "Exact shortcut for Gaussian keys"):
 
 * ``explicit`` draws the vectors. Keys are processed in blocks so one block holds at most
   ``VECTOR_BUDGET`` numbers, whatever d_k and n_keys are: memory stays bounded.

@@ -1,7 +1,7 @@
 """Softmax and its diagnostics, stable for any score spread (|s| up to 1e6 and beyond).
 
 All functions work on the last axis of NumPy arrays of shape (..., n) and keep the input dtype
-(float64 or float32). See SCIENCE.md, "Numerics that must hold":
+(float64 or float32). See docs/SCIENCE.md, "Numerics that must hold":
 
 * softmax subtracts the row max;
 * ``1 - p_max`` is never formed: it is the sum of the other weights;

@@ -1,4 +1,4 @@
-"""Closed-form predictions: score moments (SCIENCE.md, "The core argument") and normal overlays.
+"""Closed-form predictions: score moments (docs/SCIENCE.md, "The core argument") and normal overlays.
 
 Key 0 of every row is the *target* key (correlation rho with the query); the other n-1 keys are
 independent of the query. With rho = 0 all n keys are alike.

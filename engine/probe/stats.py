@@ -1,4 +1,4 @@
-"""Per-head statistics of captured queries and keys, against the i.i.d. theory of SCIENCE.md.
+"""Per-head statistics of captured queries and keys, against the i.i.d. theory of docs/SCIENCE.md.
 
 Raw scores ``s_ij = q_i . k_j`` are pooled over the visible (query, key) pairs of one head.
 
@@ -9,7 +9,7 @@ independent of each other and their coordinates independent, ``q.k = sum_c q_c k
     E[q.k]   = sum_c mq_c mk_c
     Var(q.k) = sum_c [(sq_c^2 + mq_c^2)(sk_c^2 + mk_c^2) - mq_c^2 mk_c^2]
 
-(SCIENCE.md's formula, one term per coordinate). Per-coordinate rather than pooled moments,
+(docs/SCIENCE.md's formula, one term per coordinate). Per-coordinate rather than pooled moments,
 because trained projections give coordinates very different means and spreads; pooling them
 would charge the theory with a mismatch that is only coordinate heterogeneity. What the ratio
 ``raw_std / iid_pred_std`` then measures is what the variance-1 argument ignores: correlation

@@ -5,7 +5,7 @@ No torch here: the GUI and ``--help`` import this module to build widgets and op
 Init scale of W_Q and W_K (``qk_init``): entries are drawn from N(0, qk_init^2 / d_model). With the
 pre-attention LayerNorm on (the default), the attention input has unit-variance entries, so each q
 and k entry has variance qk_init^2 at init: qk_init = 1 gives unit-variance q and k, the setting in
-which q.k has variance d_k (SCIENCE.md) and the scaling rules differ the most.
+which q.k has variance d_k (docs/SCIENCE.md) and the scaling rules differ the most.
 """
 
 from __future__ import annotations

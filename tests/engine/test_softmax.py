@@ -1,4 +1,4 @@
-"""Softmax numerics: SCIENCE.md's worked examples, outside oracles (mpmath, torch), properties."""
+"""Softmax numerics: docs/SCIENCE.md's worked examples, outside oracles (mpmath, torch), properties."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from engine.softmax import JACOBIAN_ENTRY_MAX, attention, jacobian, row_metrics, softmax
 
-WORKED = [  # scores, softmax, largest |J| entry: SCIENCE.md's table, digits as printed there
+WORKED = [  # scores, softmax, largest |J| entry: docs/SCIENCE.md's table, digits as printed there
     ([8, 0, -8], ["0.99966454", "0.00033535", "1.1249742e-7"], "0.00033535"),
     ([1, 0, -1], ["0.66524096", "0.24472847", "0.09003057"], "0.22269543"),
     ([16, 8, 0, -8], ["0.99966454", "0.00033535", "1.1249742e-7", "3.77e-11"], "0.00033535"),

@@ -35,7 +35,7 @@ def test_entropy_at_step0_is_ordered_none_sqrt_dk_at_large_dk():
     assert ent["none"] < ent["sqrt"] < ent["dk"]
     assert ent["none"] < 0.2 and ent["dk"] > 0.95  # near one-hot vs near uniform
     std = {r: snap.final("logit_std", r) for r in snap.rules}
-    # unit-variance q, k: the logit std is ~sqrt(d_k), ~1 and ~1/sqrt(d_k) (SCIENCE.md)
+    # unit-variance q, k: the logit std is ~sqrt(d_k), ~1 and ~1/sqrt(d_k) (docs/SCIENCE.md)
     d = snap.config.head_dim
     assert 0.7 * math.sqrt(d) < std["none"] < 1.3 * math.sqrt(d)
     assert 0.7 < std["sqrt"] < 1.3

@@ -6,7 +6,7 @@ import math
 
 
 def sig(x: float, digits: int = 8) -> str:
-    """``digits`` significant digits, as in SCIENCE.md's worked examples (0.99966454, 1.1249742e-07)."""
+    """``digits`` significant digits, as in docs/SCIENCE.md's worked examples (0.99966454, 1.1249742e-07)."""
     return f"{x:.{digits}g}"
 
 

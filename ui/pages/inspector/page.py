@@ -48,7 +48,7 @@ from ui.theme import LIGHT, Theme
 
 DEBOUNCE_MS = 150
 MAX_TEXT = 1_000_000
-#: the worked examples of SCIENCE.md (scores, scale)
+#: the worked examples of docs/SCIENCE.md (scores, scale)
 EXAMPLES: tuple[tuple[str, Sequence[float], float], ...] = (
     ("8, 0, −8: saturated", (8, 0, -8), 1.0),
     ("8, 0, −8 divided by 4", (8, 0, -8), 4.0),
