@@ -8,9 +8,9 @@ a 30 Hz timer takes it and the page redraws what changed and is visible.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +64,6 @@ reruns; results refine while trials stream in. Each scaling rule keeps its colou
 <p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values.</p>"""
 
 
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 class MainWindow(QMainWindow):
     #: the current generation produced its final state (simulation and sweep)
     results_complete = Signal()
@@ -98,12 +91,11 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.page, "Simulation")
         self._lazy: dict[int, tuple[str, str]] = {}
         self.pages: dict[str, QWidget] = {}
-        for title, module, cls in LAZY_PAGES:
-            if _module_exists(module):
-                placeholder = QLabel(f"Loading {title}…")
-                placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-                index = self.tabs.addTab(placeholder, title)
-                self._lazy[index] = (module, cls)
+        for title, module, cls in LAZY_PAGES:  # always a tab: one that fails to load says why
+            placeholder = QLabel(f"Loading {title}…")
+            placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            index = self.tabs.addTab(placeholder, title)
+            self._lazy[index] = (module, cls)
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
         self.setCentralWidget(self.tabs)
@@ -210,12 +202,10 @@ class MainWindow(QMainWindow):
             self.theme_actions[name] = act
         v.addSeparator()
         v.addAction(self.params_dock.toggleViewAction())
-        if _module_exists(TOUR[0]):
-            self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
+        self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
         self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
-        if _module_exists(TOUR[0]):
-            self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
+        self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
 
     # -- lazy pages ----------------------------------------------------------------------------
     def _build_lazy_tab(self, index: int) -> None:
@@ -225,8 +215,11 @@ class MainWindow(QMainWindow):
         module, cls = spec
         try:
             page = getattr(importlib.import_module(module), cls)(self)
-        except Exception as exc:
+        except Exception as exc:  # the tab stays and shows why (and the traceback goes to stderr)
+            traceback.print_exc()
             page = QLabel(f"This page could not be loaded:\n{type(exc).__name__}: {exc}")
+            page.setObjectName("page_load_error")
+            page.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             page.setAlignment(Qt.AlignmentFlag.AlignCenter)
         title = self.tabs.tabText(index)
         old = self.tabs.widget(index)
@@ -238,10 +231,7 @@ class MainWindow(QMainWindow):
         old.deleteLater()
         self.pages[cls] = page
         if hasattr(page, "apply_theme"):
-            try:
-                page.apply_theme(THEMES[self.theme_name])
-            except Exception:
-                pass
+            page.apply_theme(THEMES[self.theme_name])
 
     def _sync_params_dock(self, index: int) -> None:
         on_simulation = self.tabs.widget(index) is self.page
@@ -269,7 +259,8 @@ class MainWindow(QMainWindow):
                 module = importlib.import_module(TOUR[0])
                 self.tour = getattr(module, TOUR[1])(self)
             except Exception as exc:
-                self.message("Guided tour", f"The tour could not be loaded: {exc}", error=True)
+                traceback.print_exc()
+                self.message("Guided tour", f"The tour could not be loaded: {type(exc).__name__}: {exc}", error=True)
                 return
             self.tour.apply_config.connect(self.apply_config)
             self.tour.highlight.connect(self.highlight_plot)
@@ -418,10 +409,7 @@ class MainWindow(QMainWindow):
         self.page.apply_theme(theme)
         for page in self.pages.values():
             if hasattr(page, "apply_theme"):
-                try:
-                    page.apply_theme(theme)
-                except Exception:
-                    pass
+                page.apply_theme(theme)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

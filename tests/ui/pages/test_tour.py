@@ -203,10 +203,8 @@ def test_render_offscreen(panel, tmp_path) -> None:
 
 
 def test_plot_ids_match_the_main_window_panels() -> None:
-    try:
-        from ui.plots import PLOT_IDS as PANEL_IDS
-    except ImportError as exc:  # the panels are another module's job; skip while it is absent
-        pytest.skip(f"ui.plots not importable: {exc}")
+    from ui.plots import PLOT_IDS as PANEL_IDS
+
     assert set(PLOT_IDS) == set(PANEL_IDS)
 
 

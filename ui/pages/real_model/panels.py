@@ -73,11 +73,8 @@ def _int_ticks(count: int, most: int) -> list[list[tuple[float, str]]]:
 
 def theme_colorbar(bar: pg.ColorBarItem, theme: Theme) -> None:
     """Axis, tick labels and label of a colour bar in the theme's foreground."""
-    for name in ("left", "right", "bottom", "top"):
-        try:
-            axis = bar.getAxis(name)
-        except Exception:
-            continue
+    for name in ("left", "right", "bottom", "top"):  # a ColorBarItem (a PlotItem) has all four
+        axis = bar.getAxis(name)
         axis.setPen(theme.foreground)
         axis.setTextPen(theme.foreground)
         if axis.labelText:
