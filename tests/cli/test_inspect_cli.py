@@ -65,3 +65,17 @@ def test_a_spread_beyond_float_range_is_refused_not_nan() -> None:
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "SCORE" in r.stderr
     assert "nan" not in r.stdout.lower()
+
+
+def test_the_saturated_diagonal_of_40_0_minus3() -> None:
+    """The README's example: the first diagonal entry is 4.46e-18, not 0 (1 - p_max rounds away)."""
+    import mpmath
+
+    with mpmath.workdps(100):
+        p = [mpmath.exp(x) for x in (40, 0, -3)]
+        z = mpmath.fsum(p)
+        want = float(p[0] / z * (p[1] + p[2]) / z)
+    r = run("40", "0", "-3", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jacobian"][0][0] == pytest.approx(want, rel=1e-13)
+    assert f"{want:.3g}" == "4.46e-18"

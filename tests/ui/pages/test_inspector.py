@@ -285,3 +285,16 @@ def test_series_colours_come_from_the_theme(page) -> None:
             assert pen.color().name().lower() == theme.limit.lower()
         for _sample, label in wp.legend.items:  # legend text re-rendered in the theme's colour
             assert f"color:{theme.foreground.lower()}" in label.item.toHtml().lower().replace(" ", "")
+
+
+def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> None:
+    """40, 0, -3: 1 - p_max rounds away in float64; the heatmap and hover show 4.46e-18."""
+    with mpmath.workdps(100):
+        p = [mpmath.exp(x) for x in (40, 0, -3)]
+        want = float(p[0] / mpmath.fsum(p) * (p[1] + p[2]) / mpmath.fsum(p))
+    page.set_scores([40, 0, -3], 1)
+    assert page.heatmap.image.image[0, 0] == pytest.approx(want, rel=1e-13)
+    vb = page.heatmap.getPlotItem().vb
+    with qtbot.waitSignal(page.heatmap.hovered) as blocker:
+        page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
+    assert blocker.args[0] == f"J[0, 0] = {want:.8g}"
