@@ -248,11 +248,7 @@ def sweep(
         yield SweepPoint(index=i, total=total, snapshot=snap)
 
 
-def sweep_total_trials(sweep_cfg: SweepConfig) -> int:
-    return sweep_cfg.base.trials * len(sweep_cfg.d_ks)
-
-
 __all__ = [
     "Cancelled", "RuleResult", "SimulationSnapshot", "SweepPoint", "run_simulation", "simulate",
-    "sweep", "sweep_total_trials",
+    "sweep",
 ]

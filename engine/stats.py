@@ -20,9 +20,6 @@ class Estimate:
     mean: float
     se: float
 
-    def ci95(self) -> tuple[float, float]:
-        return (self.mean - 1.959964 * self.se, self.mean + 1.959964 * self.se)
-
 
 class RunningMoments:
     """Mean and variance of k per-trial quantities, merged chunk by chunk (Chan et al.).

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,7 +82,6 @@ class TrainingSnapshot:
     diverged_step: np.ndarray  #: (R,) int, -1 while the run is healthy
     collapse_step: np.ndarray  #: (R, L, H) int: start of a collapse that has lasted, else -1
     percentiles: tuple[float, ...] = PERCENTILES
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_logs(self) -> int:
@@ -428,12 +427,6 @@ class Trainer:
         torch.save({"config": self.cfg.to_dict(), "step": self.step,
                     "weights": self.state_dicts()}, buf)
         atomic_write_bytes(path, buf.getvalue())
-
-
-def train(cfg: TrainingConfig, cancelled: Callable[[], bool] | None = None
-          ) -> Iterator[TrainingSnapshot]:
-    """The generator form: a fresh trainer run to the end (or until ``cancelled()``)."""
-    yield from Trainer(cfg).iterate(cancelled)
 
 
 def run_training(cfg: TrainingConfig,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.softmax import JACOBIAN_ENTRY_MAX, attention, jacobian, row_metrics, softmax
+from engine.softmax import JACOBIAN_ENTRY_MAX, jacobian, row_metrics, softmax
 
 WORKED = [  # scores, softmax, largest |J| entry: docs/SCIENCE.md's table, digits as printed there
     ([8, 0, -8], ["0.99966454", "0.00033535", "1.1249742e-7"], "0.00033535"),
@@ -95,23 +95,6 @@ def test_jacobian_matrix_equals_torch_autograd() -> None:
                                                   torch.tensor(s, dtype=torch.float64))
         np.testing.assert_allclose(jacobian(softmax(s)), auto.numpy(), atol=1e-15)
         assert row_metrics(s).jacobian_fro == pytest.approx(float(torch.linalg.norm(auto)), rel=1e-12)
-
-
-def test_attention_equals_torch_sdpa() -> None:
-    rng = np.random.default_rng(2)
-    q, k, v = rng.normal(size=(2, 3, 5, 16)), rng.normal(size=(2, 3, 7, 16)), rng.normal(size=(2, 3, 7, 4))
-    for scale in (None, 1.0, 1 / 16):
-        out, w = attention(q, k, v, scale=scale)
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            *(torch.tensor(a) for a in (q, k, v)), scale=scale)
-        np.testing.assert_allclose(out, ref.numpy(), atol=1e-12)
-        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
-    mask = np.tril(np.ones((5, 7), dtype=bool))
-    out, w = attention(q, k, v, mask=mask)
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        *(torch.tensor(a) for a in (q, k, v)), attn_mask=torch.tensor(mask))
-    np.testing.assert_allclose(out, ref.numpy(), atol=1e-12)
-    assert np.all(w[..., ~mask] == 0)
 
 
 def test_largest_entry_never_exceeds_quarter() -> None:

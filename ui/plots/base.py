@@ -47,7 +47,7 @@ def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle = Qt.PenStyle.Sol
 
 
 class PlotPanel(QFrame):
-    """Base class of the six plots. ``plot_id`` is the stable id the tour highlights."""
+    """Base class of the simulation panels. ``plot_id`` is the stable id the tour highlights."""
 
     plot_id = ""
     title = ""

@@ -1,1 +1,1 @@
-"""The simulation page: six live plots and the results table."""
+"""The simulation page: the live plot panels and the results table."""

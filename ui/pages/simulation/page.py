@@ -1,4 +1,4 @@
-"""The simulation page: the six plots in a scrollable grid and the results table.
+"""The simulation page: its plot panels (ui.plots.PANEL_CLASSES) in a scrollable grid and the results table.
 
 The page only draws: the window hands it the latest :class:`LabState`, and on every redraw tick
 each panel redraws if its data changed and it is on screen (a panel scrolled into view catches up

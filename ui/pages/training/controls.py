@@ -196,12 +196,6 @@ class TrainingControls(QWidget):
         self.preset_text.setText(p.description)
         self.set_config(p.config)
 
-    def select_preset(self, name: str) -> None:
-        index = self.preset_box.findData(name)
-        if index >= 0:
-            self.preset_box.setCurrentIndex(index)
-            self._load_preset()
-
     def set_config(self, cfg: TrainingConfig) -> None:
         self.blockSignals(True)
         try:
