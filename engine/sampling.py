@@ -14,7 +14,6 @@ Key 0 of each row is the target key: its standardized entries are rho*z_q + sqrt
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from engine.config import SimulationConfig
+from engine.device import cuda_available as cuda_available  # re-exported for older callers
+from engine.device import resolve_device, torch_available
 from engine.errors import Cancelled, ConfigError
 from engine.rules import RULE_REGISTRY, RawScores
 
@@ -33,46 +34,18 @@ LAYER_NORM_EPS = 1e-5
 SQRT3 = math.sqrt(3.0)
 
 
-def cuda_available() -> bool:
-    """True when torch sees a CUDA device. Avoids importing torch where no NVIDIA driver exists."""
-    if not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidia0")
-            or os.environ.get("CUDA_VISIBLE_DEVICES")):
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def torch_available() -> bool:
-    from importlib.util import find_spec
-
-    return find_spec("torch") is not None
-
-
 def resolve_backend(cfg: SimulationConfig) -> tuple[str, str]:
-    """(backend, device) actually used: auto = torch on CUDA when a GPU is visible, else NumPy."""
+    """(backend, device) actually used: auto = torch on CUDA when a GPU is visible, else NumPy;
+    the device comes from :func:`engine.device.resolve_device`, as for training."""
     if cfg.backend == "numpy":
         return "numpy", "cpu"
     if cfg.backend == "auto":
-        if cfg.device == "cpu":
-            return "numpy", "cpu"
-        if cuda_available():
-            return "torch", "cuda"
-        if cfg.device == "cuda":
-            raise ConfigError("device", "cuda requested but torch sees no CUDA device here")
-        return "numpy", "cpu"
+        device = resolve_device(cfg.device)
+        return ("torch", "cuda") if device == "cuda" else ("numpy", "cpu")
     # backend == torch
     if not torch_available():
         raise ConfigError("backend", "torch is not installed; use numpy or auto")
-    if cfg.device == "cpu":
-        return "torch", "cpu"
-    if cuda_available():
-        return "torch", "cuda"
-    if cfg.device == "cuda":
-        raise ConfigError("device", "cuda requested but torch sees no CUDA device here")
-    return "torch", "cpu"
+    return "torch", resolve_device(cfg.device)
 
 
 def seed_sequence(cfg: SimulationConfig) -> np.random.SeedSequence:

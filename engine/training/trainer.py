@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from engine.sampling import cuda_available
+from engine.device import resolve_device as _resolve_device
 from engine.training.config import TrainingConfig
 from engine.training.model import AttentionCapture, AttentionModel
 from engine.training.observe import PERCENTILES, head_stats, logit_edges
@@ -45,16 +45,8 @@ HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 
 
 def resolve_device(cfg: TrainingConfig) -> str:
-    """auto = CUDA when torch sees a device, else CPU."""
-    from engine.errors import ConfigError
-
-    if cfg.device == "cpu":
-        return "cpu"
-    if cuda_available():
-        return "cuda"
-    if cfg.device == "cuda":
-        raise ConfigError("device", "cuda requested but torch sees no CUDA device here")
-    return "cpu"
+    """auto = CUDA when torch sees a device, else CPU (the same resolution as the simulation)."""
+    return _resolve_device(cfg.device)
 
 
 @dataclass(frozen=True)
