@@ -108,23 +108,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result) -> None:
-    import numpy as np
+    from engine.probe.summary import summarize
 
-    from engine.probe.export import head_table
-
-    t = head_table(result)
-    rows = []
-    for layer in range(result.n_layers):
-        rows.append({
-            "layer": layer,
-            "ratio": f"{t['std_ratio'][layer].min():.2f}-{t['std_ratio'][layer].max():.2f}",
-            "raw_std": float(np.median(t["raw_std"][layer])),
-            "h_model": float(np.median(t["entropy_norm_model"][layer])),
-            "h_none": float(np.median(t["entropy_norm_none"][layer])),
-            "h_dk": float(np.median(t["entropy_norm_dk"][layer])),
-            "sat_none": float(np.median(t["saturated_frac_none"][layer])),
-            "diff": float(t["attn_max_abs_diff"][layer].max()),
-        })
+    summary = summarize(result)
+    rows = [{
+        "layer": row.layer, "ratio": f"{row.ratio_min:.2f}-{row.ratio_max:.2f}",
+        "raw_std": row.raw_std, "h_model": row.entropy_norm_model, "h_none": row.entropy_norm_none,
+        "h_dk": row.entropy_norm_dk, "sat_none": row.saturated_frac_none,
+        "diff": row.attn_max_abs_diff,
+    } for row in summary.layers]
     print(f"{result.model_name} ({result.model_type}, {result.n_layers} layers x {result.n_heads} "
           f"heads, d_k {result.d_k}), {result.n_tokens} tokens; model scale "
           f"{result.scale_model[0]:.4g} (1/sqrt(d_k) = {result.d_k ** -0.5:.4g})")
@@ -133,11 +125,10 @@ def _print_summary(result) -> None:
         ("h_model", "H/log n model"), ("h_none", "H/log n none"), ("h_dk", "H/log n dk"),
         ("sat_none", "saturated none"), ("diff", "max|attn diff|")]))
     print("(medians over the heads of each layer; std ratio = measured / i.i.d. prediction)")
-    ratio, ratio_se = t["std_ratio"], t["std_ratio_se"]
-    se = f", bootstrap SE {np.median(ratio_se):.2g} typical" if ratio_se.max() > 0 else ""
-    print(f"std ratio {ratio.min():.3f}..{ratio.max():.3f} (median {np.median(ratio):.3f}{se}); "
-          f"H/log n: model {np.mean(t['entropy_norm_model']):.3f}, none "
-          f"{np.mean(t['entropy_norm_none']):.3f}, dk {np.mean(t['entropy_norm_dk']):.3f} "
+    s, h = summary, summary.entropy_norm
+    se = f", bootstrap SE {s.ratio_se_median:.2g} typical" if s.ratio_se_median is not None else ""
+    print(f"std ratio {s.ratio_min:.3f}..{s.ratio_max:.3f} (median {s.ratio_median:.3f}{se}); "
+          f"H/log n: model {h['model']:.3f}, none {h['none']:.3f}, dk {h['dk']:.3f} "
           f"(means over heads); attention matches the model to "
-          f"{t['attn_max_abs_diff'].max():.1e}; load {result.load_s:.2f} s, forward "
+          f"{s.attn_max_abs_diff:.1e}; load {result.load_s:.2f} s, forward "
           f"{result.forward_s:.3f} s, statistics {result.stats_s:.3f} s")

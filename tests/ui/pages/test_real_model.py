@@ -235,3 +235,14 @@ def test_a_failed_export_leaves_no_half_folder(page, qtbot, tiny_folder: Path, t
     assert "No space left" in page.last_message
     assert list(tmp_path.iterdir()) == []
     assert page.grid_panel.group == "spread"  # the shown grid group is restored
+
+
+def test_the_summary_shows_the_engine_summary(page, qtbot, tiny_folder: Path) -> None:
+    from engine.probe.summary import summarize
+
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "Why is the attention score scaled?")
+    s = summarize(page.result)
+    text = page.summary_label.text()
+    assert f"median {s.ratio_median:.2f}" in text
+    assert f"no scale {s.entropy_norm['none']:.2f}" in text and f"1/d_k {s.entropy_norm['dk']:.2f}" in text

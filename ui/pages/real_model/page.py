@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -43,6 +42,7 @@ from engine.probe.loader import (
     resolve_model_dir,
     tokenize,
 )
+from engine.probe.summary import summarize
 from ui.pages.real_model.panels import (
     PROBE_NAMES,
     HeadAttentionPanel,
@@ -403,18 +403,18 @@ class RealModelPage(QWidget):
                if res.truncated_from is not None else "")
         self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
                                                               else "") + cut)
-        ratio, ratio_se = self.table["std_ratio"], self.table["std_ratio_se"]
-        se_note = (f", bootstrap SE {float(np.median(ratio_se)):.2g} typical"
-                   if ratio_se.max() > 0 else "")
+        s = summarize(res, self.table)
+        se_note = (f", bootstrap SE {s.ratio_se_median:.2g} typical"
+                   if s.ratio_se_median is not None else "")
         self.summary_label.setText(
             f"{res.model_name}: {res.n_layers} layers × {res.n_heads} heads, d_k {res.d_k}, "
             f"{res.n_tokens} tokens.<br>"
-            f"std ratio measured / i.i.d.: {ratio.min():.2f} to {ratio.max():.2f} "
-            f"(median {float(np.median(ratio)):.2f}{se_note}).<br>"
-            f"mean H/log n: model {self.table['entropy_norm_model'].mean():.2f}, "
-            f"no scale {self.table['entropy_norm_none'].mean():.2f}, "
-            f"1/d_k {self.table['entropy_norm_dk'].mean():.2f}.<br>"
-            f"attention matches the model to {self.table['attn_max_abs_diff'].max():.1e}.")
+            f"std ratio measured / i.i.d.: {s.ratio_min:.2f} to {s.ratio_max:.2f} "
+            f"(median {s.ratio_median:.2f}{se_note}).<br>"
+            f"mean H/log n: model {s.entropy_norm['model']:.2f}, "
+            f"no scale {s.entropy_norm['none']:.2f}, "
+            f"1/d_k {s.entropy_norm['dk']:.2f}.<br>"
+            f"attention matches the model to {s.attn_max_abs_diff:.1e}.")
         self.export_button.setEnabled(True)
         self._update_view()
 
