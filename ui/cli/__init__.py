@@ -12,4 +12,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("ui.cli.train", "train a tiny attention model under several scaling rules side by side"),
     "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
                     "vs. the i.i.d. theory"),
+    "reproduce": ("ui.cli.reproduce", "measure every published number again and compare "
+                  "(exit 1 if one drifted)"),
 }

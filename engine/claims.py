@@ -1,0 +1,252 @@
+"""Published numbers, checked: every figure the README, presets and tour state, measured again.
+
+A claim is data (``resources/claims.json``): where it is published, what produces it (a
+simulation, the inspector, a training run), the published value as printed, and how close the
+measurement must come. The tolerance is half a unit of the last printed digit (rounding), plus a
+multiple of the measured standard error for Monte-Carlo figures (default 3 SE): a changed random
+stream may move a figure by its noise, a changed formula or threshold moves it by more.
+``published`` may also be a bound, ``">0.5"`` or ``"<0.05"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+
+CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
+KINDS = ("simulate", "inspect", "train")
+#: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
+DEFAULT_SE_MULTIPLE = 3.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    where: str  #: the file and section that publish it
+    text: str  #: the sentence as published (short)
+    kind: str  #: "simulate", "inspect" or "train"
+    params: dict[str, Any]  #: the config of the run (SimulationConfig / TrainingConfig fields, or scores and scale)
+    measure: dict[str, Any]  #: what to read from the run (see the measurers below)
+    published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
+    printed: str = ""  #: how the source writes it, when not as ``published`` ("1/d_k", "3.4·10⁻⁴")
+    scale: float = 1.0  #: the measurement times this is compared (100 for a percentage)
+    se_multiple: float = DEFAULT_SE_MULTIPLE
+    slow: bool = False  #: skipped under --fast
+
+    @property
+    def command(self) -> str:
+        """The run that produces it, as parameters (for the table)."""
+        return f"{self.kind} {json.dumps(self.params, separators=(',', '='))}"
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    claim: Claim
+    measured: float | None  #: None when skipped
+    se: float  #: standard error of ``measured`` (0 for exact figures), already scaled
+    tolerance: float  #: allowed |measured - published| (nan for a bound)
+    status: str  #: "ok", "FAIL" or "skipped"
+    note: str = ""
+
+    def row(self) -> dict[str, Any]:
+        c = self.claim
+
+        def finite(x: float | None) -> float | str:  # CSV cells: blank where there is no number
+            return x if x is not None and math.isfinite(x) else ""
+
+        return {"id": c.id, "where": c.where, "status": self.status, "published": c.published,
+                "measured": finite(self.measured), "se": self.se, "tolerance": finite(self.tolerance),
+                "command": c.command, "text": c.text, "note": self.note}
+
+
+ROW_COLUMNS = ("id", "where", "status", "published", "measured", "se", "tolerance", "command",
+               "text", "note")
+
+
+def load_claims(path: str | Path | None = None) -> list[Claim]:
+    """Read and validate the claims file; errors name the claim and its field."""
+    path = Path(path) if path is not None else CLAIMS_FILE
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError("claims", f"cannot read {str(path)!r}: {exc}") from None
+    items = raw.get("claims") if isinstance(raw, dict) else None
+    if not isinstance(items, list) or not items:
+        raise ConfigError("claims", f"{str(path)!r} must hold {{\"claims\": [...]}} with at least one claim")
+    claims, seen = [], set()
+    for i, item in enumerate(items):
+        claim = _claim(item, i)
+        if claim.id in seen:
+            raise ConfigError("claims", f"claim id {claim.id!r} appears twice")
+        seen.add(claim.id)
+        claims.append(claim)
+    return claims
+
+
+def _claim(item: Any, index: int) -> Claim:
+    where = f"claim {index}"
+    if not isinstance(item, dict):
+        raise ConfigError("claims", f"{where} must be an object")
+    where = f"claim {item.get('id', index)!r}"
+    known = set(Claim.__dataclass_fields__)
+    unknown = set(item) - known
+    if unknown:
+        raise ConfigError("claims", f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    missing = {"id", "where", "text", "kind", "params", "measure", "published"} - set(item)
+    if missing:
+        raise ConfigError("claims", f"{where}: missing field(s) {', '.join(sorted(missing))}")
+    if item["kind"] not in KINDS:
+        raise ConfigError("claims", f"{where}: kind must be one of {', '.join(KINDS)}")
+    if not isinstance(item["params"], dict) or not isinstance(item["measure"], dict):
+        raise ConfigError("claims", f"{where}: params and measure must be objects")
+    try:
+        _parse_published(str(item["published"]))
+    except ValueError as exc:
+        raise ConfigError("claims", f"{where}: {exc}") from None
+    return Claim(**{**item, "published": str(item["published"])})
+
+
+def _parse_published(text: str) -> tuple[str, float, float]:
+    """(op, value, half a unit of the last printed digit); op is "=", ">" or "<"."""
+    s = text.strip()
+    op = "="
+    if s[:1] in "<>":
+        op, s = s[0], s[1:].strip()
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        raise ValueError(f"published must be a number as printed or a bound, got {text!r}") from None
+    if not d.is_finite():
+        raise ValueError(f"published must be finite, got {text!r}")
+    exponent = d.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return op, float(d), 0.5 * 10.0 ** exponent
+
+
+def judge(claim: Claim, measured: float, se: float) -> ClaimCheck:
+    """Compare one measurement (already scaled) with its published value."""
+    op, value, half = _parse_published(claim.published)
+    if not math.isfinite(measured):
+        return ClaimCheck(claim, measured, se, math.nan, "FAIL", "the measurement is not finite")
+    if op == ">":
+        return ClaimCheck(claim, measured, se, math.nan, "ok" if measured > value else "FAIL")
+    if op == "<":
+        return ClaimCheck(claim, measured, se, math.nan, "ok" if measured < value else "FAIL")
+    tol = half + claim.se_multiple * se
+    ok = abs(measured - value) <= tol * (1 + 1e-9)
+    return ClaimCheck(claim, measured, se, tol, "ok" if ok else "FAIL")
+
+
+# -- measurers: one per kind; each returns (value, standard error) before scaling -------------------
+@dataclass
+class _Cache:
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: Mapping[str, Any], make: Callable[[], Any]) -> Any:
+        k = json.dumps(key, sort_keys=True)
+        if k not in self.runs:
+            self.runs[k] = make()
+        return self.runs[k]
+
+
+def _measure_simulate(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    from engine.config import SimulationConfig
+    from engine.simulate import run_simulation
+
+    snap = cache.get({"simulate": claim.params},
+                     lambda: run_simulation(SimulationConfig.from_dict(claim.params)))
+    rows = {row["scaling"]: row for row in snap.summary_rows()}
+    m = claim.measure
+    rule = m.get("rule", next(iter(rows)))
+    if rule not in rows:
+        raise ConfigError("claims", f"claim {claim.id!r}: rule {rule!r} was not run")
+    row = rows[rule]
+    column = m["column"]
+    if column not in row:
+        raise ConfigError("claims", f"claim {claim.id!r}: no column {column!r} in summary.csv")
+    value = float(row[column])
+    se = float(row[m["se"]]) if "se" in m else 0.0
+    if m.get("transform") == "sqrt":  # a standard deviation from a variance (delta method)
+        value, se = math.sqrt(value), (se / (2 * math.sqrt(value)) if value > 0 else 0.0)
+    return value, se
+
+
+def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    from engine.inspect import inspect_scores
+    from engine.softmax import JACOBIAN_ENTRY_MAX
+
+    r = cache.get({"inspect": claim.params},
+                  lambda: inspect_scores(claim.params["scores"], claim.params.get("scale", 1.0)))
+    d = r.to_dict()
+    d["top_weight"] = float(max(r.weights))
+    d["quarter_over_max_entry"] = JACOBIAN_ENTRY_MAX / r.jacobian_max_abs
+    value: Any = d
+    for part in str(claim.measure["value"]).split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return float(value), 0.0
+
+
+def _measure_train(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    """``first_step_at``: the first logged step at which ``metric`` of ``rule`` reaches
+    ``threshold`` (inf if never); ``at_step``: the metric at a logged step."""
+    import numpy as np
+
+    from engine.training.config import TrainingConfig
+    from engine.training.presets import preset
+    from engine.training.trainer import run_training
+
+    params = dict(claim.params)
+    name = params.pop("preset", None)
+    base = preset(name).config if name is not None else TrainingConfig()
+
+    def run() -> Any:  # one torch thread: the published runs used it, and results depend on it
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return run_training(base.replace(**params))[1]
+        finally:
+            torch.set_num_threads(before)
+
+    snap = cache.get({"train": claim.params}, run)
+    m = claim.measure
+    r = snap.run_index(m["rule"])
+    series = snap.scalars[m.get("metric", "accuracy")][:, r]
+    steps = snap.log_steps
+    if "at_step" in m:
+        idx = np.flatnonzero(steps == int(m["at_step"]))
+        if idx.size == 0:
+            raise ConfigError("claims", f"claim {claim.id!r}: step {m['at_step']} was not logged")
+        return float(series[idx[0]]), 0.0
+    reached = np.flatnonzero(snap.valid[:, r] & (series >= float(m["threshold"])))
+    return (float(steps[reached[0]]) if reached.size else math.inf), 0.0
+
+
+MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
+    "simulate": _measure_simulate, "inspect": _measure_inspect, "train": _measure_train,
+}
+
+
+def check_claims(claims: list[Claim], fast: bool = False,
+                 cancelled: Callable[[], bool] | None = None) -> Iterator[ClaimCheck]:
+    """Measure and judge each claim in turn (runs shared by several claims are done once);
+    under ``fast`` the slow ones are reported as skipped."""
+    from engine.errors import Cancelled
+
+    cache = _Cache()
+    for claim in claims:
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        if fast and claim.slow:
+            yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", "slow: skipped under --fast")
+            continue
+        value, se = MEASURERS[claim.kind](claim, cache)
+        yield judge(claim, value * claim.scale, se * abs(claim.scale))

@@ -1,0 +1,73 @@
+"""``reproduce``: measure every published number again (resources/claims.json) and compare.
+
+Prints one line per claim (published, measured, tolerance, ok/FAIL/skipped) and exits 1 when
+any claim fails, so CI catches docs that drift from the code. ``--fast`` skips the slow claims
+(training runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PROG = "attention-lab reproduce"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fast", action="store_true", help="skip the slow claims (training runs)")
+    p.add_argument("--out", metavar="DIR", help="also write claims.csv (the table) into DIR")
+    p.add_argument("--claims", metavar="FILE",
+                   help="the claims file (default: resources/claims.json)")
+    p.add_argument("--only", metavar="TEXT", help="check only the claims whose id contains TEXT")
+    p.add_argument("--quiet", action="store_true", help="print only the failures and the tally")
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.claims import ROW_COLUMNS, check_claims, load_claims
+    from engine.errors import ConfigError
+    from ui.cli.common import fail, format_table
+
+    out = None
+    try:
+        claims = load_claims(args.claims)
+        if args.only:
+            claims = [c for c in claims if args.only in c.id]
+            if not claims:
+                raise ConfigError("only", f"no claim id contains {args.only!r}")
+        if args.out is not None:
+            from engine.io import ensure_writable_dir
+
+            out = ensure_writable_dir(args.out)
+        checks = []
+        for check in check_claims(claims, fast=args.fast):
+            checks.append(check)
+            if not args.quiet or check.status == "FAIL":
+                _print_line(check)
+    except ConfigError as exc:
+        fail(PROG, exc)
+    tally = {s: sum(c.status == s for c in checks) for s in ("ok", "FAIL", "skipped")}
+    print(f"{tally['ok']} ok, {tally['FAIL']} failed, {tally['skipped']} skipped "
+          f"(of {len(checks)} claims)")
+    if tally["FAIL"]:
+        rows = [c.row() for c in checks if c.status == "FAIL"]
+        print(format_table(rows, [("id", "failed claim"), ("published", "published"),
+                                  ("measured", "measured"), ("tolerance", "tolerance"),
+                                  ("where", "published in")]), file=sys.stderr)
+    if out is not None:
+        from engine.io import write_csv
+
+        path = write_csv(Path(out) / "claims.csv", [c.row() for c in checks], ROW_COLUMNS)
+        print(f"wrote {path.name} to {out}")
+    return 1 if tally["FAIL"] else 0
+
+
+def _print_line(check) -> None:
+    c = check.claim
+    if check.status == "skipped":
+        print(f"skipped  {c.id}: {check.note}")
+        return
+    tol = f"± {check.tolerance:.3g}" if check.tolerance == check.tolerance else "(a bound)"
+    se = f", SE {check.se:.2g}" if check.se > 0 else ""
+    print(f"{check.status:7}  {c.id}: published {c.published}, measured {check.measured:.6g}{se}, "
+          f"tolerance {tol}  [{c.where}]")
