@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ui.headless import install_message_filter
+
 _T0 = time.perf_counter()
 SCREENSHOT_TIMEOUT_S = 180.0
 
@@ -15,21 +17,6 @@ SCREENSHOT_TIMEOUT_S = 180.0
 def _timing(label: str) -> None:
     if os.environ.get("ATTENTION_LAB_TIMING"):
         sys.stderr.write(f"[timing] {label}: {time.perf_counter() - _T0:.3f} s after ui.app import\n")
-
-
-#: harmless messages of the offscreen platform (e.g. under --screenshot or in CI)
-_QUIET = ("This plugin does not support propagateSizeHints()",)
-
-
-def install_message_filter() -> None:
-    """Drop known-harmless Qt warnings; everything else still reaches stderr."""
-    from PySide6.QtCore import qInstallMessageHandler
-
-    def handler(_mode: Any, _context: Any, message: str) -> None:
-        if message not in _QUIET:
-            sys.stderr.write(message + "\n")
-
-    qInstallMessageHandler(handler)
 
 
 def _writable_target(path: str) -> bool:

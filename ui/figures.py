@@ -11,24 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ui.headless import ensure_app
+
 #: panel size in pixels (the sweep has five small plots, so it is wider)
 SIZES = {"sweep": (1600, 450)}
 DEFAULT_SIZE = (900, 600)
-
-
-def ensure_app() -> Any:
-    """The QApplication, created headless when there is no display."""
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
-
-    from ui.app import install_message_filter
-
-    app = QApplication.instance()
-    if app is None:  # our own app (the CLI): keep stderr clean; a host app keeps its handler
-        install_message_filter()
-        app = QApplication([])
-    return app
 
 
 def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:

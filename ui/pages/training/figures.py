@@ -15,7 +15,7 @@ SIZE = (900, 560)
 
 def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light"
                            ) -> list[Path]:
-    from ui.figures import ensure_app
+    from ui.headless import ensure_app
 
     app = ensure_app()
     from PySide6.QtCore import Qt

@@ -1,0 +1,36 @@
+"""A QApplication for offscreen rendering (``--figures``, the Training figures), and the filter
+that keeps known-harmless Qt warnings off stderr. No page, plot or window imports here, so any
+layer may use it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+#: harmless messages of the offscreen platform (e.g. under --screenshot or in CI)
+_QUIET = ("This plugin does not support propagateSizeHints()",)
+
+
+def install_message_filter() -> None:
+    """Drop known-harmless Qt warnings; everything else still reaches stderr."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode: Any, _context: Any, message: str) -> None:
+        if message not in _QUIET:
+            sys.stderr.write(message + "\n")
+
+    qInstallMessageHandler(handler)
+
+
+def ensure_app() -> Any:
+    """The QApplication, created headless when there is no display."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:  # our own app (the CLI): keep stderr clean; a host app keeps its handler
+        install_message_filter()
+        app = QApplication([])
+    return app
