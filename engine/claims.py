@@ -21,7 +21,7 @@ from typing import Any
 from engine.errors import ConfigError
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
-KINDS = ("simulate", "inspect", "train")
+KINDS = ("simulate", "inspect", "train", "probe")
 #: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
 
@@ -31,7 +31,7 @@ class Claim:
     id: str
     where: str  #: the file and section that publish it
     text: str  #: the sentence as published (short)
-    kind: str  #: "simulate", "inspect" or "train"
+    kind: str  #: "simulate", "inspect", "train" or "probe"
     params: dict[str, Any]  #: the config of the run (SimulationConfig / TrainingConfig fields, or scores and scale)
     measure: dict[str, Any]  #: what to read from the run (see the measurers below)
     published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
@@ -230,8 +230,48 @@ def _measure_train(claim: Claim, cache: _Cache) -> tuple[float, float]:
     return (float(steps[reached[0]]) if reached.size else math.inf), 0.0
 
 
+class Unavailable(Exception):
+    """What a claim needs is not installed here (e.g. the real model): reported as skipped."""
+
+
+def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    """A figure of the probe summary (engine.probe.summary) on a preset text of
+    resources/probe_texts.json (``text_preset``: its name up to the first " (") or ``text``."""
+    import dataclasses
+
+    from engine.probe.analyze import analyze, run_to_result
+    from engine.probe.config import ProbeConfig
+    from engine.probe.loader import models_extra_available
+    from engine.probe.summary import summarize
+
+    if not models_extra_available():
+        raise Unavailable("the models extra is not installed")
+    params = dict(claim.params)
+    name = params.pop("text_preset", None)
+    if name is not None:
+        texts = json.loads((CLAIMS_FILE.parent / "probe_texts.json").read_text(encoding="utf-8"))
+        found = [p["text"] for p in texts["presets"] if p["name"].split(" (")[0] == name]
+        if not found:
+            raise ConfigError("claims", f"claim {claim.id!r}: no probe text named {name!r}")
+        params["text"] = found[0]
+
+    def run() -> Any:
+        try:
+            return summarize(run_to_result(analyze(ProbeConfig(**params))))
+        except ConfigError as exc:
+            if exc.field == "model":
+                raise Unavailable(exc.message) from None
+            raise
+
+    value: Any = dataclasses.asdict(cache.get({"probe": claim.params}, run))
+    for part in str(claim.measure["value"]).split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return float(value), 0.0
+
+
 MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
     "simulate": _measure_simulate, "inspect": _measure_inspect, "train": _measure_train,
+    "probe": _measure_probe,
 }
 
 
@@ -248,5 +288,9 @@ def check_claims(claims: list[Claim], fast: bool = False,
         if fast and claim.slow:
             yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", "slow: skipped under --fast")
             continue
-        value, se = MEASURERS[claim.kind](claim, cache)
+        try:
+            value, se = MEASURERS[claim.kind](claim, cache)
+        except Unavailable as exc:
+            yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", f"unavailable: {exc}")
+            continue
         yield judge(claim, value * claim.scale, se * abs(claim.scale))

@@ -92,3 +92,12 @@ def test_the_shipped_file_is_valid_json_with_unique_ids() -> None:
     raw = json.loads((ROOT / "resources" / "claims.json").read_text(encoding="utf-8"))
     ids = [c["id"] for c in raw["claims"]]
     assert len(ids) == len(set(ids)) == len(load_claims())
+
+
+def test_a_probe_claim_without_the_models_extra_is_skipped(monkeypatch) -> None:
+    import engine.probe.loader as loader
+
+    monkeypatch.setattr(loader, "models_extra_available", lambda: False)
+    claim = next(c for c in load_claims() if c.kind == "probe")
+    (check,) = check_claims([claim])
+    assert check.status == "skipped" and "models extra" in check.note
