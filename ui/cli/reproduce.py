@@ -69,5 +69,5 @@ def _print_line(check) -> None:
         return
     tol = f"± {check.tolerance:.3g}" if check.tolerance == check.tolerance else "(a bound)"
     se = f", SE {check.se:.2g}" if check.se > 0 else ""
-    print(f"{check.status:7}  {c.id}: published {c.published}, measured {check.measured:.6g}{se}, "
+    print(f"{check.status:7}  {c.id}: published {c.published}, measured {check.measured:.10g}{se}, "
           f"tolerance {tol}  [{c.where}]")
