@@ -12,4 +12,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("ui.cli.train", "train a tiny attention model under several scaling rules side by side"),
     "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
                     "vs. the i.i.d. theory"),
+    "audit-model": ("ui.cli.audit_model", "measure the scale each layer and head of a real model "
+                    "applies; catch scaling bugs; what another scale would do"),
 }

@@ -1,0 +1,187 @@
+"""Fit the one factor s that makes softmax(s * q.k + mask) reproduce a model's own attention.
+
+The objective is the mean over query rows of KL(P || softmax(s z)). As a function of s it is
+convex (log-sum-exp is convex, the rest is linear), so a golden-section search on log s finds the
+minimum to ~1e-5, and Newton steps on s polish it (quadratic convergence). Everything is vectorized over heads.
+
+The fit judges itself: ``misfit`` is the KL left at the best s (float32 rounding of the model's
+probabilities, or a model that is not a scaled softmax of q.k). A candidate scale is *consistent*
+with the data when it reproduces P as well as the best fit does, i.e. when its KL exceeds the
+minimum by no more than the misfit itself (or than the KL that float32 rounding of P alone
+causes, :data:`KL_FLOOR`). With the curvature c of the KL in log s this is the band
+``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)`` (``tol_log``): no tolerance is
+chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
+logits) cannot be audited.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: float32 resolution of a probability near 1 (the model's attention is float32)
+EPS32 = float(np.finfo(np.float32).eps)
+#: KL that float32 rounding of the probabilities alone causes: sum_j (eps P_j)^2 / (2 P_j)
+KL_FLOOR = EPS32**2 / 2
+#: the search range of s (log space); far wider than any real scale
+LOG_S_RANGE = (math.log(1e-5), math.log(1e4))
+#: identifiability probes: the fit at s * 0.9 and s * 1.1
+PROBES = (0.9, 1.1)
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+@dataclass(frozen=True)
+class ScaleFit:
+    """Per-head fit results, every array of shape (H,)."""
+
+    scale: np.ndarray  #: fitted s
+    misfit: np.ndarray  #: mean KL(P || softmax(s z)) per row at s
+    curvature: np.ndarray  #: d^2 KL / d(log s)^2 at s
+    tol_log: np.ndarray  #: the consistency band on log s (inf when not identifiable)
+    residual_max_abs: np.ndarray  #: max |P - softmax(s z)| over visible pairs of counted rows
+    residual_probe: np.ndarray  #: (H, 2) the same at 0.9 s and 1.1 s
+    worse_probe: np.ndarray  #: (H, 2) KL increase at 0.9 s and 1.1 s over the minimum
+    identifiable: np.ndarray  #: bool: both probes worsen the fit by more than the band allows
+    weight_sum: np.ndarray  #: mean row sum of P over visible keys (1 for a softmax)
+    weight_sum_tol: float  #: how far a float32 softmax row sum may stray from 1 (n * eps)
+    rows: int  #: query rows counted (those that see at least 2 keys)
+
+
+def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    z = np.where(vis, z, -np.inf)
+    m = z.max(axis=-1, keepdims=True)
+    sh = z - m
+    return sh - np.log(np.exp(sh).sum(axis=-1, keepdims=True))
+
+
+def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray
+        ) -> np.ndarray:
+    """(H,) mean over rows of KL(P || softmax(exp(log_s) z)); z, p: (H, R, n)."""
+    s = np.exp(log_s)[:, None, None]
+    logq = _log_softmax(s * z, vis)
+    cross = (p * np.where(vis, logq, 0.0)).sum(axis=-1)
+    return (plogp - cross).mean(axis=-1)
+
+
+def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
+              iterations: int = 30) -> ScaleFit:
+    """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
+    ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
+    dropped (their softmax is 1 whatever s is)."""
+    z = np.asarray(scores, dtype=np.float64)
+    p = np.asarray(probs, dtype=np.float64)
+    vis = np.asarray(visible, dtype=bool)
+    ok = vis.sum(axis=-1) >= 2
+    z, p, vis = z[:, ok], p[:, ok], vis[ok]
+    h, r = z.shape[0], z.shape[1]
+    if r == 0:
+        raise ValueError("no query row sees two or more keys; nothing to fit")
+    n_keys = int(vis.sum(axis=-1).max())
+    p = np.where(vis, p, 0.0)
+    row_sum = p.sum(axis=-1)  # (H, R)
+    weight_sum = row_sum.mean(axis=-1)
+    p = p / np.where(row_sum > 0, row_sum, 1.0)[..., None]  # the fit compares shapes, not mass
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
+    zv = np.where(vis, z, 0.0)
+
+    # golden-section search on log s (the KL is unimodal in log s), all heads at once
+    lo = np.full(h, LOG_S_RANGE[0])
+    hi = np.full(h, LOG_S_RANGE[1])
+    a = hi - _GOLDEN * (hi - lo)
+    b = lo + _GOLDEN * (hi - lo)
+    fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+    for _ in range(iterations):
+        left = fa < fb  # minimum in [lo, b]
+        hi = np.where(left, b, hi)
+        lo = np.where(left, lo, a)
+        new_b = np.where(left, a, lo + _GOLDEN * (hi - lo))
+        new_a = np.where(left, hi - _GOLDEN * (hi - lo), b)
+        fa_new = np.where(left, np.nan, fb)
+        fb_new = np.where(left, fa, np.nan)
+        a, b = new_a, new_b
+        need_a, need_b = np.isnan(fa_new), np.isnan(fb_new)
+        fa = np.where(need_a, _kl(a, zv, p, plogp, vis), fa_new)
+        fb = np.where(need_b, _kl(b, zv, p, plogp, vis), fb_new)
+    log_s = (lo + hi) / 2
+    f = _kl(log_s, zv, p, plogp, vis)
+    for _ in range(4):  # Newton on s: gradient E_Q z - E_P z, Hessian Var_Q z (per row, mean)
+        s = np.exp(log_s)
+        q = np.exp(_log_softmax(s[:, None, None] * zv, vis))
+        eq = (q * zv).sum(-1)
+        grad = (eq - (p * zv).sum(-1)).mean(-1)
+        hess = (np.where(vis, q * (zv - eq[..., None]) ** 2, 0.0).sum(-1)).mean(-1)
+        step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
+        s_new = s - step
+        cand = np.log(np.where(s_new > 0, s_new, s))
+        f_new = _kl(cand, zv, p, plogp, vis)
+        better = f_new < f
+        log_s = np.where(better, cand, log_s)
+        f = np.where(better, f_new, f)
+    s = np.exp(log_s)
+    q = np.exp(_log_softmax(s[:, None, None] * zv, vis))
+    eq = (q * zv).sum(-1, keepdims=True)
+    curv = (s**2) * np.where(vis, q * (zv - eq) ** 2, 0.0).sum(-1).mean(-1)
+    misfit = np.maximum(f, 0.0)
+    band = np.maximum(misfit, KL_FLOOR)
+    with np.errstate(divide="ignore"):
+        tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
+    resid = np.where(vis, np.abs(p - q), 0.0).max(axis=(-1, -2))
+    resid_probe = np.empty((h, 2))
+    worse = np.empty((h, 2))
+    for i, factor in enumerate(PROBES):
+        lp = log_s + math.log(factor)
+        qp = np.exp(_log_softmax(np.exp(lp)[:, None, None] * zv, vis))
+        resid_probe[:, i] = np.where(vis, np.abs(p - qp), 0.0).max(axis=(-1, -2))
+        worse[:, i] = _kl(lp, zv, p, plogp, vis) - f
+    identifiable = (worse.min(axis=1) > band) & np.isfinite(tol_log)
+    tol_log = np.where(identifiable, tol_log, np.inf)
+    return ScaleFit(scale=s, misfit=misfit, curvature=curv, tol_log=tol_log,
+                    residual_max_abs=resid, residual_probe=resid_probe, worse_probe=worse,
+                    identifiable=identifiable, weight_sum=weight_sum,
+                    weight_sum_tol=n_keys * EPS32, rows=r)
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+STANDARD = "1/sqrt(d_k)"
+TWICE = "scaled twice"
+UNSCALED = "unscaled"
+DMODEL = "scaled by 1/sqrt(d_model)"
+AFTER_SOFTMAX = "scaled after softmax"
+NOT_AUDITABLE = "cannot be audited (near-uniform logits)"
+#: verdicts that mean "as standard" (a layer with any other verdict is flagged)
+OK_VERDICTS = (STANDARD,)
+
+
+def candidates(d_k: int, d_model: int) -> list[tuple[str, float]]:
+    """(verdict, s * sqrt(d_k)) of every known scale, standard first."""
+    out = [(STANDARD, 1.0), (TWICE, d_k**-0.5), (UNSCALED, d_k**0.5)]
+    if d_model != d_k:
+        out.append((DMODEL, (d_k / d_model) ** 0.5))
+    return out
+
+
+def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
+            weight_sum_tol: float, d_k: int, d_model: int) -> str:
+    """The verdict in words for one fitted scale (a head, or a layer's joint fit)."""
+    if abs(weight_sum - 1.0) > weight_sum_tol:
+        return f"{AFTER_SOFTMAX} (weights sum to {weight_sum:.3g})"
+    if not identifiable:
+        return NOT_AUDITABLE
+    x = scale * math.sqrt(d_k)
+    best = None
+    for name, c in candidates(d_k, d_model):
+        gap = abs(math.log(x / c))
+        if gap <= tol_log and (best is None or gap < best[1]):
+            best = (name, gap)
+    if best is not None:
+        return best[0]
+    return f"other: s * sqrt(d_k) = {x:.3g}"
+
+
+def is_flagged(text: str) -> bool:
+    """True for any verdict other than the standard scale (not-auditable is not a flag)."""
+    return text not in OK_VERDICTS and text != NOT_AUDITABLE
