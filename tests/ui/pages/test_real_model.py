@@ -235,3 +235,70 @@ def test_a_failed_export_leaves_no_half_folder(page, qtbot, tiny_folder: Path, t
     assert "No space left" in page.last_message
     assert list(tmp_path.iterdir()) == []
     assert page.grid_panel.group == "spread"  # the shown grid group is restored
+
+
+def _wait_idle(page, qtbot, done) -> None:
+    qtbot.waitUntil(lambda: done() and not page.worker.is_running()
+                    and not page.stop_button.isEnabled(), timeout=60_000)
+
+
+def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
+                                                 tmp_path: Path) -> None:
+    """The audit grid fills, 'break it' flags the broken layer, the what-if slider changes the
+    per-head grids, the hover read-out goes when the pointer leaves, Export all writes it all."""
+    from ui.pages.real_model.audit_panels import AUDIT_HOVER_HINT
+
+    assert page.set_model_dir(str(tiny_folder))
+    page.text_edit.setPlainText("Why is the attention score scaled? The softmax of the query and "
+                                "key is the head width.")
+    assert page.run_audit()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    a = page.audit_result
+    panel = page.audit_panel
+    assert a.layer_verdicts == ["1/sqrt(d_k)"] * 2
+    img = panel.image.image
+    assert img is not None and img.shape == (2, 4) and np.allclose(img, 0.0, atol=1e-5)  # log2(1)
+    assert "every layer applies" in panel.verdict_label.text()
+    assert page.tabs.currentWidget() is panel
+    scene = panel.plot.getViewBox().mapViewToScene(QPointF(3.0, 1.0))
+    panel._on_move(scene)
+    assert panel.hover_label.text().startswith("layer 1, head 3: s = ")
+    panel._leave.on_leave()
+    assert panel.hover_label.text() == AUDIT_HOVER_HINT
+
+    # break it: layer 1 unscaled -> flagged in words and on the grid
+    panel.layer_spin.setValue(1)
+    panel.kind_box.setCurrentIndex(panel.kind_box.findData("none"))
+    first = page.audit_result
+    panel.inject_button.click()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not first)
+    b = page.audit_result
+    assert b.layer_verdicts == ["1/sqrt(d_k)", "unscaled"] and b.inject == {1: "none"}
+    assert np.allclose(panel.image.image[1], np.log2(np.sqrt(8)), atol=1e-4)
+    assert "layer 1: unscaled" in panel.verdict_label.text()
+    second = page.audit_result
+    panel.clear_button.click()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not second)
+    assert page.audit_result.flagged_layers() == []
+
+    # what-if: curves over m, the slider moves the per-head grids
+    wp = page.whatif_panel
+    assert page.run_whatif(None)
+    _wait_idle(page, qtbot, lambda: page.whatif_result is not None)
+    w = page.whatif_result
+    assert page.tabs.currentWidget() is wp
+    xs, ys = wp.ent_curve.getData()
+    assert len(xs) == len(w.multipliers) == 13 and np.all(np.diff(ys) < 0)
+    assert wp.m_label.text() == "m = 1"
+    at_one = wp.grid_images[0].image.copy()
+    wp.slider.setValue(wp.slider.maximum())
+    assert wp.m_label.text() == "m = 8"
+    assert wp.grid_images[0].image.mean() < at_one.mean()
+
+    out = page.export_all(tmp_path)
+    assert out is not None, page.last_message
+    names = {p.name for p in out.iterdir()}
+    assert {"scale_audit.png", "scale_audit.svg", "whatif.png", "whatif.svg", "audit.csv",
+            "layers.csv", "whatif.csv"} <= names
+    assert len(read_csv(out / "audit.csv")) == 8
+    assert len(read_csv(out / "whatif.csv")) == 13
