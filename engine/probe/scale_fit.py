@@ -2,7 +2,7 @@
 
 The objective is the mean over query rows of KL(P || softmax(s z)). As a function of s it is
 convex (log-sum-exp is convex, the rest is linear), so a golden-section search on log s finds the
-minimum to ~1e-5, and Newton steps on s polish it (quadratic convergence). Everything is vectorized over heads.
+minimum to a few per cent, and safeguarded Newton steps on s polish it (quadratic convergence). Everything is vectorized over heads.
 
 The fit judges itself: ``misfit`` is the KL left at the best s (float32 rounding of the model's
 probabilities, or a model that is not a scaled softmax of q.k). A candidate scale is *consistent*
@@ -65,11 +65,25 @@ def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis:
     return (plogp - cross).mean(axis=-1)
 
 
+def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
+          vis: np.ndarray) -> tuple[np.ndarray, ...]:
+    """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
+    s = np.exp(log_s)[:, None, None]
+    logq = np.where(vis, _log_softmax(s * z, vis), 0.0)
+    q = np.where(vis, np.exp(logq), 0.0)
+    f = (plogp - (p * logq).sum(-1)).mean(-1)
+    eq = (q * z).sum(-1)
+    grad = (eq - ep).mean(-1)
+    hess = (q * (z - eq[..., None]) ** 2).sum(-1).mean(-1)
+    return f, grad, hess, q
+
+
 def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
-              iterations: int = 30) -> ScaleFit:
+              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None) -> ScaleFit:
     """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
     ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
-    dropped (their softmax is 1 whatever s is)."""
+    dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
+    starts Newton there (a layer's joint fit starts from its heads' fits)."""
     z = np.asarray(scores, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     vis = np.asarray(visible, dtype=bool)
@@ -87,55 +101,59 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
         plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
     zv = np.where(vis, z, 0.0)
 
-    # golden-section search on log s (the KL is unimodal in log s), all heads at once
-    lo = np.full(h, LOG_S_RANGE[0])
-    hi = np.full(h, LOG_S_RANGE[1])
-    a = hi - _GOLDEN * (hi - lo)
-    b = lo + _GOLDEN * (hi - lo)
-    fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
-    for _ in range(iterations):
-        left = fa < fb  # minimum in [lo, b]
-        hi = np.where(left, b, hi)
-        lo = np.where(left, lo, a)
-        new_b = np.where(left, a, lo + _GOLDEN * (hi - lo))
-        new_a = np.where(left, hi - _GOLDEN * (hi - lo), b)
-        fa_new = np.where(left, np.nan, fb)
-        fb_new = np.where(left, fa, np.nan)
-        a, b = new_a, new_b
-        need_a, need_b = np.isnan(fa_new), np.isnan(fb_new)
-        fa = np.where(need_a, _kl(a, zv, p, plogp, vis), fa_new)
-        fb = np.where(need_b, _kl(b, zv, p, plogp, vis), fb_new)
-    log_s = (lo + hi) / 2
-    f = _kl(log_s, zv, p, plogp, vis)
-    for _ in range(4):  # Newton on s: gradient E_Q z - E_P z, Hessian Var_Q z (per row, mean)
-        s = np.exp(log_s)
-        q = np.exp(_log_softmax(s[:, None, None] * zv, vis))
-        eq = (q * zv).sum(-1)
-        grad = (eq - (p * zv).sum(-1)).mean(-1)
-        hess = (np.where(vis, q * (zv - eq[..., None]) ** 2, 0.0).sum(-1)).mean(-1)
+    if start is None:
+        # golden-section search on log s (the KL is unimodal in log s), all heads at once, one
+        # evaluation per step: each head evaluates its own new interior point
+        lo = np.full(h, LOG_S_RANGE[0])
+        hi = np.full(h, LOG_S_RANGE[1])
+        a = hi - _GOLDEN * (hi - lo)
+        b = lo + _GOLDEN * (hi - lo)
+        fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+        for _ in range(iterations):
+            left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
+            hi = np.where(left, b, hi)
+            lo = np.where(left, lo, a)
+            a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
+            b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
+            f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
+            fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
+            a, b = a_next, b_next
+        log_s = np.where(fa < fb, a, b)
+    else:
+        log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
+    # Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z); a step that does not lower the KL
+    # is halved (the KL is convex in s, so this converges quadratically)
+    ep = (p * zv).sum(-1)
+    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
+    for _ in range(newton):
+        s_cur = np.exp(log_s)
         step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
-        s_new = s - step
-        cand = np.log(np.where(s_new > 0, s_new, s))
-        f_new = _kl(cand, zv, p, plogp, vis)
-        better = f_new < f
-        log_s = np.where(better, cand, log_s)
-        f = np.where(better, f_new, f)
+        for _half in range(4):
+            s_new = s_cur - step
+            cand = np.log(np.where(s_new > 0, s_new, s_cur))
+            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis)
+            better = fc < f
+            log_s = np.where(better, cand, log_s)
+            f = np.where(better, fc, f)
+            grad = np.where(better, gc, grad)
+            hess = np.where(better, hc, hess)
+            q = np.where(better[:, None, None], qc, q)
+            if better.all():
+                break
+            step = np.where(better, 0.0, step / 2)
     s = np.exp(log_s)
-    q = np.exp(_log_softmax(s[:, None, None] * zv, vis))
-    eq = (q * zv).sum(-1, keepdims=True)
-    curv = (s**2) * np.where(vis, q * (zv - eq) ** 2, 0.0).sum(-1).mean(-1)
+    curv = (s**2) * hess
     misfit = np.maximum(f, 0.0)
     band = np.maximum(misfit, KL_FLOOR)
     with np.errstate(divide="ignore"):
         tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
-    resid = np.where(vis, np.abs(p - q), 0.0).max(axis=(-1, -2))
+    resid = np.abs(p - q).max(axis=(-1, -2))
     resid_probe = np.empty((h, 2))
     worse = np.empty((h, 2))
     for i, factor in enumerate(PROBES):
-        lp = log_s + math.log(factor)
-        qp = np.exp(_log_softmax(np.exp(lp)[:, None, None] * zv, vis))
-        resid_probe[:, i] = np.where(vis, np.abs(p - qp), 0.0).max(axis=(-1, -2))
-        worse[:, i] = _kl(lp, zv, p, plogp, vis) - f
+        fp, _g, _h, qp = _eval(log_s + math.log(factor), zv, p, plogp, ep, vis)
+        resid_probe[:, i] = np.abs(p - qp).max(axis=(-1, -2))
+        worse[:, i] = fp - f
     identifiable = (worse.min(axis=1) > band) & np.isfinite(tol_log)
     tol_log = np.where(identifiable, tol_log, np.inf)
     return ScaleFit(scale=s, misfit=misfit, curvature=curv, tol_log=tol_log,
