@@ -128,6 +128,10 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     for _ in range(newton):
         s_cur = np.exp(log_s)
         step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
+        active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
+        if not active.any():
+            break
+        step = np.where(active, step, 0.0)
         for _half in range(4):
             s_new = s_cur - step
             cand = np.log(np.where(s_new > 0, s_new, s_cur))
@@ -138,7 +142,7 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
             grad = np.where(better, gc, grad)
             hess = np.where(better, hc, hess)
             q = np.where(better[:, None, None], qc, q)
-            if better.all():
+            if (better | ~active).all():
                 break
             step = np.where(better, 0.0, step / 2)
     s = np.exp(log_s)
