@@ -9,8 +9,8 @@ probabilities, or a model that is not a scaled softmax of q.k). A candidate scal
 with the data when it reproduces P as well as the best fit does, i.e. when its KL exceeds the
 minimum by no more than the misfit itself (or than the KL that float32 rounding of P alone
 causes, :data:`KL_FLOOR`). With the curvature c of the KL in log s this is the band
-``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)`` (``tol_log``): no tolerance is
-chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
+``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)``, and never narrower than the
+float32 resolution of the scale itself (``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
 logits) cannot be audited.
 """
 
@@ -151,6 +151,8 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     band = np.maximum(misfit, KL_FLOOR)
     with np.errstate(divide="ignore"):
         tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
+    # a model keeps its scale in float32: factors closer than its resolution are the same number
+    tol_log = np.maximum(tol_log, EPS32)
     resid = np.abs(p - q).max(axis=(-1, -2))
     resid_probe = np.empty((h, 2))
     worse = np.empty((h, 2))
