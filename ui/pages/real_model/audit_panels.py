@@ -204,7 +204,7 @@ class AuditPanel(PlotPanel):
 
 class WhatIfPanel(PlotPanel):
     plot_id = "whatif"
-    title = "What if the scale were m times the model's"
+    title = "What-if: logits × m"
     run_requested = Signal(object)  #: the layer (None = all)
     index_changed = Signal(int)
 
@@ -242,7 +242,7 @@ class WhatIfPanel(PlotPanel):
             own = pg.InfiniteLine(pos=0.0, angle=90, label="model's own scale",
                                   labelOpts={"position": 0.95})
             std = pg.InfiniteLine(pos=0.0, angle=90, label="1/√d_k", labelOpts={"position": 0.8})
-            pick = pg.InfiniteLine(pos=0.0, angle=90)
+            pick = pg.InfiniteLine(pos=0.0, angle=90, label="grids", labelOpts={"position": 0.05})
             for line in (own, std, pick):
                 line.setVisible(False)
                 p.addItem(line, ignoreBounds=True)
@@ -314,8 +314,9 @@ class WhatIfPanel(PlotPanel):
         for line in self.std_lines:
             line.setPen(pg.mkPen(rule_color("sqrt"), width=1.5, style=Qt.PenStyle.DotLine))
             line.label.setColor(rule_color("sqrt"))
-        for line in self.pick_lines:
-            line.setPen(pg.mkPen(theme.highlight, width=2))
+        for line in self.pick_lines:  # the m of the grids: thin, under the model's own mark
+            line.setPen(pg.mkPen(theme.highlight + "A0", width=4))
+            line.setZValue(-1)
         for bar in self.grid_bars:
             theme_colorbar(bar, theme)
 

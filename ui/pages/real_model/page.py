@@ -489,6 +489,8 @@ class RealModelPage(QWidget):
     def _on_finished(self, _gen: int) -> None:
         self.tick()
         self._set_running(False)
+        if self._job != "probe":
+            self.show_tokens()  # the model is loaded now: the token list can follow the text
         if self._job == "audit" and self.audit_result is not None:
             a = self.audit_result
             flagged = a.flagged_layers()
