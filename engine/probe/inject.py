@@ -60,6 +60,9 @@ def injected(loaded: LoadedModel, bugs: Mapping[int, str]) -> Iterator[dict[int,
     """Plant ``bugs`` ({layer: kind}); yields {layer: the factor now applied to q.k (before the
     softmax, or after it for ``after_softmax``)}."""
     check_layers(loaded, bugs, "inject")
+    if not bugs:  # nothing to plant: touch nothing (works on modules without 'scaling' too)
+        yield {}
+        return
     mods = attention_modules(loaded)
     d_k, d_model = loaded.info.d_k, loaded.info.d_model
     saved = [m.scaling for m in mods]

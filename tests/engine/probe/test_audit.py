@@ -231,3 +231,19 @@ def test_minilm_injected_layers_and_only_they_are_flagged(minilm) -> None:
     s2, s4 = r.layer_fits[2].scale[0], r.layer_fits[4].scale[0]
     assert abs(math.log(s2 * d_k)) <= r.layer_fits[2].tol_log[0]  # injected 1/d_k
     assert abs(math.log(s4)) <= r.layer_fits[4].tol_log[0]  # injected 1
+
+
+def test_after_softmax_and_twice_on_gpt2_change_the_output(make_gpt2) -> None:
+    import torch
+
+    loaded = make_gpt2(initializer_range=0.3, layers=2)
+    ids = torch.as_tensor([IDS])
+    with torch.inference_mode():
+        base = loaded.model(input_ids=ids).last_hidden_state
+    from engine.probe.inject import injected
+
+    with injected(loaded, {1: "after_softmax"}), torch.inference_mode():
+        broken = loaded.model(input_ids=ids).last_hidden_state
+    assert not torch.allclose(base, broken)  # the values really see the rescaled weights
+    r = _audit_ids(loaded, IDS, {0: "twice", 1: "after_softmax"})
+    assert r.layer_verdicts == [TWICE, "scaled after softmax (weights sum to 0.354)"]

@@ -316,6 +316,7 @@ class WhatIfPanel(PlotPanel):
             line.label.setColor(rule_color("sqrt"))
         for line in self.pick_lines:  # the m of the grids: thin, under the model's own mark
             line.setPen(pg.mkPen(theme.highlight + "A0", width=4))
+            line.label.setColor(theme.highlight)
             line.setZValue(-1)
         for bar in self.grid_bars:
             theme_colorbar(bar, theme)
