@@ -13,6 +13,7 @@ and starts no threads. Training lab weights (``weights.pt``) are audited by
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -142,6 +143,12 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
         if agreeing and any(_kind(v) != _kind(agreeing[0]) for v in agreeing):
             kinds = sorted({_kind(v) for v in agreeing})
             lv = f"mixed: {'; '.join(kinds)}"
+        elif agreeing and _kind(agreeing[0]) == "other: s * sqrt(d_k)":
+            ok = hf.identifiable
+            x = hf.scale[ok] * np.sqrt(d_k)
+            # heads whose "other" scales differ by more than their tolerances: no one layer scale
+            if x.size > 1 and math.log(x.max() / x.min()) > 2 * float(hf.tol_log[ok].max()):
+                lv = f"mixed: other, s * sqrt(d_k) from {x.min():.3g} to {x.max():.3g}"
         layer_v.append(lv)
     return head_fits, layer_fits, head_v, layer_v
 

@@ -247,3 +247,19 @@ def test_after_softmax_and_twice_on_gpt2_change_the_output(make_gpt2) -> None:
     assert not torch.allclose(base, broken)  # the values really see the rescaled weights
     r = _audit_ids(loaded, IDS, {0: "twice", 1: "after_softmax"})
     assert r.layer_verdicts == [TWICE, "scaled after softmax (weights sum to 0.354)"]
+
+
+def test_heads_with_different_scales_make_a_mixed_layer() -> None:
+    from engine.probe.audit import fit_layers
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(0, 3, size=(3, 16, 16))
+    vis = np.ones((16, 16), dtype=bool)
+    d_k = 16
+    scales = np.array([0.6, 0.9, 1.7]) / math.sqrt(d_k)
+    p = np.stack([_softmax(s * z[i], vis) for i, s in enumerate(scales)]).astype(np.float32)
+    _hf, _lf, hv, lv = fit_layers([z], [p], vis, d_k, 64)
+    assert hv[0] == ["other: s * sqrt(d_k) = 0.6", "other: s * sqrt(d_k) = 0.9",
+                     "other: s * sqrt(d_k) = 1.7"]
+    assert lv[0] == "mixed: other, s * sqrt(d_k) from 0.6 to 1.7"
+    assert is_flagged(lv[0])
