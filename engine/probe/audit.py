@@ -199,11 +199,15 @@ def audit_capture(loaded: Any, cap: Any, tokens: tuple[str, ...], bugs: Mapping[
     n_layers = q.shape[0]
     scores = [q[i] @ np.swapaxes(k[i], -1, -2) for i in range(n_layers)]
     probs = [cap.model_attn[i].astype(np.float64) for i in range(n_layers)]
-    stages: list[int] = []
-    gen_out = fit_layers(scores, probs, cap.pair_mask, info.d_k, info.d_model, cancelled,
-                         stages.append)
-    yield AuditSnapshot("fit", 0.9)
-    head_fits, layer_fits, head_v, layer_v = gen_out
+    head_fits, layer_fits, head_v, layer_v = [], [], [], []
+    for layer in range(n_layers):  # one layer at a time: progress and a cancel check each
+        yield AuditSnapshot(f"fit, layer {layer + 1} of {n_layers}", 0.2 + 0.8 * layer / n_layers)
+        hf, lf, hv, lv = fit_layers(scores[layer:layer + 1], probs[layer:layer + 1],
+                                    cap.pair_mask, info.d_k, info.d_model, cancelled)
+        head_fits += hf
+        layer_fits += lf
+        head_v += hv
+        layer_v += lv
     keep = cap.valid_positions
     result = AuditResult(
         model_name=info.name, model_type=info.model_type, run=None, n_layers=n_layers,

@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="plant a scaling bug in a layer (from 0) before the audit; KIND is twice, "
                    "none, dmodel or after_softmax; repeatable")
     p.add_argument("--whatif", action="store_true",
-                   help="also multiply the logits by m = 1/8 .. 8 and write whatif.csv")
+                   help="also rerun the (intact) model with its logits x m, m = 1/8 .. 8, and "
+                   "write whatif.csv")
     p.add_argument("--whatif-layer", type=int, metavar="LAYER",
                    help="multiply only this layer's logits in the what-if sweep (default: all)")
     p.add_argument("--run", action="append", default=[], metavar="RULE",
