@@ -302,3 +302,32 @@ def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
             "layers.csv", "whatif.csv"} <= names
     assert len(read_csv(out / "audit.csv")) == 8
     assert len(read_csv(out / "whatif.csv")) == 13
+
+
+def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
+    """GPT-2: the output plot shows the perplexity (no pooled curve), marks m = 1 and the
+    standard scale, and the grids follow the chosen m."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from engine.probe.loader import info_from_config, wrap_model
+    from engine.probe.whatif import run_whatif, whatif
+    from ui.pages.real_model.audit_panels import WhatIfPanel, WhatIfView
+
+    torch.manual_seed(0)
+    net = transformers.GPT2Model(transformers.GPT2Config(
+        vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0,
+        eos_token_id=0, initializer_range=0.3, attn_implementation="eager"))
+    loaded = wrap_model(net, info_from_config(net.config, "tiny-gpt2"))
+    w = run_whatif(whatif(loaded, list(range(1, 20)), multipliers=(0.25, 1.0, 4.0)))
+    panel = show_widget(WhatIfPanel())
+    assert panel.refresh(WhatIfView(w, 2, 0.5), force=True)
+    _xs, ys = panel.cos_curve.getData()
+    np.testing.assert_allclose(ys, w.perplexity)
+    assert not panel.pool_curve.isVisible()
+    assert "perplexity" in panel.out_plot.getAxis("left").labelText
+    assert panel.model_lines[0].isVisible() and panel.std_lines[0].isVisible()
+    assert panel.m_label.text() == "m = 4"
+    np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
+    rows = panel.data_rows()
+    assert sum(r["series"] == "summary" for r in rows) == 3

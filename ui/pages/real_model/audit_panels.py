@@ -333,7 +333,9 @@ class WhatIfPanel(PlotPanel):
         self.sat_curve.setData(m, finite(w.saturated.mean(axis=(1, 2))))
         causal = w.perplexity is not None
         if causal:
-            self.out_plot.setLogMode(x=True, y=True)
+            ppl = finite(w.perplexity)
+            # a log axis only when the perplexity spans a decade (else it would show no ticks)
+            self.out_plot.setLogMode(x=True, y=bool(ppl.min() > 0 and ppl.max() / ppl.min() > 10))
             self.out_plot.setLabel("left", "perplexity of the text")
             self.cos_curve.setData(m, finite(w.perplexity))
             self.cos_curve.opts["name"] = "perplexity"
