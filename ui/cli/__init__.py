@@ -14,4 +14,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "vs. the i.i.d. theory"),
     "reproduce": ("ui.cli.reproduce", "measure every published number again and compare "
                   "(exit 1 if one drifted)"),
+    "audit-model": ("ui.cli.audit_model", "measure the scale each layer and head of a real model "
+                    "applies; catch scaling bugs; what another scale would do"),
 }

@@ -246,3 +246,97 @@ def test_the_summary_shows_the_engine_summary(page, qtbot, tiny_folder: Path) ->
     text = page.summary_label.text()
     assert f"median {s.ratio_median:.2f}" in text
     assert f"no scale {s.entropy_norm['none']:.2f}" in text and f"1/d_k {s.entropy_norm['dk']:.2f}" in text
+def _wait_idle(page, qtbot, done) -> None:
+    qtbot.waitUntil(lambda: done() and not page.worker.is_running()
+                    and not page.stop_button.isEnabled(), timeout=60_000)
+
+
+def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
+                                                 tmp_path: Path) -> None:
+    """The audit grid fills, 'break it' flags the broken layer, the what-if slider changes the
+    per-head grids, the hover read-out goes when the pointer leaves, Export all writes it all."""
+    from ui.pages.real_model.audit_panels import AUDIT_HOVER_HINT
+
+    assert page.set_model_dir(str(tiny_folder))
+    page.text_edit.setPlainText("Why is the attention score scaled? The softmax of the query and "
+                                "key is the head width.")
+    assert page.run_audit()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    a = page.audit_result
+    panel = page.audit_panel
+    assert a.layer_verdicts == ["1/sqrt(d_k)"] * 2
+    img = panel.image.image
+    assert img is not None and img.shape == (2, 4) and np.allclose(img, 0.0, atol=1e-5)  # log2(1)
+    assert "every layer applies" in panel.verdict_label.text()
+    assert page.tabs.currentWidget() is panel
+    scene = panel.plot.getViewBox().mapViewToScene(QPointF(3.0, 1.0))
+    panel._on_move(scene)
+    assert panel.hover_label.text().startswith("layer 1, head 3: s = ")
+    panel._leave.on_leave()
+    assert panel.hover_label.text() == AUDIT_HOVER_HINT
+
+    # break it: layer 1 unscaled -> flagged in words and on the grid
+    panel.layer_spin.setValue(1)
+    panel.kind_box.setCurrentIndex(panel.kind_box.findData("none"))
+    first = page.audit_result
+    panel.inject_button.click()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not first)
+    b = page.audit_result
+    assert b.layer_verdicts == ["1/sqrt(d_k)", "unscaled"] and b.inject == {1: "none"}
+    assert np.allclose(panel.image.image[1], np.log2(np.sqrt(8)), atol=1e-4)
+    assert "layer 1: unscaled" in panel.verdict_label.text()
+    second = page.audit_result
+    panel.clear_button.click()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not second)
+    assert page.audit_result.flagged_layers() == []
+
+    # what-if: curves over m, the slider moves the per-head grids
+    wp = page.whatif_panel
+    assert page.run_whatif(None)
+    _wait_idle(page, qtbot, lambda: page.whatif_result is not None)
+    w = page.whatif_result
+    assert page.tabs.currentWidget() is wp
+    xs, ys = wp.ent_curve.getData()
+    assert len(xs) == len(w.multipliers) == 13 and np.all(np.diff(ys) < 0)
+    assert wp.m_label.text() == "m = 1"
+    at_one = wp.grid_images[0].image.copy()
+    wp.slider.setValue(wp.slider.maximum())
+    assert wp.m_label.text() == "m = 8"
+    assert wp.grid_images[0].image.mean() < at_one.mean()
+
+    out = page.export_all(tmp_path)
+    assert out is not None, page.last_message
+    names = {p.name for p in out.iterdir()}
+    assert {"scale_audit.png", "scale_audit.svg", "whatif.png", "whatif.svg", "audit.csv",
+            "layers.csv", "whatif.csv"} <= names
+    assert len(read_csv(out / "audit.csv")) == 8
+    assert len(read_csv(out / "whatif.csv")) == 13
+
+
+def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
+    """GPT-2: the output plot shows the perplexity (no pooled curve), marks m = 1 and the
+    standard scale, and the grids follow the chosen m."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from engine.probe.loader import info_from_config, wrap_model
+    from engine.probe.whatif import run_whatif, whatif
+    from ui.pages.real_model.audit_panels import WhatIfPanel, WhatIfView
+
+    torch.manual_seed(0)
+    net = transformers.GPT2Model(transformers.GPT2Config(
+        vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0,
+        eos_token_id=0, initializer_range=0.3, attn_implementation="eager"))
+    loaded = wrap_model(net, info_from_config(net.config, "tiny-gpt2"))
+    w = run_whatif(whatif(loaded, list(range(1, 20)), multipliers=(0.25, 1.0, 4.0)))
+    panel = show_widget(WhatIfPanel())
+    assert panel.refresh(WhatIfView(w, 2, 0.5), force=True)
+    _xs, ys = panel.cos_curve.getData()
+    np.testing.assert_allclose(ys, w.perplexity)
+    assert not panel.pool_curve.isVisible()
+    assert "perplexity" in panel.out_plot.getAxis("left").labelText
+    assert panel.model_lines[0].isVisible() and panel.std_lines[0].isVisible()
+    assert panel.m_label.text() == "m = 4"
+    np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
+    rows = panel.data_rows()
+    assert sum(r["series"] == "summary" for r in rows) == 3

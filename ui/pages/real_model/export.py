@@ -1,4 +1,5 @@
-"""Export all of the Real-model page: every plot (each grid group) and the probe's own files."""
+"""Export all of the Real-model page: every plot (each grid group), the probe's own files, and
+the scale audit / what-if figures and tables when they were run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from engine.io import write_csv
+from engine.probe.audit_export import write_audit_outputs
 from engine.probe.export import write_outputs
 from ui.export import ExportError, export_panel, new_export_dir
 from ui.pages.real_model.panels import GRID_GROUPS
@@ -24,6 +27,28 @@ def export_probe(page: Any, parent: str | Path) -> Path:
 
 
 def _export_into(page: Any, out: Path) -> None:
+    if page.view is not None:
+        _export_probe_into(page, out)
+    views = ((page.audit_panel, page.audit_result is not None),
+             (page.whatif_panel, page.whatif_result is not None))
+    for panel, present in views:
+        if present:
+            page._refresh_audit_views()
+            if panel._state is not None:
+                panel.refresh(panel._state, force=True)
+            for kind in ("png", "svg", "csv"):
+                export_panel(panel, out / f"{panel.plot_id}.{kind}", kind)
+    try:
+        if page.audit_result is not None:
+            write_audit_outputs(out, [page.audit_result], page.whatif_result)
+        elif page.whatif_result is not None:
+            w = page.whatif_result
+            write_csv(out / "whatif.csv", w.rows(), w.columns())
+    except OSError as exc:
+        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+
+
+def _export_probe_into(page: Any, out: Path) -> None:
     grid = page.grid_panel
     shown = grid.group
     try:

@@ -1,4 +1,6 @@
-"""Real model: a pretrained model's attention scores per layer and head vs. the i.i.d. theory.
+"""Real model: a pretrained model's attention scores per layer and head vs. the i.i.d. theory,
+the scale audit (which factor each head really applies; plant a bug and see it flagged) and the
+what-if sweep (the model rerun with its logits times m).
 
 Widgets -> ProbeConfig -> ``engine.probe.analyze`` in the shared Worker (the model loads once,
 lazily, in that thread) -> latest snapshot -> panels redraw on a ~30 Hz timer. Without the optional
@@ -12,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -24,12 +27,14 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import ConfigError
 from engine.probe.analyze import ProbeResult, ProbeSnapshot, analyze, head_detail
+from engine.probe.audit import AuditConfig, AuditResult, AuditSnapshot, audit
 from engine.probe.config import PROBE_RULES, ProbeConfig
 from engine.probe.export import head_table
 from engine.probe.loader import (
@@ -43,6 +48,8 @@ from engine.probe.loader import (
     tokenize,
 )
 from engine.probe.summary import summarize
+from engine.probe.whatif import WhatIfResult, WhatIfSnapshot, whatif
+from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel, WhatIfView
 from ui.pages.real_model.panels import (
     PROBE_NAMES,
     HeadAttentionPanel,
@@ -87,6 +94,11 @@ class RealModelPage(QWidget):
         self.analyze_s = 0.0  #: wall time of the last analysis (load included if it loaded)
         self._started = 0.0
         self._snapshot: ProbeSnapshot | None = None
+        self.audit_result: AuditResult | None = None
+        self.whatif_result: WhatIfResult | None = None
+        self.whatif_index = 0
+        self.bugs: dict[int, str] = {}  #: planted by "break it" (layer -> kind)
+        self._job = "probe"  #: what the worker runs now: probe, audit or whatif
 
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
@@ -210,6 +222,16 @@ class RealModelPage(QWidget):
         self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
         for panel in self.panels:
             panel.export_requested.connect(self._export_panel_dialog)
+        self.audit_panel = AuditPanel(self)
+        self.audit_panel.run_requested.connect(self.run_audit)
+        self.audit_panel.inject_requested.connect(self.break_layer)
+        self.audit_panel.clear_requested.connect(self.repair)
+        self.whatif_panel = WhatIfPanel(self)
+        self.whatif_panel.run_requested.connect(self.run_whatif)
+        self.whatif_panel.index_changed.connect(self.set_whatif_index)
+        self.audit_panels = (self.audit_panel, self.whatif_panel)
+        for panel in self.audit_panels:
+            panel.export_requested.connect(self._export_panel_dialog)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.scores_panel)
         bottom.addWidget(self.attention_panel)
@@ -218,9 +240,14 @@ class RealModelPage(QWidget):
         right.addWidget(bottom)
         right.setStretchFactor(0, 1)
         right.setStretchFactor(1, 1)
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(right, "Per head")
+        self.tabs.addTab(self.audit_panel, "Scale audit")
+        self.tabs.addTab(self.whatif_panel, "What-if")
+        self.tabs.currentChanged.connect(lambda _i: self._refresh_audit_views())
         outer = QSplitter(Qt.Orientation.Horizontal, self)
         outer.addWidget(side)
-        outer.addWidget(right)
+        outer.addWidget(self.tabs)
         outer.setStretchFactor(1, 1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -286,6 +313,11 @@ class RealModelPage(QWidget):
         self.grid_panel.show_empty(*shape)
         self.scores_panel.show_empty()
         self.attention_panel.show_empty()
+        self.audit_result, self.whatif_result, self.bugs = None, None, {}
+        self.audit_panel.show_empty()
+        self.audit_panel.set_layers(shape[0])
+        self.whatif_panel.show_empty()
+        self.whatif_panel.set_layers(shape[0])
 
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face model folder")
@@ -318,10 +350,99 @@ class RealModelPage(QWidget):
                 models[cfg.model] = loaded
             yield from analyze(cfg, loaded, cancelled)
 
+        return self._start("probe", job)
+
+    def _start(self, kind: str, job: Any) -> bool:
+        self._job = kind
         self._started = time.perf_counter()
         self.worker.start(job)
         self._set_running(True, "starting…")
         return True
+
+    def _loaded(self, model: str | None) -> Any:
+        """The loaded model (worker thread): loads it once, like the analysis does."""
+        loaded = self._models.get(model)
+        if loaded is None:
+            loaded = load_model(model)
+            self._models.clear()
+            self._models[model] = loaded
+        return loaded
+
+    def run_audit(self) -> bool:
+        """Audit the current text (with the planted bugs) in the worker thread."""
+        if not self._can_start():
+            return False
+        try:
+            cfg = AuditConfig(text=self.text_edit.toPlainText(), model=self.model_dir,
+                              inject=tuple(self.bugs.items()))
+        except ConfigError as exc:
+            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            return False
+
+        def job(cancelled: Any):
+            yield AuditSnapshot("loading the model (once)…", 0.02)
+            loaded = self._loaded(cfg.model)
+            yield from audit(cfg, loaded, cancelled)
+
+        self.tabs.setCurrentWidget(self.audit_panel)
+        return self._start("audit", job)
+
+    def break_layer(self, layer: int, kind: str) -> bool:
+        """Plant ``kind`` in ``layer`` (replacing a bug already there) and audit again."""
+        self.bugs[int(layer)] = kind
+        return self.run_audit()
+
+    def repair(self) -> bool:
+        self.bugs = {}
+        return self.run_audit()
+
+    def run_whatif(self, layer: int | None = None) -> bool:
+        """Rerun the model with its logits × m (every layer, or ``layer``) in the worker."""
+        if not self._can_start():
+            return False
+        text, model = self.text_edit.toPlainText(), self.model_dir
+        if not text.strip():
+            self._message("type a text first", error=True)
+            return False
+
+        def job(cancelled: Any):
+            yield WhatIfSnapshot("loading the model (once)…", 0.02)
+            loaded = self._loaded(model)
+            tok = tokenize(loaded, text)
+            yield from whatif(loaded, tok.ids, layer=layer, cancelled=cancelled)
+
+        self.tabs.setCurrentWidget(self.whatif_panel)
+        return self._start("whatif", job)
+
+    def _can_start(self) -> bool:
+        if self.worker.is_running():
+            self._message("wait for the running job (or Stop it)", error=True)
+            return False
+        if not self.analyze_button.isEnabled():
+            return False
+        return True
+
+    def set_whatif_index(self, index: int) -> None:
+        self.whatif_index = int(index)
+        self._refresh_audit_views()
+
+    def whatif_view(self) -> WhatIfView | None:
+        w = self.whatif_result
+        if w is None:
+            return None
+        std = None
+        a = self.audit_result
+        if a is not None and not a.inject:
+            x = float(np.median(a.layer_scale_x_sqrt_dk()))
+            std = 1.0 / x if x > 0 else None
+        return WhatIfView(w, min(self.whatif_index, len(w.multipliers) - 1), std)
+
+    def _refresh_audit_views(self, force: bool = False) -> None:
+        if self.audit_result is not None:
+            self.audit_panel.refresh(AuditView(self.audit_result), force)
+        view = self.whatif_view()
+        if view is not None:
+            self.whatif_panel.refresh(view, force)
 
     def stop(self) -> None:
         self.worker.stop()
@@ -329,6 +450,8 @@ class RealModelPage(QWidget):
     def _set_running(self, running: bool, message: str | None = None) -> None:
         self.stop_button.setEnabled(running)
         self.analyze_button.setEnabled(not running)
+        for panel in self.audit_panels:
+            panel.set_busy(running)
         if not running:
             self._update_availability()
         if message is not None:
@@ -338,10 +461,27 @@ class RealModelPage(QWidget):
         got = self.worker.take_latest()
         if got is None:
             return
-        snap: ProbeSnapshot = got.item
+        snap = got.item
         self.progress.setValue(round(100 * snap.fraction))
         if snap.result is None:
             self._message(snap.stage + "…" if not snap.stage.endswith("…") else snap.stage)
+            return
+        if isinstance(snap, AuditSnapshot):
+            if snap.result is not self.audit_result:
+                self.analyze_s = time.perf_counter() - self._started
+                self.audit_result = snap.result
+                self.whatif_panel.set_layers(snap.result.n_layers)
+                self._refresh_audit_views(force=True)
+                self.export_button.setEnabled(True)
+            return
+        if isinstance(snap, WhatIfSnapshot):
+            if snap.result is not self.whatif_result:
+                self.analyze_s = time.perf_counter() - self._started
+                self.whatif_result = snap.result
+                ms = snap.result.multipliers
+                self.whatif_index = int(np.argmin(np.abs(np.log(ms))))  # m = 1 first
+                self._refresh_audit_views(force=True)
+                self.export_button.setEnabled(True)
             return
         if snap.result is not self.result:
             self.analyze_s = time.perf_counter() - self._started
@@ -350,8 +490,21 @@ class RealModelPage(QWidget):
     def _on_finished(self, _gen: int) -> None:
         self.tick()
         self._set_running(False)
+        if self._job != "probe":
+            self.show_tokens()  # the model is loaded now: the token list can follow the text
+        if self._job == "audit" and self.audit_result is not None:
+            a = self.audit_result
+            flagged = a.flagged_layers()
+            self._message(f"audit of {a.n_tokens} tokens in {self.analyze_s:.2f} s (fit "
+                          f"{a.fit_s:.2f} s); " + (f"flagged layers {flagged}" if flagged
+                                                   else "every layer applies 1/√d_k"))
+            return
+        if self._job == "whatif" and self.whatif_result is not None:
+            w = self.whatif_result
+            self._message(f"what-if: {len(w.multipliers)} reruns in {w.sweep_s:.2f} s")
+            return
         res = self.result
-        if res is not None:
+        if self._job == "probe" and res is not None:
             note = ""
             if res.truncated_from is not None:
                 note = (f" The text has {res.truncated_from} tokens; the model takes "
@@ -438,7 +591,7 @@ class RealModelPage(QWidget):
     # -- theme, export, shutdown ---------------------------------------------------------------
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme
-        for panel in self.panels:
+        for panel in (*self.panels, *self.audit_panels):
             panel.apply_theme(theme)
 
     def _export_panel_dialog(self, panel: Any, kind: str) -> None:
@@ -463,8 +616,8 @@ class RealModelPage(QWidget):
         """Every plot (each grid group) as PNG and SVG, plus heads.csv, scores.npz, config.json."""
         from ui.pages.real_model.export import export_probe
 
-        if self.view is None:
-            self._message("Nothing to export yet: analyze a text first.", error=True)
+        if self.view is None and self.audit_result is None and self.whatif_result is None:
+            self._message("Nothing to export yet: analyze or audit a text first.", error=True)
             return None
         from ui.export import ExportError
 

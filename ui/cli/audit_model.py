@@ -1,0 +1,178 @@
+"""``audit-model``: the scale each layer and head of a real model applies, and what another would do."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from ui.cli.common import fail
+
+PROG = "attention-lab audit-model"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="PATH",
+                   help="local Hugging Face folder (BERT family or GPT-2), or the Training lab's "
+                   "weights.pt (or the folder of `train --out`); default: the bundled "
+                   "all-MiniLM-L6-v2. Never downloads.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--text", help="the text to run through the model")
+    src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
+    p.add_argument("--inject", action="append", default=[], metavar="LAYER=KIND",
+                   help="plant a scaling bug in a layer (from 0) before the audit; KIND is twice, "
+                   "none, dmodel or after_softmax; repeatable")
+    p.add_argument("--whatif", action="store_true",
+                   help="also rerun the (intact) model with its logits x m, m = 1/8 .. 8, and "
+                   "write whatif.csv")
+    p.add_argument("--whatif-layer", type=int, metavar="LAYER",
+                   help="multiply only this layer's logits in the what-if sweep (default: all)")
+    p.add_argument("--run", action="append", default=[], metavar="RULE",
+                   help="Training lab weights: audit only this run (repeatable; default: all)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="cut the text to N tokens")
+    p.add_argument("--out", metavar="DIR", required=True,
+                   help="write audit.csv, layers.csv (whatif.csv), audit.json here")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _text(args: argparse.Namespace) -> str | None:
+    if args.text_file:
+        try:
+            return Path(args.text_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(PROG, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
+                 "text_file")
+    return args.text
+
+
+def _bugs(items: list[str]) -> tuple[tuple[int, str], ...]:
+    out = []
+    for item in items:
+        layer, sep, kind = item.partition("=")
+        if not sep or not layer.strip().lstrip("-").isdigit():
+            fail(PROG, f"{item!r} must be LAYER=KIND, e.g. 2=twice", "inject")
+        out.append((int(layer), kind.strip()))
+    return tuple(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.errors import Cancelled, ConfigError
+    from engine.io import ensure_writable_dir
+    from engine.probe.training_audit import training_weights_path
+
+    text = _text(args)
+    weights = training_weights_path(args.model)
+    bugs = _bugs(args.inject)
+    try:
+        if weights is None:
+            from engine.probe.audit import AuditConfig
+            from engine.probe.loader import inspect_model_dir, resolve_model_dir
+
+            if text is None:
+                fail(PROG, "is required (or --text-file FILE)", "text")
+            cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
+            inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before imports
+            if args.whatif_layer is not None and args.whatif_layer < 0:
+                raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range")
+        else:
+            if bugs:
+                fail(PROG, "planting bugs works on transformers models; Training lab weights "
+                     "are audited as saved", "inject")
+            if args.whatif:
+                fail(PROG, "the what-if sweep works on transformers models, not Training lab "
+                     "weights", "whatif")
+        created = not Path(args.out).exists()
+        out = ensure_writable_dir(args.out)
+    except ConfigError as exc:
+        if exc.field == "text" and args.text_file:
+            fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
+        fail(PROG, exc)
+
+    def discard() -> None:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+
+    try:
+        if weights is None:
+            results, whatif = _audit_transformers(cfg, args)
+        else:
+            results, whatif = _audit_training(weights, args), None
+    except ConfigError as exc:
+        discard()
+        fail(PROG, exc)
+    except (KeyboardInterrupt, Cancelled):
+        discard()
+        sys.stderr.write("interrupted: nothing written\n")
+        return 130
+    for res in results:
+        _print_result(res)
+    if whatif is not None:
+        _print_whatif(whatif)
+    from engine.probe.audit_export import write_audit_outputs
+
+    try:
+        paths = write_audit_outputs(out, results, whatif)
+    except OSError as exc:
+        fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+    print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+    return 0
+
+
+def _audit_transformers(cfg, args):
+    from engine.probe.audit import audit
+    from engine.probe.loader import load_model, tokenize
+    from engine.probe.whatif import run_whatif, whatif
+    from ui.cli.common import progress_bar
+
+    loaded = load_model(cfg.model)
+    bar = progress_bar(100, "audit-model", args.quiet, unit="%")
+    result = None
+    for snap in audit(cfg, loaded):
+        bar.set_description(snap.stage)
+        bar.update(round(100 * snap.fraction) - bar.n)
+        if snap.result is not None:
+            result = snap.result
+    bar.close()
+    assert result is not None
+    sweep = None
+    if args.whatif:
+        tok = tokenize(loaded, cfg.text, cfg.max_tokens)
+        sweep = run_whatif(whatif(loaded, tok.ids, layer=args.whatif_layer))
+    return [result], sweep
+
+
+def _audit_training(weights: Path, args) -> list:
+    from engine.probe.training_audit import audit_training
+
+    return [s.result for s in audit_training(weights, tuple(args.run) or None) if s.result]
+
+
+def _print_result(res) -> None:
+    sq = res.d_k ** 0.5
+    what = f"run {res.run} of {res.model_name}" if res.run else res.model_name
+    bugs = ", ".join(f"{k}={v}" for k, v in sorted(res.inject.items()))
+    print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
+          f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
+          + (f"; injected {bugs}" if bugs else ""))
+    for layer, fit in enumerate(res.layer_fits):
+        heads = res.head_fits[layer].scale * sq
+        ok = res.head_fits[layer].identifiable
+        spread = (f"heads {heads[ok].min():.6g}..{heads[ok].max():.6g}" if ok.any()
+                  else "no head auditable")
+        print(f"layer {layer}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
+              f"{res.layer_verdicts[layer]}" + (f"  [injected {res.inject[layer]}]"
+                                                 if layer in res.inject else ""))
+    print(f"forward {res.forward_s:.3f} s, fit {res.fit_s:.3f} s")
+
+
+def _print_whatif(w) -> None:
+    ext = "perplexity" if w.perplexity is not None else "pooled cosine"
+    vals = w.perplexity if w.perplexity is not None else w.pooled_cosine
+    where = "every layer" if w.layer is None else f"layer {w.layer}"
+    print(f"what-if (logits of {where} x m): m, H/log n, saturated, output cosine, {ext}")
+    for i, m in enumerate(w.multipliers):
+        print(f"  m = {m:6.3g}: {w.entropy_norm[i].mean():.3f}  {w.saturated[i].mean():.3f}  "
+              f"{w.output_cosine[i]:.4f}  {vals[i]:.4g}")
+    print(f"what-if sweep {w.sweep_s:.2f} s")

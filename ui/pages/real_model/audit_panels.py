@@ -1,0 +1,405 @@
+"""The Real-model page's scale audit and what-if plots.
+
+* :class:`AuditPanel`: a layer x head grid of s * sqrt(d_k) on a diverging colour scale centred on
+  1 (log2 scale, colour bar), the verdict of every layer in words, a hover read-out of one head,
+  and the "break it" controls (inject a bug into a layer and rerun).
+* :class:`WhatIfPanel`: entropy / log n, saturated fraction and output similarity (or perplexity)
+  against the logit multiplier m on a log axis with the model's own scale marked, and a slider for
+  m that picks the per-head grids shown below.
+
+The page runs the engine (``engine.probe.audit`` / ``whatif``) in its worker and hands the
+results here; items are created once and updated with setImage / setData.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, QRectF, Qt, Signal
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSlider, QSpinBox
+
+from engine.probe.audit import AuditResult
+from engine.probe.inject import BUG_KINDS
+from engine.probe.scale_fit import is_flagged
+from engine.probe.whatif import WhatIfResult
+from ui.pages.real_model.panels import Placeholder, _int_ticks, theme_colorbar
+from ui.plots.base import PlotPanel, finite
+from ui.theme import Theme, rule_color
+
+AUDIT_HOVER_HINT = "hover a head for its fit"
+#: the colour scale spans at least 2^-3 .. 2^3 of s * sqrt(d_k) (twice / unscaled at d_k = 64)
+MIN_LOG2_SPAN = 3.0
+
+
+@dataclass(frozen=True)
+class AuditView:
+    result: AuditResult
+
+
+@dataclass(frozen=True)
+class WhatIfView:
+    result: WhatIfResult
+    index: int  #: the multiplier the grids show
+    standard_m: float | None  #: m that would give 1/sqrt(d_k) (from the audit), if known
+
+
+class _LeaveFilter(QObject):
+    """Calls ``on_leave`` when the pointer leaves the watched widget."""
+
+    def __init__(self, parent: QObject, on_leave: Any) -> None:
+        super().__init__(parent)
+        self.on_leave = on_leave
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Leave:
+            self.on_leave()
+        return False
+
+
+class AuditPanel(PlotPanel):
+    plot_id = "scale_audit"
+    title = "Scale audit"
+    run_requested = Signal()
+    inject_requested = Signal(int, str)  #: (layer, kind)
+    clear_requested = Signal()
+
+    def build(self) -> None:
+        self.run_button = QPushButton("Audit", self)
+        self.run_button.setToolTip("Fit the scale every head applies (one forward pass, eager "
+                                   "attention)")
+        self.run_button.clicked.connect(self.run_requested.emit)
+        self.layer_spin = QSpinBox(self)
+        self.layer_spin.setPrefix("layer ")
+        self.layer_spin.setRange(0, 0)
+        self.kind_box = QComboBox(self)
+        for kind, text in BUG_KINDS.items():
+            self.kind_box.addItem(kind, kind)
+            self.kind_box.setItemData(self.kind_box.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
+        self.inject_button = QPushButton("Break it", self)
+        self.inject_button.setToolTip("Plant this scaling bug in this layer of the loaded model "
+                                      "and audit again")
+        self.inject_button.clicked.connect(
+            lambda: self.inject_requested.emit(self.layer_spin.value(), self.kind_box.currentData()))
+        self.clear_button = QPushButton("Repair", self)
+        self.clear_button.setToolTip("Remove every planted bug and audit again")
+        self.clear_button.clicked.connect(self.clear_requested.emit)
+        for i, w in enumerate((self.run_button, self.layer_spin, self.kind_box, self.inject_button,
+                               self.clear_button)):
+            self.header.insertWidget(1 + i, w)
+        self.hover_label = QLabel(AUDIT_HOVER_HINT)
+        self.hover_label.setWordWrap(True)
+        self.verdict_label = QLabel("")
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        outer = self.layout()
+        outer.addWidget(self.hover_label)
+        outer.addWidget(self.verdict_label)
+        self.plot = self.add_plot(0, 0, "head", "layer", legend=False)
+        self.plot.invertY(True)
+        self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.bar = pg.ColorBarItem(values=(-MIN_LOG2_SPAN, MIN_LOG2_SPAN),
+                                   colorMap=pg.colormap.get("CET-D1"), interactive=False, width=12,
+                                   label="log2(s·√d_k): 0 = 1/√d_k, −1 = half, +1 = double")
+        self.bar.setImageItem(self.image, insert_in=self.plot)
+        self.placeholder = Placeholder(self.plot, "")
+        self.glw.scene().sigMouseMoved.connect(self._on_move)
+        self._leave = _LeaveFilter(self, self.reset_hover)
+        self.glw.viewport().installEventFilter(self._leave)
+        self._rows: list[dict[str, Any]] = []
+        self._result: AuditResult | None = None
+        self.show_empty()
+
+    def set_layers(self, n_layers: int) -> None:
+        self.layer_spin.setRange(0, max(0, n_layers - 1))
+
+    def set_busy(self, busy: bool) -> None:
+        for w in (self.run_button, self.inject_button, self.clear_button):
+            w.setEnabled(not busy)
+
+    def show_empty(self, message: str = "Press Audit to measure the scale\nevery head applies") -> None:
+        self.image.clear()
+        self._rows, self._result, self._state, self._drawn_key = [], None, None, None
+        self.plot.setTitle("s·√d_k per head (1 = the standard 1/√d_k)",
+                           color=self.theme.foreground, size="9pt")
+        self.placeholder.show(message, self.theme.foreground)
+        self.verdict_label.setText("")
+        self.reset_hover()
+
+    def reset_hover(self) -> None:
+        self.hover_label.setText(AUDIT_HOVER_HINT)
+
+    def theme_changed(self, theme: Theme) -> None:
+        self.placeholder.recolour(theme.foreground)
+        theme_colorbar(self.bar, theme)
+
+    def data_key(self, state: Any) -> Any:
+        return None if state is None else id(state.result)
+
+    def draw(self, state: AuditView) -> None:
+        self.placeholder.hide()
+        res = state.result
+        self._result = res
+        self.reset_hover()
+        x = res.grid()
+        logx = finite(np.log2(np.where(x > 0, x, np.nan)))
+        span = max(MIN_LOG2_SPAN, float(np.abs(logx).max()))
+        self.image.setImage(logx, autoLevels=False)
+        self.image.setRect(QRectF(-0.5, -0.5, res.n_heads, res.n_layers))
+        self.bar.setLevels((-span, span))
+        self.plot.getAxis("bottom").setTicks(_int_ticks(res.n_heads, 16))
+        self.plot.getAxis("left").setTicks(_int_ticks(res.n_layers, 24))
+        self.plot.setXRange(-0.5, res.n_heads - 0.5, padding=0)
+        self.plot.setYRange(-0.5, res.n_layers - 0.5, padding=0)
+        what = f"run {res.run}" if res.run else res.model_name
+        self.plot.setTitle(f"s·√d_k per head, {what} (d_k {res.d_k}, {res.n_tokens} tokens)",
+                           color=self.theme.foreground, size="9pt")
+        self.set_layers(res.n_layers)
+        lines = []
+        per_layer = res.layer_scale_x_sqrt_dk()
+        for i, v in enumerate(res.layer_verdicts):
+            colour = self.theme.error if is_flagged(v) else self.theme.foreground
+            inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
+            lines.append(f"<span style='color:{colour}'>layer {i}: {v} "
+                         f"(s·√d_k = {per_layer[i]:.4g}){inj}</span>")
+        flagged = res.flagged_layers()
+        head = (f"<b>{len(flagged)} of {res.n_layers} layers flagged</b>" if flagged else
+                "<b>every layer applies 1/√d_k</b>")
+        self.verdict_label.setText(f"{head} ({res.note})<br>" + "<br>".join(lines))
+        self._rows = [{"layer": layer, "head": h, "scale_x_sqrt_dk": float(x[layer, h]),
+                       "verdict": res.head_verdicts[layer][h]}
+                      for layer in range(res.n_layers) for h in range(res.n_heads)]
+
+    def hover_text(self, layer: int, head: int) -> str:
+        res = self._result
+        assert res is not None
+        f = res.head_fits[layer]
+        tol = float(f.tol_log[head])
+        tol_txt = f"± {math.expm1(tol):.1e} (relative)" if math.isfinite(tol) else "not identifiable"
+        return (f"layer {layer}, head {head}: s = {f.scale[head]:.6g}, s·√d_k = "
+                f"{f.scale[head] * math.sqrt(res.d_k):.6g} {tol_txt}; residual "
+                f"{f.residual_max_abs[head]:.1e} (at 0.9 s {f.residual_probe[head, 0]:.1e}, at 1.1 s "
+                f"{f.residual_probe[head, 1]:.1e}); {res.head_verdicts[layer][head]}")
+
+    def _on_move(self, pos: Any) -> None:
+        res = self._result
+        if res is None:
+            return
+        if self.plot.sceneBoundingRect().contains(pos):
+            p = self.plot.getViewBox().mapSceneToView(pos)
+            head, layer = round(p.x()), round(p.y())
+            if 0 <= layer < res.n_layers and 0 <= head < res.n_heads:
+                self.hover_label.setText(self.hover_text(layer, head))
+                return
+        self.reset_hover()
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+
+class WhatIfPanel(PlotPanel):
+    plot_id = "whatif"
+    title = "What-if: logits × m"
+    run_requested = Signal(object)  #: the layer (None = all)
+    index_changed = Signal(int)
+
+    def build(self) -> None:
+        self.layer_box = QComboBox(self)
+        self.layer_box.addItem("every layer", None)
+        self.layer_box.setToolTip("Multiply the logits of every layer, or of one layer, by m")
+        self.run_button = QPushButton("Run what-if", self)
+        self.run_button.setToolTip("Rerun the model with its logits × m for m = 1/8 … 8")
+        self.run_button.clicked.connect(lambda: self.run_requested.emit(self.layer_box.currentData()))
+        self.slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.slider.setRange(0, 0)
+        self.slider.setMinimumWidth(120)
+        self.slider.valueChanged.connect(self.index_changed.emit)
+        self.m_label = QLabel("m = –")
+        for i, w in enumerate((self.layer_box, self.run_button, QLabel("grids at"), self.slider,
+                               self.m_label)):
+            self.header.insertWidget(1 + i, w)
+        self.attn_plot = self.add_plot(0, 0, "logit multiplier m", "fraction")
+        self.out_plot = self.add_plot(0, 1, "logit multiplier m", "cosine to the model")
+        for p in (self.attn_plot, self.out_plot):
+            p.setLogMode(x=True, y=False)
+        self.ent_curve = self.attn_plot.plot([], [], name="entropy / log n", symbol="o",
+                                             symbolSize=5)
+        self.sat_curve = self.attn_plot.plot([], [], name="saturated fraction", symbol="s",
+                                             symbolSize=5)
+        self.cos_curve = self.out_plot.plot([], [], name="final hidden states", symbol="o",
+                                            symbolSize=5)
+        self.pool_curve = self.out_plot.plot([], [], name="pooled embedding", symbol="t",
+                                             symbolSize=5)
+        self.model_lines = []
+        self.std_lines = []
+        self.pick_lines = []
+        for p in (self.attn_plot, self.out_plot):
+            own = pg.InfiniteLine(pos=0.0, angle=90, label="model's own scale",
+                                  labelOpts={"position": 0.95})
+            std = pg.InfiniteLine(pos=0.0, angle=90, label="1/√d_k", labelOpts={"position": 0.8})
+            pick = pg.InfiniteLine(pos=0.0, angle=90, label="grids", labelOpts={"position": 0.05})
+            for line in (own, std, pick):
+                line.setVisible(False)
+                p.addItem(line, ignoreBounds=True)
+            self.model_lines.append(own)
+            self.std_lines.append(std)
+            self.pick_lines.append(pick)
+        self.grid_plots = []
+        self.grid_images = []
+        self.grid_bars = []
+        for col, title in enumerate(("H / log n per head", "saturated fraction per head")):
+            p = self.add_plot(1, col, "head", "layer", legend=False)
+            p.invertY(True)
+            p.getViewBox().setMouseEnabled(x=False, y=False)
+            p.setTitle(title, size="9pt")
+            img = pg.ImageItem(axisOrder="row-major")
+            p.addItem(img)
+            bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
+                                  interactive=False, width=10)
+            bar.setImageItem(img, insert_in=p)
+            self.grid_plots.append(p)
+            self.grid_images.append(img)
+            self.grid_bars.append(bar)
+        self.placeholder = Placeholder(self.attn_plot, "")
+        self._rows: list[dict[str, Any]] = []
+        self.show_empty()
+
+    def set_layers(self, n_layers: int) -> None:
+        keep = self.layer_box.currentData()
+        self.layer_box.blockSignals(True)
+        self.layer_box.clear()
+        self.layer_box.addItem("every layer", None)
+        for i in range(n_layers):
+            self.layer_box.addItem(f"layer {i} only", i)
+        idx = self.layer_box.findData(keep) if keep is not None and keep < n_layers else 0
+        self.layer_box.setCurrentIndex(max(0, idx))
+        self.layer_box.blockSignals(False)
+
+    def set_busy(self, busy: bool) -> None:
+        self.run_button.setEnabled(not busy)
+
+    def show_empty(self, message: str = "Press Run what-if to rerun the model\nwith its logits × m") -> None:
+        for c in (self.ent_curve, self.sat_curve, self.cos_curve, self.pool_curve):
+            c.setData([], [])
+        for img in self.grid_images:
+            img.clear()
+        for line in (*self.model_lines, *self.std_lines, *self.pick_lines):
+            line.setVisible(False)
+        self._rows, self._state, self._drawn_key = [], None, None
+        self.slider.setRange(0, 0)
+        self.m_label.setText("m = –")
+        self.attn_plot.setTitle("attention vs m", color=self.theme.foreground, size="9pt")
+        self.out_plot.setTitle("output vs m", color=self.theme.foreground, size="9pt")
+        self.placeholder.show(message, self.theme.foreground)
+
+    def theme_changed(self, theme: Theme) -> None:
+        self.placeholder.recolour(theme.foreground)
+        self.ent_curve.setPen(pg.mkPen(rule_color("sqrt"), width=2))
+        self.ent_curve.setSymbolBrush(rule_color("sqrt"))
+        self.sat_curve.setPen(pg.mkPen(rule_color("none"), width=2))
+        self.sat_curve.setSymbolBrush(rule_color("none"))
+        self.cos_curve.setPen(pg.mkPen(theme.foreground, width=2))
+        self.cos_curve.setSymbolBrush(theme.foreground)
+        self.pool_curve.setPen(pg.mkPen(rule_color("dk"), width=2))
+        self.pool_curve.setSymbolBrush(rule_color("dk"))
+        dash = Qt.PenStyle.DashLine
+        for line in self.model_lines:
+            line.setPen(pg.mkPen(theme.foreground, width=1.5, style=dash))
+            line.label.setColor(theme.foreground)
+        for line in self.std_lines:
+            line.setPen(pg.mkPen(rule_color("sqrt"), width=1.5, style=Qt.PenStyle.DotLine))
+            line.label.setColor(rule_color("sqrt"))
+        for line in self.pick_lines:  # the m of the grids: thin, under the model's own mark
+            line.setPen(pg.mkPen(theme.highlight + "A0", width=4))
+            line.label.setColor(theme.highlight)
+            line.setZValue(-1)
+        for bar in self.grid_bars:
+            theme_colorbar(bar, theme)
+
+    def data_key(self, state: Any) -> Any:
+        return None if state is None else (id(state.result), state.index, state.standard_m)
+
+    def draw(self, state: WhatIfView) -> None:
+        self.placeholder.hide()
+        w = state.result
+        m = w.multipliers
+        lm = np.log10(m)
+        self.ent_curve.setData(m, finite(w.entropy_norm.mean(axis=(1, 2))))
+        self.sat_curve.setData(m, finite(w.saturated.mean(axis=(1, 2))))
+        causal = w.perplexity is not None
+        if causal:
+            ppl = finite(w.perplexity)
+            # a log axis only when the perplexity spans a decade (else it would show no ticks)
+            self.out_plot.setLogMode(x=True, y=bool(ppl.min() > 0 and ppl.max() / ppl.min() > 10))
+            self.out_plot.setLabel("left", "perplexity of the text")
+            self.cos_curve.setData(m, finite(w.perplexity))
+            self.cos_curve.opts["name"] = "perplexity"
+            self.pool_curve.setData([], [])
+            self.pool_curve.setVisible(False)
+        else:
+            self.out_plot.setLogMode(x=True, y=False)
+            self.out_plot.setLabel("left", "cosine to the unmodified model")
+            self.cos_curve.setData(m, finite(w.output_cosine))
+            self.pool_curve.setVisible(w.pooled_cosine is not None)
+            self.pool_curve.setData(m, finite(w.pooled_cosine) if w.pooled_cosine is not None
+                                    else [])
+        self._relabel_legend(causal)
+        self.attn_plot.setYRange(0.0, 1.0, padding=0.02)
+        where = "every layer" if w.layer is None else f"layer {w.layer}"
+        fg = self.theme.foreground
+        self.attn_plot.setTitle(f"attention, logits of {where} × m", color=fg, size="9pt")
+        self.out_plot.setTitle("perplexity vs m" if causal else "output similarity vs m",
+                               color=fg, size="9pt")
+        for line in self.model_lines:
+            line.setPos(0.0)
+            line.setVisible(True)
+        for line in self.std_lines:
+            ok = state.standard_m is not None and abs(math.log10(state.standard_m)) > 1e-3
+            if ok:
+                line.setPos(math.log10(state.standard_m))
+            line.setVisible(ok)
+        i = min(max(state.index, 0), len(m) - 1)
+        for line in self.pick_lines:
+            line.setPos(float(lm[i]))
+            line.setVisible(True)
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, len(m) - 1)
+        self.slider.setValue(i)
+        self.slider.blockSignals(False)
+        self.m_label.setText(f"m = {m[i]:.3g}")
+        L, H = w.entropy_norm.shape[1:]
+        for p, img, bar, data, title in zip(
+                self.grid_plots, self.grid_images, self.grid_bars,
+                (w.entropy_norm[i], w.saturated[i]),
+                (f"H / log n per head at m = {m[i]:.3g}", f"saturated fraction at m = {m[i]:.3g}"),
+                strict=True):
+            img.setImage(finite(data), autoLevels=False)
+            img.setRect(QRectF(-0.5, -0.5, H, L))
+            bar.setLevels((0.0, 1.0))
+            p.getAxis("bottom").setTicks(_int_ticks(H, 16))
+            p.getAxis("left").setTicks(_int_ticks(L, 24))
+            p.setXRange(-0.5, H - 0.5, padding=0)
+            p.setYRange(-0.5, L - 0.5, padding=0)
+            p.setTitle(title, color=fg, size="9pt")
+        self._rows = [{**row, "series": "summary"} for row in w.rows()]
+        self._rows += [{"series": "head", "multiplier": float(m[k]), "layer": layer, "head": h,
+                        "entropy_norm": float(w.entropy_norm[k, layer, h]),
+                        "saturated_frac": float(w.saturated[k, layer, h])}
+                       for k in range(len(m)) for layer in range(L) for h in range(H)]
+
+    def _relabel_legend(self, causal: bool) -> None:
+        legend = self.out_plot.legend
+        if legend is None:
+            return
+        legend.clear()
+        legend.addItem(self.cos_curve, "perplexity" if causal else "final hidden states")
+        if not causal:
+            legend.addItem(self.pool_curve, "pooled embedding")
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
