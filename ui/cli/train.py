@@ -37,6 +37,11 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "steps": (int, "N"),
     "seed": (int, "S"),
     "device": (str, None),
+    "warmup": (int, "N"),
+    "decay": (str, None),
+    "lr_floor": (float, "F"),
+    "weight_decay": (float, "W"),
+    "grad_clip": (float, "C"),
     "log_every": (int, "K"),
     "probe_size": (int, "N"),
     "hist_bins": (int, "N"),
@@ -67,8 +72,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="MLP after each attention layer")
     p.add_argument("--layernorm", action=argparse.BooleanOptionalAction, default=None,
                    help="pre-LayerNorm before attention (and MLP) and before the classifier")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", metavar="DIR",
                    help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
@@ -93,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.figures and not args.out:
         fail(PROG, "needs --out DIR to write the figures into", "figures")
-    if args.threads is not None and not 1 <= args.threads <= 1024:
-        fail(PROG, f"must be from 1 to 1,024, got {args.threads}", "threads")
     try:
         cfg = build_config(args)
         out = ensure_writable_dir(args.out) if args.out else None
@@ -103,10 +104,6 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(cfg)
     except ConfigError as exc:
         fail(PROG, exc)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
 
     bar = progress_bar(cfg.steps, "train", args.quiet, unit="step")
     start = time.perf_counter()
