@@ -28,21 +28,16 @@ from engine.sampling import cuda_available
 from engine.training.config import TrainingConfig
 from engine.training.model import AttentionCapture, AttentionModel
 from engine.training.numerics import training_numerics
-from engine.training.observe import PERCENTILES, head_stats, logit_edges
+from engine.training.observe import (  # noqa: F401 (the column names are re-exported)
+    CSV_COLUMNS,
+    HEAD_CSV_COLUMNS,
+    HEAD_METRICS,
+    PERCENTILES,
+    SCALARS,
+    head_stats,
+    logit_edges,
+)
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
-
-#: scalar metrics per (log, run)
-SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
-#: metrics per (log, run, layer, head)
-HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
-                "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature")
-#: columns of metrics.csv (per-head metrics are means over layers and heads)
-CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
-               "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
-               "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
-               "grad_norm_v", "grad_norm_o", "temperature")
-HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 
 
 def resolve_device(cfg: TrainingConfig) -> str:
@@ -121,7 +116,8 @@ class TrainingSnapshot:
                            saturated_frac=h["saturated_frac"], jacobian_fro_mean=h["jacobian_fro"],
                            grad_norm_q=h["grad_norm_q"], grad_norm_k=h["grad_norm_k"],
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
-                           temperature=h["temperature"] if self.has_temperature[r] else "")
+                           temperature=h["temperature"] if self.has_temperature[r] else "",
+                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()))
                 rows.append(row)
         return rows
 
@@ -371,6 +367,7 @@ class Trainer:
                 head["entropy_norm"][i, layer] = st.entropy_norm
                 head["logit_mean"][i, layer] = st.logit_mean
                 head["logit_std"][i, layer] = st.logit_std
+                head["logit_max_abs"][i, layer] = st.logit_max_abs
                 head["top_weight"][i, layer] = st.top_weight
                 head["saturated_frac"][i, layer] = st.saturated_frac
                 head["jacobian_fro"][i, layer] = st.jacobian_fro
