@@ -37,11 +37,12 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
-def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial") -> Any:
+def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial",
+                 unit_scale: bool = True) -> Any:
     """A tqdm bar on stderr that appears only for runs longer than about a second."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=quiet,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=quiet,
                 delay=1.0, file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
