@@ -23,7 +23,8 @@ class LabArgumentParser(argparse.ArgumentParser):
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",
-               "dist": "--dist", "out": "--out"}
+               "dist": "--dist", "out": "--out",
+               "experiment": "NAME"}
     return special.get(field, "--" + field.replace("_", "-"))
 
 
