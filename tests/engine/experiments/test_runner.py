@@ -147,3 +147,20 @@ def test_the_dask_path_gives_the_same_numbers(tmp_path):
     assert last.finished and last.executor == "dask" and last.failed == 0 and last.done == 4
     job = SPEC.jobs()[3]
     assert run_job(job.config.to_dict())["rows"] == _rows_by_job(last.results)[job.key]
+
+
+def test_train_and_a_job_give_the_same_numbers(tmp_path):
+    """One thread policy everywhere: the `train` command (in this process, whatever torch's
+    thread count) writes the same metrics as the job of the same config."""
+    from engine.io import csv_text
+    from engine.training.observe import CSV_COLUMNS
+    from main import main
+
+    cfg = BASE.replace(lr=3e-2, seed=1)
+    args = ["train", "--task", "retrieval", "--d-model", "16", "--heads", "2", "--items-max", "5",
+            "--classes", "4", "--key-dim", "4", "--scaling", "none", "sqrt", "--steps", "8",
+            "--log-every", "4", "--batch", "8", "--probe-size", "4", "--hist-bins", "20",
+            "--device", "cpu", "--lr", "3e-2", "--seed", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    job = run_job(cfg.to_dict())
+    assert (tmp_path / "metrics.csv").read_text() == csv_text(job["rows"], CSV_COLUMNS)
