@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import math
 import os
 import sys
 import time
@@ -312,3 +313,20 @@ def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]]
     return [write_csv(out / "summary.csv", summary_rows(spec, results), summary_columns(spec)),
             write_csv(out / "metrics.csv", metrics_rows(results), metrics_columns(spec)),
             _write_experiment(out, spec, status, len(spec.jobs()), results, workers, executor)]
+
+
+def estimate_seconds(spec: ExperimentSpec, workers: int | None = None, probe_steps: int = 10
+                     ) -> tuple[float, float]:
+    """(seconds per job, seconds for the whole grid on ``workers``) from timing ``probe_steps``
+    steps of the grid's largest job here (after a one-step warm-up), scaled to its steps. An
+    estimate for the form's "about N minutes", not a promise: machine load changes it."""
+    workers = workers or default_workers()
+    jobs = spec.jobs()
+    biggest = max(jobs, key=lambda j: j.config.n_params * j.config.steps * len(j.config.scalings))
+    cfg = biggest.config
+    run_job(cfg.replace(steps=1, log_every=1).to_dict())  # imports and first-use costs
+    n = min(probe_steps, cfg.steps)
+    res = run_job(cfg.replace(steps=n).to_dict())
+    per_job = res["seconds"] / n * cfg.steps
+    waves = math.ceil(len(jobs) / max(1, min(workers, len(jobs))))
+    return per_job, per_job * waves

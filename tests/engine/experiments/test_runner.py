@@ -164,3 +164,10 @@ def test_train_and_a_job_give_the_same_numbers(tmp_path):
     assert main(args) == 0
     job = run_job(cfg.to_dict())
     assert (tmp_path / "metrics.csv").read_text() == csv_text(job["rows"], CSV_COLUMNS)
+
+
+def test_estimate_scales_a_short_timing_to_the_grid():
+    from engine.experiments.runner import estimate_seconds
+
+    per_job, total = estimate_seconds(SPEC, workers=2, probe_steps=2)
+    assert per_job > 0 and total == pytest.approx(per_job * 2)  # 4 jobs on 2 workers: 2 waves
