@@ -167,7 +167,10 @@ def _stop(executor: cf.Executor, owned: bool, futures: list[cf.Future]) -> None:
     procs = []
     if isinstance(executor, cf.ProcessPoolExecutor):
         procs = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
+    try:
+        executor.shutdown(wait=False, cancel_futures=True)
+    except TypeError:  # Dask's ClientExecutor: shutdown(wait=False) cancels what is pending
+        executor.shutdown(wait=False)
     for p in procs:
         if p.is_alive():
             p.terminate()
