@@ -19,10 +19,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 
+from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel, rule_pen
 from ui.theme import rule_color
 
 SIZE = (900, 600)
+#: rules' points at one x are drawn this fraction of the x span apart (the data keep the true x)
+DODGE = 0.012
 #: line styles that tell apart the series of one rule (e.g. one per learning rate)
 _STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine,
            Qt.PenStyle.DashDotLine, Qt.PenStyle.DashDotDotLine)
@@ -69,8 +72,16 @@ class ExperimentFigurePanel(PlotPanel):
         plot.setLogMode(x=fig.x_log, y=fig.y_log)
         axis = plot.getAxis("bottom")
         axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
+        plot.enableAutoRange()
+        if fig.x_ticks:  # categories: room on both sides
+            plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
+        if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
+            plot.setYRange(0.0, 1.0, padding=0.02)
         per_rule: dict[str, int] = {}
         seen = set()
+        rules = list(dict.fromkeys(s.rule for s in fig.series))
+        all_x = [x for s in fig.series for x in _log(s.x, fig.x_log)]
+        span = (max(all_x) - min(all_x)) if len(all_x) > 1 else 1.0
         for s in fig.series:
             k = per_rule.get(s.rule, 0)
             per_rule[s.rule] = k + 1
@@ -81,12 +92,16 @@ class ExperimentFigurePanel(PlotPanel):
                 self._items[s.name] = items
             curve, bars, lo_curve, hi_curve = items
             x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
+            lx = _log(s.x, fig.x_log)
+            if fig.kind != "vs_step" and len(rules) > 1:  # side by side, so equal points all show
+                lx = lx + (rules.index(s.rule) - (len(rules) - 1) / 2) * DODGE * (span or 1.0)
+                x = 10 ** lx if fig.x_log else lx
             curve.setData(x, y)
             if fig.kind == "vs_step":
                 lo_curve.setData(x, np.asarray(s.lo, dtype=float))
                 hi_curve.setData(x, np.asarray(s.hi, dtype=float))
             else:  # the error bar item does not follow the log mode: give it log10 values
-                lx, ly = _log(s.x, fig.x_log), _log(s.y, fig.y_log)
+                ly = _log(s.y, fig.y_log)
                 top = _log(s.hi, fig.y_log) - ly
                 bottom = ly - _log(s.lo, fig.y_log)
                 bars.setData(x=lx, y=ly, top=np.maximum(top, 0), bottom=np.maximum(bottom, 0))
