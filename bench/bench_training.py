@@ -31,7 +31,6 @@ def time_loop(cfg, observe: bool) -> float:
 
 
 def main() -> int:
-    import torch
 
     from engine.training.presets import preset
 
@@ -39,9 +38,7 @@ def main() -> int:
     ap.add_argument("--preset", nargs="+", default=["demo", "small_dk", "recall"])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     worst = 0.0
     for name in args.preset:
         cfg = preset(name).config.replace(steps=args.steps, device="cpu")
@@ -56,7 +53,7 @@ def main() -> int:
         print(f"preset {name}: {len(cfg.scalings)} rules ({', '.join(cfg.scalings)}), "
               f"d_model {cfg.d_model}, {cfg.heads} head(s) of d_k {cfg.head_dim}, "
               f"{cfg.layers} layer(s), batch {cfg.batch}, log_every {cfg.log_every}, "
-              f"probe {cfg.probe_size}, {args.threads} thread(s)")
+              f"probe {cfg.probe_size}, 1 thread (the training numerics policy)")
         print(f"  without observation: {1 / t_off:7.2f} steps/s (all rules per step)")
         print(f"  with observation:    {1 / t_on:7.2f} steps/s")
         print(f"  observation overhead: x{ratio:.3f} per step (budget x1.25): "

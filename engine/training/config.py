@@ -10,6 +10,7 @@ which q.k has variance d_k (docs/SCIENCE.md) and the scaling rules differ the mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
@@ -26,6 +27,8 @@ from engine.validate import (
 TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
 TASKS = ("retrieval", "recall")
 OPTIMIZERS = ("adam", "sgd")
+#: learning-rate decay after the warmup
+DECAYS = ("none", "cosine")
 DEVICES = ("auto", "cpu", "cuda")
 
 D_MODEL_MAX = 4096
@@ -82,6 +85,15 @@ class TrainingConfig(ConfigMethods):
     steps: int = 300
     seed: int = 0
     device: str = "auto"
+    #: linear warmup: update s (0-based) uses lr * (s + 1) / warmup while s < warmup
+    warmup: int = 0
+    #: none, or cosine from lr down to lr * lr_floor over the updates after the warmup
+    decay: str = "none"
+    lr_floor: float = 0.0
+    #: decoupled weight decay (AdamW; SGD's own weight_decay); 0 keeps plain Adam / SGD
+    weight_decay: float = 0.0
+    #: clip the global gradient norm of each run's parameters to this; 0 = off
+    grad_clip: float = 0.0
     # observation
     log_every: int = 10
     probe_size: int = 32
@@ -127,6 +139,11 @@ class TrainingConfig(ConfigMethods):
         s(self, "steps", check_int("steps", self.steps, 1, STEPS_MAX))
         s(self, "seed", check_int("seed", self.seed, 0, SEED_MAX))
         check_choice("device", self.device, DEVICES)
+        s(self, "warmup", check_int("warmup", self.warmup, 0, STEPS_MAX))
+        check_choice("decay", self.decay, DECAYS)
+        s(self, "lr_floor", check_float("lr_floor", self.lr_floor, 0.0, 1.0))
+        s(self, "weight_decay", check_float("weight_decay", self.weight_decay, 0.0, 10.0))
+        s(self, "grad_clip", check_float("grad_clip", self.grad_clip, 0.0, 1e6))
         s(self, "log_every", check_int("log_every", self.log_every, 1, STEPS_MAX))
         s(self, "probe_size", check_int("probe_size", self.probe_size, 1, 4096))
         s(self, "hist_bins", check_int("hist_bins", self.hist_bins, 2, 2000))
@@ -199,6 +216,18 @@ class TrainingConfig(ConfigMethods):
         per_token = 4 * inner + 4 * d + (8 * d if self.mlp else 0)
         return self.batch * self.layers * (3 * self.heads * t * t + t * per_token)
 
+    def lr_factor(self, s: int) -> float:
+        """Multiplier of ``lr`` for update s (0-based: the update that follows the log at step s).
+        Exactly 1.0 with no warmup and no decay, so such runs are unchanged bit for bit."""
+        factor = 1.0
+        if s < self.warmup:
+            factor = (s + 1) / self.warmup
+        elif self.decay == "cosine":
+            span = max(self.steps - self.warmup, 1)
+            progress = min((s - self.warmup) / span, 1.0)
+            factor = self.lr_floor + (1.0 - self.lr_floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return factor
+
     @property
     def log_steps(self) -> tuple[int, ...]:
         """Steps at which the runs are observed: 0, log_every, 2*log_every, ..., and the last."""
@@ -234,6 +263,11 @@ FIELD_HELP: dict[str, str] = {
     "steps": "optimizer steps",
     "seed": "seed of the initial weights, the data stream and the probe batch",
     "device": "auto (CUDA when available), cpu or cuda",
+    "warmup": "linear learning-rate warmup over this many updates (0 = off)",
+    "decay": "none, or cosine from lr down to lr x lr_floor over the updates after the warmup",
+    "lr_floor": "cosine decay ends at lr x this fraction, 0..1",
+    "weight_decay": "decoupled weight decay (AdamW with adam), 0..10; 0 = plain Adam / SGD",
+    "grad_clip": "clip each run's global gradient norm to this before the update; 0 = off",
     "log_every": "observe every K steps (probe batch, histograms, gradient norms)",
     "probe_size": "examples in the fixed probe batch the attention is observed on",
     "hist_bins": "bins of the logit histograms",

@@ -17,6 +17,19 @@ import numpy as np
 
 from engine.softmax import row_metrics, softmax
 
+#: scalar metrics per (log, run)
+SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
+#: metrics per (log, run, layer, head)
+HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
+                "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
+                "temperature", "logit_max_abs")
+#: columns of metrics.csv (per-head metrics are means over layers and heads; logit_max_abs is the
+#: largest |logit| of any head)
+CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
+               "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
+               "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
+               "grad_norm_v", "grad_norm_o", "temperature", "logit_max_abs")
+HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 #: percentiles drawn over the logit distribution (TensorBoard's distribution bands)
 PERCENTILES = (0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0)
 #: logits stand in this far below the row's real ones where keys are masked (finite: no 0 * inf)
@@ -44,6 +57,7 @@ class HeadStats:
     entropy_norm: np.ndarray
     logit_mean: np.ndarray
     logit_std: np.ndarray
+    logit_max_abs: np.ndarray  #: largest |logit| that counts (attention-logit growth)
     top_weight: np.ndarray
     saturated_frac: np.ndarray
     jacobian_fro: np.ndarray
@@ -79,11 +93,13 @@ def head_stats(logits: np.ndarray, mask: np.ndarray, lengths: np.ndarray, edges:
     pct = np.zeros((h, len(PERCENTILES)))
     mean = np.zeros(h)
     std = np.zeros(h)
+    max_abs = np.zeros(h)
     lo, hi = edges[0], edges[-1]
     # the masks do not depend on the head: every head counts the same cells
     x = np.moveaxis(logits, 1, 0)[:, cells[:, 0]]  # (H, cells)
     if x.shape[1]:
         mean, std = x.mean(axis=1), x.std(axis=1)
+        max_abs = np.abs(x).max(axis=1)
         pct = np.percentile(x, PERCENTILES, axis=1).T
         outside = np.stack([(x < lo).sum(axis=1), (x > hi).sum(axis=1)], axis=1)
         inside = (x >= lo) & (x <= hi)
@@ -92,7 +108,7 @@ def head_stats(logits: np.ndarray, mask: np.ndarray, lengths: np.ndarray, edges:
         counts = np.bincount(flat, minlength=h * bins).reshape(h, bins)
     n0 = int(lengths[0])
     return HeadStats(
-        entropy_norm=row_mean(ent), logit_mean=mean, logit_std=std,
+        entropy_norm=row_mean(ent), logit_mean=mean, logit_std=std, logit_max_abs=max_abs,
         top_weight=row_mean(m.top_weight), saturated_frac=row_mean(sat.astype(np.float64)),
         jacobian_fro=row_mean(m.jacobian_fro), hist_counts=counts, hist_outside=outside,
         percentiles=pct,

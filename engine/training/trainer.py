@@ -27,21 +27,17 @@ from torch.nn import functional as F
 from engine.device import resolve_device as _resolve_device
 from engine.training.config import TrainingConfig
 from engine.training.model import AttentionCapture, AttentionModel
-from engine.training.observe import PERCENTILES, head_stats, logit_edges
+from engine.training.numerics import training_numerics
+from engine.training.observe import (  # noqa: F401 (the column names are re-exported)
+    CSV_COLUMNS,
+    HEAD_CSV_COLUMNS,
+    HEAD_METRICS,
+    PERCENTILES,
+    SCALARS,
+    head_stats,
+    logit_edges,
+)
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
-
-#: scalar metrics per (log, run)
-SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
-#: metrics per (log, run, layer, head)
-HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
-                "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature")
-#: columns of metrics.csv (per-head metrics are means over layers and heads)
-CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
-               "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
-               "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
-               "grad_norm_v", "grad_norm_o", "temperature")
-HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 
 
 def resolve_device(cfg: TrainingConfig) -> str:
@@ -111,7 +107,8 @@ class TrainingSnapshot:
                            saturated_frac=h["saturated_frac"], jacobian_fro_mean=h["jacobian_fro"],
                            grad_norm_q=h["grad_norm_q"], grad_norm_k=h["grad_norm_k"],
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
-                           temperature=h["temperature"] if self.has_temperature[r] else "")
+                           temperature=h["temperature"] if self.has_temperature[r] else "",
+                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()))
                 rows.append(row)
         return rows
 
@@ -172,10 +169,14 @@ class _Run:
     def __init__(self, rule: str, model: AttentionModel, cfg: TrainingConfig) -> None:
         self.rule = rule
         self.model = model
-        if cfg.optimizer == "adam":
+        if cfg.optimizer == "adam" and cfg.weight_decay > 0:
+            self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr,
+                                         weight_decay=cfg.weight_decay)
+        elif cfg.optimizer == "adam":  # plain Adam, so runs without decay keep their numbers
             self.opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         else:
-            self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+            self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr,
+                                       weight_decay=cfg.weight_decay)
         self.diverged_step = -1
         self.loss_sum = 0.0
         self.acc_sum = 0.0
@@ -189,9 +190,12 @@ class _Run:
 class Trainer:
     """Several rules trained side by side (paired: same init, same batches)."""
 
-    def __init__(self, cfg: TrainingConfig, observe: bool = True) -> None:
+    def __init__(self, cfg: TrainingConfig, observe: bool = True,
+                 flush_denormal: bool = True) -> None:
         self.cfg = cfg
         self.observe = observe
+        #: False only to measure what flushing subnormals changes (tests, bench)
+        self.flush_denormal = flush_denormal
         self.device = resolve_device(cfg)
         self.reset()
 
@@ -247,9 +251,15 @@ class Trainer:
 
     # -- one iteration -------------------------------------------------------------------------
     def advance(self, force_log: bool = False) -> bool:
-        """Run one iteration for every live run; True when it recorded a log."""
+        """Run one iteration for every live run; True when it recorded a log. The step runs under
+        the one numerics policy (``numerics.training_numerics``: single thread, subnormals
+        flushed), so ``train``, the Training page and experiment jobs give the same numbers."""
         if self.done:
             return False
+        with training_numerics(self.flush_denormal):
+            return self._advance(force_log)
+
+    def _advance(self, force_log: bool) -> bool:
         start = time.perf_counter()
         s = self.next_iter
         cfg = self.cfg
@@ -278,9 +288,15 @@ class Trainer:
         if log:  # observe the weights after s updates, before update s + 1
             self._record(s, grads)
         if s < cfg.steps:
+            lr = cfg.lr * cfg.lr_factor(s)
             for i in backward_done:
-                if self.runs[i].alive:
-                    self.runs[i].opt.step()
+                run = self.runs[i]
+                if run.alive:
+                    for group in run.opt.param_groups:
+                        group["lr"] = lr
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+                    run.opt.step()
         self.next_iter += 1
         self.elapsed += time.perf_counter() - start
         self._iters_timed += 1
@@ -342,6 +358,7 @@ class Trainer:
                 head["entropy_norm"][i, layer] = st.entropy_norm
                 head["logit_mean"][i, layer] = st.logit_mean
                 head["logit_std"][i, layer] = st.logit_std
+                head["logit_max_abs"][i, layer] = st.logit_max_abs
                 head["top_weight"][i, layer] = st.top_weight
                 head["saturated_frac"][i, layer] = st.saturated_frac
                 head["jacobian_fro"][i, layer] = st.jacobian_fro

@@ -16,7 +16,7 @@ from main import main
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["train", "--task", "retrieval", "--d-model", "32", "--heads", "2", "--items-max", "6",
         "--scaling", "none", "sqrt", "dk", "--steps", "6", "--log-every", "3", "--batch", "8",
-        "--probe-size", "4", "--seed", "0", "--device", "cpu", "--threads", "1", "--quiet"]
+        "--probe-size", "4", "--seed", "0", "--device", "cpu", "--quiet"]
 REQUIRED = ("scaling", "step", "loss", "accuracy", "entropy_norm_mean", "logit_std",
             "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k", "grad_norm_v")
 
@@ -59,7 +59,11 @@ def test_same_seed_same_csv(tmp_path):
     (["--preset", "nope"], "--preset"),
     (["--d-model", "abc"], "--d-model"),
     (["--figures"], "--figures"),
-    (["--threads", "0"], "--threads"),
+    (["--warmup", "-1"], "--warmup"),
+    (["--decay", "linear"], "--decay"),
+    (["--lr-floor", "2"], "--lr-floor"),
+    (["--weight-decay", "-0.1"], "--weight-decay"),
+    (["--grad-clip", "nan"], "--grad-clip"),
     (["--heads", "3", "--d-model", "256"], "--heads"),
     (["--task", "foo"], "--task"),
     (["--optimizer", "lbfgs"], "--optimizer"),

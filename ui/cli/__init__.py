@@ -10,6 +10,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("ui.cli.simulate", "Monte-Carlo simulation of attention scores over d_k and scaling rules"),
     "inspect": ("ui.cli.inspect", "softmax, Jacobian and entropy of a handful of scores"),
     "train": ("ui.cli.train", "train a tiny attention model under several scaling rules side by side"),
+    "experiment": ("ui.cli.experiment", "grids of training runs over seeds, learning rates, "
+                   "widths: parallel, reproducible, summarised with uncertainty"),
     "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
                     "vs. the i.i.d. theory"),
     "reproduce": ("ui.cli.reproduce", "measure every published number again and compare "

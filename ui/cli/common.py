@@ -23,7 +23,8 @@ class LabArgumentParser(argparse.ArgumentParser):
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",
-               "dist": "--dist", "out": "--out"}
+               "dist": "--dist", "out": "--out",
+               "experiment": "NAME"}
     return special.get(field, "--" + field.replace("_", "-"))
 
 
@@ -37,11 +38,12 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
-def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial") -> Any:
+def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial",
+                 unit_scale: bool = True) -> Any:
     """A tqdm bar on stderr that appears only for runs longer than about a second."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=quiet,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=quiet,
                 delay=1.0, file=sys.stderr, leave=False, dynamic_ncols=True)
 
 

@@ -37,6 +37,11 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "steps": (int, "N"),
     "seed": (int, "S"),
     "device": (str, None),
+    "warmup": (int, "N"),
+    "decay": (str, None),
+    "lr_floor": (float, "F"),
+    "weight_decay": (float, "W"),
+    "grad_clip": (float, "C"),
     "log_every": (int, "K"),
     "probe_size": (int, "N"),
     "hist_bins": (int, "N"),
@@ -53,6 +58,15 @@ TABLE = [("scaling", "rule"), ("accuracy", "accuracy"), ("probe_accuracy", "prob
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_training_options(p)
+    p.add_argument("--out", metavar="DIR",
+                   help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
+    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_training_options(p: argparse.ArgumentParser) -> None:
+    """--preset, --scaling and one option per training field (shared with ``experiment``)."""
     from engine.training.config import FIELD_HELP, TRAINING_RULES
 
     p.add_argument("--preset", metavar="NAME",
@@ -67,12 +81,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="MLP after each attention layer")
     p.add_argument("--layernorm", action=argparse.BooleanOptionalAction, default=None,
                    help="pre-LayerNorm before attention (and MLP) and before the classifier")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--out", metavar="DIR",
-                   help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
-    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def build_config(args: argparse.Namespace):  # -> TrainingConfig
@@ -80,11 +88,18 @@ def build_config(args: argparse.Namespace):  # -> TrainingConfig
     from engine.training.presets import DEFAULT_PRESET, preset
 
     base = preset(args.preset or DEFAULT_PRESET).config
-    names = {f.name for f in dataclasses.fields(base)}
+    return base.replace(**config_changes(args))
+
+
+def config_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The training fields given on the command line."""
+    from engine.training.config import TrainingConfig
+
+    names = {f.name for f in dataclasses.fields(TrainingConfig)}
     changes = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if "scalings" in changes:
         changes["scalings"] = tuple(changes["scalings"])
-    return base.replace(**changes)
+    return changes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.figures and not args.out:
         fail(PROG, "needs --out DIR to write the figures into", "figures")
-    if args.threads is not None and not 1 <= args.threads <= 1024:
-        fail(PROG, f"must be from 1 to 1,024, got {args.threads}", "threads")
     try:
         cfg = build_config(args)
         out = ensure_writable_dir(args.out) if args.out else None
@@ -103,10 +116,6 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(cfg)
     except ConfigError as exc:
         fail(PROG, exc)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
 
     bar = progress_bar(cfg.steps, "train", args.quiet, unit="step")
     start = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,11 @@ ROOT = Path(__file__).resolve().parents[3]
     ({"optimizer": "lbfgs"}, "optimizer"),
     ({"saturation_threshold": 1.0}, "saturation_threshold"),
     ({"mlp": "yes"}, "mlp"),
+    ({"warmup": -1}, "warmup"),
+    ({"decay": "linear"}, "decay"),
+    ({"lr_floor": 1.5}, "lr_floor"),
+    ({"weight_decay": -0.1}, "weight_decay"),
+    ({"grad_clip": float("nan")}, "grad_clip"),
     ({"heads": 64, "d_model": 64, "steps": 100_000, "log_every": 1}, "hist_bins"),
 ])
 def test_invalid_values_name_the_field(changes, field):
@@ -108,3 +114,21 @@ def test_the_size_guards_leave_the_presets_and_one_wide_model_alone():
     for p in load_presets().values():
         assert p.config.n_params * len(p.config.scalings) < 10_000_000
     TrainingConfig(d_model=4096, scalings=("sqrt",))  # one rule at the widest d_model still fits
+
+
+def test_lr_schedule_warmup_then_cosine_to_the_floor():
+    cfg = TrainingConfig(steps=110, warmup=10, decay="cosine", lr_floor=0.1)
+    assert cfg.lr_factor(0) == pytest.approx(0.1)  # update 1 of 10: lr / 10
+    assert cfg.lr_factor(4) == pytest.approx(0.5)
+    assert cfg.lr_factor(9) == pytest.approx(1.0)
+    assert cfg.lr_factor(10) == pytest.approx(1.0)  # cosine starts at lr ...
+    assert cfg.lr_factor(60) == pytest.approx(0.1 + 0.9 * 0.5)  # ... halfway: mid-point ...
+    assert cfg.lr_factor(110) == pytest.approx(0.1)  # ... and ends at lr x lr_floor
+    factors = [cfg.lr_factor(s) for s in range(10, 111)]
+    assert all(a >= b for a, b in itertools.pairwise(factors))
+
+
+def test_no_schedule_is_exactly_one():
+    cfg = TrainingConfig()
+    assert {cfg.lr_factor(s) for s in range(cfg.steps)} == {1.0}
+    assert TrainingConfig(warmup=4).lr_factor(100) == 1.0

@@ -1,0 +1,248 @@
+"""The figures and the verdict of an experiment, computed from its results as plain data, so the
+CLI's PNG/SVG writer and the GUI draw the same thing. Every point carries its uncertainty: a
+Wilson 95 % interval for a success rate, one standard error of the mean over seeds otherwise.
+
+Nothing non-finite leaves this module (empty groups are left out; log axes drop values <= 0).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.experiments.spec import ExperimentSpec, FigureSpec
+from engine.experiments.summary import (
+    SEED_AXIS,
+    mean_se,
+    ok_results,
+    rule_values,
+    wilson_interval,
+)
+
+#: readable names of the per-rule results and metrics.csv columns (axis labels, verdicts)
+LABELS = {
+    "success": "reached the target (rate)",
+    "steps_to_target": "steps to target",
+    "final_loss": "final training loss",
+    "final_accuracy": "final training accuracy",
+    "probe_accuracy": "probe accuracy",
+    "max_logit_abs": "largest |logit| over the run",
+    "max_logit_std": "largest logit std over the run",
+    "min_entropy_norm": "smallest entropy / log n",
+    "seconds": "seconds per job",
+    "logit_max_abs": "largest |logit|",
+    "logit_std": "logit std (mean over heads)",
+    "entropy_norm_mean": "entropy / log n (mean over heads)",
+    "loss": "training loss",
+    "accuracy": "training accuracy",
+    "lr": "learning rate",
+    "d_k": "head width d_k",
+    "heads": "heads",
+    "seed": "seed",
+}
+RATE_ERROR = "Wilson 95 % interval"
+MEAN_ERROR = "mean ± 1 standard error over seeds"
+
+
+def label(name: str) -> str:
+    """``logit_std@0`` -> "logit std (mean over heads) at step 0"."""
+    base, _, at = name.partition("@")
+    text = LABELS.get(base, base.replace("_", " "))
+    if at == "0":
+        return f"{text} at init (step 0)"
+    if at == "end":
+        return f"{text} after training"
+    return text
+
+
+@dataclass(frozen=True)
+class Series:
+    """One curve or set of points: y with its error bar [lo, hi] and the runs behind each."""
+
+    name: str  #: legend entry
+    rule: str  #: the scaling rule (its colour)
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    lo: tuple[float, ...]  #: lower end of the error bar / band
+    hi: tuple[float, ...]  #: upper end
+    n: tuple[int, ...]  #: runs behind each point
+
+
+@dataclass(frozen=True)
+class FigureData:
+    """One figure: what the GUI and the CLI's writer draw."""
+
+    id: str  #: file stem (``<experiment>_<n>_<y>``)
+    kind: str  #: by_rule (categorical x: the rules), vs_axis, vs_step
+    title: str
+    x_label: str
+    y_label: str
+    x_log: bool
+    y_log: bool
+    series: tuple[Series, ...]
+    error: str  #: what the error bars mean
+    x_ticks: tuple[tuple[float, str], ...] = ()  #: categorical ticks (by_rule)
+
+    @property
+    def empty(self) -> bool:
+        return not any(s.x for s in self.series)
+
+
+def _matches(res: dict[str, Any], where: dict[str, Any]) -> bool:
+    return all(res["values"].get(k) == v for k, v in where.items())
+
+
+def point(results: Sequence[dict[str, Any]], rule: str, metric: str
+          ) -> tuple[float, float, float, int] | None:
+    """(y, lo, hi, n) of ``metric`` for ``rule`` over ``results``: a rate with its Wilson
+    interval for ``success``, else the mean ± 1 standard error (None when no run has a value)."""
+    if metric == "success":
+        runs = [r for r in results if rule in r["rules"]]
+        if not runs:
+            return None
+        k = int(sum(rule_values(runs, rule, "success")))
+        lo, hi = wilson_interval(k, len(runs))
+        return (k / len(runs), lo, hi, len(runs))
+    vals = [v for v in rule_values(results, rule, metric) if math.isfinite(v)]
+    if not vals:
+        return None
+    m, se = mean_se(vals)
+    return (m, m - se, m + se, len(vals))
+
+
+def _series(name: str, rule: str, pts: Iterable[tuple[float, tuple[float, float, float, int]]],
+            y_log: bool) -> Series:
+    xs, ys, los, his, ns = [], [], [], [], []
+    for x, (y, lo, hi, n) in pts:
+        if not all(math.isfinite(v) for v in (x, y, lo, hi)):
+            continue
+        if y_log:
+            if y <= 0:
+                continue
+            lo = lo if lo > 0 else y  # a band reaching 0 cannot be drawn on a log axis
+        xs.append(float(x))
+        ys.append(y)
+        los.append(lo)
+        his.append(hi)
+        ns.append(n)
+    return Series(name, rule, tuple(xs), tuple(ys), tuple(los), tuple(his), tuple(ns))
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _other_points(spec: ExperimentSpec, results: list[dict[str, Any]], exclude: Iterable[str]
+                  ) -> list[dict[str, Any]]:
+    """The combinations of the axes other than seed and ``exclude`` that occur in the results."""
+    names = [a for a in spec.axis_names if a != SEED_AXIS and a not in set(exclude)]
+    seen: list[dict[str, Any]] = []
+    for res in sorted(results, key=lambda r: r["index"]):
+        combo = {a: res["values"][a] for a in names}
+        if combo not in seen:
+            seen.append(combo)
+    return seen or [{}]
+
+
+def figure_data(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> list[FigureData]:
+    """Every figure of ``spec`` from the finished jobs (those that raised are left out)."""
+    results = ok_results(results)
+    return [_figure(spec, fig, i, results) for i, fig in enumerate(spec.figures)]
+
+
+def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[str, Any]]
+            ) -> FigureData:
+    fid = f"{spec.name}_{i + 1}_{fig.y.replace('@', '_at_')}"
+    y_label = fig.y_label or label(fig.y)
+    rules = spec.rules
+    series: list[Series] = []
+    if fig.kind == "by_rule":
+        for j, rule in enumerate(rules):
+            p = point(results, rule, fig.y)
+            series.append(_series(rule, rule, [(j, p)] if p else [], fig.y_log))
+        return FigureData(fid, fig.kind, fig.title, "scaling rule", y_label, False, fig.y_log,
+                          tuple(series), RATE_ERROR if fig.y == "success" else MEAN_ERROR,
+                          tuple((float(j), r) for j, r in enumerate(rules)))
+    if fig.kind == "vs_axis":
+        values = next(a.values for a in spec.axes if a.field == fig.x)
+        for rule in rules:
+            for where in _other_points(spec, results, (fig.x,)):
+                pts = []
+                for v in values:
+                    sel = [r for r in results if _matches(r, {**where, fig.x: v})]
+                    p = point(sel, rule, fig.y)
+                    if p is not None and not (fig.x_log and float(v) <= 0):
+                        pts.append((float(v), p))
+                name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
+                series.append(_series(name, rule, pts, fig.y_log))
+        return FigureData(fid, fig.kind, fig.title, label(fig.x), y_label, fig.x_log, fig.y_log,
+                          tuple(series), RATE_ERROR if fig.y == "success" else MEAN_ERROR)
+    # vs_step: the mean curve over seeds (band: ± 1 standard error), per rule and value of x
+    splits = [{fig.x: v} for v in next(a.values for a in spec.axes if a.field == fig.x)] \
+        if fig.x else [{}]
+    for rule in rules:
+        for where in splits:
+            per_step: dict[int, list[float]] = {}
+            for res in results:
+                if not _matches(res, where):
+                    continue
+                for row in res["rows"]:
+                    v = row.get(fig.y)
+                    if row["scaling"] == rule and isinstance(v, (int, float)) and math.isfinite(v):
+                        per_step.setdefault(int(row["step"]), []).append(float(v))
+            pts = []
+            for step in sorted(per_step):
+                m, se = mean_se(per_step[step])
+                pts.append((float(step), (m, m - se, m + se, len(per_step[step]))))
+            name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
+            series.append(_series(name, rule, pts, fig.y_log))
+    return FigureData(fid, fig.kind, fig.title, "step", y_label, False, fig.y_log, tuple(series),
+                      MEAN_ERROR)
+
+
+def _describe(metric: str, p: tuple[float, float, float, int] | None) -> str:
+    if p is None:
+        return "no runs"
+    y, lo, hi, n = p
+    if metric == "success":
+        k = round(y * n)
+        return f"{k}/{n} = {y:.2f} (95 % CI {lo:.2f}-{hi:.2f})"
+    return f"{y:.3g} ± {y - lo:.2g} (n={n})"
+
+
+def _median_steps(metric: str, results: list[dict[str, Any]], rule: str) -> str:
+    """", median N steps" after a success rate (the runs that reached the target)."""
+    if metric != "success":
+        return ""
+    steps = rule_values(results, rule, "steps_to_target")
+    return f", median {statistics.median(steps):g} steps" if steps else ""
+
+
+def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
+    """One line computed from the results, with the uncertainty of every number."""
+    results = ok_results(results)
+    if not results:
+        return "no finished jobs yet"
+    v = spec.verdict
+    metric = v.metric
+    what = (f"reached {spec.target:.0%} training accuracy" if metric == "success"
+            else label(metric))
+    parts = []
+    if v.kind == "by_rule":
+        for rule in spec.rules:
+            parts.append(f"{rule} {_describe(metric, point(results, rule, metric))}"
+                         + _median_steps(metric, results, rule))
+        return f"{what}: " + "; ".join(parts)
+    values = next(a.values for a in spec.axes if a.field == v.over)
+    first, last = values[0], values[-1]
+    for rule in spec.rules:
+        at_first = [r for r in results if _matches(r, {v.over: first})]
+        at_last = [r for r in results if _matches(r, {v.over: last})]
+        parts.append(f"{rule} {_describe(metric, point(at_first, rule, metric))}"
+                     f"{_median_steps(metric, at_first, rule)} -> "
+                     f"{_describe(metric, point(at_last, rule, metric))}"
+                     f"{_median_steps(metric, at_last, rule)}")
+    return f"{what}, {v.over} {_fmt(first)} -> {_fmt(last)}: " + "; ".join(parts)

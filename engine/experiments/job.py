@@ -1,0 +1,97 @@
+"""One job of an experiment: train the config's rules side by side and reduce the run to plain
+data. ``run_job`` is a top-level function of plain arguments and a plain result, so it pickles to
+a worker process or a Dask worker; it never raises (an exception comes back as an error record).
+
+Every training step runs under the one numerics policy (``engine.training.numerics``: single
+thread, subnormals flushed), so a job's numbers depend only on its config, not on how many jobs
+share the machine.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+#: per-rule results of a job: the summary.csv columns after job, the axes and scaling
+RESULT_FIELDS = ("final_loss", "final_accuracy", "probe_accuracy", "steps_to_target",
+                 "max_logit_abs", "max_logit_std", "min_entropy_norm", "diverged_step",
+                 "collapsed", "seconds")
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str, Any]]:
+    """Per rule: the final figures, steps to ``target`` training accuracy (None if never), the
+    extremes over the run, divergence and collapse. ``seconds`` is the job's wall time (its
+    rules train together, step by step)."""
+    import numpy as np
+
+    out: dict[str, dict[str, Any]] = {}
+    for r, rule in enumerate(snap.rules):
+        ok = np.flatnonzero(snap.valid[:, r])
+        acc = snap.scalars["accuracy"][ok, r]
+        hit = np.flatnonzero(acc >= target)
+        div = int(snap.diverged_step[r])
+        res: dict[str, Any] = {
+            "final_loss": None, "final_accuracy": None, "probe_accuracy": None,
+            "steps_to_target": int(snap.log_steps[ok[hit[0]]]) if hit.size else None,
+            "max_logit_abs": None, "max_logit_std": None, "min_entropy_norm": None,
+            "diverged_step": div if div >= 0 else None,
+            "collapsed": bool((snap.collapse_step[r] >= 0).any()),
+            "seconds": seconds,
+        }
+        if ok.size:
+            last = ok[-1]
+            if div < 0:  # a diverged run has no final figures (its last valid ones would flatter it)
+                res["final_loss"] = _finite(snap.scalars["loss"][last, r])
+                res["final_accuracy"] = _finite(snap.scalars["accuracy"][last, r])
+                res["probe_accuracy"] = _finite(snap.scalars["probe_accuracy"][last, r])
+            res["max_logit_abs"] = _finite(snap.heads["logit_max_abs"][ok, r].max())
+            res["max_logit_std"] = _finite(snap.heads["logit_std"][ok, r].max())
+            res["min_entropy_norm"] = _finite(snap.heads["entropy_norm"][ok, r].min())
+        out[rule] = res
+    return out
+
+
+def run_job(config: dict[str, Any], target: float = 0.9,
+            cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Train ``config`` (a ``TrainingConfig.to_dict()``) and return the JobResult as plain data:
+    ``{"config", "target", "rules": {rule: {RESULT_FIELDS}}, "rows": [metrics.csv rows],
+    "seconds", "device", "error": None | str, "cancelled": bool}``. ``cancelled`` (in-process
+    runs only) stops the training between steps; such a result is not a finished job."""
+    start = time.perf_counter()
+    result: dict[str, Any] = {"config": config, "target": target, "rules": {}, "rows": [],
+                              "seconds": 0.0, "device": "", "error": None, "cancelled": False}
+    try:
+        from engine.training.config import TrainingConfig
+        from engine.training.trainer import Trainer
+
+        cfg = TrainingConfig.from_dict(config)
+        trainer = Trainer(cfg)
+        result["device"] = trainer.device
+        for _ in trainer.iterate(cancelled):
+            pass
+        snap = trainer.snapshot()
+        if not snap.done:
+            result["cancelled"] = True
+        seconds = time.perf_counter() - start
+        result["rules"] = rule_results(snap, target, seconds)
+        result["rows"] = snap.metrics_rows()
+        result["seconds"] = seconds
+    except Exception as exc:  # a job's failure is recorded; the grid goes on
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc(limit=8)
+        result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def metrics_csv_columns() -> tuple[str, ...]:
+    """The training metrics.csv columns."""
+    from engine.training.observe import CSV_COLUMNS
+
+    return CSV_COLUMNS

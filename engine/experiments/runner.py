@@ -1,0 +1,335 @@
+"""Run an experiment's jobs through a ``concurrent.futures.Executor`` and stream the results.
+
+Executors: a local process pool (default: one worker per core; each job single-threaded), one job
+at a time in this process when the jobs train on CUDA, or a Dask cluster
+(``distributed.Client(address).get_executor()``); or any Executor passed in. No home-made
+scheduler: the runner only submits, waits and writes.
+
+Files in ``out_dir``: ``experiment.json`` (the spec, rebuilt by ``load_experiment``; written
+first so a resume can check it), ``jobs/job-NNNNN.json`` (one per finished job, written atomically
+when it finishes: a killed experiment loses only the jobs that were running), and at the end (or
+on cancel) ``summary.csv`` and ``metrics.csv``. ``resume`` skips the jobs whose file is there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.experiments.job import run_job
+from engine.experiments.spec import ExperimentSpec, Job
+from engine.experiments.summary import (
+    metrics_columns,
+    metrics_rows,
+    summary_columns,
+    summary_rows,
+)
+from engine.io import ensure_writable_dir, package_versions, write_csv, write_json
+
+EXPERIMENT_FILE = "experiment.json"
+JOBS_DIR = "jobs"
+RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
+WORKERS_MAX = 1024
+#: how often the runner checks the cancel flag and reports progress while jobs run
+POLL_S = 0.1
+#: imported once by the fork server, so each worker starts with torch loaded (torch.optim's first
+#: use imports torch._dynamo: seconds per worker otherwise)
+PRELOAD = ["torch", "torch._dynamo", "engine.training.trainer", "engine.experiments.job"]
+
+
+@dataclass(frozen=True)
+class ExperimentProgress:
+    """A snapshot of a running experiment (plain data for a progress bar, a grid view, a log)."""
+
+    spec: ExperimentSpec
+    out_dir: Path | None
+    total: int  #: jobs in the grid
+    done: int  #: finished jobs (this run and resumed ones), failed ones included
+    failed: int  #: finished jobs that raised (their result has ``error``)
+    running: int  #: jobs a worker is on now
+    resumed: int  #: jobs finished by an earlier run of the same experiment (skipped)
+    latest: dict[str, Any] | None  #: the latest finished job's result
+    results: tuple[dict[str, Any], ...]  #: every finished job's result so far
+    elapsed_s: float  #: since this run started
+    eta_s: float | None  #: estimated seconds left (None until a job of this run finished)
+    finished: bool  #: all jobs done, files written
+    cancelled: bool  #: stopped by ``cancelled()``; finished jobs kept, files written
+    executor: str  #: "process", "in-process", "dask" or "given"
+    workers: int
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def job_file(out_dir: Path, index: int) -> Path:
+    return out_dir / JOBS_DIR / f"job-{index:05d}.json"
+
+
+def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
+    """The spec saved in an experiment folder (or an experiment.json file)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / EXPERIMENT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError("experiment", f"cannot read {str(path)!r}: {exc}") from None
+    return ExperimentSpec.from_dict(data.get("experiment", data))
+
+
+def load_results(spec: ExperimentSpec, out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Finished jobs found in ``out_dir/jobs`` that belong to this spec's grid, by job key."""
+    jobs = {j.index: j for j in spec.jobs()}
+    found: dict[str, dict[str, Any]] = {}
+    folder = Path(out_dir) / JOBS_DIR
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("job-*.json")):
+        try:
+            res = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # (files are written atomically: only a foreign file gets here)
+        job = jobs.get(res.get("index"))
+        if job is not None and res.get("key") == job.key and res.get("config") == job.config.to_dict():
+            found[job.key] = res
+    return found
+
+
+def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool) -> Path:
+    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``) or
+    any experiment (without: nothing is overwritten)."""
+    out = ensure_writable_dir(out_dir)
+    saved = out / EXPERIMENT_FILE
+    if saved.exists():
+        if not resume:
+            raise ConfigError("out", f"{str(out)!r} already holds an experiment: resume it or "
+                                     "choose another folder")
+        try:
+            data = json.loads(saved.read_text(encoding="utf-8"))
+            other = data.get("experiment", data)
+        except (OSError, ValueError):
+            raise ConfigError("resume", f"{str(saved)!r} is not an experiment file") from None
+        if other != json.loads(json.dumps(spec.to_dict())):
+            raise ConfigError("resume", f"{str(out)!r} holds a different experiment "
+                                        f"({other.get('name', '?')!r}); use another folder")
+    elif resume and (out / JOBS_DIR).is_dir() and any((out / JOBS_DIR).iterdir()):
+        raise ConfigError("resume", f"{str(out)!r} has job files but no {EXPERIMENT_FILE}")
+    return out
+
+
+def _process_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """Workers forked from a server that has imported torch once (fast to start, and no fork of
+    a process with torch threads); spawn where forkserver does not exist."""
+    import multiprocessing as mp
+
+    if sys.platform != "win32" and "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+    else:
+        ctx = mp.get_context("spawn")
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def _dask_executor(address: str) -> tuple[Any, Any]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ConfigError("scheduler", "needs the optional 'cluster' extra: "
+                                       "pip install 'attention-scaling-lab[cluster]'") from None
+    try:
+        client = Client(address, timeout="10s")
+    except Exception as exc:
+        raise ConfigError("scheduler", f"cannot reach {address!r}: {exc}") from None
+    return client, client.get_executor()
+
+
+def _stop(executor: cf.Executor, owned: bool, futures: list[cf.Future]) -> None:
+    """Cancel what has not started and, for a pool of our own, end the workers now (their jobs
+    are lost; the finished ones are on disk)."""
+    for fut in futures:
+        fut.cancel()
+    if not owned:
+        return
+    procs = []
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        procs = list((getattr(executor, "_processes", None) or {}).values())
+    try:
+        executor.shutdown(wait=False, cancel_futures=True)
+    except TypeError:  # Dask's ClientExecutor: shutdown(wait=False) cancels what is pending
+        executor.shutdown(wait=False)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=1.0)
+
+
+def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
+                   workers: int | None = None, executor: cf.Executor | None = None,
+                   resume: bool = False, cancelled: Callable[[], bool] | None = None,
+                   scheduler: str | None = None) -> Iterator[ExperimentProgress]:
+    """Run every job of ``spec`` (those not already in ``out_dir`` with ``resume``), yielding a
+    progress snapshot when a job finishes (and about once a second meanwhile), and a last one
+    with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
+    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler."""
+    from engine.sampling import cuda_available
+
+    if workers is None:
+        workers = default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
+        raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
+    jobs = spec.jobs()
+    out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
+    results: dict[str, dict[str, Any]] = load_results(spec, out) if (out and resume) else {}
+    resumed = len(results)
+    pending_jobs = [j for j in jobs if j.key not in results]
+    on_cuda = spec.base.device != "cpu" and cuda_available()
+
+    owned = executor is None
+    client = None
+    kind = "given"
+    in_process = False
+    if executor is None and pending_jobs:
+        if scheduler:
+            client, executor = _dask_executor(scheduler)
+            kind = "dask"
+        elif on_cuda:  # one job at a time on the device, in this process
+            executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="experiment-job")
+            kind, workers, in_process = "in-process", 1, True
+        else:
+            executor = _process_pool(min(workers, len(pending_jobs)))
+            kind = "process"
+    if out is not None:
+        _write_experiment(out, spec, "running", len(jobs), results, workers, kind)
+        (out / JOBS_DIR).mkdir(exist_ok=True)
+
+    start = time.perf_counter()
+    futures: dict[cf.Future, Job] = {}
+    stop_flag = {"stop": False}
+
+    def job_cancelled() -> bool:
+        return stop_flag["stop"]
+
+    latest: dict[str, Any] | None = None
+    done_now = 0
+    was_cancelled = False
+
+    def snapshot(finished: bool = False) -> ExperimentProgress:
+        elapsed = time.perf_counter() - start
+        remaining = len(jobs) - len(results)
+        eta = elapsed / done_now * remaining if done_now else None
+        return ExperimentProgress(
+            spec=spec, out_dir=out, total=len(jobs), done=len(results),
+            failed=sum(1 for r in results.values() if r.get("error")),
+            running=sum(1 for f in futures if f.running()), resumed=resumed, latest=latest,
+            results=tuple(results.values()), elapsed_s=elapsed,
+            eta_s=0.0 if finished and not was_cancelled else eta,
+            finished=finished and not was_cancelled, cancelled=was_cancelled,
+            executor=kind, workers=workers)
+
+    try:
+        for job in pending_jobs:
+            args: tuple[Any, ...] = (job.config.to_dict(), spec.target)
+            if in_process:
+                args += (job_cancelled,)
+            futures[executor.submit(run_job, *args)] = job
+        last_yield = time.perf_counter()
+        while futures:
+            if cancelled is not None and cancelled():
+                was_cancelled = True
+                stop_flag["stop"] = True
+                break
+            finished_now, _ = cf.wait(list(futures), timeout=POLL_S,
+                                      return_when=cf.FIRST_COMPLETED)
+            for fut in finished_now:
+                job = futures.pop(fut)
+                res = _result_of(fut, job)
+                if res.get("cancelled"):
+                    continue
+                res.update(index=job.index, key=job.key, values=job.values)
+                if out is not None and not res.get("worker_failed"):  # (a resume reruns those)
+                    write_json(job_file(out, job.index), res)
+                results[job.key] = res
+                latest = res
+                done_now += 1
+            now = time.perf_counter()
+            if finished_now or now - last_yield >= 1.0:
+                last_yield = now
+                yield snapshot()
+    finally:
+        if futures or was_cancelled:
+            stop_flag["stop"] = True
+            if executor is not None:
+                _stop(executor, owned, list(futures))
+        elif owned and executor is not None:
+            executor.shutdown(wait=True)
+        if client is not None:
+            client.close()
+    futures.clear()
+    if out is not None:
+        write_outputs(out, spec, list(results.values()),
+                      "cancelled" if was_cancelled else "finished", workers, kind)
+    yield snapshot(finished=True)
+
+
+def _result_of(fut: cf.Future, job: Job) -> dict[str, Any]:
+    """The job's result, or an error record when the worker itself failed."""
+    try:
+        return fut.result()
+    except cf.CancelledError:
+        return {"cancelled": True}
+    except Exception as exc:  # e.g. a worker process killed from outside
+        return {"config": job.config.to_dict(), "rules": {}, "rows": [], "seconds": 0.0,
+                "device": "", "error": f"{type(exc).__name__}: {exc}", "cancelled": False,
+                "worker_failed": True}
+
+
+def _write_experiment(out: Path, spec: ExperimentSpec, status: str, total: int,
+                      results: dict[str, dict[str, Any]] | list[dict[str, Any]], workers: int,
+                      executor: str) -> Path:
+    values = results.values() if isinstance(results, dict) else results
+    values = list(values)
+    return write_json(out / EXPERIMENT_FILE, {
+        "experiment": spec.to_dict(),
+        "status": status, "jobs": total, "done": len(values),
+        "failed": sum(1 for r in values if r.get("error")),
+        "workers": workers, "executor": executor, "versions": package_versions()})
+
+
+def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]], status: str,
+                  workers: int = 1, executor: str = "") -> list[Path]:
+    """summary.csv, metrics.csv and experiment.json of the finished jobs (atomic)."""
+    return [write_csv(out / "summary.csv", summary_rows(spec, results), summary_columns(spec)),
+            write_csv(out / "metrics.csv", metrics_rows(results), metrics_columns(spec)),
+            _write_experiment(out, spec, status, len(spec.jobs()), results, workers, executor)]
+
+
+def estimate_seconds(spec: ExperimentSpec, workers: int | None = None, probe_steps: int = 10
+                     ) -> tuple[float, float]:
+    """(seconds per job, seconds for the whole grid on ``workers``) from timing ``probe_steps``
+    steps of the grid's largest job here (after a one-step warm-up), scaled to its steps. An
+    estimate for the form's "about N minutes", not a promise: machine load changes it."""
+    workers = workers or default_workers()
+    jobs = spec.jobs()
+    biggest = max(jobs, key=lambda j: j.config.n_params * j.config.steps * len(j.config.scalings))
+    cfg = biggest.config
+    run_job(cfg.replace(steps=1, log_every=1).to_dict())  # imports and first-use costs
+    n = min(probe_steps, cfg.steps)
+    res = run_job(cfg.replace(steps=n).to_dict())
+    per_job = res["seconds"] / n * cfg.steps
+    waves = math.ceil(len(jobs) / max(1, min(workers, len(jobs))))
+    return per_job, per_job * waves

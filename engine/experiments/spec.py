@@ -1,0 +1,259 @@
+"""An experiment: a base training config, axes (lists of values of its fields), and the figures
+and verdict to compute from the results. The grid of jobs is the product of the axes.
+
+Torch-free (the GUI form and ``--help`` use it). Every job's config is built and validated when
+the spec is constructed, so an invalid axis value is refused before anything runs, with an error
+that names the axis and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.training.config import TrainingConfig
+from engine.validate import check_choice, check_float
+
+#: fields that are not axes: the rules are trained side by side inside every job, and where a
+#: job runs is the runner's business
+NOT_AXES = ("scalings", "device")
+#: most jobs in one grid
+JOBS_MAX = 100_000
+#: figure kinds (see ``engine.experiments.figures``)
+FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step")
+#: verdict kinds (see ``engine.experiments.figures.verdict``)
+VERDICT_KINDS = ("by_rule", "ends_of_axis")
+
+
+def _field_types() -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(TrainingConfig)}
+
+
+def axis_fields() -> tuple[str, ...]:
+    """Fields of the training config that may be an axis (numbers, choices, switches)."""
+    return tuple(name for name, typ in _field_types().items()
+                 if name not in NOT_AXES and typ in ("int", "float", "str", "bool"))
+
+
+def parse_value(field_name: str, text: str) -> Any:
+    """One axis value typed as its field (from the command line or a form)."""
+    typ = _field_types().get(field_name)
+    text = text.strip()
+    try:
+        if typ == "int":
+            as_float = float(text)
+            if not as_float.is_integer():
+                raise ValueError
+            return int(as_float)
+        if typ == "float":
+            return float(text)
+        if typ == "bool":
+            if text.lower() in ("true", "1", "yes", "on"):
+                return True
+            if text.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+    except ValueError:
+        raise ConfigError("axis", f"{field_name}={text}: not a valid {typ}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One field of the training config and the values it takes (in order)."""
+
+    field: str
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        allowed = axis_fields()
+        if self.field not in allowed:
+            raise ConfigError("axis", f"{self.field!r} is not a field that can vary (one of "
+                                      f"{', '.join(allowed)})")
+        values = (self.values,) if isinstance(self.values, (str, int, float)) else self.values
+        values = tuple(values)
+        if not values:
+            raise ConfigError("axis", f"{self.field}: needs at least one value")
+        if len(set(values)) != len(values):
+            raise ConfigError("axis", f"{self.field}: lists a value twice: "
+                                      f"{', '.join(map(str, values))}")
+        object.__setattr__(self, "values", values)
+
+    @classmethod
+    def parse(cls, text: str) -> Axis:
+        """``field=v1,v2,...`` (the CLI's ``--axis``)."""
+        name, sep, rest = text.partition("=")
+        if not sep or not rest.strip():
+            raise ConfigError("axis", f"{text!r}: expected FIELD=V1,V2,...")
+        name = name.strip().replace("-", "_")
+        if name not in axis_fields():
+            Axis(name, (0,))  # the same error as the constructor
+        return cls(name, tuple(parse_value(name, v) for v in rest.split(",") if v.strip()))
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """What to draw from the results (data, not code; see ``engine.experiments.figures``).
+
+    ``y``: a per-rule result (``success``, ``steps_to_target``, ``final_loss``, ...) or a
+    metrics.csv column at a step (``logit_std@0``, ``entropy_norm_mean@end``) for ``by_rule`` and
+    ``vs_axis``; a metrics.csv column for ``vs_step``. ``x``: the axis drawn along x (``vs_axis``)
+    or that splits the curves (``vs_step``)."""
+
+    kind: str
+    y: str
+    title: str
+    x: str = ""
+    y_label: str = ""
+    x_log: bool = False
+    y_log: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice("figures", self.kind, FIGURE_KINDS)
+        if self.kind == "vs_axis" and not self.x:
+            raise ConfigError("figures", f"{self.title!r}: a vs_axis figure needs x (an axis)")
+
+
+@dataclass(frozen=True)
+class VerdictSpec:
+    """The verdict line: ``metric`` per rule over all jobs (``by_rule``) or at the first and last
+    value of the axis ``over`` (``ends_of_axis``), each with its uncertainty."""
+
+    kind: str = "by_rule"
+    metric: str = "success"
+    over: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice("verdict", self.kind, VERDICT_KINDS)
+        if self.kind == "ends_of_axis" and not self.over:
+            raise ConfigError("verdict", "ends_of_axis needs over (an axis)")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One point of the grid: its index, a stable key (the axis values), its config."""
+
+    index: int
+    key: str
+    values: dict[str, Any]
+    config: TrainingConfig
+
+
+def job_key(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v!r}" for k, v in values.items()) or "base"
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A base config, its axes, the success target, and the figures and verdict to compute."""
+
+    name: str
+    base: TrainingConfig
+    axes: tuple[Axis, ...] = ()
+    title: str = ""
+    description: str = ""
+    #: a run reaches the target when its training accuracy at a log step is at least this
+    target: float = 0.9
+    figures: tuple[FigureSpec, ...] = ()
+    verdict: VerdictSpec = field(default_factory=VerdictSpec)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError("name", "an experiment needs a name")
+        if not isinstance(self.base, TrainingConfig):
+            raise ConfigError("base", "must be a TrainingConfig")
+        axes = tuple(self.axes)
+        names = [a.field for a in axes]
+        if len(set(names)) != len(names):
+            raise ConfigError("axis", f"an axis is given twice: {', '.join(names)}")
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "figures", tuple(self.figures))
+        object.__setattr__(self, "target", check_float("target", self.target, 0.0, 1.0,
+                                                       lo_open=True))
+        n = math.prod(len(a.values) for a in axes)
+        if n > JOBS_MAX:
+            raise ConfigError("axis", f"the grid has {n:,} jobs, more than {JOBS_MAX:,}")
+        for fig in self.figures:
+            for name in (fig.x,) if fig.x else ():
+                if name not in names:
+                    raise ConfigError("figures", f"{fig.title!r}: x={name!r} is not an axis")
+        if self.verdict.over and self.verdict.over not in names:
+            raise ConfigError("verdict", f"over={self.verdict.over!r} is not an axis")
+        for axis in axes:  # each value alone first: the error names that value
+            for v in axis.values:
+                try:
+                    self.base.replace(**{axis.field: v})
+                except ConfigError as exc:
+                    raise ConfigError("axis", f"{axis.field}={v!r}: {exc.message}") from None
+                except TypeError:
+                    raise ConfigError("axis", f"{axis.field}={v!r}: wrong type") from None
+        object.__setattr__(self, "_jobs", tuple(self._build_jobs()))
+
+    def _build_jobs(self) -> list[Job]:
+        jobs = []
+        for index, combo in enumerate(itertools.product(*(a.values for a in self.axes))):
+            values = {a.field: v for a, v in zip(self.axes, combo)}
+            try:
+                cfg = self.base.replace(**values)
+            except ConfigError as exc:
+                raise ConfigError("axis", f"{job_key(values)}: {exc.field}: {exc.message}") from None
+            jobs.append(Job(index, job_key(values), values, cfg))
+        return jobs
+
+    def jobs(self) -> list[Job]:
+        """The grid: the product of the axes (the last axis varies fastest)."""
+        return list(self._jobs)  # type: ignore[attr-defined]
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.field for a in self.axes)
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return self.base.scalings
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; ``from_dict`` rebuilds the same spec (the same jobs)."""
+        return {"name": self.name, "title": self.title, "description": self.description,
+                "base": self.base.to_dict(),
+                "axes": {a.field: list(a.values) for a in self.axes},
+                "target": self.target,
+                "figures": [dataclasses.asdict(f) for f in self.figures],
+                "verdict": dataclasses.asdict(self.verdict)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ExperimentSpec:
+        """From ``to_dict``'s output (experiment.json) or a built-in experiment file, where
+        ``preset`` names the training preset that ``base`` (then a few overrides) starts from."""
+        if not isinstance(data, dict):
+            raise ConfigError("experiment", "must be a mapping")
+        known = {"name", "title", "description", "base", "preset", "axes", "target", "figures",
+                 "verdict"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown experiment key (known: {', '.join(sorted(known))})")
+        base_data = dict(data.get("base") or {})
+        if "preset" in data:
+            from engine.training.presets import preset
+
+            start = preset(data["preset"]).config.to_dict()
+            start.update(base_data)
+            base_data = start
+        base = TrainingConfig.from_dict(base_data)
+        axes_data = data.get("axes") or {}
+        if not isinstance(axes_data, dict):
+            raise ConfigError("axis", "axes must map a field to its list of values")
+        try:
+            figures = tuple(FigureSpec(**f) for f in data.get("figures") or ())
+            verdict = VerdictSpec(**(data.get("verdict") or {}))
+        except TypeError as exc:
+            raise ConfigError("figures", str(exc)) from None
+        return cls(name=data.get("name", "experiment"), base=base,
+                   axes=tuple(Axis(k, tuple(v) if isinstance(v, list) else v)
+                              for k, v in axes_data.items()),
+                   title=data.get("title", ""), description=data.get("description", ""),
+                   target=data.get("target", 0.9), figures=figures, verdict=verdict)

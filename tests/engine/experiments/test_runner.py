@@ -1,0 +1,173 @@
+"""Running grids: reproducible across worker counts and after a resume, streamed job files,
+cancel, failures recorded while the others finish, the Dask path."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from engine.errors import ConfigError
+from engine.experiments import job as job_module
+from engine.experiments.job import run_job
+from engine.experiments.runner import load_experiment, run_experiment
+from engine.experiments.spec import Axis, ExperimentSpec
+from engine.io import read_csv
+from engine.training.config import TrainingConfig
+
+BASE = TrainingConfig(d_model=16, heads=2, items_max=5, classes=4, key_dim=4,
+                      scalings=("none", "sqrt"), steps=8, log_every=4, batch=8, probe_size=4,
+                      hist_bins=20, device="cpu")
+SPEC = ExperimentSpec("tiny", BASE, (Axis("lr", (1e-3, 3e-2)), Axis("seed", (0, 1))))
+
+
+def _run(spec, out, **kw):
+    return list(run_experiment(spec, out, **kw))
+
+
+def _rows_by_job(results):
+    return {r["key"]: r["rows"] for r in results}
+
+
+def test_a_job_alone_and_in_a_two_worker_pool_gives_identical_metrics(tmp_path):
+    progress = _run(SPEC, tmp_path / "pool", workers=2)
+    last = progress[-1]
+    assert last.finished and last.done == last.total == 4 and last.failed == 0
+    assert last.executor == "process" and last.eta_s == 0.0
+    pooled = _rows_by_job(last.results)
+    for job in SPEC.jobs()[:2]:
+        alone = run_job(job.config.to_dict(), SPEC.target)
+        assert alone["rows"] == pooled[job.key]
+        assert {r: {k: v for k, v in d.items() if k != "seconds"}
+                for r, d in alone["rules"].items()} == {
+            r: {k: v for k, v in d.items() if k != "seconds"}
+            for r, d in next(x for x in last.results if x["key"] == job.key)["rules"].items()}
+    # the files: one per job, the summary and every logged row
+    out = tmp_path / "pool"
+    assert len(list((out / "jobs").glob("job-*.json"))) == 4
+    summary = read_csv(out / "summary.csv")
+    assert len(summary) == 4 * 2 and list(summary[0])[:4] == ["job", "lr", "seed", "scaling"]
+    metrics = read_csv(out / "metrics.csv")
+    assert len(metrics) == 4 * 2 * 3 and {"job", "lr", "seed", "logit_max_abs"} <= set(metrics[0])
+    assert load_experiment(out) == SPEC
+
+
+def test_killed_then_resumed_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "exp"
+    state = {"done": 0}
+    first = []
+    for p in run_experiment(SPEC, out, workers=1, cancelled=lambda: state["done"] >= 1):
+        state["done"] = p.done
+        first.append(p)
+    assert first[-1].cancelled and not first[-1].finished and 1 <= first[-1].done < 4
+    kept = first[-1].done
+    assert len(read_csv(out / "summary.csv")) == kept * 2
+    with pytest.raises(ConfigError) as exc:  # the folder is taken: resume it or pick another
+        _run(SPEC, out, workers=1)
+    assert exc.value.field == "out"
+    last = _run(SPEC, out, workers=2, resume=True)[-1]
+    assert last.finished and last.done == 4 and last.resumed == kept
+    summary = read_csv(out / "summary.csv")
+    assert sorted((r["job"], r["scaling"]) for r in summary) == sorted(
+        (str(j.index), rule) for j in SPEC.jobs() for rule in BASE.scalings)
+    metrics = read_csv(out / "metrics.csv")
+    keys = [(r["job"], r["scaling"], r["step"]) for r in metrics]
+    assert len(keys) == len(set(keys)) == 4 * 2 * 3
+    # the same numbers as an uninterrupted run
+    fresh = _run(SPEC, tmp_path / "fresh", workers=2)[-1]
+    assert (tmp_path / "fresh" / "metrics.csv").read_text() == (out / "metrics.csv").read_text()
+    assert _rows_by_job(fresh.results) == _rows_by_job(last.results)
+
+
+def test_resume_refuses_a_folder_of_another_experiment(tmp_path):
+    out = tmp_path / "exp"
+    other = ExperimentSpec("other", BASE, (Axis("seed", (0,)),))
+    _run(other, out, workers=1)
+    with pytest.raises(ConfigError) as exc:
+        next(run_experiment(SPEC, out, workers=1, resume=True))
+    assert exc.value.field == "resume"
+    assert not (out / "jobs" / "job-00001.json").exists()
+
+
+@pytest.mark.parametrize("workers", [0, -1, 2000, 1.5])
+def test_bad_worker_counts_are_refused(tmp_path, workers):
+    with pytest.raises(ConfigError) as exc:
+        next(run_experiment(SPEC, tmp_path / "x", workers=workers))
+    assert exc.value.field == "workers" and not (tmp_path / "x").exists()
+
+
+def test_a_diverging_job_and_a_raising_job_are_recorded_while_the_others_finish(
+        tmp_path, monkeypatch):
+    spec = ExperimentSpec("div", BASE.replace(optimizer="sgd"),
+                          (Axis("lr", (1e-3, 100.0, 0.5)),))
+    real = job_module.rule_results
+
+    def flaky(snap, target, seconds):
+        if snap.config.lr == 0.5:
+            raise RuntimeError("boom in job 2")
+        return real(snap, target, seconds)
+
+    monkeypatch.setattr(job_module, "rule_results", flaky)
+    with cf.ThreadPoolExecutor(max_workers=1) as ex:  # in this process: the patch applies
+        last = _run(spec, tmp_path / "div", executor=ex)[-1]
+    assert last.finished and last.done == 3 and last.failed == 1 and last.executor == "given"
+    by_lr = {r["values"]["lr"]: r for r in last.results}
+    assert by_lr[0.5]["error"].startswith("RuntimeError: boom")
+    assert by_lr[100.0]["error"] is None
+    assert all(v["diverged_step"] is not None for v in by_lr[100.0]["rules"].values())
+    assert all(v["final_loss"] is None for v in by_lr[100.0]["rules"].values())
+    assert all(v["diverged_step"] is None for v in by_lr[1e-3]["rules"].values())
+    saved = json.loads((tmp_path / "div" / "jobs" / "job-00002.json").read_text())
+    assert saved["error"].startswith("RuntimeError")
+    rows = read_csv(tmp_path / "div" / "summary.csv")
+    assert len(rows) == 6 and rows[4]["final_loss"] == ""
+
+
+def test_cancel_stops_the_pool_and_keeps_what_finished(tmp_path):
+    spec = ExperimentSpec("long", BASE.replace(steps=100_000, log_every=1000),
+                          (Axis("seed", (0, 1, 2)),))
+    seen = []
+    for p in run_experiment(spec, tmp_path / "c", workers=2, cancelled=lambda: bool(seen)):
+        seen.append(p)
+    last = seen[-1]
+    assert last.cancelled and last.done == 0 and not last.finished
+    assert json.loads((tmp_path / "c" / "experiment.json").read_text())["status"] == "cancelled"
+    assert read_csv(tmp_path / "c" / "summary.csv") == []
+
+
+@pytest.mark.slow
+def test_the_dask_path_gives_the_same_numbers(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        last = _run(SPEC, tmp_path / "dask", scheduler=cluster.scheduler_address)[-1]
+    assert last.finished and last.executor == "dask" and last.failed == 0 and last.done == 4
+    job = SPEC.jobs()[3]
+    assert run_job(job.config.to_dict())["rows"] == _rows_by_job(last.results)[job.key]
+
+
+def test_train_and_a_job_give_the_same_numbers(tmp_path):
+    """One thread policy everywhere: the `train` command (in this process, whatever torch's
+    thread count) writes the same metrics as the job of the same config."""
+    from engine.io import csv_text
+    from engine.training.observe import CSV_COLUMNS
+    from main import main
+
+    cfg = BASE.replace(lr=3e-2, seed=1)
+    args = ["train", "--task", "retrieval", "--d-model", "16", "--heads", "2", "--items-max", "5",
+            "--classes", "4", "--key-dim", "4", "--scaling", "none", "sqrt", "--steps", "8",
+            "--log-every", "4", "--batch", "8", "--probe-size", "4", "--hist-bins", "20",
+            "--device", "cpu", "--lr", "3e-2", "--seed", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    job = run_job(cfg.to_dict())
+    assert (tmp_path / "metrics.csv").read_text() == csv_text(job["rows"], CSV_COLUMNS)
+
+
+def test_estimate_scales_a_short_timing_to_the_grid():
+    from engine.experiments.runner import estimate_seconds
+
+    per_job, total = estimate_seconds(SPEC, workers=2, probe_steps=2)
+    assert per_job > 0 and total == pytest.approx(per_job * 2)  # 4 jobs on 2 workers: 2 waves

@@ -1,0 +1,110 @@
+"""Summaries with uncertainty, figure data and the verdict, on hand-made results (no training)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.experiments.figures import figure_data, verdict
+from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec, VerdictSpec
+from engine.experiments.summary import (
+    group_results,
+    mean_se,
+    metrics_rows,
+    summary_columns,
+    summary_rows,
+    wilson_interval,
+)
+from engine.training.config import TrainingConfig
+
+
+def test_wilson_interval_textbook_cases():
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.490, abs=5e-4) and hi == pytest.approx(0.943, abs=5e-4)
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=5e-4)
+    assert wilson_interval(10, 10)[1] == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_mean_and_standard_error():
+    m, se = mean_se([1.0, 2.0, 3.0, 4.0])
+    assert m == 2.5 and se == pytest.approx(math.sqrt(5 / 3) / 2)
+    assert mean_se([3.0]) == (3.0, 0.0)
+    assert all(math.isnan(v) for v in mean_se([]))
+
+
+SPEC = ExperimentSpec(
+    "fake", TrainingConfig(scalings=("none", "sqrt")),
+    (Axis("lr", (1e-3, 1e-2)), Axis("seed", (0, 1, 2))),
+    figures=(FigureSpec("by_rule", "success", "s"),
+             FigureSpec("vs_axis", "steps_to_target", "st", x="lr", x_log=True),
+             FigureSpec("vs_step", "loss", "curves", x="lr", y_log=True)),
+    verdict=VerdictSpec("ends_of_axis", "success", "lr"))
+
+
+def _fake_results():
+    """sqrt always reaches the target (in 30 + 10 * seed steps); none only at lr 1e-2, seed 0;
+    job 5 raised."""
+    out = []
+    for job in SPEC.jobs():
+        res = {"index": job.index, "key": job.key, "values": job.values, "error": None,
+               "rules": {}, "rows": []}
+        if job.index == 5:
+            res["error"] = "RuntimeError: boom"
+            out.append(res)
+            continue
+        for rule in ("none", "sqrt"):
+            hit = rule == "sqrt" or (job.values["lr"] == 1e-2 and job.values["seed"] == 0)
+            res["rules"][rule] = {
+                "final_loss": 0.1 if hit else 2.0, "final_accuracy": 0.95 if hit else 0.1,
+                "probe_accuracy": 0.9, "steps_to_target": 30 + 10 * job.values["seed"] if hit else None,
+                "max_logit_abs": 5.0, "max_logit_std": 1.0, "min_entropy_norm": 0.5,
+                "diverged_step": None, "collapsed": False, "seconds": 1.0}
+            res["rows"] += [{"scaling": rule, "step": s, "loss": 2.0 / (1 + s)} for s in (0, 10)]
+        out.append(res)
+    return out
+
+
+def test_groups_over_seeds_with_wilson_rates():
+    groups = {(g.rule, g.values["lr"]): g for g in group_results(SPEC, _fake_results())}
+    g = groups[("sqrt", 1e-3)]
+    assert (g.n, g.successes, g.median_steps) == (3, 3, 40)
+    assert (g.rate_lo, g.rate_hi) == pytest.approx(wilson_interval(3, 3))
+    g = groups[("none", 1e-2)]  # job 5 (seed 2) raised: two runs
+    assert (g.n, g.successes, g.median_steps) == (2, 1, 30)
+    assert g.means["final_loss"] == pytest.approx(mean_se([0.1, 2.0]))
+
+
+def test_summary_and_metrics_rows_have_the_documented_columns():
+    results = _fake_results()
+    cols = summary_columns(SPEC)
+    assert cols == ["job", "lr", "seed", "scaling", "final_loss", "final_accuracy",
+                    "probe_accuracy", "steps_to_target", "max_logit_abs", "max_logit_std",
+                    "min_entropy_norm", "diverged_step", "collapsed", "seconds"]
+    rows = summary_rows(SPEC, results)
+    assert len(rows) == 6 * 2 and [r["job"] for r in rows[:4]] == [0, 0, 1, 1]
+    assert rows[0]["steps_to_target"] == "" and rows[1]["steps_to_target"] == 30
+    assert rows[-1]["final_loss"] == ""  # the job that raised
+    m = metrics_rows(results)
+    assert len(m) == 5 * 2 * 2 and m[0]["job"] == 0 and m[0]["lr"] == 1e-3
+
+
+def test_figure_data_carries_the_uncertainty_and_the_verdict_is_computed():
+    figs = figure_data(SPEC, _fake_results())
+    rate = figs[0]
+    assert rate.kind == "by_rule" and [s.rule for s in rate.series] == ["none", "sqrt"]
+    none = rate.series[0]
+    assert none.y == (1 / 5,) and (none.lo[0], none.hi[0]) == pytest.approx(wilson_interval(1, 5))
+    steps = figs[1]
+    sqrt = next(s for s in steps.series if s.rule == "sqrt")
+    assert sqrt.x == (1e-3, 1e-2) and sqrt.y == (40.0, 35.0) and sqrt.n == (3, 2)
+    curves = figs[2]
+    assert len(curves.series) == 4 and all(v > 0 for s in curves.series for v in s.lo)
+    for fig in figs:
+        for s in fig.series:
+            assert all(math.isfinite(v) for v in (*s.x, *s.y, *s.lo, *s.hi))
+    text = verdict(SPEC, _fake_results())
+    assert "none 0/3" in text and "1/2" in text and "sqrt 3/3" in text and "95 % CI" in text
+    assert verdict(SPEC, []) == "no finished jobs yet"

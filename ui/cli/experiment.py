@@ -1,0 +1,166 @@
+"""``experiment``: a grid of training runs (a built-in experiment, or a preset + --axis lists),
+run in parallel, summarised with uncertainty, written to --out.
+
+No torch import at module top: ``main.py --help`` must stay instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ui.cli.common import fail, format_table, progress_bar
+
+PROG = "attention-lab experiment"
+
+TABLE = [("rule", "rule"), ("point", "axes"), ("n", "runs"), ("success", "reached target"),
+         ("median_steps", "median steps"), ("final_loss", "final loss"),
+         ("max_logit_abs", "max |logit|"), ("diverged", "diverged")]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ui.cli.train import add_training_options
+
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="a built-in experiment (see --list); without it, the grid is --preset "
+                        "and the training options with --axis lists")
+    p.add_argument("--list", action="store_true", help="name the built-in experiments and stop")
+    add_training_options(p)
+    p.add_argument("--axis", action="append", default=[], metavar="FIELD=V1,V2,...",
+                   help="a training field and its values (repeat for a grid: the product); "
+                        "e.g. --axis lr=1e-3,1e-2 --axis seed=0,1,2")
+    p.add_argument("--target", type=float, metavar="ACC",
+                   help="training accuracy a run must reach to count as a success (default 0.9)")
+    p.add_argument("--out", metavar="DIR",
+                   help="write experiment.json, jobs/, summary.csv, metrics.csv here")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes, one job each (default: the number of cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the jobs on a Dask cluster (tcp://host:8786; needs the 'cluster' extra)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the experiment in --out: skip its finished jobs (alone: rerun "
+                        "the experiment saved there)")
+    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of the figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_spec(args: argparse.Namespace):  # -> ExperimentSpec
+    """The experiment from the arguments (ConfigError names what is wrong)."""
+    from engine.experiments.builtin import builtin
+    from engine.experiments.runner import load_experiment
+    from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec, VerdictSpec
+    from ui.cli.train import config_changes
+
+    changes = config_changes(args)
+    axes = [Axis.parse(text) for text in args.axis]
+    if args.name:
+        spec = builtin(args.name)
+    elif args.resume and not changes and not axes and args.preset is None:
+        spec = load_experiment(args.out)
+    else:
+        from engine.training.presets import DEFAULT_PRESET, preset
+
+        base = preset(args.preset or DEFAULT_PRESET).config
+        spec = ExperimentSpec("custom", base, title="Custom experiment")
+    base = spec.base.replace(**changes) if changes else spec.base
+    merged = [a for a in spec.axes if a.field not in {b.field for b in axes}] + axes
+    figures, verdict = spec.figures, spec.verdict
+    if not args.name and axes:
+        figures, verdict = default_figures(merged, FigureSpec, VerdictSpec)
+    return ExperimentSpec(spec.name, base, tuple(merged), spec.title, spec.description,
+                          args.target if args.target is not None else spec.target, figures,
+                          verdict)
+
+
+def default_figures(axes, figure_cls, verdict_cls):
+    """A custom grid: success per rule, then final loss and success vs each non-seed axis, and
+    the accuracy curves; the verdict compares the ends of the first non-seed axis."""
+    others = [a.field for a in axes if a.field != "seed"]
+    figs = [figure_cls("by_rule", "success", "Runs that reach the target")]
+    for name in others:
+        log = name in ("lr", "d_k", "d_model", "heads", "weight_decay", "qk_init", "batch")
+        figs.append(figure_cls("vs_axis", "final_loss", f"Final loss vs {name}", x=name, x_log=log))
+        figs.append(figure_cls("vs_axis", "success", f"Runs that reach the target vs {name}",
+                               x=name, x_log=log))
+    figs.append(figure_cls("vs_step", "accuracy", "Training accuracy",
+                           x=others[0] if others else ""))
+    verdict = (verdict_cls("ends_of_axis", "success", others[0]) if others
+               else verdict_cls("by_rule", "success"))
+    return tuple(figs), verdict
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.errors import ConfigError
+
+    if args.list:
+        from engine.experiments.builtin import load_builtins
+
+        for name, spec in load_builtins().items():
+            print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
+        return 0
+    if not args.out:
+        fail(PROG, "is required (the folder the results go to)", "out")
+    if args.figures:
+        try:
+            import PySide6  # noqa: F401
+        except ImportError:
+            fail(PROG, "needs PySide6 to draw the figures", "figures")
+    try:
+        spec = build_spec(args)
+        from engine.experiments.runner import run_experiment
+
+        progress = run_experiment(spec, args.out, workers=args.workers, resume=args.resume,
+                                  scheduler=args.scheduler)
+        first = next(progress)  # validates workers, --out and --resume before any job runs
+    except ConfigError as exc:
+        fail(PROG, exc)
+    except OSError as exc:
+        fail(PROG, f"cannot write to {args.out!r}: {exc.strerror or exc}", "out")
+
+    bar = progress_bar(first.total, spec.name, args.quiet, unit="job", unit_scale=False)
+    last = first
+    try:
+        bar.update(first.done - bar.n)
+        for last in progress:
+            bar.update(last.done - bar.n)
+            bar.set_postfix_str(f"{last.running} running, {last.failed} failed", refresh=False)
+    except KeyboardInterrupt:
+        progress.close()
+        bar.close()
+        sys.stderr.write(f"interrupted: finished jobs are kept in {args.out}/jobs; run again "
+                         "with --resume to continue\n")
+        return 130
+    bar.close()
+    _report(spec, last)
+    if args.figures:
+        from engine.experiments.figures import figure_data
+        from ui.experiment_figures import write_experiment_figures
+
+        paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir)
+        print(f"wrote {len(paths)} figure files to {last.out_dir}")
+    return 0
+
+
+def _report(spec: Any, last: Any) -> None:
+    from engine.experiments.figures import verdict
+    from engine.experiments.summary import group_results
+
+    rows = []
+    for g in group_results(spec, last.results):
+        fl = g.means["final_loss"]
+        ml = g.means["max_logit_abs"]
+        rows.append({
+            "rule": g.rule, "point": g.label() or "-", "n": g.n,
+            "success": f"{g.successes}/{g.n} [{g.rate_lo:.2f}, {g.rate_hi:.2f}]",
+            "median_steps": "-" if g.median_steps is None else f"{g.median_steps:g}",
+            "final_loss": "-" if fl[0] != fl[0] else f"{fl[0]:.3g} ± {fl[1]:.2g}",
+            "max_logit_abs": "-" if ml[0] != ml[0] else f"{ml[0]:.3g} ± {ml[1]:.2g}",
+            "diverged": g.diverged})
+    print(format_table(rows, TABLE))
+    state = "cancelled" if last.cancelled else "done"
+    print(f"\n{spec.name}: {last.done} of {last.total} jobs {state} ({last.failed} failed, "
+          f"{last.resumed} from an earlier run) in {last.elapsed_s:.1f} s on {last.workers} "
+          f"{last.executor} worker(s)")
+    print(f"verdict: {verdict(spec, last.results)}")
+    print(f"wrote experiment.json, summary.csv, metrics.csv, jobs/ to {last.out_dir}")

@@ -1,0 +1,177 @@
+"""Draw the engine's experiment figure data (``engine.experiments.figures.FigureData``): a plot
+panel the Experiments page can embed, and the PNG/SVG writer of ``experiment --figures``.
+
+One colour per rule (``ui.theme``); points with error bars (a Wilson interval or ± 1 standard
+error, as the figure says) for ``by_rule`` and ``vs_axis``, mean curves with a ± 1 SE band for
+``vs_step``. Items are created once per series name and updated with setData afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWidget
+
+from engine.experiments.figures import RATE_ERROR
+from ui.plots.base import PlotPanel, rule_pen
+from ui.theme import rule_color
+
+SIZE = (900, 600)
+#: rules' points at one x are drawn this fraction of the x span apart (the data keep the true x)
+DODGE = 0.012
+#: line styles that tell apart the series of one rule (e.g. one per learning rate)
+_STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine,
+           Qt.PenStyle.DashDotLine, Qt.PenStyle.DashDotDotLine)
+_SYMBOLS = ("o", "s", "t", "d", "+", "x")
+
+
+def _log(values: Iterable[float], on: bool) -> np.ndarray:
+    a = np.asarray(list(values), dtype=np.float64)
+    return np.log10(a) if on else a
+
+
+class ExperimentFigurePanel(PlotPanel):
+    """One experiment figure; ``refresh(figure_data)`` draws it (the state is the FigureData)."""
+
+    plot_id = "experiment_figure"
+    title = "Experiment"
+
+    def __init__(self, figure: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._items: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self._figure = None
+        if figure is not None:
+            self.set_identity(figure)
+
+    def set_identity(self, figure: Any) -> None:
+        """Take the figure's id (file name, object name) and title."""
+        self.plot_id = figure.id
+        self.title = figure.title
+        self.setObjectName(f"plot_{figure.id}")
+        self.header_label.setText(f"<b>{figure.title}</b>")
+
+    def build(self) -> None:
+        self.plot = self.add_plot(0, 0, "", "")
+
+    def data_key(self, state: Any) -> Any:
+        return id(state)
+
+    def draw(self, fig: Any) -> None:
+        self._figure = fig
+        plot = self.plot
+        plot.setTitle(fig.title, color=self.theme.foreground)
+        plot.setLabel("bottom", fig.x_label)
+        plot.setLabel("left", f"{fig.y_label} ({fig.error})")
+        plot.setLogMode(x=fig.x_log, y=fig.y_log)
+        axis = plot.getAxis("bottom")
+        axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
+        plot.enableAutoRange()
+        if fig.x_ticks:  # categories: room on both sides
+            plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
+        if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
+            plot.setYRange(0.0, 1.0, padding=0.02)
+        per_rule: dict[str, int] = {}
+        seen = set()
+        rules = list(dict.fromkeys(s.rule for s in fig.series))
+        all_x = [x for s in fig.series for x in _log(s.x, fig.x_log)]
+        span = (max(all_x) - min(all_x)) if len(all_x) > 1 else 1.0
+        for s in fig.series:
+            k = per_rule.get(s.rule, 0)
+            per_rule[s.rule] = k + 1
+            seen.add(s.name)
+            items = self._items.get(s.name)
+            if items is None:
+                items = self._make_items(s.name, s.rule, k, fig.kind)
+                self._items[s.name] = items
+            curve, bars, lo_curve, hi_curve = items
+            x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
+            lx = _log(s.x, fig.x_log)
+            if fig.kind != "vs_step" and len(rules) > 1:  # side by side, so equal points all show
+                lx = lx + (rules.index(s.rule) - (len(rules) - 1) / 2) * DODGE * (span or 1.0)
+                x = 10 ** lx if fig.x_log else lx
+            curve.setData(x, y)
+            if fig.kind == "vs_step":
+                lo_curve.setData(x, np.asarray(s.lo, dtype=float))
+                hi_curve.setData(x, np.asarray(s.hi, dtype=float))
+            else:  # the error bar item does not follow the log mode: give it log10 values
+                ly = _log(s.y, fig.y_log)
+                top = _log(s.hi, fig.y_log) - ly
+                bottom = ly - _log(s.lo, fig.y_log)
+                bars.setData(x=lx, y=ly, top=np.maximum(top, 0), bottom=np.maximum(bottom, 0))
+        for name, (curve, bars, lo_curve, hi_curve) in self._items.items():
+            if name not in seen:
+                curve.setData([], [])
+                if lo_curve is not None:
+                    lo_curve.setData([], [])
+                    hi_curve.setData([], [])
+                if bars is not None:
+                    bars.setData(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0))
+
+    def _make_items(self, name: str, rule: str, k: int, kind: str) -> tuple[Any, Any, Any, Any]:
+        plot = self.plot
+        style = _STYLES[k % len(_STYLES)]
+        pen = rule_pen(rule, 2.0, style) if kind != "by_rule" else None
+        curve = plot.plot([], [], pen=pen, name=name, symbol=_SYMBOLS[k % len(_SYMBOLS)],
+                          symbolSize=8, symbolBrush=rule_color(rule), symbolPen=rule_color(rule))
+        if kind == "vs_step":
+            curve.setSymbol(None)
+            c = pg.mkColor(rule_color(rule))
+            lo_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
+            hi_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
+            plot.addItem(lo_curve)
+            plot.addItem(hi_curve)
+            c.setAlpha(50)
+            band = pg.FillBetweenItem(lo_curve, hi_curve, brush=pg.mkBrush(c))
+            plot.addItem(band)
+            return curve, None, lo_curve, hi_curve
+        bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=rule_pen(rule, 1.5), beam=0.05)
+        plot.addItem(bars)
+        return curve, bars, None, None
+
+    def data_rows(self) -> list[dict[str, Any]]:
+        fig = self._figure
+        if fig is None:
+            return []
+        rows = []
+        for s in fig.series:
+            for x, y, lo, hi, n in zip(s.x, s.y, s.lo, s.hi, s.n):
+                rows.append({"series": s.name, "scaling": s.rule, "x": x, "y": y, "lo": lo,
+                             "hi": hi, "n": n})
+        return [r for r in rows if all(math.isfinite(r[k]) for k in ("x", "y", "lo", "hi"))]
+
+
+def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
+                             theme: str = "light") -> list[Path]:
+    """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure."""
+    from ui.figures import ensure_app
+
+    app = ensure_app()
+    from ui.export import export_figures
+    from ui.theme import THEMES
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for fig in figures:
+        panel = ExperimentFigurePanel(fig)
+        try:
+            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+            panel.resize(*SIZE)
+            panel.apply_theme(THEMES[theme])
+            panel.show()
+            app.processEvents()
+            panel.refresh(fig, force=True)
+            app.processEvents()
+            written += export_figures([panel], out, with_csv=True)
+        finally:
+            panel.close()
+            panel.deleteLater()
+            app.processEvents()
+    return written
