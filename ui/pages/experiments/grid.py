@@ -122,7 +122,7 @@ class GridPanel(PlotPanel):
         self.cbar.getAxis("right").setLabel(f"{label(grid.metric)}")
         bottom = self.plot.getAxis("bottom")
         step = max(1, n_cols // 12)  # no crowded labels: every k-th column
-        bottom.setTicks([[(float(c), grid.x_labels[c].split(" (")[0])
+        bottom.setTicks([[(float(c), _tick(grid.x_labels[c]))
                           for c in range(0, n_cols, step)]])
         self.plot.getAxis("left").setTicks([[(float(r), rule) for r, rule in enumerate(grid.rules)]])
         self.plot.setLabel("bottom", "job" if grid.x == EVERY_JOB else label(grid.x))
@@ -200,6 +200,12 @@ class GridPanel(PlotPanel):
         jobs = self.grid.jobs[at[1]]
         if jobs:
             self.job_clicked.emit(jobs[0])
+
+
+def _tick(text: str) -> str:
+    """"lr=0.01" -> "0.01" (the axis title names the field); "job 3 (seed=1)" -> "job 3"."""
+    text = text.split(" (")[0]
+    return text if text.startswith("job") else text.split("=", 1)[-1]
 
 
 class _LeaveFilter(QObject):

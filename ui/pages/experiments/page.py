@@ -46,6 +46,7 @@ from ui.worker import Worker
 REDRAW_MS = 33
 ESTIMATE_DEBOUNCE_MS = 400
 JOIN_S = 10.0
+ESTIMATE_JOIN_S = 2.0
 FIGURE_COLUMNS = 3
 SETTINGS_KEY = "experiments/form"
 RED = "#C62828"
@@ -154,8 +155,7 @@ class ExperimentsPage(QWidget):
         figures_scroll.setWidget(self.figures_inner)
         split.addWidget(top)
         split.addWidget(figures_scroll)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
+        split.setSizes([520, 420])  # the figures get a real share (the splitter keeps the ratio)
         right.addWidget(split, 1)
         root.addLayout(right, 1)
 
@@ -479,7 +479,7 @@ class ExperimentsPage(QWidget):
         self.worker.stop()
         self.estimator.stop()
         self.worker.join(JOIN_S)
-        self.estimator.join(JOIN_S)
+        self.estimator.join(ESTIMATE_JOIN_S)  # only timing steps: not worth a long wait
 
     def closeEvent(self, event: Any) -> None:
         self.shutdown()

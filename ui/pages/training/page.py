@@ -239,12 +239,14 @@ class TrainingPage(QWidget):
                      diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
                      device: str = "") -> bool:
         """Show logged metrics rows (e.g. one experiment job's) in the curve plots without
-        training; False (and a note in the status line) while a run of this page is active."""
+        training; the form takes ``config``. False (and a note in the status line) while a run
+        of this page is active."""
         if self.status in ("running", "starting", "paused", "stepping"):
             self._update_status_text("a training run is active: stop it to view another run",
                                      error=True)
             return False
         snap = snapshot_from_rows(rows, config, diverged, seconds, device)
+        self.controls.set_config(config)  # the form shows what the curves are of (Start reruns it)
         self.trainer = None
         self.snapshot = snap
         for pid in NOT_IN_ROWS:
