@@ -223,3 +223,43 @@ def test_a_job_is_timed_for_the_estimate():
     spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3)),))
     one, two = est[0].grid_seconds(spec, 1), est[0].grid_seconds(spec, 2)
     assert two < one and est[0].job_seconds(TINY.replace(steps=60)) > est[0].job_seconds(TINY)
+
+
+def test_the_last_choice_is_remembered(show_widget, tmp_path):
+    from ui.pages.experiments.page import ExperimentsPage
+    from ui.settings import open_settings
+
+    page = show_widget(ExperimentsPage())
+    page.form.set_base(TINY)
+    page.form.axes.set_axes([("d_k", "8, 16"), ("seed", "0, 1, 2")])
+    page.form.rule_checks["qknorm"].setChecked(True)
+    page.form.workers.setValue(1)
+    page.form.out_edit.setText(str(tmp_path / "out"))
+    page.grid_panel.metric_box.setCurrentIndex(page.grid_panel.metric_box.findData("success"))
+    settings = open_settings()
+    page.save_settings(settings)
+    again = show_widget(ExperimentsPage())
+    again.restore_settings(settings)
+    assert again.form.state() == page.form.state()
+    assert again.spec.to_dict() == page.spec.to_dict()
+    assert again.grid_panel.metric == "success" and again.grid_panel.x == "d_k"
+    builtin = show_widget(ExperimentsPage())
+    builtin.form.select_builtin("head_width")
+    builtin.save_settings(settings)
+    last = show_widget(ExperimentsPage())
+    last.restore_settings(settings)
+    assert last.form.builtin_name == "head_width" and last.spec.name == "head_width"
+
+
+@pytest.mark.slow
+def test_closing_the_window_while_a_grid_runs_ends_the_pool(window, qtbot, tmp_path):
+    w = window
+    page = _experiments_page(w)
+    _use(page, TINY.replace(steps=400, log_every=100), [("seed", "0, 1, 2, 3")], 2,
+         tmp_path / "run")
+    page.start()
+    qtbot.waitUntil(lambda: page.progress is not None and page.progress.running > 0,
+                    timeout=60_000)
+    w.close()
+    assert not page.worker.is_running()
+    qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
