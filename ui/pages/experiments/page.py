@@ -74,6 +74,7 @@ class ExperimentsPage(QWidget):
         self._grid_state: Any = None
         self._figure_state: list[Any] = []
         self.figure_panels: list[ExperimentFigurePanel] = []
+        self._figures_key: Any = None
 
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
@@ -202,7 +203,8 @@ class ExperimentsPage(QWidget):
         self.reason_label.setText(reason)
         if self.spec is not None and self.run_spec is None:
             self._show_spec(self.spec)
-            self._recompute_grid()  # the empty grid of the planned run
+            self._recompute_grid()  # the empty grid and figures of the planned run
+            self._ensure_figures(self.spec)
         self._update_buttons()
         self._show_plan()
         if self.spec is not None and self.status not in ("running", "stopping"):
@@ -273,8 +275,7 @@ class ExperimentsPage(QWidget):
         from engine.experiments.runner import run_experiment
 
         self.estimator.stop()
-        if self.run_spec is None or spec.to_dict() != self.run_spec.to_dict():
-            self._build_figures(spec)
+        self._ensure_figures(spec)
         self.run_spec, self.run_out = spec, out
         self._show_spec(spec)
         if not resume:
@@ -365,16 +366,23 @@ class ExperimentsPage(QWidget):
     def _grid_choice_changed(self) -> None:
         self._recompute_grid()
 
+    def _ensure_figures(self, spec: Any) -> None:
+        """One figure panel per figure of ``spec`` (rebuilt only when its figures change)."""
+        key = (spec.name, spec.figures)
+        if key != self._figures_key:
+            self._figures_key = key
+            self._build_figures(spec)
+
     def _build_figures(self, spec: Any) -> None:
         for panel in self.figure_panels:
             self.figures_grid.removeWidget(panel)
             panel.close()
             panel.deleteLater()
         self.figure_panels = []
-        self._figure_state = []
         from engine.experiments.figures import figure_data
 
-        for i, fig in enumerate(figure_data(spec, [])):
+        self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
+        for i, fig in enumerate(self._figure_state):
             panel = ExperimentFigurePanel(fig, self.figures_inner)
             panel.setMinimumHeight(280)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
