@@ -38,7 +38,7 @@ def _no_pool_left(page, qtbot):
     qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
 
 
-def test_the_window_has_the_experiments_tab_and_takes_the_training_settings(window):
+def test_the_window_has_the_experiments_tab_and_takes_the_training_settings(window, qtbot):
     titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     assert "Experiments" in titles
     page = _experiments_page(window)
@@ -50,6 +50,12 @@ def test_the_window_has_the_experiments_tab_and_takes_the_training_settings(wind
     assert page.form.base == training.current_config()
     assert page.form.builtin_name == ""  # now a grid of one's own
     assert page.spec.base.replace(scalings=training.current_config().scalings) == page.spec.base
+    # the planned figures are shown, and only those (replaced panels leave no trace)
+    page.form.axes.set_axes([("lr", "1e-3, 1e-2"), ("seed", "0, 1")])
+    qtbot.wait(50)
+    shown = [p for p in page.figures_inner.findChildren(type(page.figure_panels[0]))
+             if p.isVisible()]
+    assert sorted(p.title for p in shown) == sorted(f.title for f in page.spec.figures)
 
 
 def test_invalid_axis_values_mark_the_row_and_disable_start(window):

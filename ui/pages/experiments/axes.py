@@ -103,6 +103,7 @@ class AxesEditor(QWidget):
         for row in self.rows:
             for w in row.widgets():
                 self.grid.removeWidget(w)
+                w.hide()
                 w.deleteLater()
         self.rows = []
         for field, text in axes:
@@ -132,6 +133,7 @@ class AxesEditor(QWidget):
             self.rows.remove(row)
             for w in row.widgets():
                 self.grid.removeWidget(w)
+                w.hide()
                 w.deleteLater()
             self._relayout()
             self.changed.emit()

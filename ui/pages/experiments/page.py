@@ -376,7 +376,7 @@ class ExperimentsPage(QWidget):
     def _build_figures(self, spec: Any) -> None:
         for panel in self.figure_panels:
             self.figures_grid.removeWidget(panel)
-            panel.close()
+            panel.hide()  # explicitly: a panel not shown yet would otherwise still be shown later
             panel.deleteLater()
         self.figure_panels = []
         from engine.experiments.figures import figure_data
