@@ -98,7 +98,11 @@ def test_a_tiny_grid_fills_the_view_opens_a_job_and_exports(window, qtbot, tmp_p
     panel = page.grid_panel
     panel._on_move(panel.scene_pos_of(1, 1))
     assert panel.hover_text.startswith("sqrt, lr=0.01: final training loss")
-    panel._clear_hover()
+    assert panel.readout.text() == panel.hover_text
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.sendEvent(panel.glw, QEvent(QEvent.Type.Leave))  # the pointer leaves the plot
     assert panel.hover_text == "" and panel.readout.text() == ""
     # figures with error bars and the verdict
     assert page.figure_panels and all(f.draw_count > 0 for f in page.figure_panels)
@@ -159,6 +163,11 @@ def test_stop_keeps_finished_jobs_and_resume_continues(window, qtbot, tmp_path):
     assert [page.jobs.status(i) for i in range(kept)] == ["done"] * kept
     assert "running" not in [page.jobs.status(i) for i in range(3)]
     before = {r["key"]: r["rows"] for r in page.progress.results}
+    # the folder reopens (experiment.json and the job files) and Resume continues it
+    page.run_spec = page.progress = None
+    assert page.open_folder(tmp_path / "run")
+    assert page.progress.done == kept and page.status == "stopped"
+    assert page.buttons["resume"].isEnabled() and page.run_spec.name == "custom"
     assert page.resume()
     qtbot.waitUntil(lambda: page.status == "done", timeout=120_000)
     p = page.progress

@@ -104,6 +104,8 @@ class ExperimentsPage(QWidget):
                                  "are skipped)"),
             ("export", "Export all…", "Figures (PNG, SVG), the grid, summary.csv, metrics.csv and "
                                       "experiment.json into a new folder"),
+            ("open", "Open folder…", "Show an experiment folder's finished jobs (Resume then "
+                                     "continues it)"),
         ):
             b = QPushButton(text, self)
             b.setToolTip(tip)
@@ -113,6 +115,7 @@ class ExperimentsPage(QWidget):
         self.buttons["stop"].clicked.connect(self.stop)
         self.buttons["resume"].clicked.connect(self.resume)
         self.buttons["export"].clicked.connect(self._export_dialog)
+        self.buttons["open"].clicked.connect(self._open_dialog)
         self.reason_label = QLabel(self)
         self.reason_label.setWordWrap(True)
         self.reason_label.setStyleSheet(f"color: {RED};")
@@ -434,7 +437,43 @@ class ExperimentsPage(QWidget):
                            or self.progress.failed > 0))
         self.buttons["resume"].setEnabled(can_resume)
         self.buttons["export"].setEnabled(bool(self.results()) and not busy)
+        self.buttons["open"].setEnabled(not busy)
         self.form.set_locked(busy)
+
+    # -- an experiment folder ------------------------------------------------------------------
+    def _open_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open an experiment folder")
+        if folder:
+            self.open_folder(folder)
+
+    def open_folder(self, folder: str | Path) -> bool:
+        """Show the finished jobs of an experiment folder (its experiment.json and job files);
+        Resume then runs the missing ones there."""
+        from engine.experiments.runner import ExperimentProgress, load_experiment, load_results
+
+        if self.status in ("running", "stopping"):
+            return False
+        out = Path(folder)
+        try:
+            spec = load_experiment(out)
+        except ConfigError as exc:
+            self._set_status(self.status, f"cannot open {out}: {exc.message}", error=True)
+            return False
+        results = tuple(sorted(load_results(spec, out).values(), key=lambda r: r["index"]))
+        total = len(spec.jobs())
+        self._ensure_figures(spec)
+        self.run_spec, self.run_out = spec, out
+        self._show_spec(spec)
+        self.progress = ExperimentProgress(
+            spec=spec, out_dir=out, total=total, done=len(results),
+            failed=sum(1 for r in results if r.get("error")), running=0, resumed=len(results),
+            latest=results[-1] if results else None, results=results, elapsed_s=0.0,
+            eta_s=None, finished=len(results) == total, cancelled=len(results) < total,
+            executor="", workers=self.form.workers.value())
+        self._results_seen = None
+        self._set_status("done" if len(results) == total else "stopped",
+                         f"opened {out}: {len(results)}/{total} jobs finished")
+        return True
 
     # -- opening a job -------------------------------------------------------------------------
     def open_job_index(self, index: int) -> bool:
