@@ -266,6 +266,26 @@ def test_the_last_choice_is_remembered(show_widget, tmp_path):
     assert last.form.builtin_name == "head_width" and last.spec.name == "head_width"
 
 
+def test_the_window_remembers_the_page_only_in_a_normal_session(qtbot):
+    from ui.main_window import MainWindow
+
+    def session(restore: bool, pick: str | None = None) -> str:
+        w = MainWindow(theme="light", restore=restore)
+        qtbot.addWidget(w)
+        w.show()
+        page = _experiments_page(w)
+        if pick:
+            page.form.select_builtin(pick)
+        name = page.form.builtin_name
+        w.close()
+        return name
+
+    assert session(True, "heads") == "heads"
+    assert session(True) == "heads"  # restored
+    assert session(False, "learning_rate") == "learning_rate"  # e.g. --screenshot: not saved
+    assert session(True) == "heads"
+
+
 @pytest.mark.slow
 def test_closing_the_window_while_a_grid_runs_ends_the_pool(window, qtbot, tmp_path):
     w = window

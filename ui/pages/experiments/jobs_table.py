@@ -34,7 +34,7 @@ def job_statuses(spec: Any, progress: Any, running_now: bool) -> list[tuple[str,
         else:
             losses = ", ".join(f"{rule} {r['final_loss']:.3g}" if r.get("final_loss") is not None
                                else f"{rule} diverged" for rule, r in res["rules"].items())
-            out.append(("done", f"{res['seconds']:.1f} s; final loss {losses}"))
+            out.append(("done", f"{res['seconds']:.1f} s · {losses}"))
     return out
 
 
@@ -43,7 +43,8 @@ class JobTable(QTableWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 4, parent)
-        self.setHorizontalHeaderLabels(["job", "values", "status", "result / error"])
+        self.setHorizontalHeaderLabels(["job", "values", "status", "seconds · final loss / error"])
+        self.setWordWrap(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.verticalHeader().hide()

@@ -149,8 +149,7 @@ class ExperimentsPage(QWidget):
         self.jobs = JobTable(top)
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
-        top.setStretchFactor(0, 3)
-        top.setStretchFactor(1, 2)
+        top.setSizes([600, 440])  # the job list's result column needs room too
         figures_scroll = QScrollArea(split)
         figures_scroll.setWidgetResizable(True)
         self.figures_inner = QWidget(figures_scroll)
