@@ -146,6 +146,7 @@ class ExperimentsPage(QWidget):
         self.grid_panel = GridPanel(top)
         self.grid_panel.choice_changed.connect(self._grid_choice_changed)
         self.grid_panel.job_clicked.connect(self.open_job_index)
+        self.grid_panel.export_requested.connect(self._export_panel_dialog)
         self.jobs = JobTable(top)
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
@@ -387,6 +388,7 @@ class ExperimentsPage(QWidget):
         for i, fig in enumerate(self._figure_state):
             panel = ExperimentFigurePanel(fig, self.figures_inner)
             panel.setMinimumHeight(280)
+            panel.export_requested.connect(self._export_panel_dialog)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
             theme = getattr(self, "_theme", None)
@@ -489,6 +491,20 @@ class ExperimentsPage(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
         if folder:
             self.export_all(folder)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        """One plot as PNG, SVG or CSV (its ⋯ menu or right-click)."""
+        from ui.export import ExportError, export_panel
+
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
+                                              f"{panel.plot_id}.{kind}", f"*.{kind}")
+        if not path:
+            return
+        try:
+            export_panel(panel, path, kind)
+            self._set_status(self.status, f"wrote {path}")
+        except ExportError as exc:
+            self._set_status(self.status, str(exc), error=True)
 
     def export_all(self, parent: str | Path) -> Path | None:
         """Figures, the grid and the result files into a new folder under ``parent``."""
