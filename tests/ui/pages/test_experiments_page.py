@@ -298,3 +298,22 @@ def test_closing_the_window_while_a_grid_runs_ends_the_pool(window, qtbot, tmp_p
     w.close()
     assert not page.worker.is_running()
     qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
+
+
+def test_job_statuses_follow_the_progress():
+    from types import SimpleNamespace
+
+    from engine.experiments.spec import Axis, ExperimentSpec
+    from ui.pages.experiments.jobs_table import job_statuses
+
+    spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3, 4)),))
+    keys = [j.key for j in spec.jobs()]
+    done = {"key": keys[0], "seconds": 1.5, "error": None,
+            "rules": {"none": {"final_loss": 1.25}, "sqrt": {"final_loss": None}}}
+    failed = {"key": keys[2], "error": "RuntimeError: boom", "rules": {}}
+    progress = SimpleNamespace(results=(done, failed), running=3, workers=2)
+    got = job_statuses(spec, progress, running_now=True)
+    assert [s for s, _ in got] == ["done", "running", "failed", "running", "pending"]
+    assert got[0][1] == "1.5 s · none 1.25, sqrt diverged" and got[2][1] == "RuntimeError: boom"
+    assert [s for s, _ in job_statuses(spec, progress, running_now=False)][1] == "pending"
+    assert [s for s, _ in job_statuses(spec, None, running_now=False)] == ["pending"] * 5

@@ -19,7 +19,9 @@ def job_statuses(spec: Any, progress: Any, running_now: bool) -> list[tuple[str,
     pool takes jobs in grid order, so the running ones are the first unfinished ones."""
     jobs = spec.jobs()
     by_key = {r["key"]: r for r in progress.results} if progress is not None else {}
-    running = progress.running if (progress is not None and running_now) else 0
+    # (a process pool hands one job more than it has workers to its queue: that one waits)
+    running = min(progress.running, progress.workers) if (progress is not None and running_now) \
+        else 0
     out = []
     for job in jobs:
         res = by_key.get(job.key)

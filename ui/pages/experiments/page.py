@@ -407,7 +407,7 @@ class ExperimentsPage(QWidget):
         left = f" · time left ≈ {format_seconds(p.eta_s)}" if p.eta_s and not p.finished else ""
         self.status_label.setText(
             f"<b>{self.status}</b> · {p.done}/{p.total} jobs done ({p.resumed} from an earlier "
-            f"run), {p.running} running on {p.workers} {p.executor} worker(s), "
+            f"run), {min(p.running, p.workers)} running on {p.workers} {p.executor} worker(s), "
             f"{p.elapsed_s:.0f} s elapsed{left} · {html.escape(str(self.run_out))}")
 
     # -- status --------------------------------------------------------------------------------
