@@ -41,6 +41,13 @@ def time_job(config: Any, cancelled: Callable[[], bool]) -> Iterator[Estimate]:
     from engine.training.trainer import Trainer
 
     cfg = config.replace(steps=max(config.steps, TIMED_STEPS + 2), device="cpu")
+    # one-time costs of this process (torch.optim's first use imports torch._dynamo: seconds)
+    # are not a job's: a worker process has them preloaded
+    warm = Trainer(cfg.replace(steps=1))
+    warm.advance(force_log=True)
+    warm.advance(force_log=True)
+    if cancelled():
+        return
     start = time.perf_counter()
     trainer = Trainer(cfg)
     trainer.advance(force_log=True)  # step 0: observed, as in every job

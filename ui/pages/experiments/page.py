@@ -246,8 +246,9 @@ class ExperimentsPage(QWidget):
         est = self.estimate
         if est is not None and est.config == jobs[0].config.to_dict():
             total = est.grid_seconds(spec, self.form.workers.value())
-            text += (f" · about {format_seconds(total)} (timed from a few steps of job 0; "
-                     f"{format_seconds(est.job_seconds(jobs[0].config))} per job)")
+            text += (f" · about {format_seconds(total)} (timed from a few steps of job 0: "
+                     f"{format_seconds(est.job_seconds(jobs[0].config))} per job; the first run "
+                     "also starts the worker processes, which load torch)")
         elif self.estimator.is_running():
             text += " · timing a few steps of job 0…"
         self.plan_label.setText(text)
