@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 
 from engine.experiments.figures import RATE_ERROR
-from ui.plots.base import PlotPanel, rule_pen
+from ui.plots.base import PlotPanel, log_ticks, rule_pen
 from ui.theme import rule_color
 
 SIZE = (900, 600)
@@ -59,6 +59,17 @@ class ExperimentFigurePanel(PlotPanel):
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "")
+        vb = self.plot.getViewBox()
+        vb.sigXRangeChanged.connect(lambda _vb, rng: self._log_ticks("bottom", rng))
+        vb.sigYRangeChanged.connect(lambda _vb, rng: self._log_ticks("left", rng))
+
+    def _log_ticks(self, side: str, rng: Any) -> None:
+        """Decade labels on a log axis (pyqtgraph's own labels crowd into each other)."""
+        fig = self._figure
+        if fig is None or not (fig.x_log if side == "bottom" else fig.y_log):
+            return
+        ticks = log_ticks(*rng)
+        self.plot.getAxis(side).setTicks(ticks if len(ticks[0]) >= 2 else None)
 
     def data_key(self, state: Any) -> Any:
         return id(state)
@@ -77,6 +88,11 @@ class ExperimentFigurePanel(PlotPanel):
             plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
         if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
             plot.setYRange(0.0, 1.0, padding=0.02)
+        if not fig.y_log:
+            plot.getAxis("left").setTicks(None)
+        x_range, y_range = plot.getViewBox().viewRange()
+        self._log_ticks("bottom", x_range)
+        self._log_ticks("left", y_range)
         per_rule: dict[str, int] = {}
         seen = set()
         rules = list(dict.fromkeys(s.rule for s in fig.series))

@@ -50,6 +50,7 @@ LAZY_PAGES = (
     ("Score inspector", "ui.pages.inspector.page", "InspectorPage"),
     ("Training", "ui.pages.training.page", "TrainingPage"),
     ("Real model", "ui.pages.real_model.page", "RealModelPage"),
+    ("Experiments", "ui.pages.experiments.page", "ExperimentsPage"),
 )
 TOUR = ("ui.pages.tour.panel", "TourPanel")
 
@@ -73,6 +74,8 @@ class MainWindow(QMainWindow):
         self.setObjectName("main_window")
         self.setWindowTitle("Attention Scaling Lab")
         self.settings = open_settings()
+        #: pages remember their last choices only in a normal session (not --screenshot, tests)
+        self._remember = restore
         if reset:
             self.settings.clear()
         self.state: LabState | None = None
@@ -230,8 +233,53 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        self._connect_page(cls, page)
         if hasattr(page, "apply_theme"):
             page.apply_theme(THEMES[self.theme_name])
+
+    def _connect_page(self, cls: str, page: QWidget) -> None:
+        """Links between pages go through the window (no page imports another)."""
+        if cls == "ExperimentsPage" and hasattr(page, "open_job"):
+            page.set_base_config_source(self._training_config)
+            page.open_job.connect(self._open_experiment_job)
+            if self._remember:
+                page.restore_settings(self.settings)
+
+    def ensure_page(self, cls: str) -> QWidget | None:
+        """The page whose class is ``cls``, built if needed, without switching tabs."""
+        if cls not in self.pages:
+            current = self.tabs.currentIndex()
+            for index, (_module, name) in list(self._lazy.items()):
+                if name == cls:
+                    self._build_lazy_tab(index)
+                    self.tabs.blockSignals(True)
+                    self.tabs.setCurrentIndex(current)
+                    self.tabs.blockSignals(False)
+        return self.pages.get(cls)
+
+    def _training_config(self) -> Any:
+        page = self.ensure_page("TrainingPage")
+        if page is None or not hasattr(page, "current_config"):
+            raise ConfigError("training", "the Training page is not available")
+        return page.current_config()
+
+    def _open_experiment_job(self, result: dict, title: str) -> bool:
+        """Show a finished experiment job's logged curves in the Training page."""
+        from engine.training.config import TrainingConfig
+
+        page = self.ensure_page("TrainingPage")
+        if page is None or not hasattr(page, "show_metrics"):
+            self.message("Open job", "The Training page is not available.", error=True)
+            return False
+        cfg = TrainingConfig.from_dict(result["config"])
+        diverged = {rule: r.get("diverged_step") for rule, r in result.get("rules", {}).items()}
+        if not page.show_metrics(result["rows"], title, cfg, diverged, result.get("seconds", 0.0),
+                                 result.get("device", "")):
+            self.message("Open job", "The Training page is training: stop its run first, then "
+                                     "click the job again.", error=True)
+            return False
+        self.tabs.setCurrentWidget(page)
+        return True
 
     def _sync_params_dock(self, index: int) -> None:
         on_simulation = self.tabs.widget(index) is self.page
@@ -538,6 +586,11 @@ class MainWindow(QMainWindow):
             save_json(self.settings, "config", self.params.config_from_widgets().to_dict())
         except ConfigError:
             pass
+        if self._remember:
+            for page in self.pages.values():
+                save = getattr(page, "save_settings", None)
+                if callable(save):
+                    save(self.settings)
         self.settings.sync()
 
     def shutdown(self) -> None:

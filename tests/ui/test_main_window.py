@@ -342,7 +342,7 @@ def test_leaving_the_tour_gives_back_any_width_it_took(qtbot, window):
     assert window.width() == 1400
 
 
-EXPECTED_TABS = ["Simulation", "Score inspector", "Training", "Real model"]
+EXPECTED_TABS = ["Simulation", "Score inspector", "Training", "Real model", "Experiments"]
 EXPECTED_TOUR_ACTIONS = {"View": "Guided &tour", "Help": "Start the guided &tour"}
 
 

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.pages.training.controls import TrainingControls
+from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
 from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.plots.base import panel_grid
 from ui.worker import Worker
@@ -50,7 +51,8 @@ GRID = {
 
 
 class TrainingPage(QWidget):
-    #: "idle" | "starting" | "running" | "paused" | "stopped" | "done" | "error"
+    #: "idle" | "starting" | "running" | "paused" | "stopped" | "done" | "error" | "viewing"
+    #: ("viewing": logged rows shown by ``show_metrics``, no trainer)
     state_changed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -228,6 +230,37 @@ class TrainingPage(QWidget):
             self.shutdown()
         return False
 
+    # -- the API other pages use (through the window) -------------------------------------------
+    def current_config(self) -> Any:
+        """The form's TrainingConfig (raises ConfigError naming the field if it is invalid)."""
+        return self.controls.config_from_widgets()
+
+    def show_metrics(self, rows: list[dict[str, Any]], title: str, config: Any,
+                     diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
+                     device: str = "") -> bool:
+        """Show logged metrics rows (e.g. one experiment job's) in the curve plots without
+        training; the form takes ``config``. False (and a note in the status line) while a run
+        of this page is active."""
+        if self.status in ("running", "starting", "paused", "stepping"):
+            self._update_status_text("a training run is active: stop it to view another run",
+                                     error=True)
+            return False
+        snap = snapshot_from_rows(rows, config, diverged, seconds, device)
+        self.controls.set_config(config)  # the form shows what the curves are of (Start reruns it)
+        self.trainer = None
+        self.snapshot = snap
+        for pid in NOT_IN_ROWS:
+            self.panels[pid].clear_data()
+        self._sync_selection()
+        self._update_view()
+        self._set_status("viewing", f"{title}: logged curves (per-head plots show the mean over "
+                                    "heads; logit histograms and probe weights are not logged)")
+        return True
+
+    def _viewing_rows(self) -> bool:
+        """A snapshot without a trainer is one shown from logged rows (``show_metrics``)."""
+        return self.snapshot is not None and self.trainer is None
+
     # -- the run -------------------------------------------------------------------------------
     def _halt(self) -> None:
         """Stop the worker and wait for its thread, so the trainer has one user at a time."""
@@ -308,7 +341,7 @@ class TrainingPage(QWidget):
         """Redraw at most ``budget`` changed, visible panels, taking turns."""
         if self.view is None:
             return []
-        ids = list(self.panels)
+        ids = [pid for pid in self.panels if not (self._viewing_rows() and pid in NOT_IN_ROWS)]
         drawn: list[str] = []
         for k in range(len(ids)):
             if len(drawn) >= budget:
@@ -324,7 +357,8 @@ class TrainingPage(QWidget):
         if self.view is None:
             return []
         return [pid for pid, p in self.panels.items()
-                if p.is_on_screen() and p.data_key(self.view) != p._drawn_key]
+                if p.is_on_screen() and p.data_key(self.view) != p._drawn_key
+                and not (self._viewing_rows() and pid in NOT_IN_ROWS)]
 
     def _sync_selection(self) -> None:
         snap = self.snapshot

@@ -1,0 +1,319 @@
+"""The Experiments page: a tiny grid runs in worker processes and fills the grid view, the
+figures and the verdict; a click opens a job's logged curves in the Training page; Stop keeps the
+finished jobs and Resume continues; Export all writes the files; invalid axes disable Start."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from engine.training.config import TrainingConfig
+
+TINY = TrainingConfig(d_model=16, heads=1, items_max=4, classes=4, batch=8, probe_size=4,
+                      scalings=("none", "sqrt"), steps=6, log_every=2, device="cpu",
+                      hist_bins=20)
+
+
+def _experiments_page(window):
+    page = window.open_page("ExperimentsPage")
+    assert type(page).__name__ == "ExperimentsPage"
+    return page
+
+
+def _use(page, base, axes, workers, out):
+    page.form.set_base(base)
+    page.form.axes.set_axes(axes)
+    page.form.workers.setValue(workers)
+    page.form.out_edit.setText(str(out))
+    assert page.spec is not None, page.reason_label.text()
+    assert page.buttons["start"].isEnabled()
+
+
+def _no_pool_left(page, qtbot):
+    page.shutdown()
+    qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
+
+
+def test_the_window_has_the_experiments_tab_and_takes_the_training_settings(window, qtbot):
+    titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert "Experiments" in titles
+    page = _experiments_page(window)
+    assert "TrainingPage" not in window.pages  # built on demand, not by the tab
+    assert page.form.builtin_name == "seeds" and page.spec is not None
+    assert page.form.use_training_settings()
+    training = window.pages["TrainingPage"]
+    assert window.tabs.currentWidget() is page  # taking the settings does not switch tabs
+    assert page.form.base == training.current_config()
+    assert page.form.builtin_name == ""  # now a grid of one's own
+    assert page.spec.base.replace(scalings=training.current_config().scalings) == page.spec.base
+    # the planned figures are shown, and only those (replaced panels leave no trace)
+    page.form.axes.set_axes([("lr", "1e-3, 1e-2"), ("seed", "0, 1")])
+    qtbot.wait(50)
+    shown = [p for p in page.figures_inner.findChildren(type(page.figure_panels[0]))
+             if p.isVisible()]
+    assert sorted(p.title for p in shown) == sorted(f.title for f in page.spec.figures)
+
+
+def test_invalid_axis_values_mark_the_row_and_disable_start(window):
+    page = _experiments_page(window)
+    page.form.set_base(TINY)
+    page.form.axes.set_axes([("lr", "1e-3, abc"), ("seed", "0, 1")])
+    row = page.form.axes.rows[0]
+    assert "FFCDD2" in row.values_edit.styleSheet()
+    assert "lr=abc" in row.error_label.text() and not row.error_label.isHidden()
+    assert "FFCDD2" not in page.form.axes.rows[1].values_edit.styleSheet()
+    assert not page.buttons["start"].isEnabled()
+    assert "lr=abc" in page.reason_label.text()
+    row.values_edit.setText("1e-3, -1")  # the engine's range check names the value
+    assert "lr=-1" in row.error_label.text() and not page.buttons["start"].isEnabled()
+    row.values_edit.setText("1e-3, 1e-2")
+    assert row.values_edit.styleSheet() == "" and page.buttons["start"].isEnabled()
+    assert page.reason_label.text() == ""
+    page.form.axes.add_row("lr", "0.1")  # the same field twice
+    assert not page.buttons["start"].isEnabled()
+    assert "already an axis" in page.form.axes.rows[-1].error_label.text()
+
+
+@pytest.mark.slow
+def test_a_tiny_grid_fills_the_view_opens_a_job_and_exports(window, qtbot, tmp_path):
+    page = _experiments_page(window)
+    _use(page, TINY, [("lr", "1e-3, 1e-2"), ("seed", "0, 1")], 2, tmp_path / "run")
+    assert "4 job(s)" in page.plan_label.text()
+    assert page.start()
+    assert page.status == "running" and not page.buttons["start"].isEnabled()
+    assert not page.form.isEnabled() or not page.form.choice.isEnabled()  # locked while running
+    qtbot.waitUntil(lambda: page.status == "done", timeout=120_000)
+    qtbot.waitUntil(lambda: not page.redraw() and page._grid_state is not None, timeout=5_000)
+    p = page.progress
+    assert p.finished and p.done == 4 and p.failed == 0
+    # the grid: lr (columns) x rule (rows), every cell filled, hover and click
+    grid = page._grid_state
+    assert grid.x == "lr" and grid.rules == ("none", "sqrt") and len(grid.x_labels) == 2
+    assert grid.filled == 4 and page.grid_panel.draw_count > 0
+    assert page.grid_panel.data_rows()
+    panel = page.grid_panel
+    panel._on_move(panel.scene_pos_of(1, 1))
+    assert panel.hover_text.startswith("sqrt, lr=0.01: final training loss")
+    assert panel.readout.text() == panel.hover_text
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.sendEvent(panel.glw, QEvent(QEvent.Type.Leave))  # the pointer leaves the plot
+    assert panel.hover_text == "" and panel.readout.text() == ""
+    # figures with error bars and the verdict
+    assert page.figure_panels and all(f.draw_count > 0 for f in page.figure_panels)
+    assert all(f.data_rows() for f in page.figure_panels)
+    assert "none" in page.verdict_label.text() and "no finished jobs" not in page.verdict_label.text()
+    assert [page.jobs.status(i) for i in range(4)] == ["done"] * 4
+    # a click on a cell opens that job's logged curves in the Training page
+    from PySide6.QtCore import QPoint, Qt
+
+    pos = panel.glw.mapFromScene(panel.scene_pos_of(0, 1))
+    qtbot.mouseClick(panel.glw.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
+    training = window.pages.get("TrainingPage")
+    qtbot.waitUntil(lambda: training is not None or "TrainingPage" in window.pages, timeout=2000)
+    training = window.pages["TrainingPage"]
+    assert window.tabs.currentWidget() is training and training.status == "viewing"
+    job = next(r for r in p.results if r["index"] == grid.jobs[1][0])
+    assert job["values"]["lr"] == 0.01
+    qtbot.waitUntil(lambda: not training.stale(), timeout=10_000)
+    x, y = training.panels["train_loss"].curves[("none", -1, -1)].getData()
+    rows = [r for r in job["rows"] if r["scaling"] == "none"]
+    assert list(x) == [r["step"] for r in rows]
+    assert list(y) == pytest.approx(list(np.log10([r["loss"] for r in rows])))  # log y
+    for pid in ("train_entropy", "train_logit_std", "train_grads"):
+        assert training.panels[pid].data_rows(), pid
+    assert training.panels["train_logit_dist"].data_rows() == []  # not logged: not drawn
+    # export all: figures, the grid, summary.csv, metrics.csv, experiment.json
+    window.tabs.setCurrentWidget(page)
+    out = page.export_all(tmp_path / "export")
+    assert out is not None and str(out) in page.message
+    names = {f.name for f in out.iterdir()}
+    assert {"summary.csv", "metrics.csv", "experiment.json", "experiment_grid.png",
+            "experiment_grid.svg"} <= names
+    for f in page.figure_panels:
+        assert f"{f.plot_id}.png" in names and f"{f.plot_id}.svg" in names
+    assert len((out / "summary.csv").read_text().splitlines()) == 1 + 4 * 2
+    _no_pool_left(page, qtbot)
+
+
+@pytest.mark.slow
+def test_stop_keeps_finished_jobs_and_resume_continues(window, qtbot, tmp_path):
+    page = _experiments_page(window)
+    slow = TINY.replace(steps=40, log_every=10)
+    _use(page, slow, [("seed", "0, 1, 2")], 1, tmp_path / "run")
+    page.start()
+    qtbot.waitUntil(lambda: page.progress is not None and page.progress.done >= 1,
+                    timeout=120_000)
+    page.stop()
+    assert page.status == "stopping"
+    qtbot.waitUntil(lambda: page.status == "stopped", timeout=10_000)
+    kept = page.progress.done
+    assert 1 <= kept <= 3
+    assert sorted(p.name for p in (tmp_path / "run" / "jobs").iterdir())[:kept]
+    assert (tmp_path / "run" / "summary.csv").exists()
+    qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
+    if kept == 3:
+        pytest.skip("every job finished before Stop took effect")
+    assert page.buttons["resume"].isEnabled()
+    assert [page.jobs.status(i) for i in range(kept)] == ["done"] * kept
+    assert "running" not in [page.jobs.status(i) for i in range(3)]
+    before = {r["key"]: r["rows"] for r in page.progress.results}
+    # the folder reopens (experiment.json and the job files) and Resume continues it
+    page.run_spec = page.progress = None
+    assert page.open_folder(tmp_path / "run")
+    assert page.progress.done == kept and page.status == "stopped"
+    assert page.buttons["resume"].isEnabled() and page.run_spec.name == "custom"
+    assert page.resume()
+    qtbot.waitUntil(lambda: page.status == "done", timeout=120_000)
+    p = page.progress
+    assert p.done == 3 and p.resumed == kept
+    after = {r["key"]: r["rows"] for r in p.results}
+    assert all(after[k] == v for k, v in before.items())  # finished jobs kept, not rerun
+    assert len((tmp_path / "run" / "summary.csv").read_text().splitlines()) == 1 + 3 * 2
+    _no_pool_left(page, qtbot)
+
+
+def test_grid_cells_hold_means_with_errors_and_the_jobs_behind_them():
+    from engine.experiments.spec import Axis, ExperimentSpec
+    from ui.pages.experiments.grid_data import EVERY_JOB, grid_data
+
+    spec = ExperimentSpec("t", TINY, (Axis("lr", (1e-3, 1e-2)), Axis("seed", (0, 1))))
+
+    def res(index, lr, seed, loss_none, steps_sqrt):
+        rules = {"none": {"final_loss": loss_none, "steps_to_target": None},
+                 "sqrt": {"final_loss": 0.1, "steps_to_target": steps_sqrt}}
+        return {"index": index, "key": f"{index}", "values": {"lr": lr, "seed": seed},
+                "rules": rules, "rows": [], "error": None}
+
+    results = [res(0, 1e-3, 0, 1.0, 4), res(1, 1e-3, 1, 3.0, None),
+               {"index": 2, "key": "2", "values": {"lr": 1e-2, "seed": 0}, "rules": {},
+                "rows": [], "error": "RuntimeError: boom"}]
+    g = grid_data(spec, results, "final_loss", "lr")
+    assert g.cells[0][0].value == pytest.approx(2.0) and g.cells[0][0].n == 2
+    assert g.cells[0][0].hi - g.cells[0][0].value == pytest.approx(1.0)  # SE of (1, 3)
+    assert g.cells[0][1] is None and g.jobs == ((0, 1), ())  # a failed job is not a value
+    assert "no finished job yet" in g.describe(0, 1)
+    s = grid_data(spec, results, "success", "lr")
+    assert s.cells[1][0].value == pytest.approx(0.5) and s.cells[0][0].value == 0.0
+    assert "1/2 = 0.50 (95 % CI" in s.describe(1, 0)
+    steps = grid_data(spec, results, "steps_to_target", EVERY_JOB)
+    assert steps.cells[0][0] is None and "never reached" in steps.describe(0, 0)
+    assert steps.cells[1][0].value == 4 and len(steps.x_labels) == 4
+
+
+def test_the_training_page_shows_logged_rows_as_its_curves(show_widget, qtbot):
+    from engine.training.trainer import Trainer
+    from ui.pages.training.page import TrainingPage
+
+    trainer = Trainer(TINY)
+    for _ in trainer.iterate():
+        pass
+    snap = trainer.snapshot()
+    page = show_widget(TrainingPage(), (1500, 1000))
+    assert page.show_metrics(snap.metrics_rows(), "job 0", TINY, {"none": None, "sqrt": None})
+    qtbot.waitUntil(lambda: not page.stale(), timeout=10_000)
+    assert page.status == "viewing" and "job 0" in page.status_label.text()
+    for rule in TINY.scalings:
+        r = snap.rules.index(rule)
+        x, y = page.panels["train_accuracy"].curves[(rule, -1, -1)].getData()
+        assert list(x) == list(snap.log_steps)
+        assert list(y) == pytest.approx(list(snap.scalars["accuracy"][:, r]))
+        _, std = page.panels["train_logit_std"].curves[(rule, 0, 0)].getData()  # log y: log10
+        want = snap.heads["logit_std"][:, r].mean(axis=(1, 2))
+        assert list(std) == pytest.approx(list(np.log10(want)))
+    assert not page.buttons["export"].isEnabled() and page.buttons["start"].isEnabled()
+
+
+def test_a_job_is_timed_for_the_estimate():
+    from engine.experiments.spec import Axis, ExperimentSpec
+    from ui.pages.experiments.estimate import time_job
+
+    est = list(time_job(TINY, lambda: False))
+    assert len(est) == 1 and est[0].step_s > 0 and est[0].log_s > 0
+    spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3)),))
+    one, two = est[0].grid_seconds(spec, 1), est[0].grid_seconds(spec, 2)
+    assert two < one and est[0].job_seconds(TINY.replace(steps=60)) > est[0].job_seconds(TINY)
+
+
+def test_the_last_choice_is_remembered(show_widget, tmp_path):
+    from ui.pages.experiments.page import ExperimentsPage
+    from ui.settings import open_settings
+
+    page = show_widget(ExperimentsPage())
+    page.form.set_base(TINY)
+    page.form.axes.set_axes([("d_k", "8, 16"), ("seed", "0, 1, 2")])
+    page.form.rule_checks["qknorm"].setChecked(True)
+    page.form.workers.setValue(1)
+    page.form.out_edit.setText(str(tmp_path / "out"))
+    page.grid_panel.metric_box.setCurrentIndex(page.grid_panel.metric_box.findData("success"))
+    settings = open_settings()
+    page.save_settings(settings)
+    again = show_widget(ExperimentsPage())
+    again.restore_settings(settings)
+    assert again.form.state() == page.form.state()
+    assert again.spec.to_dict() == page.spec.to_dict()
+    assert again.grid_panel.metric == "success" and again.grid_panel.x == "d_k"
+    builtin = show_widget(ExperimentsPage())
+    builtin.form.select_builtin("head_width")
+    builtin.save_settings(settings)
+    last = show_widget(ExperimentsPage())
+    last.restore_settings(settings)
+    assert last.form.builtin_name == "head_width" and last.spec.name == "head_width"
+
+
+def test_the_window_remembers_the_page_only_in_a_normal_session(qtbot):
+    from ui.main_window import MainWindow
+
+    def session(restore: bool, pick: str | None = None) -> str:
+        w = MainWindow(theme="light", restore=restore)
+        qtbot.addWidget(w)
+        w.show()
+        page = _experiments_page(w)
+        if pick:
+            page.form.select_builtin(pick)
+        name = page.form.builtin_name
+        w.close()
+        return name
+
+    assert session(True, "heads") == "heads"
+    assert session(True) == "heads"  # restored
+    assert session(False, "learning_rate") == "learning_rate"  # e.g. --screenshot: not saved
+    assert session(True) == "heads"
+
+
+@pytest.mark.slow
+def test_closing_the_window_while_a_grid_runs_ends_the_pool(window, qtbot, tmp_path):
+    w = window
+    page = _experiments_page(w)
+    _use(page, TINY.replace(steps=400, log_every=100), [("seed", "0, 1, 2, 3")], 2,
+         tmp_path / "run")
+    page.start()
+    qtbot.waitUntil(lambda: page.progress is not None and page.progress.running > 0,
+                    timeout=60_000)
+    w.close()
+    assert not page.worker.is_running()
+    qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
+
+
+def test_job_statuses_follow_the_progress():
+    from types import SimpleNamespace
+
+    from engine.experiments.spec import Axis, ExperimentSpec
+    from ui.pages.experiments.jobs_table import job_statuses
+
+    spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3, 4)),))
+    keys = [j.key for j in spec.jobs()]
+    done = {"key": keys[0], "seconds": 1.5, "error": None,
+            "rules": {"none": {"final_loss": 1.25}, "sqrt": {"final_loss": None}}}
+    failed = {"key": keys[2], "error": "RuntimeError: boom", "rules": {}}
+    progress = SimpleNamespace(results=(done, failed), running=3, workers=2)
+    got = job_statuses(spec, progress, running_now=True)
+    assert [s for s, _ in got] == ["done", "running", "failed", "running", "pending"]
+    assert got[0][1] == "1.5 s · none 1.25, sqrt diverged" and got[2][1] == "RuntimeError: boom"
+    assert [s for s, _ in job_statuses(spec, progress, running_now=False)][1] == "pending"
+    assert [s for s, _ in job_statuses(spec, None, running_now=False)] == ["pending"] * 5

@@ -1,0 +1,28 @@
+"""Export all of an experiment into a new folder: every figure (PNG, SVG and its points as CSV),
+the grid view, and the engine's own result files (summary.csv, metrics.csv, experiment.json),
+each written atomically (temp file, then rename)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ui.export import ExportError, export_figures, new_export_dir
+
+
+def export_experiment(parent: str | Path, spec: Any, results: list[dict[str, Any]],
+                      panels: Iterable[Any], status: str, workers: int = 1,
+                      executor: str = "") -> Path:
+    """Everything into a new time-stamped folder under ``parent``; returns the folder."""
+    from engine.experiments.runner import write_outputs
+
+    if spec is None or not results:
+        raise ExportError("Nothing to export yet: run the experiment first.")
+    out = new_export_dir(parent)
+    try:
+        export_figures(list(panels), out)
+        write_outputs(out, spec, list(results), status, workers, executor)
+    except OSError as exc:
+        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    return out

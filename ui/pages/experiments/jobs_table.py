@@ -1,0 +1,84 @@
+"""The per-job status list: pending, running, done (final loss per rule, seconds) or failed (the
+error). Rows are updated only when a job's status changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem, QWidget
+
+#: rows listed at most (a bigger grid lists its first jobs; the progress bar counts them all)
+ROWS_MAX = 2000
+COLORS = {"pending": "#7F7F7F", "running": "#0072B2", "done": "#009E73", "failed": "#C62828",
+          "resumed": "#009E73"}
+
+
+def job_statuses(spec: Any, progress: Any, running_now: bool) -> list[tuple[str, str]]:
+    """(status, detail) per job of the grid from the latest progress (None: all pending). The
+    pool takes jobs in grid order, so the running ones are the first unfinished ones."""
+    jobs = spec.jobs()
+    by_key = {r["key"]: r for r in progress.results} if progress is not None else {}
+    # (a process pool hands one job more than it has workers to its queue: that one waits)
+    running = min(progress.running, progress.workers) if (progress is not None and running_now) \
+        else 0
+    out = []
+    for job in jobs:
+        res = by_key.get(job.key)
+        if res is None:
+            if running > 0:
+                out.append(("running", ""))
+                running -= 1
+            else:
+                out.append(("pending", ""))
+        elif res.get("error"):
+            out.append(("failed", str(res["error"])))
+        else:
+            losses = ", ".join(f"{rule} {r['final_loss']:.3g}" if r.get("final_loss") is not None
+                               else f"{rule} diverged" for rule, r in res["rules"].items())
+            out.append(("done", f"{res['seconds']:.1f} s · {losses}"))
+    return out
+
+
+class JobTable(QTableWidget):
+    """One row per job: index, axis values, status, detail."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(0, 4, parent)
+        self.setHorizontalHeaderLabels(["job", "values", "status", "seconds · final loss / error"])
+        self.setWordWrap(False)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.verticalHeader().hide()
+        self.horizontalHeader().setStretchLastSection(True)
+        self._shown: list[tuple[str, str]] = []
+
+    def set_spec(self, spec: Any) -> None:
+        jobs = spec.jobs()[:ROWS_MAX]
+        self.setRowCount(len(jobs))
+        for i, job in enumerate(jobs):
+            self.setItem(i, 0, QTableWidgetItem(str(job.index)))
+            self.setItem(i, 1, QTableWidgetItem(job.key))
+            self.setItem(i, 2, QTableWidgetItem("pending"))
+            self.setItem(i, 3, QTableWidgetItem(""))
+        self._shown = [("pending", "")] * len(jobs)
+        self.resizeColumnToContents(0)
+        self.resizeColumnToContents(1)
+
+    def set_statuses(self, statuses: list[tuple[str, str]]) -> int:
+        """Update the rows that changed; returns how many did."""
+        changed = 0
+        for i, (status, detail) in enumerate(statuses[:len(self._shown)]):
+            if self._shown[i] == (status, detail):
+                continue
+            self._shown[i] = (status, detail)
+            item = self.item(i, 2)
+            item.setText(status)
+            item.setForeground(QColor(COLORS.get(status, "#202020")))
+            self.item(i, 3).setText(detail)
+            self.item(i, 3).setToolTip(detail)
+            changed += 1
+        return changed
+
+    def status(self, index: int) -> str:
+        return self._shown[index][0] if index < len(self._shown) else ""

@@ -1,0 +1,562 @@
+"""The Experiments page: build or pick a grid of training runs, run it in the background, watch
+the grid view, the figures and the verdict fill in, open any finished job's curves in the
+Training page, export everything.
+
+Flow: the form -> an ExperimentSpec (validated by the engine; Start is off with the reason next to
+it) -> ``engine.experiments.runner.run_experiment`` runs in ``ui.worker.Worker``'s thread (the
+jobs in worker processes) -> the worker keeps only the latest ExperimentProgress -> a 30 Hz timer
+takes it and redraws what changed: the progress, the job list, and (when a job finished) the grid
+and the figures. Stop sets the runner's cancel flag: it ends the pool within a second and writes
+the finished jobs; Resume reruns the same spec on the same folder with ``resume=True``.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from ui.experiment_figures import ExperimentFigurePanel
+from ui.pages.experiments.estimate import Estimate, format_seconds, time_job
+from ui.pages.experiments.folders import new_run_dir
+from ui.pages.experiments.form import ExperimentForm
+from ui.pages.experiments.grid import GridPanel
+from ui.pages.experiments.grid_data import default_x, grid_choices, grid_data
+from ui.pages.experiments.jobs_table import JobTable, job_statuses
+from ui.settings import load_json, save_json
+from ui.worker import Worker
+
+REDRAW_MS = 33
+ESTIMATE_DEBOUNCE_MS = 400
+JOIN_S = 10.0
+ESTIMATE_JOIN_S = 2.0
+FIGURE_COLUMNS = 3
+SETTINGS_KEY = "experiments/form"
+RED = "#C62828"
+
+
+class ExperimentsPage(QWidget):
+    #: a finished job's result (plain dict) and a title: the window shows it in the Training page
+    open_job = Signal(object, str)
+    #: "idle" | "running" | "stopping" | "stopped" | "done" | "error"
+    state_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("experiments_page")
+        self.status = "idle"
+        self.spec: Any = None  #: the form's valid spec (None while invalid)
+        self.run_spec: Any = None  #: the spec of the run shown
+        self.run_out: Path | None = None
+        self.progress: Any = None  #: latest ExperimentProgress of the run shown
+        self.estimate: Estimate | None = None
+        self.message = ""  #: the last message shown (tests read it)
+        self._closing = False
+        self._cancel = threading.Event()
+        self._results_seen: Any = None
+        self._grid_state: Any = None
+        self._figure_state: list[Any] = []
+        self.figure_panels: list[ExperimentFigurePanel] = []
+        self._figures_key: Any = None
+
+        self.worker = Worker(self)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.error.connect(self._on_error)
+        self.worker.cancelled.connect(self._on_cancelled)
+        self.estimator = Worker(self)
+        self.estimator.error.connect(lambda _g, exc: self._show_estimate(error=exc))
+
+        root = QHBoxLayout(self)
+        root.setContentsMargins(2, 2, 2, 2)
+        self.form = ExperimentForm()
+        side = QScrollArea(self)
+        side.setWidgetResizable(True)
+        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side.setWidget(self.form)
+        side.setMinimumWidth(300)
+        side.setMaximumWidth(380)
+        root.addWidget(side)
+
+        right = QVBoxLayout()
+        bar = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for key, text, tip in (
+            ("start", "Start", "Run every job of the grid in the background (a new output folder)"),
+            ("stop", "Stop", "Stop now: finished jobs are kept (Resume continues)"),
+            ("resume", "Resume", "Continue the stopped experiment in its folder (finished jobs "
+                                 "are skipped)"),
+            ("export", "Export all…", "Figures (PNG, SVG), the grid, summary.csv, metrics.csv and "
+                                      "experiment.json into a new folder"),
+            ("open", "Open folder…", "Show an experiment folder's finished jobs (Resume then "
+                                     "continues it)"),
+        ):
+            b = QPushButton(text, self)
+            b.setToolTip(tip)
+            bar.addWidget(b)
+            self.buttons[key] = b
+        self.buttons["start"].clicked.connect(self.start)
+        self.buttons["stop"].clicked.connect(self.stop)
+        self.buttons["resume"].clicked.connect(self.resume)
+        self.buttons["export"].clicked.connect(self._export_dialog)
+        self.buttons["open"].clicked.connect(self._open_dialog)
+        self.reason_label = QLabel(self)
+        self.reason_label.setWordWrap(True)
+        self.reason_label.setStyleSheet(f"color: {RED};")
+        bar.addWidget(self.reason_label, 1)
+        right.addLayout(bar)
+        self.plan_label = QLabel(self)
+        self.plan_label.setWordWrap(True)
+        right.addWidget(self.plan_label)
+        self.progress_bar = QProgressBar(self)
+        self.progress_bar.setRange(0, 1)
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("no run yet")
+        self.progress_bar.setToolTip("Jobs finished of the grid (resumed ones included)")
+        right.addWidget(self.progress_bar)
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        right.addWidget(self.status_label)
+        self.verdict_label = QLabel(self)
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict_label.setToolTip("Computed from the finished jobs, with the uncertainty of "
+                                      "every number (engine.experiments.figures.verdict)")
+        right.addWidget(self.verdict_label)
+
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        top = QSplitter(Qt.Orientation.Horizontal, split)
+        self.grid_panel = GridPanel(top)
+        self.grid_panel.choice_changed.connect(self._grid_choice_changed)
+        self.grid_panel.job_clicked.connect(self.open_job_index)
+        self.grid_panel.export_requested.connect(self._export_panel_dialog)
+        self.jobs = JobTable(top)
+        top.addWidget(self.grid_panel)
+        top.addWidget(self.jobs)
+        top.setSizes([600, 440])  # the job list's result column needs room too
+        figures_scroll = QScrollArea(split)
+        figures_scroll.setWidgetResizable(True)
+        self.figures_inner = QWidget(figures_scroll)
+        self.figures_grid = QGridLayout(self.figures_inner)
+        self.figures_grid.setContentsMargins(2, 2, 2, 2)
+        figures_scroll.setWidget(self.figures_inner)
+        split.addWidget(top)
+        split.addWidget(figures_scroll)
+        split.setSizes([520, 420])  # the figures get a real share (the splitter keeps the ratio)
+        right.addWidget(split, 1)
+        root.addLayout(right, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self._tick)
+        self.estimate_timer = QTimer(self)
+        self.estimate_timer.setSingleShot(True)
+        self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
+        self.estimate_timer.timeout.connect(self._start_estimate)
+        self.form.changed.connect(self._validate)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
+        self._validate()
+        self._update_buttons()
+        self.timer.start()
+
+    # -- wiring by the window ------------------------------------------------------------------
+    def set_base_config_source(self, source: Any) -> None:
+        """``source()`` returns the Training page's config (raises ConfigError if invalid)."""
+        self.form.base_source = source
+
+    def restore_settings(self, settings: Any) -> None:
+        self.form.restore(load_json(settings, SETTINGS_KEY))
+        grid = load_json(settings, SETTINGS_KEY + "_grid")
+        if isinstance(grid, dict) and self.spec is not None:
+            self.grid_panel.set_choices(grid_choices(self.spec), grid.get("x"), grid.get("metric"))
+
+    def save_settings(self, settings: Any) -> None:
+        save_json(settings, SETTINGS_KEY, self.form.state())
+        save_json(settings, SETTINGS_KEY + "_grid", {"x": self.grid_panel.x,
+                                                     "metric": self.grid_panel.metric})
+
+    # -- the form ------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        try:
+            self.spec = self.form.spec()
+            reason = ""
+        except ConfigError as exc:
+            self.spec = None
+            reason = f"Cannot start: {exc.field}: {exc.message}"
+        self.reason_label.setText(reason)
+        if self.spec is not None and self.run_spec is None:
+            self._show_spec(self.spec)
+            self._recompute_grid()  # the empty grid and figures of the planned run
+            self._ensure_figures(self.spec)
+        self._update_buttons()
+        self._show_plan()
+        if self.spec is not None and self.status not in ("running", "stopping"):
+            self.estimate_timer.start()
+
+    def _show_spec(self, spec: Any) -> None:
+        """The job list and grid choices of ``spec`` (before its run, or for its run)."""
+        self.jobs.set_spec(spec)
+        self.grid_panel.set_choices(grid_choices(spec), default_x(spec)
+                                    if self.grid_panel.x not in spec.axis_names else None)
+
+    def _start_estimate(self) -> None:
+        spec = self.spec
+        if spec is None or self._closing:
+            return
+        first = spec.jobs()[0].config
+        if self.estimate is not None and self.estimate.config == first.to_dict():
+            self._show_plan()
+            return
+        self.estimator.start(lambda cancelled: time_job(first, cancelled))
+
+    def _show_estimate(self, error: Any = None) -> None:
+        if error is not None:
+            self.plan_label.setText(f"could not time a job: {type(error).__name__}: {error}")
+            return
+        self._show_plan()
+
+    def _show_plan(self) -> None:
+        spec = self.spec if self.status not in ("running", "stopping") else self.run_spec
+        if spec is None:
+            self.plan_label.setText("")
+            return
+        jobs = spec.jobs()
+        text = (f"<b>{len(jobs)} job(s)</b> × {len(spec.rules)} rule(s) ({', '.join(spec.rules)}), "
+                f"{self.form.workers.value()} worker(s)")
+        est = self.estimate
+        if est is not None and est.config == jobs[0].config.to_dict():
+            total = est.grid_seconds(spec, self.form.workers.value())
+            text += (f" · about {format_seconds(total)} (timed from a few steps of job 0: "
+                     f"{format_seconds(est.job_seconds(jobs[0].config))} per job; the first run "
+                     "also starts the worker processes, which load torch)")
+        elif self.estimator.is_running():
+            text += " · timing a few steps of job 0…"
+        self.plan_label.setText(text)
+
+    # -- running -------------------------------------------------------------------------------
+    def start(self) -> bool:
+        """Run the form's experiment into a new folder (or the chosen one)."""
+        if self.spec is None or self.status in ("running", "stopping"):
+            return False
+        spec = self.spec
+        out = Path(self.form.out_dir()) if self.form.out_dir() else new_run_dir(spec.name)
+        return self._launch(spec, out, resume=False)
+
+    def resume(self) -> bool:
+        """Continue the run shown (same spec, same folder): finished jobs are skipped."""
+        if self.run_spec is None or self.run_out is None or self.status in ("running", "stopping"):
+            return False
+        return self._launch(self.run_spec, self.run_out, resume=True)
+
+    def stop(self) -> None:
+        """Cancel: the runner ends the pool within a second and writes the finished jobs."""
+        if self.status != "running":
+            return
+        self._cancel.set()
+        self._set_status("stopping")
+
+    def _launch(self, spec: Any, out: Path, resume: bool) -> bool:
+        from engine.experiments.runner import run_experiment
+
+        self.estimator.stop()
+        self._ensure_figures(spec)
+        self.run_spec, self.run_out = spec, out
+        self._show_spec(spec)
+        if not resume:
+            self.progress = None
+        self._results_seen = None
+        cancel = threading.Event()
+        self._cancel = cancel
+        workers = self.form.workers.value()
+
+        def factory(_worker_cancelled: Any) -> Any:
+            # the page's own flag: the runner then writes the finished jobs and yields a last
+            # snapshot (the worker's flag is for closing the window)
+            return run_experiment(spec, out, workers=workers, resume=resume,
+                                  cancelled=lambda: cancel.is_set() or _worker_cancelled())
+
+        self.worker.start(factory)
+        self._set_status("running", f"writing into {out}")
+        return True
+
+    def _on_finished(self, _generation: int) -> None:
+        self._take()
+        p = self.progress
+        self._set_status("stopped" if p is None or p.cancelled else "done",
+                         f"{'stopped' if p is None or p.cancelled else 'finished'}: the jobs are "
+                         f"in {self.run_out}")
+
+    def _on_error(self, _generation: int, exc: Any) -> None:
+        text = f"{exc.field}: {exc.message}" if isinstance(exc, ConfigError) \
+            else f"{type(exc).__name__}: {exc}"
+        self._set_status("error", text, error=True)
+
+    def _on_cancelled(self, _generation: int) -> None:
+        self._set_status("stopped", f"stopped: the finished jobs are in {self.run_out}")
+
+    # -- drawing -------------------------------------------------------------------------------
+    def _take(self) -> bool:
+        got = self.worker.take_latest()
+        if got is None:
+            return False
+        self.progress = got.item
+        self._show_progress()
+        return True
+
+    def _tick(self) -> None:
+        self._take()
+        if self.estimator.take_latest() is not None:
+            self.estimate = self.estimator.peek_latest().item
+            self._show_plan()
+        self.redraw()
+
+    def _results_changed(self) -> bool:
+        p = self.progress
+        key = (id(self.run_spec), p.done if p is not None else -1, p.resumed if p else -1)
+        if key == self._results_seen:
+            return False
+        self._results_seen = key
+        return True
+
+    def results(self) -> list[dict[str, Any]]:
+        return list(self.progress.results) if self.progress is not None else []
+
+    def redraw(self) -> list[str]:
+        """Recompute the grid and the figures when jobs finished (or the grid choice changed),
+        then let every visible panel redraw if its data changed."""
+        if self.run_spec is not None and self._results_changed():
+            self._recompute_grid()
+            from engine.experiments.figures import figure_data, verdict
+
+            results = self.results()
+            self._figure_state = figure_data(self.run_spec, results)
+            self.verdict_label.setText(f"<b>Verdict</b> ({html.escape(self.run_spec.name)}): "
+                                       f"{html.escape(verdict(self.run_spec, results))}")
+        drawn = []
+        if self._grid_state is not None and self.grid_panel.refresh(self._grid_state):
+            drawn.append(self.grid_panel.plot_id)
+        for panel, fig in zip(self.figure_panels, self._figure_state):
+            if panel.refresh(fig):
+                drawn.append(panel.plot_id)
+        return drawn
+
+    def _recompute_grid(self) -> None:
+        spec = self.run_spec or self.spec
+        if spec is None:
+            return
+        self._grid_state = grid_data(spec, self.results(), self.grid_panel.metric,
+                                     self.grid_panel.x)
+
+    def _grid_choice_changed(self) -> None:
+        self._recompute_grid()
+
+    def _ensure_figures(self, spec: Any) -> None:
+        """One figure panel per figure of ``spec`` (rebuilt only when its figures change)."""
+        key = (spec.name, spec.figures)
+        if key != self._figures_key:
+            self._figures_key = key
+            self._build_figures(spec)
+
+    def _build_figures(self, spec: Any) -> None:
+        for panel in self.figure_panels:
+            self.figures_grid.removeWidget(panel)
+            panel.hide()  # explicitly: a panel not shown yet would otherwise still be shown later
+            panel.deleteLater()
+        self.figure_panels = []
+        from engine.experiments.figures import figure_data
+
+        self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
+        for i, fig in enumerate(self._figure_state):
+            panel = ExperimentFigurePanel(fig, self.figures_inner)
+            panel.setMinimumHeight(280)
+            panel.export_requested.connect(self._export_panel_dialog)
+            self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
+            self.figure_panels.append(panel)
+            theme = getattr(self, "_theme", None)
+            if theme is not None:
+                panel.apply_theme(theme)
+
+    def _show_progress(self) -> None:
+        p = self.progress
+        if p is None:
+            return
+        self.progress_bar.setRange(0, max(p.total, 1))
+        self.progress_bar.setValue(p.done)
+        self.progress_bar.setFormat(f"{p.done}/{p.total} jobs" + (f" ({p.failed} failed)"
+                                                                  if p.failed else ""))
+        self.jobs.set_statuses(job_statuses(self.run_spec, p, self.status == "running"))
+        left = f" · time left ≈ {format_seconds(p.eta_s)}" if p.eta_s and not p.finished else ""
+        self.status_label.setText(
+            f"<b>{self.status}</b> · {p.done}/{p.total} jobs done ({p.resumed} from an earlier "
+            f"run), {min(p.running, p.workers)} running on {p.workers} {p.executor} worker(s), "
+            f"{p.elapsed_s:.0f} s elapsed{left} · {html.escape(str(self.run_out))}")
+
+    # -- status --------------------------------------------------------------------------------
+    def _set_status(self, status: str, message: str = "", error: bool = False) -> None:
+        self.status = status
+        self.message = message
+        self._update_buttons()
+        if self.progress is not None:
+            self._show_progress()
+            if status != "running":  # the list's "running" rows are no longer running
+                self.jobs.set_statuses(job_statuses(self.run_spec, self.progress, False))
+        color = RED if error else "inherit"
+        note = f" · <span style='color:{color}'>{html.escape(message)}</span>" if message else ""
+        if self.progress is None or error:
+            self.status_label.setText(f"<b>{status}</b>{note}")
+        else:
+            self.status_label.setText(self.status_label.text() + note)
+        self.state_changed.emit(status)
+
+    def _update_buttons(self) -> None:
+        s = self.status
+        busy = s in ("running", "stopping")
+        self.buttons["start"].setEnabled(not busy and self.spec is not None)
+        self.buttons["stop"].setEnabled(s == "running")
+        can_resume = (not busy and self.run_spec is not None and self.run_out is not None
+                      and s in ("stopped", "error", "done")
+                      and (self.progress is None or self.progress.done < self.progress.total
+                           or self.progress.failed > 0))
+        self.buttons["resume"].setEnabled(can_resume)
+        self.buttons["export"].setEnabled(bool(self.results()) and not busy)
+        self.buttons["open"].setEnabled(not busy)
+        self.form.set_locked(busy)
+
+    # -- an experiment folder ------------------------------------------------------------------
+    def _open_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open an experiment folder")
+        if folder:
+            self.open_folder(folder)
+
+    def open_folder(self, folder: str | Path) -> bool:
+        """Show the finished jobs of an experiment folder (its experiment.json and job files);
+        Resume then runs the missing ones there."""
+        from engine.experiments.runner import ExperimentProgress, load_experiment, load_results
+
+        if self.status in ("running", "stopping"):
+            return False
+        out = Path(folder)
+        try:
+            spec = load_experiment(out)
+        except ConfigError as exc:
+            self._set_status(self.status, f"cannot open {out}: {exc.message}", error=True)
+            return False
+        results = tuple(sorted(load_results(spec, out).values(), key=lambda r: r["index"]))
+        total = len(spec.jobs())
+        self._ensure_figures(spec)
+        self.run_spec, self.run_out = spec, out
+        self._show_spec(spec)
+        self.progress = ExperimentProgress(
+            spec=spec, out_dir=out, total=total, done=len(results),
+            failed=sum(1 for r in results if r.get("error")), running=0, resumed=len(results),
+            latest=results[-1] if results else None, results=results, elapsed_s=0.0,
+            eta_s=None, finished=len(results) == total, cancelled=len(results) < total,
+            executor="", workers=self.form.workers.value())
+        self._results_seen = None
+        self._set_status("done" if len(results) == total else "stopped",
+                         f"opened {out}: {len(results)}/{total} jobs finished")
+        return True
+
+    # -- opening a job -------------------------------------------------------------------------
+    def open_job_index(self, index: int) -> bool:
+        """Ask the window to show job ``index``'s logged curves in the Training page."""
+        res = next((r for r in self.results() if r.get("index") == index), None)
+        if res is None or res.get("error") or not res.get("rows"):
+            return False
+        title = f"{self.run_spec.name} job {index} ({res.get('key', '')})"
+        self.open_job.emit(res, title)
+        return True
+
+    # -- export --------------------------------------------------------------------------------
+    def _export_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
+        if folder:
+            self.export_all(folder)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        """One plot as PNG, SVG or CSV (its ⋯ menu or right-click)."""
+        from ui.export import ExportError, export_panel
+
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
+                                              f"{panel.plot_id}.{kind}", f"*.{kind}")
+        if not path:
+            return
+        try:
+            export_panel(panel, path, kind)
+            self._set_status(self.status, f"wrote {path}")
+        except ExportError as exc:
+            self._set_status(self.status, str(exc), error=True)
+
+    def export_all(self, parent: str | Path) -> Path | None:
+        """Figures, the grid and the result files into a new folder under ``parent``."""
+        from ui.export import ExportError
+        from ui.pages.experiments.export import export_experiment
+
+        p = self.progress
+        try:
+            self.redraw()
+            out = export_experiment(parent, self.run_spec, self.results(),
+                                    [self.grid_panel, *self.figure_panels],
+                                    "finished" if p is not None and p.finished else "cancelled",
+                                    p.workers if p else 1, p.executor if p else "")
+        except ExportError as exc:
+            self._set_status(self.status, f"export failed: {exc}", error=True)
+            return None
+        self._set_status(self.status, f"exported to {out}")
+        return out
+
+    # -- theme and closing ---------------------------------------------------------------------
+    def apply_theme(self, theme: Any) -> None:
+        self._theme = theme
+        for panel in (self.grid_panel, *self.figure_panels):
+            panel.apply_theme(theme)
+
+    def shutdown(self) -> None:
+        """Cancel the run (the pool ends), stop the timers and join both threads; safe twice."""
+        if self._closing:
+            return
+        self._closing = True
+        self.timer.stop()
+        self.estimate_timer.stop()
+        self._cancel.set()
+        self.worker.stop()
+        self.estimator.stop()
+        self.worker.join(JOIN_S)
+        self.estimator.join(ESTIMATE_JOIN_S)  # only timing steps: not worth a long wait
+
+    def closeEvent(self, event: Any) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def showEvent(self, event: Any) -> None:
+        """Inside a main window, closing that window must also end a running experiment."""
+        top = self.window()
+        if top is not self and not getattr(self, "_watching", False):
+            top.installEventFilter(self)
+            self._watching = True
+        super().showEvent(event)
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:
+        if event.type() == QEvent.Type.Close and obj is self.window():
+            self.shutdown()
+        return False
