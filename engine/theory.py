@@ -102,11 +102,12 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     """The overlay for a rule's logits: exact moments for the divisor rules; a large-d_k
     approximation for cosine (norms ~ their means) and for qknorm's target key (entries ~
     standardized; its independent keys are exact, see ``qknorm_independent_var``)."""
-    from engine.rules import RULE_REGISTRY
+    from engine.rules import RULE_REGISTRY, RuleParams
 
     spec = RULE_REGISTRY[rule]
-    if spec.divisor is not None:
-        return raw_score_theory(cfg).scaled(1.0 / spec.divisor(cfg.d_k, cfg.temperature))
+    if spec.linear_in_dot:
+        factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
+        return raw_score_theory(cfg).scaled(factor)
     d, rho = cfg.d_k, cfg.correlation
     kappa = KURTOSIS[cfg.dist]
     if rule == "qknorm":

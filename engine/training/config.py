@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
+from engine.config import SEED_MAX, TEMPERATURE_RANGE
 from engine.errors import ConfigError
+from engine.rules import TRAINING_RULES
 from engine.validate import (
     ConfigMethods,
     check_choice,
@@ -22,8 +23,6 @@ from engine.validate import (
     check_int,
 )
 
-#: the simulator's rules plus the two bugs, in display order (same names everywhere)
-TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
 TASKS = ("retrieval", "recall")
 OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("auto", "cpu", "cuda")

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 
 from engine.sampling import cuda_available
 from engine.training.config import TrainingConfig
-from engine.training.model import AttentionCapture, AttentionModel
+from engine.training.model import RULE_PARAMETERS, AttentionCapture, AttentionModel
 from engine.training.observe import PERCENTILES, head_stats, logit_edges
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
 
@@ -217,7 +217,7 @@ class Trainer:
                 base = model.state_dict()
             else:
                 own = model.state_dict()
-                own.update({k: v for k, v in base.items() if k in own and "log_t" not in k})
+                own.update({k: v for k, v in base.items() if k in own and not any(p in k for p in RULE_PARAMETERS)})
                 model.load_state_dict(own)
             self.runs.append(_Run(rule, model.to(self.device), cfg))
         self.data_gen = torch.Generator().manual_seed(stream_seed(cfg.seed, 1))

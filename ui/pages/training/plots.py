@@ -15,22 +15,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
+from engine.rules import rule_label
 from ui.plots.base import PlotPanel, finite, log_ticks
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
 
-LABELS = {
-    "none": "none: q·k", "sqrt": "sqrt: q·k/√d_k", "dk": "dk: q·k/d_k",
-    "temperature": "temperature: q·k/T", "cosine": "cosine: cos/T (learned T)",
-    "qknorm": "qknorm: LN(q)·LN(k)/√d_k", "sqrt_twice": "sqrt_twice (bug): q·k/d_k",
-    "scale_after_softmax": "scale_after_softmax (bug)",
-}
 #: per-head curves drawn per run at most (more heads: their mean only)
 MAX_HEAD_CURVES = 32
 LOG_FLOOR = 1e-12  #: values drawn on a log axis are clipped here (a zero has no logarithm)
-
-
-def rule_label(rule: str) -> str:
-    return LABELS.get(rule, rule)
 
 
 @dataclass(frozen=True)
