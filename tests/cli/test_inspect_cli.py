@@ -65,3 +65,21 @@ def test_a_spread_beyond_float_range_is_refused_not_nan() -> None:
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "SCORE" in r.stderr
     assert "nan" not in r.stdout.lower()
+
+
+def test_inspect_repeated_scores_with_ssmax():
+    """SSMax Figure 1 at n = 100: softmax 0.5999, SSMax (s = 0.43) 0.9951."""
+    import json
+    import subprocess
+    import sys
+
+    def top(*extra: str) -> float:
+        out = subprocess.run([sys.executable, "main.py", "inspect", "3,", "-2*99", "--json", *extra],
+                             capture_output=True, text=True, check=True).stdout
+        return max(json.loads(out)["weights"])
+
+    assert round(top(), 4) == 0.5999
+    assert round(top("--ssmax", "0.43"), 4) == 0.9951
+    bad = subprocess.run([sys.executable, "main.py", "inspect", "3", "-2*0"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "SCORE" in bad.stderr and "Traceback" not in bad.stderr
