@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 from engine.sampling import cuda_available
 from engine.training.config import TrainingConfig
+from engine.training.lengths import evaluate_lengths, length_columns
 from engine.training.model import RULE_PARAMETERS, AttentionCapture, AttentionModel
 from engine.training.observe import PERCENTILES, head_stats, logit_edges
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
@@ -85,6 +86,11 @@ class TrainingSnapshot:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def csv_columns(self) -> tuple[str, ...]:
+        """metrics.csv's columns: CSV_COLUMNS, then accuracy/entropy at each evaluation length."""
+        return CSV_COLUMNS + length_columns(self.config)
+
+    @property
     def n_logs(self) -> int:
         return int(self.log_steps.shape[0])
 
@@ -112,7 +118,7 @@ class TrainingSnapshot:
         for r, rule in enumerate(self.rules):
             for i in np.flatnonzero(self.valid[:, r]):
                 row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i])}
-                for name in SCALARS:
+                for name in (*SCALARS, *length_columns(self.config)):
                     row[name] = float(self.scalars[name][i, r])
                 h = {k: float(v[i, r].mean()) for k, v in self.heads.items()}
                 row.update(entropy_norm_mean=h["entropy_norm"], logit_std=h["logit_std"],
@@ -229,7 +235,7 @@ class Trainer:
         cap = len(cfg.log_steps) + 4
         self._steps = _Growable((), np.int64, cap)
         self._valid = _Growable((r,), bool, cap)
-        self._scalars = {k: _Growable((r,), np.float64, cap) for k in SCALARS}
+        self._scalars = {k: _Growable((r,), np.float64, cap) for k in (*SCALARS, *length_columns(cfg))}
         self._heads = {k: _Growable((r, layers, heads), np.float64, cap) for k in HEAD_METRICS}
         self.edges = logit_edges(cfg.hist_range, cfg.hist_bins)
         self._hist = _Growable((r, layers, heads, cfg.hist_bins), np.int32, cap)
@@ -316,7 +322,7 @@ class Trainer:
         cfg = self.cfg
         r_n, layers, heads = len(self.runs), cfg.layers, cfg.heads
         valid = np.zeros(r_n, dtype=bool)
-        scal = {k: np.zeros(r_n) for k in SCALARS}
+        scal = {k: np.zeros(r_n) for k in (*SCALARS, *length_columns(cfg))}
         head = {k: np.zeros((r_n, layers, heads)) for k in HEAD_METRICS}
         hist = np.zeros((r_n, layers, heads, cfg.hist_bins), dtype=np.int32)
         outside = np.zeros((r_n, layers, heads, 2), dtype=np.int64)
@@ -343,6 +349,8 @@ class Trainer:
             scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
             run.loss_sum = run.acc_sum = 0.0
             run.count = 0
+            for key, value in evaluate_lengths(run.model, cfg, self.device).items():
+                scal[key][i] = value
             for key, arr in grads[i].items():
                 head[key][i] = arr
             for layer, cap in enumerate(capture):
