@@ -121,6 +121,8 @@ class SimulationConfig(ConfigMethods):
 SWEEP_AXES = ("d_k", "n_keys")
 #: the default length sweep: n = 2, 4, ..., 65,536 (a log grid)
 N_KEYS_SWEEP = tuple(2**i for i in range(1, 17))
+#: fewest trials a point keeps when ``cells_max`` cuts them
+SWEEP_TRIALS_FLOOR = 32
 
 
 @dataclass(frozen=True)
@@ -132,12 +134,16 @@ class SweepConfig:
     d_ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
     axis: str = "d_k"
     n_keys_values: tuple[int, ...] = N_KEYS_SWEEP
+    #: 0, or the most (trial, key) cells per point: a point's trials are cut to
+    #: max(SWEEP_TRIALS_FLOOR, cells_max // n_keys) so a sweep to n = 65,536 stays quick
+    cells_max: int = 0
 
     def __post_init__(self) -> None:
         check_choice("axis", self.axis, SWEEP_AXES)
         object.__setattr__(self, "d_ks", _check_grid("d_k", self.d_ks, 1, D_K_MAX))
         object.__setattr__(self, "n_keys_values",
                            _check_grid("n_keys", self.n_keys_values, 2, N_KEYS_MAX))
+        object.__setattr__(self, "cells_max", check_int("cells_max", self.cells_max, 0, 2**40))
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -145,7 +151,11 @@ class SweepConfig:
         return self.d_ks if self.axis == "d_k" else self.n_keys_values
 
     def point(self, value: int) -> SimulationConfig:
-        return self.base.replace(**{self.axis: value})
+        cfg = self.base.replace(**{self.axis: value})
+        if self.cells_max and cfg.trials * cfg.n_keys > self.cells_max:
+            cfg = cfg.replace(trials=max(min(SWEEP_TRIALS_FLOOR, cfg.trials),
+                                         self.cells_max // cfg.n_keys))
+        return cfg
 
 
 def _check_grid(name: str, values: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:

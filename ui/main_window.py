@@ -85,6 +85,7 @@ class MainWindow(QMainWindow):
         self.state: LabState | None = None
         self.config: SimulationConfig | None = None
         self.sweep_cache = SweepCache()
+        self.sweep_axis = "d_k"  #: what the sweep runs along: "d_k" or "n_keys" (the length)
         self.last_message = ""  #: last user-facing message (tests read it)
         self.redraw_count = 0
         self._run_started = 0.0
@@ -93,6 +94,7 @@ class MainWindow(QMainWindow):
         self.page = SimulationPage(self)
         for panel in self.page.panels.values():
             panel.export_requested.connect(self._export_panel_dialog)
+        self.page.panels["sweep"].axis_requested.connect(self.set_sweep_axis)
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("pages")
         self.tabs.addTab(self.page, "Simulation")
@@ -271,6 +273,8 @@ class MainWindow(QMainWindow):
             except Exception as exc:
                 self.message("Guided tour", f"The tour could not be loaded: {exc}", error=True)
                 return
+            if hasattr(self.tour, "sweep_axis"):
+                self.tour.sweep_axis.connect(lambda axis: self.set_sweep_axis(axis, rerun=False))
             self.tour.apply_config.connect(self.apply_config)
             self.tour.highlight.connect(self.highlight_plot)
             if hasattr(self.tour, "show_inspector"):
@@ -323,13 +327,20 @@ class MainWindow(QMainWindow):
             self.last_message = str(exc)
             return False
         self.config = cfg
-        cache = self.sweep_cache
+        cache, axis = self.sweep_cache, self.sweep_axis
         self._run_started = time.perf_counter()
-        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache))
+        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache, axis=axis))
         self.stop_button.setEnabled(True)
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         return True
+
+    def set_sweep_axis(self, axis: str, rerun: bool = True) -> bool:
+        """Sweep along d_k or along n (the number of keys) from now on; reruns unless told not
+        to (the tour applies its parameters next, which reruns)."""
+        self.sweep_axis = axis
+        self.page.panels["sweep"].set_axis(axis)
+        return self.rerun() if rerun else True
 
     def stop(self) -> None:
         if self.worker.is_running():
