@@ -125,7 +125,7 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     return _mixture(cfg, comps, False)
 
 
-# -- the length axis (docs: "Sequence length") ------------------------------------------------
+# -- the length axis (README, "Sequence length") ----------------------------------------------
 # For n i.i.d. Gaussian logits z_j ~ N(m, sigma^2): E[sum_j exp(z_j - m)] = n exp(sigma^2 / 2)
 # exactly. For large n the sum concentrates there (relative spread sqrt((e^{sigma^2} - 1) / n)),
 # which gives the asymptotic needle weight and entropy below.
