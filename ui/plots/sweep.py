@@ -292,6 +292,9 @@ class SweepPanel(PlotPanel):
         # in the top corner away from the point: placed at the point, a read-out of six rules ran
         # past the plot's left edge (and was cut) for a point just right of the middle
         right_half = xs[j] > (x0 + x1) / 2
+        # a read-out wider than the plot starts at its left edge, so the rule names stay readable
+        too_wide = t.boundingRect().width() > self.plots[plot_index].getViewBox().sceneBoundingRect().width()
+        right_half = right_half or too_wide
         t.setAnchor((0, 0) if right_half else (1, 0))
         t.setPos(x0 if right_half else x1, y1)
         t.show()
