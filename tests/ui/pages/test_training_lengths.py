@@ -22,8 +22,11 @@ def test_length_panel_draws_the_latest_log_per_rule(qtbot):
     panel = LengthPanel()
     qtbot.addWidget(panel)
     panel.refresh(TrainingView(snap), force=True)
-    rows = panel.data_rows()
+    rows = [r for r in panel.data_rows() if r["set"] == "evaluation"]
     assert {(r["scaling"], r["items"]) for r in rows} == {(a, n) for a in ("sqrt", "ssmax") for n in (16, 64)}
+    probe = [r for r in panel.data_rows() if r["set"] != "evaluation"]
+    assert [(r["scaling"], r["items"]) for r in probe] == [("sqrt", 4), ("ssmax", 4)]
+    assert probe[0]["accuracy"] == snap.scalars["probe_accuracy"][-1, 0]
     for r in rows:
         i = snap.rules.index(r["scaling"])
         assert r["accuracy"] == snap.scalars[f"accuracy_len{r['items']}"][-1, i]
@@ -37,4 +40,5 @@ def test_length_panel_draws_the_latest_log_per_rule(qtbot):
     # without evaluation lengths the panel says how to get them
     _, plain = run_training(cfg.replace(eval_lengths=()))
     panel.refresh(TrainingView(plain), force=True)
-    assert "eval_lengths" in panel.header_label.text() and panel.data_rows() == []
+    assert "eval_lengths" in panel.header_label.text()
+    assert {r["set"] for r in panel.data_rows()} == {"probe (training sizes)"}

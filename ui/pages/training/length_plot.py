@@ -3,7 +3,9 @@
 Retrieval runs with ``eval_lengths`` are also evaluated, without gradient, on sets of other sizes
 (engine.training.lengths). Here: the latest log of each run, against the set size (log axis),
 accuracy with its 95 % Wilson interval over the ``eval_size`` examples, and the mean entropy /
-ln(n) of the query's attention row. The dotted line marks the longest training set (items_max).
+ln(n) of the query's attention row. The dotted line marks the longest training set (items_max);
+the open circles there are the probe batch (training set sizes, items_min..items_max; recall: its
+pairs), the reference the longer sets are compared with.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class LengthPanel(TrainingPanel):
         self.acc_plot.addItem(self.markers[0])
         self.ent_plot.addItem(self.markers[1])
         self.items: dict[str, tuple[pg.PlotDataItem, pg.ErrorBarItem, pg.PlotDataItem]] = {}
+        self.probe_acc = pg.ScatterPlotItem(size=9, brush=None)
+        self.probe_ent = pg.ScatterPlotItem(size=9, brush=None)
+        self.acc_plot.addItem(self.probe_acc)
+        self.ent_plot.addItem(self.probe_ent)
         self._rows: list[dict[str, Any]] = []
 
     def theme_changed(self, theme: Theme) -> None:
@@ -70,17 +76,41 @@ class LengthPanel(TrainingPanel):
                 self.ent_plot.addItem(ent)
                 self.items[rule] = (acc, err, ent)
 
+    def _draw_probe(self, snap: Any) -> None:
+        """The probe batch's accuracy and mean entropy / log n at the training length."""
+        cfg = snap.config
+        x_train = cfg.items_max if cfg.task == "retrieval" else cfg.pairs
+        for line in self.markers:
+            line.setValue(math.log10(x_train))
+        acc_pts, ent_pts = [], []
+        for r, rule in enumerate(snap.rules):
+            ok = np.flatnonzero(snap.valid[:, r])
+            if ok.size == 0:
+                continue
+            i = ok[-1]
+            acc = float(snap.scalars["probe_accuracy"][i, r])
+            ent = float(snap.heads["entropy_norm"][i, r].mean())
+            lo, hi = wilson(acc * cfg.probe_size, cfg.probe_size)
+            pen = pg.mkPen(rule_color(rule), width=2)
+            acc_pts.append({"pos": (math.log10(x_train), acc), "pen": pen})
+            ent_pts.append({"pos": (math.log10(x_train), ent), "pen": pen})
+            self._rows.append({"scaling": rule, "step": int(snap.log_steps[i]), "items": x_train,
+                               "set": "probe (training sizes)", "accuracy": acc,
+                               "accuracy_lo95": lo, "accuracy_hi95": hi, "entropy_norm": ent})
+        self.probe_acc.setData(acc_pts)
+        self.probe_ent.setData(ent_pts)
+
     def draw(self, state: Any) -> None:
         snap = state.snapshot
         cfg = snap.config
         lengths = tuple(cfg.eval_lengths)
         self._rows = []
         self._sync(tuple(snap.rules) if lengths else ())
-        for line in self.markers:
-            line.setValue(math.log10(cfg.items_max))
+        self._draw_probe(snap)
         if not lengths:
-            self.header_label.setText(f"<b>{self.title}</b> &nbsp; (set eval_lengths to evaluate "
-                                      "retrieval at longer sets)")
+            self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
+                                      "at the training sizes; set eval_lengths to evaluate "
+                                      "retrieval at longer sets")
             return
         x = np.array(lengths, dtype=np.float64)
         m = cfg.eval_size
@@ -100,13 +130,14 @@ class LengthPanel(TrainingPanel):
             ent_item.setData(x, ent)
             err_item.setData(x=np.log10(x), y=acc, top=lo_hi[:, 1] - acc, bottom=acc - lo_hi[:, 0])
             step = int(snap.log_steps[i])
-            self._rows += [{"scaling": rule, "step": step, "items": int(n), "accuracy": float(a),
+            self._rows += [{"scaling": rule, "step": step, "items": int(n), "set": "evaluation",
+                            "accuracy": float(a),
                             "accuracy_lo95": float(lo), "accuracy_hi95": float(hi),
                             "entropy_norm": float(e)}
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
         self.header_label.setText(
             f"<b>{self.title}</b> &nbsp; latest log, {m} examples per size, bars: 95 % interval; "
-            f"dotted: trained up to {cfg.items_max} items")
+            f"dotted: trained up to {cfg.items_max} items (open circles: the probe batch)")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
