@@ -265,6 +265,7 @@ FIELD_HELP: dict[str, str] = {
     "collapse_threshold": "a head whose entropy / log(n) stays below this is marked collapsed",
     "collapse_logs": "... for this many consecutive logs",
     "eval_lengths": "retrieval: set sizes also evaluated (no gradient) at every log, e.g. 64 256 "
-                    "1024 for 4x, 16x, 64x items_max = 16: accuracy_len{N}, entropy_norm_len{N}",
+                    "1024 for 4x, 16x, 64x items_max = 16: accuracy_len{N}, entropy_norm_len{N} "
+                    "(each log runs the model on eval_size sets of each size: long sets cost)",
     "eval_size": "examples per evaluation length",
 }
