@@ -36,12 +36,12 @@ SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
 #: metrics per (log, run, layer, head)
 HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
                 "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature")
+                "temperature", "ssmax_s")
 #: columns of metrics.csv (per-head metrics are means over layers and heads)
 CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
                "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
                "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
-               "grad_norm_v", "grad_norm_o", "temperature")
+               "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s")
 HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 
 
@@ -126,7 +126,8 @@ class TrainingSnapshot:
                            saturated_frac=h["saturated_frac"], jacobian_fro_mean=h["jacobian_fro"],
                            grad_norm_q=h["grad_norm_q"], grad_norm_k=h["grad_norm_k"],
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
-                           temperature=h["temperature"] if self.has_temperature[r] else "")
+                           temperature=h["temperature"] if self.has_temperature[r] else "",
+                           ssmax_s=h["ssmax_s"] if rule == "ssmax" else "")
                 rows.append(row)
         return rows
 
@@ -144,6 +145,8 @@ class TrainingSnapshot:
                             row[name] = float(self.heads[name][i, r, layer, head])
                         if not self.has_temperature[r]:
                             row["temperature"] = ""
+                        if rule != "ssmax":
+                            row["ssmax_s"] = ""
                         rows.append(row)
         return rows
 
@@ -368,6 +371,9 @@ class Trainer:
                 t = run.model.blocks[layer].attn.log_t
                 if t is not None:
                     head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
+                s_param = run.model.blocks[layer].attn.ssmax_s  # ssmax: the learned s per head
+                if s_param is not None:
+                    head["ssmax_s"][i, layer] = s_param.detach().view(-1).double().cpu().numpy()
             if not all(np.isfinite(v[i]).all() for v in (*head.values(), pct)):
                 run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
                 valid[i] = False

@@ -259,3 +259,15 @@ def test_eval_lengths_is_validated():
         with pytest.raises(ConfigError) as exc:
             TrainingConfig(**bad)
         assert exc.value.field == "eval_lengths"
+
+
+def test_ssmax_logs_its_learned_s_per_head():
+    cfg = TrainingConfig(d_model=32, heads=2, items_max=8, classes=8, key_dim=8, steps=4,
+                         log_every=2, batch=16, probe_size=8, scalings=("sqrt", "ssmax"), lr=0.01)
+    _, snap = run_training(cfg)
+    s = snap.heads["ssmax_s"][:, 1]  # (logs, layers, heads)
+    np.testing.assert_allclose(s[0], 1 / math.log(cfg.seq_len), rtol=1e-6)  # sqrt at init
+    assert not np.allclose(s[-1], s[0])  # learned
+    rows = snap.metrics_rows()
+    assert all(r["ssmax_s"] == "" for r in rows if r["scaling"] == "sqrt")
+    assert all(isinstance(r["ssmax_s"], float) for r in rows if r["scaling"] == "ssmax")
