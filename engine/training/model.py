@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.rules import N_REF_DEFAULT, RULE_REGISTRY, SSMAX_S_DEFAULT, RuleParams
+from engine.rules import LENGTH_RULES, N_REF_DEFAULT, RULE_REGISTRY, SSMAX_S_DEFAULT, RuleParams
 from engine.training.config import TrainingConfig
 
 LN_EPS = 1e-5
@@ -64,8 +64,10 @@ def scale_scores(q: torch.Tensor, k: torch.Tensor, rule: str, temperature: float
     """Logits of one scaling rule (``engine.rules``) from per-head q (..., T, d_k), k (..., S, d_k);
     ``mask`` (True = visible) gives the length rules their per-row n."""
     spec = RULE_REGISTRY[rule]
-    n = keys_per_row(mask, k.shape[-2], q.dtype)
-    log_n = math.log(n) if isinstance(n, float) else n.log()
+    log_n: float | torch.Tensor = 0.0  # only the length rules read it
+    if rule in LENGTH_RULES:
+        n = keys_per_row(mask, k.shape[-2], q.dtype)
+        log_n = math.log(n) if isinstance(n, float) else n.log()
     params = RuleParams(q.shape[-1], temperature, log_n, math.log(n_ref), ssmax_s)
     return spec.scale(similarity(q, k, spec.needs), params)
 
