@@ -138,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
             if args.figures:
                 from ui.figures import write_simulation_figures
 
-                paths += write_simulation_figures(snapshots[-1], points, out)
+                # the sweep figure shows one curve per rule: the last sweep (with several d_k
+                # and several n, the d_k sweep at the last n)
+                last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
+                        ] if points[-1].axis == "d_k" else points
+                paths += write_simulation_figures(snapshots[-1], last, out)
         except OSError as exc:
             fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")
