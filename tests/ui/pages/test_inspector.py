@@ -289,3 +289,15 @@ def test_series_colours_come_from_the_theme(page) -> None:
             assert pen.color().name().lower() == theme.limit.lower()
         for _sample, label in wp.legend.items:  # legend text re-rendered in the theme's colour
             assert f"color:{theme.foreground.lower()}" in label.item.toHtml().lower().replace(" ", "")
+
+
+def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
+    """SSMax paper, Figure 1 at n = 1,000: softmax 0.1293; as SSMax's scale 0.9996."""
+    from ui.pages.inspector.page import EXAMPLES
+
+    first = next(i for i, e in enumerate(EXAMPLES) if e[1] == "3, -2*999")
+    page.examples.activated.emit(first + 1)
+    assert page.scores_edit.text() == "3, -2*999" and page.model.rowCount() == 1000
+    assert round(float(page.result.weights[0]), 4) == 0.1293
+    page.examples.activated.emit(first + 2)
+    assert round(float(page.result.weights[0]), 4) == 0.9996
