@@ -1,7 +1,7 @@
 """The main window: parameter dock, pages, menus, status bar; the live run loop.
 
 Flow: a widget changes -> debounce (200 ms) -> ``config_from_widgets()`` -> the worker runs
-``lab_run`` (simulation, then the d_k sweep) in a thread -> it keeps only the latest LabState ->
+``lab_run`` (simulation, then the sweep along d_k or n) in a thread -> it keeps only the latest LabState ->
 a 30 Hz timer takes it and the page redraws what changed and is visible.
 """
 
@@ -157,7 +157,7 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(260)
         self.progress.setTextVisible(True)
-        self.progress.setToolTip("Progress of the simulation (first half) and the d_k sweep (second half)")
+        self.progress.setToolTip("Progress of the simulation (first half) and the sweep along d_k or n (second half)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stop_button")
         self.stop_button.setToolTip("Stop the running computation now (Esc)")
