@@ -31,9 +31,9 @@ LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
              [(math.log10(2**i), "") for i in range(13) if i % 3]]  #: lower band edge on a log axis (a band cannot reach 0 there)
-#: n axis: 2, 16, 128, 1024, 8192, 65536 labelled, other powers of 2 as minor ticks
-N_TICKS = [[(math.log10(2 ** (1 + 3 * i)), f"{2 ** (1 + 3 * i):,}") for i in range(6)],
-           [(math.log10(2**i), "") for i in range(1, 17) if (i - 1) % 3]]
+#: n axis: 2, 64, 2,048, 65,536 labelled (every 5 octaves: narrow plots), other powers of 2 minor
+N_TICKS = [[(math.log10(2 ** (1 + 5 * i)), f"{2 ** (1 + 5 * i):,}") for i in range(4)],
+           [(math.log10(2**i), "") for i in range(1, 17) if (i - 1) % 5]]
 #: the two axes: (config field, axis label, hover name, ticks)
 AXES = {"d_k": ("d_k", "d_k", "d_k", D_K_TICKS), "n_keys": ("n_keys", "keys n", "n", N_TICKS)}
 
@@ -122,6 +122,7 @@ class SweepPanel(PlotPanel):
         self.series: dict[tuple[int, str], _Series] = {}
         self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.theory_key = pg.PlotDataItem(pen=pg.mkPen("#808080", width=1.5, style=Qt.PenStyle.DashLine))
+        self._theory_in_legend = False
         self.raw: _Series | None = None
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
         for p, line in zip(self.plots, self.markers, strict=False):
@@ -210,11 +211,11 @@ class SweepPanel(PlotPanel):
             item.setData(np.array([xs[k] for k in ok], dtype=float), np.array([ys[k] for k in ok]))
             shown = shown or bool(ok)
         legend = self.plots[0].legend
-        in_legend = any(item is self.theory_key for item, _ in legend.items)
-        if shown and not in_legend:
+        if shown and not self._theory_in_legend:
             legend.addItem(self.theory_key, "dashed: asymptotic theory")
-        elif not shown and in_legend:
+        elif not shown and self._theory_in_legend:
             legend.removeItem(self.theory_key)
+        self._theory_in_legend = shown
 
     def draw(self, state: Any) -> None:
         axis = state.sweep[0].axis if state.sweep else getattr(state, "sweep_axis", self.axis)
