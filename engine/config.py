@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from engine.rules import N_REF_DEFAULT, RULES, SSMAX_S_DEFAULT
 from engine.validate import (
     ConfigMethods,
     check_choice,
@@ -13,8 +15,6 @@ from engine.validate import (
 )
 
 DISTRIBUTIONS = ("gaussian", "uniform", "rademacher")
-#: Scaling rules, in display order. Names are the same in engine, CLI, CSV, widgets and legends.
-RULES = ("none", "sqrt", "dk", "temperature", "cosine", "qknorm")
 BACKENDS = ("auto", "numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float64", "float32")
@@ -27,6 +27,7 @@ SEED_MAX = 2**63 - 1
 MEAN_ABS_MAX = 1e3
 STD_MAX = 1e3
 TEMPERATURE_RANGE = (1e-6, 1e6)
+SSMAX_S_MAX = 1e3
 
 #: Rules whose logits need the explicit vectors (norms / layer-norm), so the exact shortcut cannot serve them.
 RULES_NEEDING_VECTORS = frozenset({"cosine", "qknorm"})
@@ -58,6 +59,10 @@ class SimulationConfig(ConfigMethods):
     device: str = "auto"
     dtype: str = "float64"
     method: str = "auto"
+    #: reference length of the ``logn`` rule (equal to ``sqrt`` when n_keys = n_ref)
+    n_ref: int = N_REF_DEFAULT
+    #: s of the ``ssmax`` rule (logits = s ln(n) q.k / sqrt(d_k))
+    ssmax_s: float = SSMAX_S_DEFAULT
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -80,6 +85,8 @@ class SimulationConfig(ConfigMethods):
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("method", self.method, METHODS)
+        s(self, "n_ref", check_int("n_ref", self.n_ref, 2, N_KEYS_MAX))
+        s(self, "ssmax_s", check_float("ssmax_s", self.ssmax_s, 0.0, SSMAX_S_MAX, lo_open=True))
         if self.backend == "numpy" and self.device == "cuda":
             from engine.errors import ConfigError
 
@@ -92,6 +99,11 @@ class SimulationConfig(ConfigMethods):
                               "use explicit or auto")
 
     # -- derived -------------------------------------------------------------------------------
+    def rule_params(self) -> dict[str, float]:
+        """The keyword parameters of ``Rule.logits`` beyond d_k and T (every row sees n_keys)."""
+        return {"log_n": math.log(self.n_keys), "log_n_ref": math.log(self.n_ref),
+                "ssmax_s": self.ssmax_s}
+
     @property
     def exact_is_valid(self) -> bool:
         """The exact shortcut (scores drawn directly) holds for i.i.d. Gaussian entries and
@@ -105,23 +117,54 @@ class SimulationConfig(ConfigMethods):
         return self.method
 
 
+#: the parameters a sweep can run along: head width or sequence length (number of keys)
+SWEEP_AXES = ("d_k", "n_keys")
+#: the default length sweep: n = 2, 4, ..., 65,536 (a log grid)
+N_KEYS_SWEEP = tuple(2**i for i in range(1, 17))
+#: fewest trials a point keeps when ``cells_max`` cuts them
+SWEEP_TRIALS_FLOOR = 32
+
+
 @dataclass(frozen=True)
 class SweepConfig:
-    """A list of d_k values evaluated with one base config (every other parameter shared)."""
+    """A list of d_k values (or, with ``axis="n_keys"``, of key counts n) evaluated with one base
+    config, every other parameter shared."""
 
     base: SimulationConfig = field(default_factory=SimulationConfig)
     d_ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+    axis: str = "d_k"
+    n_keys_values: tuple[int, ...] = N_KEYS_SWEEP
+    #: 0, or the most (trial, key) cells per point: a point's trials are cut to
+    #: max(SWEEP_TRIALS_FLOOR, cells_max // n_keys) so a sweep to n = 65,536 stays quick
+    cells_max: int = 0
 
     def __post_init__(self) -> None:
-        from engine.errors import ConfigError
+        check_choice("axis", self.axis, SWEEP_AXES)
+        object.__setattr__(self, "d_ks", _check_grid("d_k", self.d_ks, 1, D_K_MAX))
+        object.__setattr__(self, "n_keys_values",
+                           _check_grid("n_keys", self.n_keys_values, 2, N_KEYS_MAX))
+        object.__setattr__(self, "cells_max", check_int("cells_max", self.cells_max, 0, 2**40))
 
-        d_ks = tuple(self.d_ks)
-        if not d_ks:
-            raise ConfigError("d_k", "needs at least one value")
-        d_ks = tuple(check_int("d_k", d, 1, D_K_MAX) for d in d_ks)
-        if len(set(d_ks)) != len(d_ks):
-            raise ConfigError("d_k", "lists a value twice")
-        object.__setattr__(self, "d_ks", d_ks)
+    @property
+    def values(self) -> tuple[int, ...]:
+        """The values swept along ``axis``."""
+        return self.d_ks if self.axis == "d_k" else self.n_keys_values
 
-    def point(self, d_k: int) -> SimulationConfig:
-        return self.base.replace(d_k=d_k)
+    def point(self, value: int) -> SimulationConfig:
+        cfg = self.base.replace(**{self.axis: value})
+        if self.cells_max and cfg.trials * cfg.n_keys > self.cells_max:
+            cfg = cfg.replace(trials=max(min(SWEEP_TRIALS_FLOOR, cfg.trials),
+                                         self.cells_max // cfg.n_keys))
+        return cfg
+
+
+def _check_grid(name: str, values: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:
+    from engine.errors import ConfigError
+
+    values = tuple(values)
+    if not values:
+        raise ConfigError(name, "needs at least one value")
+    values = tuple(check_int(name, v, lo, hi) for v in values)
+    if len(set(values)) != len(values):
+        raise ConfigError(name, "lists a value twice")
+    return values

@@ -25,6 +25,13 @@ SUMMARY_COLUMNS = (
     "jacobian_fro_mean", "jacobian_fro_se", "jacobian_max_abs_mean", "jacobian_max_abs_se",
     "saturation_threshold", "method", "backend", "device", "dtype",
 )
+#: added to summary.csv when the correlation is not 0 (key 0 is a target key, the "needle")
+TARGET_COLUMNS = ("target_weight_mean", "target_weight_se")
+
+
+def summary_columns(snapshots: Sequence[SimulationSnapshot]) -> tuple[str, ...]:
+    with_target = any(s.config.correlation != 0.0 for s in snapshots)
+    return SUMMARY_COLUMNS + (TARGET_COLUMNS if with_target else ())
 
 
 def summary_rows(snapshots: Sequence[SimulationSnapshot]) -> list[dict[str, Any]]:
@@ -32,10 +39,14 @@ def summary_rows(snapshots: Sequence[SimulationSnapshot]) -> list[dict[str, Any]
 
 
 def histogram_arrays(snapshots: Sequence[SimulationSnapshot]) -> dict[str, np.ndarray]:
-    """Every histogram of every d_k, named ``d{d_k}_{what}_{edges|counts|outside}``."""
+    """Every histogram of every d_k, named ``d{d_k}_{what}_{edges|counts|outside}`` (with
+    several key counts: ``d{d_k}_n{n_keys}_{what}_...``)."""
     arrays: dict[str, np.ndarray] = {}
+    several_n = len({s.config.n_keys for s in snapshots}) > 1
     for snap in snapshots:
-        arrays.update(snap.histogram_arrays(prefix=f"d{snap.config.d_k}_"))
+        c = snap.config
+        prefix = f"d{c.d_k}_n{c.n_keys}_" if several_n else f"d{c.d_k}_"
+        arrays.update(snap.histogram_arrays(prefix=prefix))
     return arrays
 
 
@@ -51,6 +62,7 @@ def config_record(snapshots: Sequence[SimulationSnapshot], extra: Mapping[str, A
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "config": first.config.to_dict(),
         "d_ks": [s.config.d_k for s in snapshots],
+        "n_keys": [s.config.n_keys for s in snapshots],
         "resolved": [{"d_k": s.config.d_k, "backend": s.backend, "device": s.device,
                       "dtype": s.config.dtype, "method": s.method, "trials_done": s.trials_done,
                       "complete": s.done, "elapsed_s": round(s.elapsed_s, 6)} for s in snapshots],
@@ -70,7 +82,7 @@ def write_simulation_outputs(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [
-        write_csv(out / "summary.csv", summary_rows(snapshots), SUMMARY_COLUMNS),
+        write_csv(out / "summary.csv", summary_rows(snapshots), summary_columns(snapshots)),
         write_npz(out / "histograms.npz", histogram_arrays(snapshots)),
         write_json(out / "config.json", config_record(snapshots, extra_config)),
     ]

@@ -29,7 +29,8 @@ SAMPLE_ROWS = 64
 SAMPLE_KEYS = 512
 
 # per-row metrics tracked by RunningMoments, in this order
-_ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs")
+_ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
+               "target_weight")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class RuleResult:
     logit_theory: NormalMixture
     #: up to 64 sample softmax rows, each sorted descending (at most 512 keys kept)
     sample_weights: np.ndarray
+    #: mean weight on key 0, the target key ("needle") when the correlation is not 0
+    target_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
 
     @property
     def logit_std(self) -> Estimate:
@@ -108,6 +111,8 @@ class SimulationSnapshot:
                 "jacobian_fro_mean": r.jacobian_fro.mean, "jacobian_fro_se": r.jacobian_fro.se,
                 "jacobian_max_abs_mean": r.jacobian_max_abs.mean,
                 "jacobian_max_abs_se": r.jacobian_max_abs.se,
+                **({"target_weight_mean": r.target_weight.mean,
+                    "target_weight_se": r.target_weight.se} if c.correlation != 0.0 else {}),
                 "saturation_threshold": c.saturation_threshold,
                 "method": self.method, "backend": self.backend, "device": self.device,
                 "dtype": c.dtype,
@@ -152,7 +157,7 @@ class _RuleAccumulator:
         entropy_norm = m.entropy / self.log_n
         saturated = m.top_weight > self.threshold
         cols = np.stack([m.top_weight, saturated, m.entropy, entropy_norm,
-                         m.jacobian_fro, m.jacobian_max_abs], axis=1)
+                         m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0]], axis=1)
         self.rows.update(cols)
         self.logits.update(logits)
         self.logit_hist.update(logits)
@@ -174,6 +179,7 @@ class _RuleAccumulator:
             entropy_norm_hist=self.entropy_hist.snapshot(),
             log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
             sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
+            target_weight=e(6),
         )
 
 
@@ -191,6 +197,7 @@ def simulate(
     raw_hist = StreamingHistogram(SCORE_BINS)
     raw_theory = raw_score_theory(cfg)
     accs = {name: _RuleAccumulator(cfg, name) for name in cfg.scalings}
+    params = cfg.rule_params()
     done = 0
     for size in sampler.plan.sizes(cfg.trials):
         if cancelled is not None and cancelled():
@@ -199,7 +206,7 @@ def simulate(
         raw.update(scores.dot)
         raw_hist.update(scores.dot)
         for name, acc in accs.items():
-            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature))
+            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature, **params))
         done += size
         yield SimulationSnapshot(
             config=cfg, trials_done=done, elapsed_s=time.perf_counter() - start,
@@ -226,13 +233,23 @@ def run_simulation(
 
 @dataclass(frozen=True)
 class SweepPoint:
-    index: int  #: position in the sweep's d_k list
+    index: int  #: position in the sweep's list of values
     total: int  #: number of points in the sweep
-    snapshot: SimulationSnapshot  #: the finished simulation at this d_k
+    snapshot: SimulationSnapshot  #: the finished simulation at this value
+    axis: str = "d_k"  #: the swept parameter: "d_k" or "n_keys"
 
     @property
     def d_k(self) -> int:
         return self.snapshot.config.d_k
+
+    @property
+    def n_keys(self) -> int:
+        return self.snapshot.config.n_keys
+
+    @property
+    def x(self) -> int:
+        """The swept value of this point."""
+        return int(getattr(self.snapshot.config, self.axis))
 
 
 def sweep(
@@ -240,12 +257,13 @@ def sweep(
     cancelled: Callable[[], bool] | None = None,
     on_snapshot: Callable[[SimulationSnapshot], None] | None = None,
 ) -> Iterator[SweepPoint]:
-    """Run the base config at every d_k; yield each point as it finishes. Point i uses the same
-    random stream as a single run at that d_k with the same seed."""
-    total = len(sweep_cfg.d_ks)
-    for i, d_k in enumerate(sweep_cfg.d_ks):
-        snap = run_simulation(sweep_cfg.point(d_k), cancelled, on_snapshot)
-        yield SweepPoint(index=i, total=total, snapshot=snap)
+    """Run the base config at every value of the sweep's axis (d_k or n_keys); yield each point
+    as it finishes. Point i uses the same random stream as a single run at that value with the
+    same seed. Memory stays bounded at any n: keys are drawn in chunks (engine.sampling)."""
+    values = sweep_cfg.values
+    for i, value in enumerate(values):
+        snap = run_simulation(sweep_cfg.point(value), cancelled, on_snapshot)
+        yield SweepPoint(index=i, total=len(values), snapshot=snap, axis=sweep_cfg.axis)
 
 
 __all__ = [

@@ -38,10 +38,16 @@ def jacobian(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p)
     jac = -p[..., :, None] * p[..., None, :]
     n = p.shape[-1]
-    diag = p * _one_minus(p)
+    diag = jacobian_diagonal(p)
     idx = np.arange(n)
     jac[..., idx, idx] = diag
     return jac
+
+
+def jacobian_diagonal(p: np.ndarray) -> np.ndarray:
+    """p_i (1 - p_i), the Jacobian's diagonal, without the n x n matrix (1 - p_max as the sum of
+    the others, so a saturated row keeps its tiny diagonal)."""
+    return p * _one_minus(p)
 
 
 def _one_minus(p: np.ndarray) -> np.ndarray:

@@ -102,11 +102,12 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     """The overlay for a rule's logits: exact moments for the divisor rules; a large-d_k
     approximation for cosine (norms ~ their means) and for qknorm's target key (entries ~
     standardized; its independent keys are exact, see ``qknorm_independent_var``)."""
-    from engine.rules import RULE_REGISTRY
+    from engine.rules import RULE_REGISTRY, RuleParams
 
     spec = RULE_REGISTRY[rule]
-    if spec.divisor is not None:
-        return raw_score_theory(cfg).scaled(1.0 / spec.divisor(cfg.d_k, cfg.temperature))
+    if spec.linear_in_dot:
+        factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
+        return raw_score_theory(cfg).scaled(factor)
     d, rho = cfg.d_k, cfg.correlation
     kappa = KURTOSIS[cfg.dist]
     if rule == "qknorm":
@@ -122,3 +123,78 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
         m, v = raw_score_moments(cfg, target)
         comps.append((m / norm / cfg.temperature, v / (norm * cfg.temperature) ** 2))
     return _mixture(cfg, comps, False)
+
+
+# -- the length axis (README, "Sequence length") ----------------------------------------------
+# For n i.i.d. Gaussian logits z_j ~ N(m, sigma^2): E[sum_j exp(z_j - m)] = n exp(sigma^2 / 2)
+# exactly. For large n the sum concentrates there (relative spread sqrt((e^{sigma^2} - 1) / n)),
+# which gives the asymptotic needle weight and entropy below.
+
+
+def partition_mean(n: int | np.ndarray, sigma2: float) -> float | np.ndarray:
+    """E[sum_j exp(z_j)] for n i.i.d. N(0, sigma^2) logits: n exp(sigma^2 / 2) (exact)."""
+    return n * np.exp(sigma2 / 2.0)
+
+
+def needle_weight(n: int | np.ndarray, sigma2: float, delta: float) -> float | np.ndarray:
+    """Weight of one key whose logit exceeds the others' mean by ``delta``, among n - 1 i.i.d.
+    N(., sigma^2) logits: 1 / (1 + (n - 1) exp(sigma^2/2 - delta)) (asymptotic in n)."""
+    return 1.0 / (1.0 + (np.asarray(n, dtype=np.float64) - 1.0) * np.exp(sigma2 / 2.0 - delta))
+
+
+def needle_weight_mean(n: int | np.ndarray, sigma2: float, delta_mean: float, delta_var: float,
+                       nodes: int = 64) -> float | np.ndarray:
+    """:func:`needle_weight` averaged over a Gaussian margin N(delta_mean, delta_var)
+    (Gauss-Hermite quadrature; asymptotic in n like the formula it averages)."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    deltas = delta_mean + math.sqrt(max(delta_var, 0.0)) * x
+    n_arr = np.asarray(n, dtype=np.float64)[..., None]
+    vals = needle_weight(n_arr, sigma2, deltas)
+    return (vals * w).sum(-1) / w.sum()
+
+
+def entropy_asymptotic(n: int | np.ndarray, sigma2: float) -> float | np.ndarray:
+    """Softmax entropy of n i.i.d. N(., sigma^2) logits for large n: ln n - sigma^2 / 2."""
+    return np.log(n) - sigma2 / 2.0
+
+
+@dataclass(frozen=True)
+class LengthTheory:
+    """The asymptotic length predictions for one rule at one config (logits i.i.d. Gaussian
+    given the query: Gaussian entries, key mean 0, a rule linear in q.k; tight for large d_k)."""
+
+    sigma2: float  #: variance of a non-target logit
+    delta_mean: float  #: target logit minus a non-target logit's mean
+    delta_var: float  #: variance of the target logit
+    n: int
+
+    @property
+    def reliable(self) -> bool:
+        """The sum of the n exponentials has concentrated (relative spread under 10 %): the
+        asymptotic formulas apply. Fails when sigma^2 grows faster than ln n (e.g. ``logn``)."""
+        return math.expm1(min(self.sigma2, 700.0)) / self.n < 0.01
+
+    @property
+    def entropy(self) -> float:
+        return float(entropy_asymptotic(self.n, self.sigma2))
+
+    @property
+    def entropy_norm(self) -> float:
+        return self.entropy / math.log(self.n)
+
+    @property
+    def target_weight(self) -> float:
+        return float(needle_weight_mean(self.n, self.sigma2, self.delta_mean, self.delta_var))
+
+
+def length_theory(cfg: SimulationConfig, rule: str) -> LengthTheory | None:
+    """The length predictions for ``rule`` at ``cfg``, or None where their assumptions fail."""
+    from engine.rules import RULE_REGISTRY
+
+    if cfg.dist != "gaussian" or cfg.k_mean != 0.0 or not RULE_REGISTRY[rule].linear_in_dot:
+        return None
+    mix = logit_theory(cfg, rule)
+    sigma2 = mix.stds[0] ** 2
+    if len(mix.means) == 1:
+        return LengthTheory(sigma2, 0.0, sigma2, cfg.n_keys)
+    return LengthTheory(sigma2, mix.means[1] - mix.means[0], mix.stds[1] ** 2, cfg.n_keys)

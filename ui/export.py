@@ -64,8 +64,12 @@ def export_all(panels: Iterable[PlotPanel], state: Any, parent: str | Path) -> P
     export_figures(panels, out)
     from engine.export import write_simulation_outputs
 
-    extra = {"source": "gui", "sweep_d_ks": [p.d_k for p in state.sweep],
-             "sweep_trials": state.sweep[0].snapshot.trials_done if state.sweep else 0}
+    axis = state.sweep[0].axis if state.sweep else "d_k"
+    extra = {"source": "gui", "sweep_axis": axis,
+             "sweep_d_ks": [p.d_k for p in state.sweep],
+             "sweep_n_keys": [p.n_keys for p in state.sweep],
+             "sweep_trials": state.sweep[0].snapshot.trials_done if state.sweep else 0,
+             "sweep_trials_per_point": [p.snapshot.trials_done for p in state.sweep]}
     try:
         write_simulation_outputs(out, [state.snapshot], extra)
     except OSError as exc:

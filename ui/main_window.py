@@ -1,7 +1,7 @@
 """The main window: parameter dock, pages, menus, status bar; the live run loop.
 
 Flow: a widget changes -> debounce (200 ms) -> ``config_from_widgets()`` -> the worker runs
-``lab_run`` (simulation, then the d_k sweep) in a thread -> it keeps only the latest LabState ->
+``lab_run`` (simulation, then the sweep along d_k or n) in a thread -> it keeps only the latest LabState ->
 a 30 Hz timer takes it and the page redraws what changed and is visible.
 """
 
@@ -81,6 +81,7 @@ class MainWindow(QMainWindow):
         self.state: LabState | None = None
         self.config: SimulationConfig | None = None
         self.sweep_cache = SweepCache()
+        self.sweep_axis = "d_k"  #: what the sweep runs along: "d_k" or "n_keys" (the length)
         self.last_message = ""  #: last user-facing message (tests read it)
         self.redraw_count = 0
         self._run_started = 0.0
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
         self.page = SimulationPage(self)
         for panel in self.page.panels.values():
             panel.export_requested.connect(self._export_panel_dialog)
+        self.page.panels["sweep"].axis_requested.connect(self.set_sweep_axis)
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("pages")
         self.tabs.addTab(self.page, "Simulation")
@@ -150,7 +152,7 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(260)
         self.progress.setTextVisible(True)
-        self.progress.setToolTip("Progress of the simulation (first half) and the d_k sweep (second half)")
+        self.progress.setToolTip("Progress of the simulation (first half) and the sweep along d_k or n (second half)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stop_button")
         self.stop_button.setToolTip("Stop the running computation now (Esc)")
@@ -310,6 +312,8 @@ class MainWindow(QMainWindow):
                 traceback.print_exc()
                 self.message("Guided tour", f"The tour could not be loaded: {type(exc).__name__}: {exc}", error=True)
                 return
+            if hasattr(self.tour, "sweep_axis"):
+                self.tour.sweep_axis.connect(lambda axis: self.set_sweep_axis(axis, rerun=False))
             self.tour.apply_config.connect(self.apply_config)
             self.tour.highlight.connect(self.highlight_plot)
             if hasattr(self.tour, "show_inspector"):
@@ -362,13 +366,20 @@ class MainWindow(QMainWindow):
             self.last_message = str(exc)
             return False
         self.config = cfg
-        cache = self.sweep_cache
+        cache, axis = self.sweep_cache, self.sweep_axis
         self._run_started = time.perf_counter()
-        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache))
+        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache, axis=axis))
         self.stop_button.setEnabled(True)
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         return True
+
+    def set_sweep_axis(self, axis: str, rerun: bool = True) -> bool:
+        """Sweep along d_k or along n (the number of keys) from now on; reruns unless told not
+        to (the tour applies its parameters next, which reruns)."""
+        self.sweep_axis = axis
+        self.page.panels["sweep"].set_axis(axis)
+        return self.rerun() if rerun else True
 
     def stop(self) -> None:
         if self.worker.is_running():

@@ -1,7 +1,7 @@
 """Colours: one fixed colour per scaling rule (everywhere), and the light/dark themes.
 
-The six simulator rules use the Okabe-Ito colour-blind-safe set; the two training-only bug rules
-get a purple and a brown outside it. They read on both backgrounds, so a rule keeps its colour
+The first six simulator rules use the Okabe-Ito colour-blind-safe set; the length rules take an
+olive and a wine from Paul Tol's set, the two training-only bug rules a purple and a brown. They read on both backgrounds, so a rule keeps its colour
 when the theme changes. Series that are not rules (the raw q·k, the inspector's p_i and
 Jacobian bars, limit lines) take their colour from the :class:`Theme`.
 """
@@ -10,21 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import RULES
-from engine.training.config import TRAINING_RULES
+from engine.rules import RULE_REGISTRY
 
-#: rule name -> hex colour; the same in every plot, legend, table and export, on every page
-RULE_COLORS: dict[str, str] = {
-    "none": "#D55E00",  # vermillion: the bug
-    "sqrt": "#0072B2",  # blue: the standard
-    "dk": "#009E73",  # bluish green
-    "temperature": "#E69F00",  # orange
-    "cosine": "#CC79A7",  # reddish purple
-    "qknorm": "#56B4E9",  # sky blue
-    "sqrt_twice": "#7B3294",  # purple (training only: the scaling-twice bug)
-    "scale_after_softmax": "#8C6D31",  # brown (training only: scaling after the softmax)
-}
-assert set(RULES) <= set(TRAINING_RULES) and set(RULE_COLORS) == set(TRAINING_RULES)
+#: rule name -> hex colour, read from the one rule registry (engine.rules); the same in every
+#: plot, legend, table and export, on every page
+RULE_COLORS: dict[str, str] = {name: r.colour for name, r in RULE_REGISTRY.items()}
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.config import RULES, SEED_MAX, TEMPERATURE_RANGE
+from engine.config import SEED_MAX, TEMPERATURE_RANGE
 from engine.errors import ConfigError
+from engine.rules import TRAINING_RULES
 from engine.validate import (
     ConfigMethods,
     check_choice,
@@ -23,8 +24,6 @@ from engine.validate import (
     check_int,
 )
 
-#: the simulator's rules plus the two bugs, in display order (same names everywhere)
-TRAINING_RULES = (*RULES, "sqrt_twice", "scale_after_softmax")
 TASKS = ("retrieval", "recall")
 OPTIMIZERS = ("adam", "sgd")
 #: learning-rate decay after the warmup
@@ -103,6 +102,11 @@ class TrainingConfig(ConfigMethods):
     saturation_threshold: float = 0.99
     collapse_threshold: float = 0.05  #: entropy / log(n) below this ...
     collapse_logs: int = 3  #: ... at this many consecutive logs marks a head as collapsed
+    #: retrieval: set sizes (items) also evaluated at every log, without gradient (length
+    #: generalization; e.g. 4x, 16x, 64x items_max); empty = none
+    eval_lengths: tuple[int, ...] = ()
+    #: examples per evaluation length
+    eval_size: int = 128
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -154,6 +158,7 @@ class TrainingConfig(ConfigMethods):
         s(self, "collapse_threshold",
           check_float("collapse_threshold", self.collapse_threshold, 0.0, 1.0))
         s(self, "collapse_logs", check_int("collapse_logs", self.collapse_logs, 1, 10_000))
+        _check_eval_lengths(self)
         total = self.n_params * len(self.scalings)
         if total > PARAMS_MAX:
             raise ConfigError("d_model", f"{len(self.scalings)} rule(s) x {self.n_params:,} "
@@ -237,6 +242,22 @@ class TrainingConfig(ConfigMethods):
         return tuple(steps)
 
 
+#: most items in an evaluation set (its attention maps: eval chunks keep memory bounded)
+EVAL_ITEMS_MAX = 4096
+
+
+def _check_eval_lengths(cfg: TrainingConfig) -> None:
+    s = object.__setattr__
+    s(cfg, "eval_size", check_int("eval_size", cfg.eval_size, 1, 65_536))
+    lengths = tuple(check_int("eval_lengths", n, 1, EVAL_ITEMS_MAX) for n in cfg.eval_lengths)
+    if len(set(lengths)) != len(lengths):
+        raise ConfigError("eval_lengths", "lists a length twice")
+    if lengths and cfg.task != "retrieval":
+        raise ConfigError("eval_lengths", "only the retrieval task is evaluated at other lengths "
+                          "(recall learns one position embedding per trained position)")
+    s(cfg, "eval_lengths", lengths)
+
+
 #: one sentence per parameter: the CLI's --help and the GUI's tooltips
 FIELD_HELP: dict[str, str] = {
     "task": "retrieval (a set of keyed items, padding mask) or recall (k1 v1 ... kq -> vq, causal mask)",
@@ -277,4 +298,8 @@ FIELD_HELP: dict[str, str] = {
     "saturation_threshold": "a row is saturated when its top weight exceeds this",
     "collapse_threshold": "a head whose entropy / log(n) stays below this is marked collapsed",
     "collapse_logs": "... for this many consecutive logs",
+    "eval_lengths": "retrieval: set sizes also evaluated (no gradient) at every log, e.g. 64 256 "
+                    "1024 for 4x, 16x, 64x items_max = 16: accuracy_len{N}, entropy_norm_len{N} "
+                    "(each log runs the model on eval_size sets of each size: long sets cost)",
+    "eval_size": "examples per evaluation length",
 }

@@ -14,10 +14,10 @@ def write_training_outputs(out: Path, trainer: Any, snap: Any, extra: dict[str, 
                            ) -> list[Path]:
     """metrics.csv (means over layers and heads), metrics_heads.csv (per head), histograms.npz
     (every per-head array and the logit histograms), config.json, weights.pt (all atomic)."""
-    from engine.training.trainer import CSV_COLUMNS, HEAD_CSV_COLUMNS
+    from engine.training.trainer import HEAD_CSV_COLUMNS
 
     out = Path(out)
-    paths = [write_csv(out / "metrics.csv", snap.metrics_rows(), CSV_COLUMNS),
+    paths = [write_csv(out / "metrics.csv", snap.metrics_rows(), snap.csv_columns),
              write_csv(out / "metrics_heads.csv", snap.head_rows(), HEAD_CSV_COLUMNS),
              write_npz(out / "histograms.npz", snap.histogram_arrays())]
     meta = {"command": "train", "config": snap.config.to_dict(), "rules": list(snap.rules),

@@ -4,14 +4,11 @@ The attention math is written out (not ``scaled_dot_product_attention``) so ever
 observed: pass ``capture=[]`` to ``forward`` and each layer appends an :class:`AttentionCapture`
 with the logits the softmax sees and the weights it returns.
 
-Scaling rules (one name each, the same as the CLI, the CSV and the legends):
-
-* ``none``: q.k;  ``sqrt``: q.k/sqrt(d_k);  ``dk``: q.k/d_k;  ``temperature``: q.k/T
-* ``cosine``: cos(q, k)/T with T = exp(log_t) learned per head, starting at ``cosine_temperature``
-* ``qknorm``: LN(q).LN(k)/sqrt(d_k) (layer norm without affine over each head's d_k entries)
-* ``sqrt_twice`` (bug): q is divided by sqrt(d_k) and the scores once more: equals ``dk``
-* ``scale_after_softmax`` (bug): softmax(q.k) / sqrt(d_k): the softmax saturates before the
-  division, and the weights no longer sum to 1
+Scaling rules: the math of each is in ``engine.rules.RULE_REGISTRY`` (one definition for the
+simulation and this model). Here the model computes the similarity a rule needs (q.k, cosine or
+layer-normed q.k), the per-row number of keys n (for ``logn`` and ``ssmax``) and the learned
+per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at ``cosine_temperature``,
+and the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals ``sqrt`` there.
 
 Masks (padding, causal) go on the logits after scaling, before the softmax.
 """
@@ -25,9 +22,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from engine.rules import LENGTH_RULES, N_REF_DEFAULT, RULE_REGISTRY, SSMAX_S_DEFAULT, RuleParams
 from engine.training.config import TrainingConfig
 
 LN_EPS = 1e-5
+#: names of the parameters a rule learns itself (not shared between the runs' initial weights)
+RULE_PARAMETERS = ("log_t", "ssmax_s")
 
 
 @dataclass
@@ -39,29 +39,37 @@ class AttentionCapture:
     mask: torch.Tensor  #: (B, 1 or H, T, T) bool, True = key visible
 
 
-def scale_scores(q: torch.Tensor, k: torch.Tensor, rule: str, temperature: float | torch.Tensor = 1.0
-                 ) -> torch.Tensor:
-    """Logits of one scaling rule from per-head q (..., T, d_k) and k (..., S, d_k)."""
-    d_k = q.shape[-1]
-    if rule in ("none", "scale_after_softmax"):
-        return q @ k.transpose(-1, -2)
-    if rule == "sqrt":
-        return (q @ k.transpose(-1, -2)) / math.sqrt(d_k)
-    if rule == "dk":
-        return (q @ k.transpose(-1, -2)) / d_k
-    if rule == "temperature":
-        return (q @ k.transpose(-1, -2)) / temperature
-    if rule == "sqrt_twice":
-        return ((q / math.sqrt(d_k)) @ k.transpose(-1, -2)) / math.sqrt(d_k)
-    if rule == "cosine":
-        qn = F.normalize(q, dim=-1, eps=1e-12)
-        kn = F.normalize(k, dim=-1, eps=1e-12)
-        return (qn @ kn.transpose(-1, -2)) / temperature
-    if rule == "qknorm":
-        qn = F.layer_norm(q, (d_k,), eps=LN_EPS)
-        kn = F.layer_norm(k, (d_k,), eps=LN_EPS)
-        return (qn @ kn.transpose(-1, -2)) / math.sqrt(d_k)
-    raise ValueError(f"unknown scaling rule {rule!r}")
+def similarity(q: torch.Tensor, k: torch.Tensor, needs: str) -> torch.Tensor:
+    """(..., T, S) similarities of per-head q (..., T, d_k) and k (..., S, d_k): q.k, the
+    cosine, or the dot product of the layer-normed (no affine) q and k."""
+    if needs == "cos":
+        q, k = F.normalize(q, dim=-1, eps=1e-12), F.normalize(k, dim=-1, eps=1e-12)
+    elif needs == "ln":
+        d_k = q.shape[-1]
+        q, k = F.layer_norm(q, (d_k,), eps=LN_EPS), F.layer_norm(k, (d_k,), eps=LN_EPS)
+    return q @ k.transpose(-1, -2)
+
+
+def keys_per_row(mask: torch.Tensor | None, s: int, dtype: torch.dtype) -> torch.Tensor | float:
+    """n of each row: the keys it attends to, (..., T, 1) under a mask (row i of a causal mask
+    sees i + 1 keys; a padded example its length), else the S keys of every row."""
+    if mask is None:
+        return float(s)
+    return mask.sum(-1, keepdim=True).to(dtype)
+
+
+def scale_scores(q: torch.Tensor, k: torch.Tensor, rule: str, temperature: float | torch.Tensor = 1.0,
+                 mask: torch.Tensor | None = None, n_ref: int = N_REF_DEFAULT,
+                 ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT) -> torch.Tensor:
+    """Logits of one scaling rule (``engine.rules``) from per-head q (..., T, d_k), k (..., S, d_k);
+    ``mask`` (True = visible) gives the length rules their per-row n."""
+    spec = RULE_REGISTRY[rule]
+    log_n: float | torch.Tensor = 0.0  # only the length rules read it
+    if rule in LENGTH_RULES:
+        n = keys_per_row(mask, k.shape[-2], q.dtype)
+        log_n = math.log(n) if isinstance(n, float) else n.log()
+    params = RuleParams(q.shape[-1], temperature, log_n, math.log(n_ref), ssmax_s)
+    return spec.scale(similarity(q, k, spec.needs), params)
 
 
 def attend(
@@ -71,16 +79,21 @@ def attend(
     rule: str = "sqrt",
     mask: torch.Tensor | None = None,
     temperature: float | torch.Tensor = 1.0,
+    n_ref: int = N_REF_DEFAULT,
+    ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """softmax(scale(q, k) + mask) v written out; returns (output, logits, weights).
 
     ``mask`` is boolean, True = key visible, broadcast to (..., T, S); every row must see a key.
     """
-    logits = scale_scores(q, k, rule, temperature)
+    spec = RULE_REGISTRY[rule]
+    logits = scale_scores(q, k, rule, temperature, mask, n_ref, ssmax_s)  # (B, H, T, S)
     masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(masked, dim=-1)
-    used = weights / math.sqrt(q.shape[-1]) if rule == "scale_after_softmax" else weights
-    return used @ v, logits, weights
+    weights = torch.softmax(masked, dim=-1)  # (B, H, T, S), rows sum to 1
+    used = weights
+    if spec.after_softmax is not None:  # the scale_after_softmax bug
+        used = weights * spec.after_softmax(RuleParams(q.shape[-1]))
+    return used @ v, logits, weights  # (B, H, T, d_k)
 
 
 def causal_mask(t: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -108,25 +121,35 @@ class SelfAttention(nn.Module):
         self.w_v = nn.Linear(cfg.d_model, inner, bias=False)
         self.w_o = nn.Linear(inner, cfg.d_model, bias=False)
         self.fixed_temperature = cfg.temperature
+        #: the length rules' reference: the longest training sequence
+        self.n_ref = max(2, cfg.seq_len)
         if rule == "cosine":
             start = math.log(cfg.cosine_temperature)
             self.log_t = nn.Parameter(torch.full((cfg.heads, 1, 1), start))
         else:
             self.register_parameter("log_t", None)
+        if rule == "ssmax":  # s per head, equal to sqrt at the training length at init
+            self.ssmax_s = nn.Parameter(torch.full((cfg.heads, 1, 1), 1.0 / math.log(self.n_ref)))
+        else:
+            self.register_parameter("ssmax_s", None)
 
     def temperature(self) -> float | torch.Tensor:
         return self.log_t.exp() if self.log_t is not None else self.fixed_temperature
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
                 capture: list[AttentionCapture] | None = None) -> torch.Tensor:
-        b, t, _ = x.shape
+        b, t, _ = x.shape  # batch, sequence length, d_model
+        # (B, T, H * d_k) -> (B, H, T, d_k): one slice per head
         split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
-        q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))
-        out, logits, weights = attend(q, k, v, self.rule, mask, self.temperature())
+        q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))  # each (B, H, T, d_k)
+        s = self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT  # (H, 1, 1) when learned
+        # out (B, H, T, d_k); logits and weights (B, H, T, T); mask broadcasts to (B, H, T, T)
+        out, logits, weights = attend(q, k, v, self.rule, mask, self.temperature(), self.n_ref, s)
         if capture is not None:
             full = torch.ones(1, 1, t, t, dtype=torch.bool, device=x.device) if mask is None else mask
             capture.append(AttentionCapture(logits.detach(), weights.detach(),
                                             full.expand(b, -1, t, t).detach()))
+        # re-assemble the heads side by side: (B, H, T, d_k) -> (B, T, H * d_k) -> (B, T, d_model)
         return self.w_o(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
 
 

@@ -22,13 +22,13 @@ SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
 #: metrics per (log, run, layer, head)
 HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
                 "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature", "logit_max_abs")
+                "temperature", "ssmax_s", "logit_max_abs")
 #: columns of metrics.csv (per-head metrics are means over layers and heads; logit_max_abs is the
 #: largest |logit| of any head)
 CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
                "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
                "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
-               "grad_norm_v", "grad_norm_o", "temperature", "logit_max_abs")
+               "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s", "logit_max_abs")
 HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 #: percentiles drawn over the logit distribution (TensorBoard's distribution bands)
 PERCENTILES = (0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0)

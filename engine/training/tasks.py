@@ -54,10 +54,17 @@ def make_batch(cfg: TrainingConfig, size: int, gen: torch.Generator) -> Batch:
     return _recall(cfg, size, gen)
 
 
-def _retrieval(cfg: TrainingConfig, b: int, gen: torch.Generator) -> Batch:
-    n_max, kd, c = cfg.items_max, cfg.key_dim, cfg.classes
+def retrieval_batch(cfg: TrainingConfig, size: int, gen: torch.Generator, items: int) -> Batch:
+    """A retrieval batch whose sets all hold ``items`` items (evaluation at other lengths)."""
+    return _retrieval(cfg, size, gen, (items, items))
+
+
+def _retrieval(cfg: TrainingConfig, b: int, gen: torch.Generator,
+               items: tuple[int, int] | None = None) -> Batch:
+    n_min, n_max = items if items is not None else (cfg.items_min, cfg.items_max)
+    kd, c = cfg.key_dim, cfg.classes
     t = 1 + n_max
-    n = torch.randint(cfg.items_min, n_max + 1, (b,), generator=gen)
+    n = torch.randint(n_min, n_max + 1, (b,), generator=gen)
     keys = torch.randn(b, n_max, kd, generator=gen) / kd**0.5
     labels = torch.randint(0, c, (b, n_max), generator=gen)
     pick = (torch.rand(b, generator=gen) * n).long()  # uniform in 0..n-1

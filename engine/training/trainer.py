@@ -26,7 +26,8 @@ from torch.nn import functional as F
 
 from engine.device import resolve_device as _resolve_device
 from engine.training.config import TrainingConfig
-from engine.training.model import AttentionCapture, AttentionModel
+from engine.training.lengths import evaluate_lengths, length_columns
+from engine.training.model import RULE_PARAMETERS, AttentionCapture, AttentionModel
 from engine.training.numerics import training_numerics
 from engine.training.observe import (  # noqa: F401 (the column names are re-exported)
     CSV_COLUMNS,
@@ -72,6 +73,11 @@ class TrainingSnapshot:
     percentiles: tuple[float, ...] = PERCENTILES
 
     @property
+    def csv_columns(self) -> tuple[str, ...]:
+        """metrics.csv's columns: CSV_COLUMNS, then accuracy/entropy at each evaluation length."""
+        return CSV_COLUMNS + length_columns(self.config)
+
+    @property
     def n_logs(self) -> int:
         return int(self.log_steps.shape[0])
 
@@ -99,7 +105,7 @@ class TrainingSnapshot:
         for r, rule in enumerate(self.rules):
             for i in np.flatnonzero(self.valid[:, r]):
                 row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i])}
-                for name in SCALARS:
+                for name in (*SCALARS, *length_columns(self.config)):
                     row[name] = float(self.scalars[name][i, r])
                 h = {k: float(v[i, r].mean()) for k, v in self.heads.items()}
                 row.update(entropy_norm_mean=h["entropy_norm"], logit_std=h["logit_std"],
@@ -108,6 +114,7 @@ class TrainingSnapshot:
                            grad_norm_q=h["grad_norm_q"], grad_norm_k=h["grad_norm_k"],
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
                            temperature=h["temperature"] if self.has_temperature[r] else "",
+                           ssmax_s=h["ssmax_s"] if rule == "ssmax" else "",
                            logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()))
                 rows.append(row)
         return rows
@@ -126,6 +133,8 @@ class TrainingSnapshot:
                             row[name] = float(self.heads[name][i, r, layer, head])
                         if not self.has_temperature[r]:
                             row["temperature"] = ""
+                        if rule != "ssmax":
+                            row["ssmax_s"] = ""
                         rows.append(row)
         return rows
 
@@ -212,7 +221,7 @@ class Trainer:
                 base = model.state_dict()
             else:
                 own = model.state_dict()
-                own.update({k: v for k, v in base.items() if k in own and "log_t" not in k})
+                own.update({k: v for k, v in base.items() if k in own and not any(p in k for p in RULE_PARAMETERS)})
                 model.load_state_dict(own)
             self.runs.append(_Run(rule, model.to(self.device), cfg))
         self.data_gen = torch.Generator().manual_seed(stream_seed(cfg.seed, 1))
@@ -224,7 +233,7 @@ class Trainer:
         cap = len(cfg.log_steps) + 4
         self._steps = _Growable((), np.int64, cap)
         self._valid = _Growable((r,), bool, cap)
-        self._scalars = {k: _Growable((r,), np.float64, cap) for k in SCALARS}
+        self._scalars = {k: _Growable((r,), np.float64, cap) for k in (*SCALARS, *length_columns(cfg))}
         self._heads = {k: _Growable((r, layers, heads), np.float64, cap) for k in HEAD_METRICS}
         self.edges = logit_edges(cfg.hist_range, cfg.hist_bins)
         self._hist = _Growable((r, layers, heads, cfg.hist_bins), np.int32, cap)
@@ -323,7 +332,7 @@ class Trainer:
         cfg = self.cfg
         r_n, layers, heads = len(self.runs), cfg.layers, cfg.heads
         valid = np.zeros(r_n, dtype=bool)
-        scal = {k: np.zeros(r_n) for k in SCALARS}
+        scal = {k: np.zeros(r_n) for k in (*SCALARS, *length_columns(cfg))}
         head = {k: np.zeros((r_n, layers, heads)) for k in HEAD_METRICS}
         hist = np.zeros((r_n, layers, heads, cfg.hist_bins), dtype=np.int32)
         outside = np.zeros((r_n, layers, heads, 2), dtype=np.int64)
@@ -350,6 +359,8 @@ class Trainer:
             scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
             run.loss_sum = run.acc_sum = 0.0
             run.count = 0
+            for key, value in evaluate_lengths(run.model, cfg, self.device).items():
+                scal[key][i] = value
             for key, arr in grads[i].items():
                 head[key][i] = arr
             for layer, cap in enumerate(capture):
@@ -368,6 +379,9 @@ class Trainer:
                 t = run.model.blocks[layer].attn.log_t
                 if t is not None:
                     head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
+                s_param = run.model.blocks[layer].attn.ssmax_s  # ssmax: the learned s per head
+                if s_param is not None:
+                    head["ssmax_s"][i, layer] = s_param.detach().view(-1).double().cpu().numpy()
             if not all(np.isfinite(v[i]).all() for v in (*head.values(), pct)):
                 run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
                 valid[i] = False

@@ -79,3 +79,19 @@ def test_the_saturated_diagonal_of_40_0_minus3() -> None:
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["jacobian"][0][0] == pytest.approx(want, rel=1e-13)
     assert f"{want:.3g}" == "4.46e-18"
+def test_inspect_repeated_scores_with_ssmax():
+    """SSMax Figure 1 at n = 100: softmax 0.5999, SSMax (s = 0.43) 0.9951."""
+    import json
+    import subprocess
+    import sys
+
+    def top(*extra: str) -> float:
+        out = subprocess.run([sys.executable, "main.py", "inspect", "3,", "-2*99", "--json", *extra],
+                             capture_output=True, text=True, check=True).stdout
+        return max(json.loads(out)["weights"])
+
+    assert round(top(), 4) == 0.5999
+    assert round(top("--ssmax", "0.43"), 4) == 0.9951
+    bad = subprocess.run([sys.executable, "main.py", "inspect", "3", "-2*0"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "SCORE" in bad.stderr and "Traceback" not in bad.stderr

@@ -134,3 +134,23 @@ def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
         root = ET.parse(svg).getroot()
         assert root.tag.endswith("svg")
         assert any(el.tag.endswith("path") for el in root.iter())
+
+
+def test_simulate_sweeps_the_length_with_several_keys(tmp_path: Path) -> None:
+    """--keys 8 64 512: one row per (n, rule); with a correlation, the needle's weight and SE."""
+    out = tmp_path / "len"
+    r = run("simulate", "--d-k", "64", "--keys", "8", "64", "512", "--trials", "300",
+            "--scaling", "sqrt", "logn", "ssmax", "--correlation", "0.3", "--out", str(out),
+            "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert [(int(x["n_keys"]), x["scaling"]) for x in rows] == [
+        (n, rule) for n in (8, 64, 512) for rule in ("sqrt", "logn", "ssmax")]
+    w = {(int(x["n_keys"]), x["scaling"]): float(x["target_weight_mean"]) for x in rows}
+    assert all(float(x["target_weight_se"]) > 0 for x in rows)
+    assert w[(8, "logn")] == w[(8, "sqrt")]  # n_ref = 8 by default
+    assert w[(512, "sqrt")] < w[(64, "sqrt")] < w[(8, "sqrt")]  # attention fades with n
+    assert w[(512, "logn")] > 3 * w[(512, "sqrt")]
+    with np.load(out / "histograms.npz") as z:
+        assert "d64_n512_sqrt_logit_counts" in z.files
+    assert json.loads((out / "config.json").read_text())["n_keys"] == [8, 64, 512]

@@ -1,14 +1,17 @@
-"""The full Jacobian matrix of ``inspect`` and the inspector, against a 60-digit mpmath oracle,
+"""The score inspector's engine: repeated scores and the SSMax paper's Figure 1 example; the full Jacobian matrix of ``inspect`` and the inspector, against a 60-digit mpmath oracle,
 where it matters most: a saturated row whose winning weight rounds to 1 in float64 (the oracle
 works at 1000 digits so that even 1 - p_max ~ 1e-302 keeps all its digits)."""
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import numpy as np
 import pytest
 
-from engine.inspect import inspect_scores
+from engine.errors import ConfigError
+from engine.inspect import JACOBIAN_FULL_MAX, MAX_SCORES, inspect_scores, parse_score_list
 
 
 def _oracle_jacobian(scores: list[float], scale: float) -> list[list[mpmath.mpf]]:
@@ -53,3 +56,44 @@ def test_the_saturated_diagonal_of_40_0_minus3() -> None:
     assert r.p_one_minus_p[0] == r.jacobian[0, 0]  # the diagonal shown as p_i (1 - p_i)
     assert 1.0 - r.weights[0] == 0.0  # why the naive form fails: p_max rounds to 1
     np.testing.assert_allclose(r.jacobian.sum(axis=1), 0.0, atol=1e-30)
+
+#: Nakanishi (2025), Figure 1: one score of +3 among n - 1 scores of -2, top softmax weight
+FIGURE_1 = {10: (0.9428, 0.9401), 100: (0.5999, 0.9951), 1000: (0.1293, 0.9996),
+            10_000: (0.0146, 1.0000)}
+
+
+def _top_weight(n: int, factor: float) -> float:
+    """Independent closed form: e^{3c} / (e^{3c} + (n - 1) e^{-2c}) = 1 / (1 + (n-1) e^{-5c})."""
+    return 1.0 / (1.0 + (n - 1) * math.exp(-5.0 * factor))
+
+
+def test_repeated_scores_parse():
+    assert parse_score_list("3, -2*4") == [3.0, -2.0, -2.0, -2.0, -2.0]
+    assert parse_score_list("[1 ; 0 * 2]") == [1.0, 0.0, 0.0]
+    assert parse_score_list("1e3 -0.5×2") == [1000.0, -0.5, -0.5]
+    assert len(parse_score_list("3, -2*9999")) == 10_000
+    for bad in ("3, -2*0", "3, -2*x", "a, 1", "", f"1*{MAX_SCORES + 1}"):
+        with pytest.raises(ConfigError) as exc:
+            parse_score_list(bad)
+        assert exc.value.field == "scores"
+
+
+@pytest.mark.parametrize("n", sorted(FIGURE_1))
+def test_ssmax_figure_1(n):
+    softmax_top, ssmax_top = FIGURE_1[n]
+    scores = parse_score_list(f"3, -2*{n - 1}")
+    plain = inspect_scores(scores)
+    ss = inspect_scores(scores, ssmax_s=0.43)
+    assert plain.weights[0] == pytest.approx(_top_weight(n, 1.0), rel=1e-12)
+    assert ss.weights[0] == pytest.approx(_top_weight(n, 0.43 * math.log(n)), rel=1e-12)
+    assert round(float(plain.weights[0]), 4) == softmax_top
+    assert round(float(ss.weights[0]), 4) == ssmax_top
+    assert plain.has_full_jacobian == (n <= JACOBIAN_FULL_MAX)
+    # the diagonal is p_i (1 - p_i) with or without the full matrix
+    np.testing.assert_allclose(plain.p_one_minus_p, plain.weights * (1 - plain.weights), rtol=1e-9)
+
+
+def test_ssmax_needs_a_positive_s():
+    with pytest.raises(ConfigError) as exc:
+        inspect_scores([1.0, 0.0], ssmax_s=0.0)
+    assert exc.value.field == "ssmax_s"

@@ -7,45 +7,42 @@ import json
 import re
 
 #: argparse treats "-1e6" as an unknown option (it only knows "-8" and "-0.5" as negative numbers)
-_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+#: ... nor "-2*99" (a repeated score)
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?,?([*×]\d+)?,?$")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p._negative_number_matcher = _NEGATIVE_NUMBER  # so "inspect 1e6 0 -1e6" parses
-    p.add_argument("scores", nargs="+", metavar="SCORE", help="scores, e.g. 16 8 0 -8")
+    p.add_argument("scores", nargs="+", metavar="SCORE", help="scores, e.g. 16 8 0 -8; V*K repeats V K times (3 -2*9999)")
     p.add_argument("--scale", default="1", metavar="C", help="divide the scores by C > 0 (default: 1)")
+    p.add_argument("--ssmax", type=float, default=None, metavar="S",
+                   help="Scalable-Softmax: multiply the scaled scores by S*ln(n) (e.g. 0.43)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-
-
-def _parse_scores(raw: list[str]) -> list[float]:
-    out = []
-    for token in raw:
-        for part in token.replace(",", " ").split():
-            out.append(float(part))
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from engine.errors import ConfigError
-    from engine.inspect import inspect_scores
+    from engine.inspect import inspect_scores, parse_score_list
     from ui.cli.common import fail
 
     prog = "attention-lab inspect"
     try:
-        scores = _parse_scores(args.scores)
-    except ValueError as exc:
-        fail(prog, f"SCORE: not a number ({exc})")
+        scores = parse_score_list(" ".join(args.scores))
+    except ConfigError as exc:
+        fail(prog, f"SCORE: {exc.message}")
     try:
         scale = float(args.scale)
     except ValueError:
         fail(prog, f"must be a positive number, got {args.scale!r}", "scale")
     try:
-        r = inspect_scores(scores, scale)
+        r = inspect_scores(scores, scale, args.ssmax)
     except ConfigError as exc:
         if exc.field == "scores":
             fail(prog, f"SCORE: {exc.message}")
+        if exc.field == "ssmax_s":
+            fail(prog, exc.message, "ssmax")
         fail(prog, exc)
 
     if args.json:
@@ -55,10 +52,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({k: d[k] for k in keys}))
         return 0
     with np.printoptions(precision=8, suppress=False, linewidth=120):
-        print(f"scores / {r.scale:g}: {r.scaled}")
+        what = f"scores / {r.scale:g}" + (f" * {r.ssmax_s:g} ln({r.scores.size})" if r.ssmax_s else "")
+        print(f"{what}: {r.scaled}")
         print(f"softmax weights:  {r.weights}")
-        print("Jacobian diag(p) - p p^T:")
-        print(r.jacobian)
+        print(f"top weight: {r.weights.max():.10g}")
+        if r.has_full_jacobian:
+            print("Jacobian diag(p) - p p^T:")
+            print(r.jacobian)
     print(f"Jacobian size (Frobenius): {r.jacobian_fro:.10g}  (log10 {r.log10_jacobian_fro:.6g})")
     print(f"largest |entry|: {r.jacobian_max_abs:.10g}  (the maximum possible is 0.25)")
     print(f"entropy: {r.entropy:.10g} nats = {r.entropy_norm:.6g} of log(n)")

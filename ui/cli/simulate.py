@@ -13,11 +13,13 @@ DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from engine.config import BACKENDS, DEVICES, DISTRIBUTIONS, DTYPES, METHODS, RULES
+    from engine.rules import N_REF_DEFAULT, SSMAX_S_DEFAULT
 
     p.add_argument("--d-k", type=int, nargs="+", default=DEFAULTS["d_k"], metavar="D",
                    help="head width(s) d_k, 1..65536 (default: 4 64 512)")
-    p.add_argument("--keys", type=int, default=DEFAULTS["keys"], metavar="N",
-                   help="keys per query, 2..65536 (default: 8)")
+    p.add_argument("--keys", type=int, nargs="+", default=[DEFAULTS["keys"]], metavar="N",
+                   help="keys per query n, 2..65536; several values sweep the length "
+                        "(e.g. 8 64 512 4096 65536; default: 8)")
     p.add_argument("--trials", type=int, default=DEFAULTS["trials"], metavar="T",
                    help="independent queries per d_k, 1..10,000,000 (default: 4000)")
     p.add_argument("--scaling", nargs="+", default=DEFAULTS["scaling"], metavar="RULE",
@@ -32,6 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="correlation rho in [-1, 1] between the query and key 0 (the target key)")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="T for the temperature and cosine rules (default: 1)")
+    p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
+                   help=f"reference length of the logn rule (equal to sqrt there; default: {N_REF_DEFAULT})")
+    p.add_argument("--ssmax-s", type=float, default=SSMAX_S_DEFAULT, metavar="S",
+                   help=f"s of the ssmax rule: logits = s ln(n) q.k/sqrt(d_k) (default: {SSMAX_S_DEFAULT})")
     p.add_argument("--saturation-threshold", type=float, default=0.99,
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
     p.add_argument("--backend", default="auto", help=f"{', '.join(BACKENDS)} (auto: torch on CUDA if present, else numpy)")
@@ -44,21 +50,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def build_configs(args: argparse.Namespace):  # -> SweepConfig
-    """Turn arguments into the engine's validated config (ConfigError names the field)."""
+def build_configs(args: argparse.Namespace):  # -> list[SweepConfig]
+    """Turn arguments into the engine's validated sweeps (ConfigError names the field): one
+    sweep along n when one d_k and several --keys are given, else one d_k sweep per key count."""
     from engine.config import SimulationConfig, SweepConfig
 
     base = SimulationConfig(
-        d_k=args.d_k[0], n_keys=args.keys, trials=args.trials, seed=args.seed, dist=args.dist,
+        d_k=args.d_k[0], n_keys=args.keys[0], trials=args.trials, seed=args.seed, dist=args.dist,
         q_mean=args.q_mean, q_std=args.q_std, k_mean=args.k_mean, k_std=args.k_std,
         correlation=args.correlation, scalings=tuple(args.scaling), temperature=args.temperature,
         saturation_threshold=args.saturation_threshold, backend=args.backend, device=args.device,
-        dtype=args.dtype, method=args.method,
+        dtype=args.dtype, method=args.method, n_ref=args.n_ref, ssmax_s=args.ssmax_s,
     )
-    return SweepConfig(base=base, d_ks=tuple(args.d_k))
+    if len(args.d_k) == 1 and len(args.keys) > 1:
+        return [SweepConfig(base=base, d_ks=tuple(args.d_k), axis="n_keys",
+                            n_keys_values=tuple(args.keys))]
+    SweepConfig(base=base, n_keys_values=tuple(args.keys))  # validates the list of n
+    return [SweepConfig(base=base.replace(n_keys=n), d_ks=tuple(args.d_k)) for n in args.keys]
 
 
-TABLE = [("d_k", "d_k"), ("scaling", "rule"), ("raw_score_var", "Var(q.k)"),
+TABLE = [("d_k", "d_k"), ("n_keys", "n"), ("scaling", "rule"), ("raw_score_var", "Var(q.k)"),
          ("logit_var", "Var(logit)"), ("top_weight_mean", "top weight"), ("top_weight_se", "±se"),
          ("saturated_frac", "saturated"), ("entropy_norm_mean", "H/log n"),
          ("jacobian_fro_mean", "|J|_F"), ("jacobian_fro_se", "±se"),
@@ -76,14 +87,16 @@ def run(args: argparse.Namespace) -> int:
     if args.figures and not args.out:
         fail(prog, "needs --out DIR to write the figures into", "figures")
     try:
-        sweep_cfg = build_configs(args)
-        for d_k in sweep_cfg.d_ks:  # validates every point (e.g. the exact method's conditions)
-            resolve_backend(sweep_cfg.point(d_k))
+        sweeps = build_configs(args)
+        for sweep_cfg in sweeps:
+            for value in sweep_cfg.values:  # validates every point (e.g. the exact method's conditions)
+                resolve_backend(sweep_cfg.point(value))
         out = ensure_writable_dir(args.out) if args.out else None
     except ConfigError as exc:
         fail(prog, exc)
 
-    bar = progress_bar(sweep_cfg.base.trials * len(sweep_cfg.d_ks), "simulate", args.quiet)
+    total = sum(s.base.trials * len(s.values) for s in sweeps)
+    bar = progress_bar(total, "simulate", args.quiet)
     done = {"n": 0}
 
     def on_snapshot(snap) -> None:
@@ -92,9 +105,12 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     snapshots = []
+    points = []
     try:
-        for point in sweep(sweep_cfg, on_snapshot=on_snapshot):
-            snapshots.append(point.snapshot)
+        for sweep_cfg in sweeps:
+            for point in sweep(sweep_cfg, on_snapshot=on_snapshot):
+                snapshots.append(point.snapshot)
+                points.append(point)
     except ConfigError as exc:
         bar.close()
         fail(prog, exc)
@@ -108,9 +124,12 @@ def run(args: argparse.Namespace) -> int:
     from engine.export import summary_rows
 
     rows = summary_rows(snapshots)
-    print(format_table(rows, TABLE))
+    table = TABLE + ([("target_weight_mean", "target w"), ("target_weight_se", "±se")]
+                     if args.correlation != 0.0 else [])
+    print(format_table(rows, table))
     first = snapshots[0]
-    print(f"\n{first.config.trials:,} trials x {first.config.n_keys} keys per d_k; method "
+    keys = ", ".join(str(n) for n in args.keys)
+    print(f"\n{first.config.trials:,} trials per point, n = {keys} keys; method "
           f"{first.method}, backend {first.backend} ({first.device}, {first.config.dtype}); "
           f"{elapsed:.2f} s")
     if out is not None:
@@ -119,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
             if args.figures:
                 from ui.figures import write_simulation_figures
 
-                paths += write_simulation_figures(snapshots[-1], snapshots, out)
+                # the sweep figure shows one curve per rule: the last sweep (with several d_k
+                # and several n, the d_k sweep at the last n)
+                last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
+                        ] if points[-1].axis == "d_k" else points
+                paths += write_simulation_figures(snapshots[-1], last, out)
         except OSError as exc:
             fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")

@@ -49,6 +49,7 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "saturation_threshold": (float, "P"),
     "collapse_threshold": (float, "E"),
     "collapse_logs": (int, "N"),
+    "eval_size": (int, "N"),
 }
 
 TABLE = [("scaling", "rule"), ("accuracy", "accuracy"), ("probe_accuracy", "probe acc"),
@@ -77,6 +78,8 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     for name, (typ, metavar) in _OPTIONS.items():
         p.add_argument("--" + name.replace("_", "-"), type=typ, metavar=metavar, dest=name,
                        help=FIELD_HELP[name])
+    p.add_argument("--eval-lengths", type=int, nargs="+", metavar="N", dest="eval_lengths",
+                   help=FIELD_HELP["eval_lengths"])
     p.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=None,
                    help="MLP after each attention layer")
     p.add_argument("--layernorm", action=argparse.BooleanOptionalAction, default=None,
@@ -97,8 +100,9 @@ def config_changes(args: argparse.Namespace) -> dict[str, Any]:
 
     names = {f.name for f in dataclasses.fields(TrainingConfig)}
     changes = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    if "scalings" in changes:
-        changes["scalings"] = tuple(changes["scalings"])
+    for key in ("scalings", "eval_lengths"):
+        if key in changes:
+            changes[key] = tuple(changes[key])
     return changes
 
 
@@ -130,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     elapsed = time.perf_counter() - start
     assert snap is not None
-    print(format_table(_final_rows(snap), TABLE))
+    table = TABLE[:-1] + [(f"accuracy_len{n}", f"acc@{n}") for n in cfg.eval_lengths] + TABLE[-1:]
+    print(format_table(_final_rows(snap, table), table))
     print(f"\n{len(snap.rules)} runs x {snap.step} of {cfg.steps} steps on {snap.device} "
           f"(d_model {cfg.d_model}, {cfg.heads} head(s) of d_k {cfg.head_dim}, "
           f"{cfg.layers} layer(s)); {elapsed:.1f} s, {snap.step / elapsed:.1f} steps/s")
@@ -149,14 +154,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _final_rows(snap) -> list[dict[str, Any]]:
+def _final_rows(snap, table: list[tuple[str, str]] = TABLE) -> list[dict[str, Any]]:
     rows = []
     by_rule = {}
     for row in snap.metrics_rows():
         by_rule[row["scaling"]] = row
     for r, rule in enumerate(snap.rules):
         row = dict(by_rule.get(rule, {"scaling": rule}))
-        for key, _ in TABLE:
+        for key, _ in table:
             row.setdefault(key, "-")
         div = int(snap.diverged_step[r])
         row["status"] = f"diverged at step {div}" if div >= 0 else "ok"

@@ -70,6 +70,8 @@ TIPS = {
     "dtype": "Floating-point precision of the sampled vectors and scores.",
     "method": "How scores are drawn: exact samples them directly (Gaussian entries; not for cosine/qknorm), explicit draws the vectors.",
     "scalings": "Scaling rules to compare; each keeps its colour in every plot.",
+    "n_ref": "Reference length of the logn rule: logits = q·k/√d_k · ln(n)/ln(n_ref), equal to sqrt at n = n_ref.",
+    "ssmax_s": "s of the ssmax rule (Scalable-Softmax): logits = s · ln(n) · q·k/√d_k; 0.43 is the paper's example.",
 }
 
 
@@ -199,6 +201,8 @@ class ParamPanel(QScrollArea):
             self.rule_boxes[name] = cb
         form = QFormLayout()
         form.addRow("temperature T", self._dspin("temperature", 0, 1e6, 0.1, 4))
+        form.addRow("logn n_ref", self._spin("n_ref", 1, N_KEYS_MAX))
+        form.addRow("ssmax s", self._dspin("ssmax_s", 0, 1000, 0.01, 4))
         form.addRow("saturation >", self._dspin("saturation_threshold", 0, 1, 0.005, 4))
         lay.addLayout(form)
         return box
@@ -250,6 +254,8 @@ class ParamPanel(QScrollArea):
     def _update_enabled(self, *_: Any) -> None:
         uses_t = any(self.rule_boxes[n].isChecked() for n in RULES_WITH_T)
         self.fields["temperature"].setEnabled(uses_t)
+        self.fields["n_ref"].setEnabled(self.rule_boxes["logn"].isChecked())
+        self.fields["ssmax_s"].setEnabled(self.rule_boxes["ssmax"].isChecked())
 
     def draw_new_seed(self) -> None:
         self.fields["seed"].setText(str(random.randrange(0, 2**31)))
@@ -279,6 +285,7 @@ class ParamPanel(QScrollArea):
             "device": self._combo_value(f["device"], DEVICES),
             "dtype": self._combo_value(f["dtype"], DTYPES),
             "method": self._combo_value(f["method"], METHODS),
+            "n_ref": f["n_ref"].value(), "ssmax_s": f["ssmax_s"].value(),
         }
 
     def config_from_widgets(self) -> SimulationConfig:
@@ -303,7 +310,7 @@ class ParamPanel(QScrollArea):
             f["seed"].setText(str(cfg.seed))
             f["dist"].setCurrentIndex(DISTRIBUTIONS.index(cfg.dist))
             for name in ("q_mean", "q_std", "k_mean", "k_std", "correlation", "temperature",
-                         "saturation_threshold"):
+                         "saturation_threshold", "n_ref", "ssmax_s"):
                 f[name].setValue(getattr(cfg, name))
             for name, cb in self.rule_boxes.items():
                 cb.setChecked(name in cfg.scalings)

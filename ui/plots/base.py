@@ -26,14 +26,10 @@ from PySide6.QtWidgets import (
 )
 
 from engine.io import atomic_write_bytes, csv_text
-from engine.rules import RULE_REGISTRY
+from engine.rules import rule_label  # the one definition, re-exported for the plots
 from ui.theme import LIGHT, Theme, rule_color
 
 EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
-
-
-def rule_label(rule: str) -> str:
-    return RULE_REGISTRY[rule].label
 
 
 def finite(a: np.ndarray) -> np.ndarray:

@@ -1,7 +1,11 @@
-"""How the measures move with d_k (log axis): one curve per rule with a ±1.96 SE band.
+"""How the measures move with d_k, or with the number of keys n (log axis): one curve per rule
+with a ±1.96 SE band.
 
-Five small plots side by side, x linked. Hovering shows the exact values at the nearest d_k.
-The vertical line marks the d_k of the main simulation.
+Six small plots side by side, x linked. Hovering shows the exact values at the nearest point.
+The vertical line marks the d_k (or n) of the main simulation. The header's switch chooses the
+axis. Along n, dashed curves are the asymptotic predictions for i.i.d. Gaussian logits
+(entropy -> ln n - sigma^2/2, needle weight 1/(1 + (n-1) e^{sigma^2/2 - Delta}); engine.theory),
+drawn only where they apply.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
+from engine.theory import length_theory
 from ui.plots.base import PlotPanel, finite, log_ticks, rule_label, rule_pen
 from ui.theme import Theme, rule_color
 
@@ -25,6 +31,11 @@ LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
              [(math.log10(2**i), "") for i in range(13) if i % 3]]  #: lower band edge on a log axis (a band cannot reach 0 there)
+#: n axis: 2, 64, 2,048, 65,536 labelled (every 5 octaves: narrow plots), other powers of 2 minor
+N_TICKS = [[(math.log10(2 ** (1 + 5 * i)), f"{2 ** (1 + 5 * i):,}") for i in range(4)],
+           [(math.log10(2**i), "") for i in range(1, 17) if (i - 1) % 5]]
+#: the two axes: (config field, axis label, hover name, ticks)
+AXES = {"d_k": ("d_k", "d_k", "d_k", D_K_TICKS), "n_keys": ("n_keys", "keys n", "n", N_TICKS)}
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,12 @@ METRICS = (
            lambda r: r.saturated_frac),
     Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖_F", True, lambda r: r.jacobian_fro),
     Metric("entropy_norm", "mean entropy / log n", "mean H / log n", False, lambda r: r.entropy_norm),
+    Metric("target_weight", "weight on key 0 (the target)", "mean p_0", True,
+           lambda r: r.target_weight),
 )
+#: metric key -> what the asymptotic theory predicts for it (engine.theory.LengthTheory)
+THEORY = {"entropy_norm": "entropy_norm", "target_weight": "target_weight"}
+
 
 
 class _Series:
@@ -77,8 +93,19 @@ class _Series:
 class SweepPanel(PlotPanel):
     plot_id = "sweep"
     title = "Sweep vs d_k"
+    #: the user picked another axis: "d_k" or "n_keys" (the window reruns the sweep)
+    axis_requested = Signal(str)
 
     def build(self) -> None:
+        self.axis = "d_k"
+        self.axis_box = QComboBox(self)
+        self.axis_box.setObjectName("sweep_axis")
+        self.axis_box.addItems(["along d_k (1 … 4,096)", "along n (2 … 65,536 keys)"])
+        self.axis_box.setToolTip("Sweep the head width d_k at the chosen n, or the number of keys n "
+                                 "at the chosen d_k (the length axis)")
+        self.axis_box.currentIndexChanged.connect(
+            lambda i: self.axis_requested.emit(("d_k", "n_keys")[i]))
+        self.header.insertWidget(1, self.axis_box)
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(METRICS):
             p = self.add_plot(0, i, "d_k", m.y_label, legend=(i == 0))
@@ -93,6 +120,9 @@ class SweepPanel(PlotPanel):
                 p.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))
             self.plots.append(p)
         self.series: dict[tuple[int, str], _Series] = {}
+        self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
+        self.theory_key = pg.PlotDataItem(pen=pg.mkPen("#808080", width=1.5, style=Qt.PenStyle.DashLine))
+        self._theory_in_legend = False
         self.raw: _Series | None = None
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
         for p, line in zip(self.plots, self.markers, strict=False):
@@ -123,7 +153,25 @@ class SweepPanel(PlotPanel):
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
-        return (id(state.sweep), len(state.sweep), snap.config.d_k if snap is not None else None)
+        return (id(state.sweep), len(state.sweep),
+                (snap.config.d_k, snap.config.n_keys) if snap is not None else None)
+
+    def set_axis(self, axis: str) -> None:
+        """Show the switch at ``axis`` without asking for a rerun."""
+        self.axis_box.blockSignals(True)
+        self.axis_box.setCurrentIndex(("d_k", "n_keys").index(axis))
+        self.axis_box.blockSignals(False)
+
+    def _use_axis(self, axis: str) -> None:
+        if axis == self.axis:
+            return
+        self.axis = axis
+        self.title = "Sweep vs d_k" if axis == "d_k" else "Sweep vs n (sequence length)"
+        _field, label, _name, ticks = AXES[axis]
+        for p in self.plots:
+            p.setLabel("bottom", label)
+            p.getAxis("bottom").setTicks(ticks)
+        self.set_axis(axis)
 
     def _sync(self, rules: tuple[str, ...]) -> None:
         for key in [k for k in self.series if k[1] not in rules]:
@@ -136,20 +184,56 @@ class SweepPanel(PlotPanel):
         if self.raw is None:
             self.raw = _Series(self.plots[0], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
                                "raw q·k")
+        for key in [k for k in self.theory if k[1] not in rules]:
+            item = self.theory.pop(key)
+            self.plots[key[0]].removeItem(item)
+        for i, m in enumerate(METRICS):
+            if m.key in THEORY:
+                for name in rules:
+                    if (i, name) not in self.theory:
+                        item = pg.PlotDataItem(pen=pg.mkPen(rule_color(name), width=1.5,
+                                                            style=Qt.PenStyle.DashLine))
+                        self.plots[i].addItem(item)
+                        self.theory[(i, name)] = item
+
+    def _draw_theory(self, points: tuple, rules: tuple[str, ...]) -> None:
+        """Dashed asymptotic predictions along n, only at points where they apply."""
+        shown = False
+        for (i, name), item in self.theory.items():
+            xs, ys = [], []
+            if self.axis == "n_keys":
+                for p in points:
+                    th = length_theory(p.snapshot.config, name)
+                    if th is not None and th.reliable:
+                        xs.append(p.x)
+                        ys.append(getattr(th, THEORY[METRICS[i].key]))
+            ok = [k for k, y in enumerate(ys) if math.isfinite(y) and (y > 0 or not METRICS[i].log_y)]
+            item.setData(np.array([xs[k] for k in ok], dtype=float), np.array([ys[k] for k in ok]))
+            shown = shown or bool(ok)
+        legend = self.plots[0].legend
+        if shown and not self._theory_in_legend:
+            legend.addItem(self.theory_key, "dashed: asymptotic theory")
+        elif not shown and self._theory_in_legend:
+            legend.removeItem(self.theory_key)
+        self._theory_in_legend = shown
 
     def draw(self, state: Any) -> None:
-        points = tuple(sorted(state.sweep, key=lambda p: p.d_k))
+        axis = state.sweep[0].axis if state.sweep else getattr(state, "sweep_axis", self.axis)
+        self._use_axis(axis)
+        field = AXES[axis][0]
+        points = tuple(sorted(state.sweep, key=lambda p: p.x))
         self._points = points
         snap = state.snapshot
         if snap is not None:
             for line in self.markers:
-                line.setValue(math.log10(snap.config.d_k))
+                line.setValue(math.log10(getattr(snap.config, field)))
         self._rows = []
         if not points:
             return
         rules = tuple(points[0].snapshot.rules)
         self._sync(rules)
-        x = np.array([p.d_k for p in points], dtype=np.float64)
+        self._draw_theory(points, rules)
+        x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
         assert self.raw is not None
         self.raw.set(x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
@@ -159,13 +243,13 @@ class SweepPanel(PlotPanel):
                 mean = finite([e.mean for e in ests])
                 se = finite([e.se for e in ests])
                 self.series[(i, name)].set(x, mean, se, m.log_y)
-                self._rows += [{"metric": m.key, "rule": name, "d_k": int(d), "mean": float(a),
+                self._rows += [{"metric": m.key, "rule": name, field: int(d), "mean": float(a),
                                 "se": float(b)} for d, a, b in zip(x, mean, se, strict=False)]
-        self._rows += [{"metric": "raw_score_std", "rule": "raw", "d_k": p.d_k,
+        self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
                         "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
         # the d_k range (and the current d_k's marker) with room for the end tick labels, which
         # pyqtgraph hides when they would overflow the axis
-        span = [x.min(), x.max()] + ([snap.config.d_k] if snap is not None else [])
+        span = [x.min(), x.max()] + ([getattr(snap.config, field)] if snap is not None else [])
         self.plots[0].setXRange(math.log10(min(span)), math.log10(max(span)), padding=0.1)
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
@@ -190,11 +274,12 @@ class SweepPanel(PlotPanel):
         """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
         if not self._points:
             return ""
-        xs = np.log10([p.d_k for p in self._points])
+        xs = np.log10([p.x for p in self._points])
         j = int(np.argmin(np.abs(xs - log10_dk)))
         point = self._points[j]
         m = METRICS[plot_index]
-        lines = [f"<b>d_k = {point.d_k}</b>"]
+        value = f"{point.x:,}" if self.axis == "n_keys" else str(point.x)
+        lines = [f"<b>{AXES[self.axis][2]} = {value}</b>"]
         if plot_index == 0:
             e = point.snapshot.raw_std
             lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
@@ -208,6 +293,9 @@ class SweepPanel(PlotPanel):
         # in the top corner away from the point: placed at the point, a read-out of six rules ran
         # past the plot's left edge (and was cut) for a point just right of the middle
         right_half = xs[j] > (x0 + x1) / 2
+        # a read-out wider than the plot starts at its left edge, so the rule names stay readable
+        too_wide = t.boundingRect().width() > self.plots[plot_index].getViewBox().sceneBoundingRect().width()
+        right_half = right_half or too_wide
         t.setAnchor((0, 0) if right_half else (1, 0))
         t.setPos(x0 if right_half else x1, y1)
         t.show()

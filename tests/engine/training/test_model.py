@@ -11,6 +11,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from engine.training.config import TRAINING_RULES, TrainingConfig  # noqa: E402
 from engine.training.model import (  # noqa: E402
+    RULE_PARAMETERS,
     AttentionModel,
     attend,
     causal_mask,
@@ -98,7 +99,9 @@ def test_every_rule_starts_from_the_same_weights(task):
     for rule in TRAINING_RULES:
         m = AttentionModel(cfg, rule, input_features(cfg), vocab_size(cfg))
         m.init_weights(torch.Generator().manual_seed(5))
-        states.append({k: v for k, v in m.state_dict().items() if "log_t" not in k})
+        # a rule's own learned parameters (cosine's T, ssmax's s) are not shared weights
+        states.append({k: v for k, v in m.state_dict().items()
+                       if not any(p in k for p in RULE_PARAMETERS)})
     for s in states[1:]:
         assert s.keys() == states[0].keys()
         for name in s:
@@ -132,3 +135,36 @@ def test_the_config_counts_the_model_parameters(changes):
     for rule, extra in (("sqrt", 0), ("cosine", cfg.layers * cfg.heads)):
         m = AttentionModel(cfg, rule, input_features(cfg), vocab_size(cfg))
         assert sum(p.numel() for p in m.parameters()) == cfg.n_params + extra
+
+
+@pytest.mark.parametrize("rule", ["logn", "ssmax"])
+def test_length_rules_use_the_per_row_number_of_keys(rule):
+    """Row i of a causal sequence attends to i + 1 keys; a padded example to its length."""
+    from engine.rules import RULE_REGISTRY, RuleParams
+
+    q, k, _ = _qkv(b=3, h=2, t=6, d=16)
+    raw = q @ k.transpose(-1, -2)
+    n_ref, s = 6, 0.7
+    causal = scale_scores(q, k, rule, mask=causal_mask(6), n_ref=n_ref, ssmax_s=s)
+    for i in range(6):
+        p = RuleParams(16, 1.0, math.log(i + 1), math.log(n_ref), s)
+        torch.testing.assert_close(causal[..., i, :], RULE_REGISTRY[rule].scale(raw[..., i, :], p))
+    lengths = torch.tensor([6, 2, 4])
+    padded = scale_scores(q, k, rule, mask=padding_mask(lengths, 6), n_ref=n_ref, ssmax_s=s)
+    for b, n in enumerate(lengths.tolist()):
+        p = RuleParams(16, 1.0, math.log(n), math.log(n_ref), s)
+        torch.testing.assert_close(padded[b], RULE_REGISTRY[rule].scale(raw[b], p))
+    # at the reference length logn is sqrt; ssmax with s = 1/ln(n) too
+    full = scale_scores(q, k, rule, n_ref=n_ref, ssmax_s=1 / math.log(6))
+    torch.testing.assert_close(full, scale_scores(q, k, "sqrt"))
+
+
+def test_ssmax_learns_s_per_head_starting_at_sqrt_of_the_training_length():
+    cfg = TrainingConfig(d_model=32, heads=4, items_max=15)
+    m = AttentionModel(cfg, "ssmax", input_features(cfg), vocab_size(cfg))
+    s = m.blocks[0].attn.ssmax_s
+    assert s.shape == (4, 1, 1) and s.requires_grad
+    torch.testing.assert_close(s.detach(), torch.full((4, 1, 1), 1 / math.log(16)))
+    batch = make_batch(cfg, 8, torch.Generator().manual_seed(0))
+    m(batch.inputs, batch.readout, batch.mask).sum().backward()
+    assert s.grad is not None and torch.isfinite(s.grad).all() and s.grad.abs().sum() > 0

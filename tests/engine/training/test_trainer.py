@@ -220,3 +220,54 @@ def test_the_fixed_logit_bins_resolve_every_rule_at_step0():
         counts = snap.logit_hist[0, r, 0, 0]
         assert np.count_nonzero(counts) >= 40, rule
         assert snap.logit_outside[0, r, 0, 0].sum() <= 0.01 * counts.sum(), rule
+
+
+def test_evaluation_at_other_lengths_is_logged_and_changes_nothing_else():
+    """eval_lengths adds accuracy_len{N} / entropy_norm_len{N} per log (no gradient): the
+    training curves are those of the same run without it."""
+    from engine.training.lengths import evaluate_lengths
+
+    base = TrainingConfig(d_model=32, items_max=8, classes=8, key_dim=8, steps=6, log_every=3,
+                          batch=16, probe_size=8, scalings=("sqrt", "logn", "ssmax"))
+    cfg = base.replace(eval_lengths=(32, 128), eval_size=24)
+    _, plain = run_training(base)
+    _, snap = run_training(cfg)
+    for name in ("loss", "accuracy", "probe_loss"):
+        np.testing.assert_array_equal(snap.scalars[name], plain.scalars[name])
+    assert snap.csv_columns[-4:] == ("accuracy_len32", "entropy_norm_len32",
+                                     "accuracy_len128", "entropy_norm_len128")
+    rows = snap.metrics_rows()
+    assert len(rows) == 3 * 3 and all(set(snap.csv_columns) <= set(r) for r in rows)
+    for r in rows:
+        for n in (32, 128):
+            acc = r[f"accuracy_len{n}"]
+            assert 0.0 <= acc <= 1.0 and acc * 24 == pytest.approx(round(acc * 24))
+            assert 0.0 < r[f"entropy_norm_len{n}"] <= 1.0 + 1e-9
+    # at init (step 0) the logged values are those of the model's own evaluation, recomputed
+    model = Trainer(cfg).runs[1].model  # logn, initial weights
+    again = evaluate_lengths(model, cfg, "cpu")
+    r0 = next(r for r in rows if r["scaling"] == "logn" and r["step"] == 0)
+    assert again["accuracy_len32"] == r0["accuracy_len32"]
+    assert again["entropy_norm_len128"] == pytest.approx(r0["entropy_norm_len128"], rel=1e-9)
+
+
+def test_eval_lengths_is_validated():
+    from engine.errors import ConfigError
+
+    for bad in ({"eval_lengths": (0,)}, {"eval_lengths": (64, 64)},
+                {"eval_lengths": (64,), "task": "recall"}):
+        with pytest.raises(ConfigError) as exc:
+            TrainingConfig(**bad)
+        assert exc.value.field == "eval_lengths"
+
+
+def test_ssmax_logs_its_learned_s_per_head():
+    cfg = TrainingConfig(d_model=32, heads=2, items_max=8, classes=8, key_dim=8, steps=4,
+                         log_every=2, batch=16, probe_size=8, scalings=("sqrt", "ssmax"), lr=0.01)
+    _, snap = run_training(cfg)
+    s = snap.heads["ssmax_s"][:, 1]  # (logs, layers, heads)
+    np.testing.assert_allclose(s[0], 1 / math.log(cfg.seq_len), rtol=1e-6)  # sqrt at init
+    assert not np.allclose(s[-1], s[0])  # learned
+    rows = snap.metrics_rows()
+    assert all(r["ssmax_s"] == "" for r in rows if r["scaling"] == "sqrt")
+    assert all(isinstance(r["ssmax_s"], float) for r in rows if r["scaling"] == "ssmax")

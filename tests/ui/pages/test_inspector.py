@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
+from engine.inspect import MAX_SCORES
 from engine.io import read_csv
 from ui.pages.inspector.export import JACOBIAN_CSV_MAX, jacobian_path
 from ui.pages.inspector.fmt import cell
@@ -121,7 +122,7 @@ def test_sqrt_scale_is_understood(page, qtbot) -> None:
         ("scores", ""),
         ("scores", "nan, 1"),
         ("scores", "1e400, 0"),
-        ("scores", " ".join(["0"] * 4097)),
+        ("scores", " ".join(["0"] * (MAX_SCORES + 1))),  # the limit grew from 4096 to 65,536
         ("scale", "0"),
         ("scale", "-2"),
         ("scale", "abc"),
@@ -251,11 +252,14 @@ def test_log_axis_shows_tiny_weights(page) -> None:
     assert page.weights_plot.weights.opts["y0"] == 0.0
 
 
-def test_4096_scores_are_accepted_and_4097_refused(page) -> None:
+def test_max_scores_are_accepted_and_one_more_refused(page) -> None:
+    """The limit grew from 4096 to the simulator's largest n (65,536), typed as a repeat."""
     assert page.set_scores(list(np.linspace(-2, 2, 4096)), 1)
     assert page.model.rowCount() == 4096
+    page.scores_edit.setText(f"3, -2*{MAX_SCORES - 1}")
+    assert page.refresh() and page.model.rowCount() == MAX_SCORES
     page.scores_edit.setText(page.scores_edit.text() + ", 1")
-    assert not page.refresh() and "4096" in page.error_text("scores")
+    assert not page.refresh() and str(MAX_SCORES) in page.error_text("scores")
 
 
 def test_dark_theme_recolours_plots_and_errors(page) -> None:
@@ -298,3 +302,13 @@ def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> Non
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
     assert blocker.args[0] == f"J[0, 0] = {want:.8g}"
+def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
+    """SSMax paper, Figure 1 at n = 1,000: softmax 0.1293; as SSMax's scale 0.9996."""
+    from ui.pages.inspector.page import EXAMPLES
+
+    first = next(i for i, e in enumerate(EXAMPLES) if e[1] == "3, -2*999")
+    page.examples.activated.emit(first + 1)
+    assert page.scores_edit.text() == "3, -2*999" and page.model.rowCount() == 1000
+    assert round(float(page.result.weights[0]), 4) == 0.1293
+    page.examples.activated.emit(first + 2)
+    assert round(float(page.result.weights[0]), 4) == 0.9996

@@ -229,3 +229,28 @@ def test_escape_leaves_the_tour(panel, qtbot) -> None:
     panel.setFocus()
     qtbot.keyClick(panel, Qt.Key.Key_Escape)
     assert rec.take() == [("finished",)]
+
+
+def test_the_length_steps_claims() -> None:
+    """The three length steps: their numbers follow from the formulas and the inspector."""
+    from engine.theory import needle_weight
+
+    fades = step_with("attention fades")
+    assert fades.sweep_axis == "n_keys" and fades.plot == "sweep"
+    for n, fmt in ((8, ".3f"), (512, ".4f"), (65_536, ".1e")):
+        assert format(needle_weight(n, 1.0, 3.0), fmt) in fades.text
+    keeps = step_with("log-n factor")
+    assert "logn" in keeps.config["scalings"] and keeps.inspector is not None
+    assert len(keeps.inspector.scores) == 1000 and keeps.inspector.scores_text == "3, -2*999"
+    plain = inspect_scores(keeps.inspector.scores, keeps.inspector.scale)
+    assert f"{plain.weights.max():.4f}" in keeps.text
+    assert f"{inspect_scores([3] + [-2] * 9, 1).weights.max():.4f}" in keeps.text
+    ss = step_with("what SSMax does")
+    assert "ssmax" in ss.config["scalings"] and ss.config["ssmax_s"] == 0.43
+    assert ss.inspector is not None
+    as_scale = inspect_scores(ss.inspector.scores, ss.inspector.scale)
+    as_rule = inspect_scores(ss.inspector.scores, ssmax_s=0.43)
+    assert f"{as_rule.weights.max():.4f}" in ss.text
+    assert as_scale.weights.max() == pytest.approx(as_rule.weights.max(), abs=1e-5)
+    # every older step keeps its sweep along d_k
+    assert sum(s.sweep_axis == "n_keys" for s in STEPS) == 3

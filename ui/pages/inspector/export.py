@@ -44,7 +44,8 @@ def entry_rows(result: InspectResult) -> list[dict[str, object]]:
 
 
 def jacobian_rows(result: InspectResult) -> tuple[list[dict[str, object]], list[str]]:
-    n = result.scores.size
+    """The full matrix, row by row (none when n is above the engine's JACOBIAN_FULL_MAX)."""
+    n = result.jacobian.shape[0]
     columns = ["row", *(f"j_{j}" for j in range(n))]
     rows = [
         {"row": i, **{f"j_{j}": float(result.jacobian[i, j]) for j in range(n)}} for i in range(n)

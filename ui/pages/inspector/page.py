@@ -49,13 +49,18 @@ from ui.theme import LIGHT, Theme
 DEBOUNCE_MS = 150
 MAX_TEXT = 1_000_000
 #: the worked examples of docs/SCIENCE.md (scores, scale)
-EXAMPLES: tuple[tuple[str, Sequence[float], float], ...] = (
+EXAMPLES: tuple[tuple[str, Sequence[float] | str, float], ...] = (
     ("8, 0, −8: saturated", (8, 0, -8), 1.0),
     ("8, 0, −8 divided by 4", (8, 0, -8), 4.0),
     ("1, 0, −1: soft", (1, 0, -1), 1.0),
     ("16, 8, 0, −8: saturated", (16, 8, 0, -8), 1.0),
     ("16, 8, 0, −8 divided by 8", (16, 8, 0, -8), 8.0),
     ("2, 1, 0, −1", (2, 1, 0, -1), 1.0),
+    # the SSMax paper's Figure 1: one +3 among n - 1 scores of -2 (here n = 1,000); at one n,
+    # SSMax (s ln n, s = 0.43) is a scale of 1 / (0.43 ln 1000)
+    ("3 among 999 × −2: a needle fades (n = 1,000)", "3, -2*999", 1.0),
+    ("… with SSMax s = 0.43: divide by 1/(0.43 ln 1000)", "3, -2*999",
+     round(1.0 / (0.43 * math.log(1000)), 4)),
 )
 
 
@@ -76,7 +81,7 @@ class InspectorPage(QWidget):
 
         # -- inputs ---------------------------------------------------------------------------
         self.scores_edit = QLineEdit("8, 0, -8")
-        self.scores_edit.setPlaceholderText("e.g. 8, 0, -8 (2 to 4096 numbers, commas or spaces)")
+        self.scores_edit.setPlaceholderText("e.g. 8, 0, -8 or 3, -2*999 (2 to 65,536 numbers; V*K repeats V)")
         self.scores_edit.setToolTip("The raw scores s_i of one query row (q·k_i).")
         self.scores_edit.setMaxLength(MAX_TEXT)  # Qt's default (32767) would cut 4096 scores
         self.scale_edit = QLineEdit("1")
@@ -277,7 +282,14 @@ class InspectorPage(QWidget):
         if index <= 0:
             return
         _, scores, scale = EXAMPLES[index - 1]
-        self.set_scores(list(scores), scale)
+        if isinstance(scores, str):  # repeats stay short in the field ("3, -2*999")
+            for edit, text in ((self.scores_edit, scores), (self.scale_edit, plain(scale))):
+                edit.blockSignals(True)
+                edit.setText(text)
+                edit.blockSignals(False)
+            self.refresh()
+        else:
+            self.set_scores(list(scores), scale)
         self.examples.setCurrentIndex(0)
 
     def _show_errors(self, errors: dict[str, str]) -> None:

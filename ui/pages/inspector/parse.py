@@ -9,25 +9,15 @@ import math
 import re
 
 from engine.errors import ConfigError
+from engine.inspect import parse_score_list
 
-_SEPARATORS = re.compile(r"[\s,;]+")
 _SQRT = re.compile(r"^(?:sqrt|√)\s*\(?\s*([^()\s]+)\s*\)?$", re.IGNORECASE)
 
 
 def parse_scores(text: str) -> list[float]:
-    """``"8, 0, -8"``, ``"8 0 -8"`` or ``"[8; 0; -8]"`` -> [8.0, 0.0, -8.0]."""
-    body = text.strip().strip("[]()").strip()
-    if not body:
-        raise ConfigError("scores", "type at least 2 numbers, e.g. 8, 0, -8")
-    values = []
-    for token in _SEPARATORS.split(body):
-        if not token:
-            continue
-        try:
-            values.append(float(token))
-        except ValueError:
-            raise ConfigError("scores", f"{token!r} is not a number") from None
-    return values
+    """``"8, 0, -8"`` -> [8.0, 0.0, -8.0]; ``"3, -2*9999"`` repeats -2 9999 times (the engine's
+    tokenizer, shared with the ``inspect`` command)."""
+    return parse_score_list(text)
 
 
 def parse_scale(text: str) -> float:

@@ -190,6 +190,10 @@ class JacobianHeatmap(pg.PlotWidget):
         self._result = r
         jac = r.jacobian
         n = jac.shape[0]
+        if n == 0:  # more scores than the full matrix is kept for: only its size is shown
+            self.image.clear()
+            self._update_texts(jac, JACOBIAN_ENTRY_MAX)
+            return
         limit = JACOBIAN_ENTRY_MAX
         if self.fit_colors:
             limit = max(float(np.abs(jac).max()), np.finfo(float).tiny)

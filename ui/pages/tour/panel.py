@@ -43,6 +43,7 @@ class TourPanel(QWidget):
     """Step k of N: title, two or three sentences, Back / Next / Leave tour (arrow keys work)."""
 
     apply_config = Signal(dict)  #: partial SimulationConfig fields of the entered step
+    sweep_axis = Signal(str)  #: what the entered step's sweep runs along (before apply_config)
     highlight = Signal(str)  #: plot id of the entered step
     show_inspector = Signal(list, float)  #: scores and scale, when the step has an example
     #: the user clicked "open the Score inspector": scores and scale of the step's example
@@ -209,7 +210,7 @@ class TourPanel(QWidget):
             self._text.setText(step.text)
             hint = f"Look at: <b>{html.escape(PLOT_NAMES.get(step.plot, step.plot))}</b>"
             if step.inspector is not None:
-                scores = ", ".join(f"{s:g}" for s in step.inspector.scores)
+                scores = step.inspector.scores_text
                 hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
                          f"(scores {scores}, scale {step.inspector.scale:g})")
             self._plot_hint.setText(hint)
@@ -232,6 +233,7 @@ class TourPanel(QWidget):
         step = self.current_step
         if step is None:
             return
+        self.sweep_axis.emit(step.sweep_axis)
         self.apply_config.emit(dict(step.config))
         self.highlight.emit(step.plot)
         if step.inspector is not None:

@@ -16,7 +16,9 @@ from typing import Any
 #: the plot ids a step may point at (the main window maps them to its plots)
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
 
-_STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector"})
+_STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector", "sweep_axis"})
+#: what a step's sweep runs along (the Simulation page's switch)
+SWEEP_AXES = ("d_k", "n_keys")
 
 
 def resources_dir() -> Path:
@@ -36,6 +38,12 @@ class TourError(ValueError):
 class InspectorExample:
     scores: tuple[float, ...]
     scale: float
+    #: the scores as written in the tour file ("3, -2*999" stays short in the hint)
+    text: str = ""
+
+    @property
+    def scores_text(self) -> str:
+        return self.text or ", ".join(f"{s:g}" for s in self.scores)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class TourStep:
     config: dict[str, Any] = field(default_factory=dict)
     plot: str = "scores"
     inspector: InspectorExample | None = None
+    sweep_axis: str = "d_k"  #: the sweep runs along d_k or along n_keys (the length)
 
 
 def load_steps(path: str | Path | None = None) -> list[TourStep]:
@@ -88,12 +97,16 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
     plot = raw.get("plot")
     if plot not in PLOT_IDS:
         raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {plot!r}")
+    axis = raw.get("sweep_axis", "d_k")
+    if axis not in SWEEP_AXES:
+        raise TourError(f"{where}: 'sweep_axis' must be one of {', '.join(SWEEP_AXES)}; got {axis!r}")
     return TourStep(
         title=raw["title"].strip(),
         text=raw["text"].strip(),
         config={**base, **config},
         plot=plot,
         inspector=_parse_example(where, raw.get("inspector")),
+        sweep_axis=axis,
     )
 
 
@@ -104,12 +117,22 @@ def _parse_example(where: str, raw: Any) -> InspectorExample | None:
         raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}}")
     scores = raw.get("scores")
     scale = raw.get("scale", 1.0)
+    text = ""
+    if isinstance(scores, str):  # "3, -2*999": the inspector's own notation for repeats
+        from engine.errors import ConfigError
+        from engine.inspect import parse_score_list
+
+        text = scores.strip()
+        try:
+            scores = parse_score_list(text)
+        except ConfigError as exc:
+            raise TourError(f"{where}: inspector 'scores': {exc.message}") from None
     if (not isinstance(scores, Sequence) or isinstance(scores, str) or len(scores) < 2
             or not all(_is_finite_number(s) for s in scores)):
         raise TourError(f"{where}: inspector 'scores' must be a list of at least 2 finite numbers")
     if not _is_finite_number(scale) or scale <= 0:
         raise TourError(f"{where}: inspector 'scale' must be a positive number")
-    return InspectorExample(tuple(float(s) for s in scores), float(scale))
+    return InspectorExample(tuple(float(s) for s in scores), float(scale), text)
 
 
 def _is_finite_number(x: Any) -> bool:

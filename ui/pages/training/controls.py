@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
     QLabel,
+    QLineEdit,
     QSizePolicy,
     QSpinBox,
     QVBoxLayout,
@@ -71,6 +72,8 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "saturation_threshold": ("float", 0.5, 0.999999, 6, 0.001),
     "collapse_threshold": ("float", 0.0, 1.0, 3, 0.01),
     "collapse_logs": ("int", 1, 10_000),
+    "eval_lengths": ("ints",),
+    "eval_size": ("int", 1, 65_536),
 }
 GROUPS = (
     ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs")),
@@ -79,11 +82,21 @@ GROUPS = (
     ("Optimisation", ("optimizer", "lr", "batch", "steps", "seed", "device")),
     ("Observation", ("log_every", "probe_size", "hist_bins", "hist_range",
                      "saturation_threshold", "collapse_threshold", "collapse_logs")),
+    ("Evaluation at other lengths", ("eval_lengths", "eval_size")),
 )
 LABELS = {"d_k": "d_k (0 = d_model/heads)", "qk_init": "W_Q/W_K init gain",
           "cosine_temperature": "cosine T (initial)", "lr": "learning rate",
           "hist_range": "histogram range ±", "hist_bins": "histogram bins",
-          "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs"}
+          "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs",
+          "eval_lengths": "set sizes (items)", "eval_size": "examples per size"}
+
+
+def parse_ints(text: str, field: str) -> tuple[int, ...]:
+    """"64 256, 1024" -> (64, 256, 1024); a non-integer raises ConfigError naming ``field``."""
+    try:
+        return tuple(int(t) for t in text.replace(",", " ").split())
+    except ValueError:
+        raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
 
 
 class TrainingControls(QWidget):
@@ -166,6 +179,10 @@ class TrainingControls(QWidget):
             w.setSingleStep(spec[4])
             w.setKeyboardTracking(False)
             w.valueChanged.connect(self.changed)
+        elif kind == "ints":
+            w = QLineEdit(parent)
+            w.setPlaceholderText("e.g. 64 256 1024")
+            w.editingFinished.connect(self.changed)
         elif kind == "choice":
             w = QComboBox(parent)
             w.addItems(spec[1])
@@ -204,6 +221,8 @@ class TrainingControls(QWidget):
                 w.blockSignals(True)
                 if isinstance(w, QComboBox):
                     w.setCurrentText(str(value))
+                elif isinstance(w, QLineEdit):
+                    w.setText(" ".join(str(v) for v in value))
                 elif isinstance(w, QCheckBox):
                     w.setChecked(bool(value))
                 else:
@@ -223,12 +242,15 @@ class TrainingControls(QWidget):
         for name, w in self.widgets.items():
             if isinstance(w, QComboBox):
                 values[name] = w.currentText()
+            elif isinstance(w, QLineEdit):
+                values[name] = w.text()
             elif isinstance(w, QCheckBox):
                 values[name] = w.isChecked()
             else:
                 values[name] = w.value()
         values["scalings"] = tuple(r for r, cb in self.rule_checks.items() if cb.isChecked())
         try:
+            values["eval_lengths"] = parse_ints(values["eval_lengths"], "eval_lengths")
             cfg = TrainingConfig(**values)
         except ConfigError as exc:
             self._mark(exc)

@@ -47,6 +47,7 @@ GRID = {
     "train_loss": (0, 0, 1), "train_accuracy": (0, 1, 1), "train_entropy": (0, 2, 1),
     "train_logit_std": (1, 0, 1), "train_grads": (1, 1, 1), "train_jacobian": (1, 2, 1),
     "train_logit_dist": (2, 0, 2), "train_probe_attention": (2, 2, 1),
+    "train_lengths": (3, 0, 3),
 }
 
 

@@ -7,7 +7,6 @@ run/layer/head of the heatmaps. Panels only draw what the engine measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,59 +14,15 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
-from ui.plots.base import PlotPanel, finite, log_ticks
+from engine.rules import rule_label
+from ui.pages.training.length_plot import LengthPanel
+from ui.pages.training.panel_base import TrainingPanel, TrainingView
+from ui.plots.base import finite, log_ticks
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
 
-LABELS = {
-    "none": "none: q·k", "sqrt": "sqrt: q·k/√d_k", "dk": "dk: q·k/d_k",
-    "temperature": "temperature: q·k/T", "cosine": "cosine: cos/T (learned T)",
-    "qknorm": "qknorm: LN(q)·LN(k)/√d_k", "sqrt_twice": "sqrt_twice (bug): q·k/d_k",
-    "scale_after_softmax": "scale_after_softmax (bug)",
-}
 #: per-head curves drawn per run at most (more heads: their mean only)
 MAX_HEAD_CURVES = 32
 LOG_FLOOR = 1e-12  #: values drawn on a log axis are clipped here (a zero has no logarithm)
-
-
-def rule_label(rule: str) -> str:
-    return LABELS.get(rule, rule)
-
-
-@dataclass(frozen=True)
-class TrainingView:
-    """What the panels draw: the snapshot and the heatmaps' selection."""
-
-    snapshot: Any  #: TrainingSnapshot or None
-    run: int = 0
-    layer: int = 0
-    head: int = 0
-
-
-class TrainingPanel(PlotPanel):
-    """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
-
-    uses_selection = False
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
-
-    def data_key(self, state: Any) -> Any:
-        snap = getattr(state, "snapshot", None)
-        if snap is None:
-            return None
-        sel = (state.run, state.layer, state.head) if self.uses_selection else None
-        return (id(snap), sel, self.extra_key())
-
-    def clear_data(self) -> None:
-        super().clear_data()
-        if self.uses_selection:  # its title named the run, layer, head (and step) of the old data
-            for plot in self.plot_items():
-                plot.titleLabel.setText("")
-                plot.setTitle(None)
-
-    def extra_key(self) -> Any:
-        return None
 
 
 class _CurvesPanel(TrainingPanel):
@@ -434,5 +389,5 @@ def _clamp_selection(snap: Any, state: TrainingView) -> tuple[int, int, int]:
 #: every panel, in page order
 PANEL_CLASSES: tuple[type[TrainingPanel], ...] = (
     LossPanel, AccuracyPanel, EntropyPanel, LogitStdPanel, GradPanel, JacobianPanel,
-    LogitDistributionPanel, ProbeAttentionPanel,
+    LogitDistributionPanel, ProbeAttentionPanel, LengthPanel,
 )

@@ -1,0 +1,56 @@
+"""One rule registry: the same definition computes NumPy and torch logits; the length rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.config import SimulationConfig
+from engine.rules import LENGTH_RULES, RULE_REGISTRY, RULES, TRAINING_RULES, RawScores, RuleParams
+
+
+def test_registry_has_one_entry_per_rule_with_label_colour_and_description():
+    assert TRAINING_RULES[: len(RULES)] == RULES
+    assert LENGTH_RULES <= set(RULES)
+    colours = {r.colour.upper() for r in RULE_REGISTRY.values()}
+    assert len(colours) == len(RULE_REGISTRY)
+    for name, r in RULE_REGISTRY.items():
+        assert r.label.startswith(name) and r.description and r.needs in ("dot", "cos", "ln")
+
+
+@pytest.mark.parametrize("name", TRAINING_RULES)
+def test_numpy_and_torch_give_the_same_logits_from_one_definition(name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    sim = rng.standard_normal((5, 9))
+    log_n = np.log(np.arange(1, 6, dtype=np.float64))[:, None]  # per-row n = 1..5
+    p_np = RuleParams(16, 2.5, log_n, math.log(7), 0.3)
+    p_t = RuleParams(16, 2.5, torch.from_numpy(log_n), math.log(7), 0.3)
+    got_np = RULE_REGISTRY[name].scale(sim, p_np)
+    got_t = RULE_REGISTRY[name].scale(torch.from_numpy(sim), p_t).numpy()
+    np.testing.assert_allclose(got_np, got_t, rtol=1e-15, atol=0)
+
+
+def test_length_rules_follow_their_formulas():
+    dot = np.array([[2.0, -1.0, 0.5]])
+    d, n, n_ref, s = 16, 1000, 10, 0.43
+    raw = RawScores(dot=dot)
+    p = {"log_n": math.log(n), "log_n_ref": math.log(n_ref), "ssmax_s": s}
+    logn = RULE_REGISTRY["logn"].logits(raw, d, 1.0, **p)
+    ssmax = RULE_REGISTRY["ssmax"].logits(raw, d, 1.0, **p)
+    np.testing.assert_allclose(logn, dot / 4 * 3.0, rtol=1e-14)  # ln 1000 / ln 10 = 3
+    np.testing.assert_allclose(ssmax, s * math.log(1000) * dot / 4, rtol=1e-14)
+    # logn equals sqrt at the reference length, exactly
+    at_ref = {**p, "log_n": math.log(n_ref)}
+    assert np.array_equal(RULE_REGISTRY["logn"].logits(raw, d, 1.0, **at_ref),
+                          RULE_REGISTRY["sqrt"].logits(raw, d, 1.0, **at_ref))
+
+
+def test_simulation_config_gives_the_length_rules_ln_n_keys():
+    cfg = SimulationConfig(n_keys=64, n_ref=8, ssmax_s=0.25)
+    p = cfg.rule_params()
+    assert p["log_n"] == pytest.approx(math.log(64)) and p["log_n_ref"] == pytest.approx(math.log(8))
+    assert RULE_REGISTRY["logn"].divisor(16, 1.0, **p) == pytest.approx(4 / 2.0)
+    assert RULE_REGISTRY["ssmax"].divisor(16, 1.0, **p) == pytest.approx(4 / (0.25 * math.log(64)))

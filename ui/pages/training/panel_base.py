@@ -1,0 +1,46 @@
+"""The base of the Training page's panels: what they draw (:class:`TrainingView`) and when they
+redraw (the snapshot, and for heatmaps the selected run/layer/head)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ui.plots.base import PlotPanel
+
+
+@dataclass(frozen=True)
+class TrainingView:
+    """What the panels draw: the snapshot and the heatmaps' selection."""
+
+    snapshot: Any  #: TrainingSnapshot or None
+    run: int = 0
+    layer: int = 0
+    head: int = 0
+
+
+class TrainingPanel(PlotPanel):
+    """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
+
+    uses_selection = False
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
+
+    def data_key(self, state: Any) -> Any:
+        snap = getattr(state, "snapshot", None)
+        if snap is None:
+            return None
+        sel = (state.run, state.layer, state.head) if self.uses_selection else None
+        return (id(snap), sel, self.extra_key())
+
+    def clear_data(self) -> None:
+        super().clear_data()
+        if self.uses_selection:  # its title named the run, layer, head (and step) of the old data
+            for plot in self.plot_items():
+                plot.titleLabel.setText("")
+                plot.setTitle(None)
+
+    def extra_key(self) -> Any:
+        return None
