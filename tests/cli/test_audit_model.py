@@ -66,6 +66,10 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     (["--text", "hi", "--inject", "1=thrice"], "--inject"),
     (["--text", "hi", "--inject", "two=twice"], "--inject"),
     (["--text", "hi", "--inject", "1=twice", "--inject", "1=none"], "--inject"),
+    (["--text", "hi", "--inject", "x"], "--inject"),
+    (["--text", "hi", "--run", "sqrt"], "--run"),  # not Training lab weights: never ignored
+    (["--text", "hi", "--whatif-layer", "1"], "--whatif-layer"),  # without --whatif
+    (["--text-file", "/definitely/not/here.txt"], "--text-file"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys, argv: list[str], field: str) -> None:
     assert _exit_code(["audit-model", *argv, "--out", str(tmp_path / "o")]) == 2
@@ -148,6 +152,25 @@ def test_training_lab_weights_folder(tmp_path: Path, capsys) -> None:
     assert _exit_code(["audit-model", "--model", str(run), "--inject", "0=twice",
                        "--out", str(out), "--quiet"]) == 2
     assert "--inject" in capsys.readouterr().err
+    for extra, name in ((["--text", "hi"], "--text"), (["--max-tokens", "8"], "--max-tokens")):
+        # the lab's runs are audited on its own probe examples: a text would be silently ignored
+        assert _exit_code(["audit-model", "--model", str(run), *extra, "--out",
+                           str(tmp_path / "o2"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and name in err[0], err
+        assert not (tmp_path / "o2").exists()
+
+
+def test_without_a_text_the_page_default_text_is_audited(tiny_bert_dir: Path, tmp_path: Path
+                                                         ) -> None:
+    """``[--text | --text-file]`` is optional: the Real model page's first preset is used."""
+    from engine.probe.texts import default_text
+
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--out", str(out),
+                       "--quiet"]) == 0
+    assert len(read_csv(out / "layers.csv")) == 3
+    assert default_text().startswith("Scaled dot-product attention")
 
 
 @pytest.mark.slow

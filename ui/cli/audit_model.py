@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "weights.pt (or the folder of `train --out`); default: the bundled "
                    "all-MiniLM-L6-v2. Never downloads.")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--text", help="the text to run through the model")
+    src.add_argument("--text", help="the text to run through the model (default: the Real model "
+                     "page's first preset text)")
     src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
     p.add_argument("--inject", action="append", default=[], metavar="LAYER=KIND",
                    help="plant a scaling bug in a layer (from 0) before the audit; KIND is twice, "
@@ -46,6 +47,23 @@ def _text(args: argparse.Namespace) -> str | None:
     return args.text
 
 
+def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
+    """An option that would be silently ignored is an error (the user meant something by it)."""
+    if training:
+        given = [("text", args.text is not None), ("text_file", args.text_file is not None),
+                 ("max_tokens", args.max_tokens is not None),
+                 ("whatif_layer", args.whatif_layer is not None)]
+        for name, set_ in given:
+            if set_:
+                fail(PROG, "does not apply to Training lab weights (they are audited on the "
+                     "lab's own probe examples)", name)
+        return
+    if args.run:
+        fail(PROG, "selects a run of Training lab weights; this model is not one", "run")
+    if args.whatif_layer is not None and not args.whatif:
+        fail(PROG, "needs --whatif", "whatif_layer")
+
+
 def _bugs(items: list[str]) -> tuple[tuple[int, str], ...]:
     out = []
     for item in items:
@@ -61,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from engine.io import ensure_writable_dir
     from engine.probe.training_audit import training_weights_path
 
-    text = _text(args)
     weights = training_weights_path(args.model)
+    _refuse_unused(args, weights is not None)
+    text = _text(args)
     bugs = _bugs(args.inject)
     try:
         if weights is None:
@@ -70,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
             from engine.probe.loader import inspect_model_dir, resolve_model_dir
 
             if text is None:
-                fail(PROG, "is required (or --text-file FILE)", "text")
+                from engine.probe.texts import default_text
+
+                text = default_text()
             cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
             inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before imports
             if args.whatif_layer is not None and args.whatif_layer < 0:
