@@ -337,6 +337,10 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     assert "perplexity" in panel.out_plot.getAxis("left").labelText
     assert panel.model_lines[0].isVisible() and panel.std_lines[0].isVisible()
     assert panel.m_label.text() == "m = 4"
+    for plot in (panel.attn_plot, panel.out_plot):  # m on a log axis: 1/4 ... 4, none crowded
+        major = plot.getAxis("bottom")._tickLevels[0]
+        assert [t for _v, t in major] == ["1/4", "1/2", "1", "2", "4"]
+        np.testing.assert_allclose([v for v, _t in major], np.log10([0.25, 0.5, 1, 2, 4]))
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3

@@ -35,6 +35,18 @@ AUDIT_HOVER_HINT = "hover a head for its fit"
 MIN_LOG2_SPAN = 3.0
 
 
+def multiplier_ticks(m: np.ndarray) -> list[list[tuple[float, str]]]:
+    """Ticks of a log axis of m: powers of two labelled as fractions (1/8 ... 8), the other
+    multipliers unlabelled. pyqtgraph's own log ticks label 0.5 ... 0.9 on top of each other."""
+    lo, hi = float(np.min(m)), float(np.max(m))
+    major = [(math.log10(2.0**e), f"1/{2**-e}" if e < 0 else f"{2**e}")
+             for e in range(math.floor(math.log2(lo) + 1e-9), math.ceil(math.log2(hi) - 1e-9) + 1)
+             if lo * (1 - 1e-9) <= 2.0**e <= hi * (1 + 1e-9)]
+    labelled = {round(v, 9) for v, _ in major}
+    minor = [(math.log10(float(x)), "") for x in m if round(math.log10(float(x)), 9) not in labelled]
+    return [major, minor]
+
+
 @dataclass(frozen=True)
 class AuditView:
     result: AuditResult
@@ -349,6 +361,8 @@ class WhatIfPanel(PlotPanel):
             self.pool_curve.setData(m, finite(w.pooled_cosine) if w.pooled_cosine is not None
                                     else [])
         self._relabel_legend(causal)
+        for p in (self.attn_plot, self.out_plot):
+            p.getAxis("bottom").setTicks(multiplier_ticks(m))
         self.attn_plot.setYRange(0.0, 1.0, padding=0.02)
         where = "every layer" if w.layer is None else f"layer {w.layer}"
         fg = self.theme.foreground
