@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
+from engine.probe.config import check_text_and_model
 from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict
+from engine.snapshots import last_result
 from engine.validate import ConfigMethods, check_int
 
 EAGER_NOTE = "attention run eagerly (attn_implementation='eager') for the capture"
@@ -40,10 +42,7 @@ class AuditConfig(ConfigMethods):
     def __post_init__(self) -> None:
         from engine.probe.inject import BUG_KINDS
 
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ConfigError("text", "must contain at least one non-blank character")
-        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
-            raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
+        check_text_and_model(self.text, self.model)
         pairs = []
         seen = set()
         for item in self.inject:
@@ -221,10 +220,4 @@ def audit_capture(loaded: Any, cap: Any, tokens: tuple[str, ...], bugs: Mapping[
 
 def run_audit(gen: Iterator[AuditSnapshot]) -> AuditResult:
     """Drain an audit generator (CLI, tests, benchmark)."""
-    result = None
-    for snap in gen:
-        if snap.result is not None:
-            result = snap.result
-    if result is None:
-        raise RuntimeError("the audit ended without a result")
-    return result
+    return last_result(gen, "the audit")

@@ -7,7 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import fail
+from ui.cli.common import fail, text_arg
 
 PROG = "attention-lab audit-model"
 
@@ -35,16 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", required=True,
                    help="write audit.csv, layers.csv (whatif.csv), audit.json here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def _text(args: argparse.Namespace) -> str | None:
-    if args.text_file:
-        try:
-            return Path(args.text_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(PROG, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
-                 "text_file")
-    return args.text
 
 
 def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
@@ -81,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     weights = training_weights_path(args.model)
     _refuse_unused(args, weights is not None)
-    text = _text(args)
+    text = text_arg(PROG, args)
     bugs = _bugs(args.inject)
     try:
         if weights is None:
