@@ -78,6 +78,58 @@ def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep
     return f, grad, hess, q
 
 
+def _golden_search(zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray,
+                   iterations: int) -> np.ndarray:
+    """(H,) log s near the minimum: golden-section search on log s over :data:`LOG_S_RANGE` (the
+    KL is unimodal in log s), all heads at once, one evaluation per step: each head evaluates its
+    own new interior point."""
+    h = zv.shape[0]
+    lo = np.full(h, LOG_S_RANGE[0])
+    hi = np.full(h, LOG_S_RANGE[1])
+    a = hi - _GOLDEN * (hi - lo)
+    b = lo + _GOLDEN * (hi - lo)
+    fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+    for _ in range(iterations):
+        left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
+        hi = np.where(left, b, hi)
+        lo = np.where(left, lo, a)
+        a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
+        b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
+        f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
+        fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
+        a, b = a_next, b_next
+    return np.where(fa < fb, a, b)
+
+
+def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
+            vis: np.ndarray, steps: int) -> tuple[np.ndarray, ...]:
+    """Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z) from ``log_s``; a step that does not
+    lower the KL is halved (the KL is convex in s, so this converges quadratically).
+    Returns log s, the KL, its Hessian in s and Q there."""
+    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
+    for _ in range(steps):
+        s_cur = np.exp(log_s)
+        step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
+        active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
+        if not active.any():
+            break
+        step = np.where(active, step, 0.0)
+        for _half in range(4):
+            s_new = s_cur - step
+            cand = np.log(np.where(s_new > 0, s_new, s_cur))
+            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis)
+            better = fc < f
+            log_s = np.where(better, cand, log_s)
+            f = np.where(better, fc, f)
+            grad = np.where(better, gc, grad)
+            hess = np.where(better, hc, hess)
+            q = np.where(better[:, None, None], qc, q)
+            if (better | ~active).all():
+                break
+            step = np.where(better, 0.0, step / 2)
+    return log_s, f, hess, q
+
+
 def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
               iterations: int = 16, newton: int = 5, start: np.ndarray | None = None) -> ScaleFit:
     """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
@@ -102,49 +154,11 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     zv = np.where(vis, z, 0.0)
 
     if start is None:
-        # golden-section search on log s (the KL is unimodal in log s), all heads at once, one
-        # evaluation per step: each head evaluates its own new interior point
-        lo = np.full(h, LOG_S_RANGE[0])
-        hi = np.full(h, LOG_S_RANGE[1])
-        a = hi - _GOLDEN * (hi - lo)
-        b = lo + _GOLDEN * (hi - lo)
-        fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
-        for _ in range(iterations):
-            left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
-            hi = np.where(left, b, hi)
-            lo = np.where(left, lo, a)
-            a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
-            b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
-            f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
-            fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
-            a, b = a_next, b_next
-        log_s = np.where(fa < fb, a, b)
+        log_s = _golden_search(zv, p, plogp, vis, iterations)
     else:
         log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
-    # Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z); a step that does not lower the KL
-    # is halved (the KL is convex in s, so this converges quadratically)
     ep = (p * zv).sum(-1)
-    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
-    for _ in range(newton):
-        s_cur = np.exp(log_s)
-        step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
-        active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
-        if not active.any():
-            break
-        step = np.where(active, step, 0.0)
-        for _half in range(4):
-            s_new = s_cur - step
-            cand = np.log(np.where(s_new > 0, s_new, s_cur))
-            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis)
-            better = fc < f
-            log_s = np.where(better, cand, log_s)
-            f = np.where(better, fc, f)
-            grad = np.where(better, gc, grad)
-            hess = np.where(better, hc, hess)
-            q = np.where(better[:, None, None], qc, q)
-            if (better | ~active).all():
-                break
-            step = np.where(better, 0.0, step / 2)
+    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton)
     s = np.exp(log_s)
     curv = (s**2) * hess
     misfit = np.maximum(f, 0.0)
