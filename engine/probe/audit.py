@@ -23,7 +23,7 @@ import numpy as np
 
 from engine.errors import Cancelled, ConfigError
 from engine.probe.config import check_text_and_model
-from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict
+from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict, verdict_kind
 from engine.snapshots import last_result
 from engine.validate import ConfigMethods, check_int
 
@@ -139,10 +139,10 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
         lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
                      float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model)
         agreeing = [v for v in head_v[-1] if not v.startswith("cannot")]
-        if agreeing and any(_kind(v) != _kind(agreeing[0]) for v in agreeing):
-            kinds = sorted({_kind(v) for v in agreeing})
+        if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
+            kinds = sorted({verdict_kind(v) for v in agreeing})
             lv = f"mixed: {'; '.join(kinds)}"
-        elif agreeing and _kind(agreeing[0]) == "other: s * sqrt(d_k)":
+        elif agreeing and verdict_kind(agreeing[0]) == "other: s * sqrt(d_k)":
             ok = hf.identifiable
             x = hf.scale[ok] * np.sqrt(d_k)
             # heads whose "other" scales differ by more than their tolerances: no one layer scale
@@ -150,11 +150,6 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
                 lv = f"mixed: other, s * sqrt(d_k) from {x.min():.3g} to {x.max():.3g}"
         layer_v.append(lv)
     return head_fits, layer_fits, head_v, layer_v
-
-
-def _kind(v: str) -> str:
-    """A verdict without its number ('other: ... = 0.51' and '= 0.52' are one kind)."""
-    return v.split(" (")[0].split(" =")[0]
 
 
 def ensure_eager(loaded: Any) -> None:

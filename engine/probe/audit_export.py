@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.io import write_csv, write_json
 from engine.probe.audit import AuditResult
-from engine.probe.scale_fit import is_flagged
+from engine.probe.scale_fit import is_flagged, verdict_kind
 
 #: audit.csv columns (the spec's first, then the fit's own figures)
 AUDIT_COLUMNS: tuple[str, ...] = (
@@ -59,16 +59,12 @@ def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _kind_of(v: str) -> str:
-    return v.split(" (")[0].split(" =")[0]
-
-
 def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
     rows = []
     sq = math.sqrt(result.d_k)
     for layer, fit in enumerate(result.layer_fits):
         v = result.layer_verdicts[layer]
-        agree = sum(_kind_of(h) == _kind_of(v) for h in result.head_verdicts[layer])
+        agree = sum(verdict_kind(h) == verdict_kind(v) for h in result.head_verdicts[layer])
         row: dict[str, Any] = {} if result.run is None else {"run": result.run}
         row.update({
             "layer": layer, "verdict": v, "flagged": is_flagged(v),

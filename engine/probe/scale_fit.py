@@ -220,6 +220,11 @@ def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
     return f"other: s * sqrt(d_k) = {x:.3g}"
 
 
+def verdict_kind(text: str) -> str:
+    """A verdict without its number ('other: ... = 0.51' and '= 0.52' are one kind)."""
+    return text.split(" (")[0].split(" =")[0]
+
+
 def is_flagged(text: str) -> bool:
     """True for any verdict other than the standard scale (not-auditable is not a flag)."""
     return text not in OK_VERDICTS and text != NOT_AUDITABLE

@@ -47,6 +47,12 @@ def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
             if set_:
                 fail(PROG, "does not apply to Training lab weights (they are audited on the "
                      "lab's own probe examples)", name)
+        if args.inject:
+            fail(PROG, "planting bugs works on transformers models; Training lab weights "
+                 "are audited as saved", "inject")
+        if args.whatif:
+            fail(PROG, "the what-if sweep works on transformers models, not Training lab "
+                 "weights", "whatif")
         return
     if args.run:
         fail(PROG, "selects a run of Training lab weights; this model is not one", "run")
@@ -64,6 +70,23 @@ def _bugs(items: list[str]) -> tuple[tuple[int, str], ...]:
     return tuple(out)
 
 
+def _config(args: argparse.Namespace, text: str | None, bugs: tuple[tuple[int, str], ...]):
+    """The AuditConfig of a transformers model; a bad folder is refused before torch loads."""
+    from engine.errors import ConfigError
+    from engine.probe.audit import AuditConfig
+    from engine.probe.loader import inspect_model_dir, resolve_model_dir
+
+    if text is None:
+        from engine.probe.texts import default_text
+
+        text = default_text()
+    cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
+    inspect_model_dir(resolve_model_dir(cfg.model))
+    if args.whatif_layer is not None and args.whatif_layer < 0:
+        raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range")
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
     from engine.io import ensure_writable_dir
@@ -74,25 +97,7 @@ def run(args: argparse.Namespace) -> int:
     text = text_arg(PROG, args)
     bugs = _bugs(args.inject)
     try:
-        if weights is None:
-            from engine.probe.audit import AuditConfig
-            from engine.probe.loader import inspect_model_dir, resolve_model_dir
-
-            if text is None:
-                from engine.probe.texts import default_text
-
-                text = default_text()
-            cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
-            inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before imports
-            if args.whatif_layer is not None and args.whatif_layer < 0:
-                raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range")
-        else:
-            if bugs:
-                fail(PROG, "planting bugs works on transformers models; Training lab weights "
-                     "are audited as saved", "inject")
-            if args.whatif:
-                fail(PROG, "the what-if sweep works on transformers models, not Training lab "
-                     "weights", "whatif")
+        cfg = None if weights is not None else _config(args, text, bugs)
         created = not Path(args.out).exists()
         out = ensure_writable_dir(args.out)
     except ConfigError as exc:

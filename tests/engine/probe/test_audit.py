@@ -18,6 +18,7 @@ from engine.probe.scale_fit import (
     fit_scale,
     is_flagged,
     verdict,
+    verdict_kind,
 )
 
 TEXT = ("Scaled dot-product attention divides every query-key score by the square root of the "
@@ -75,6 +76,10 @@ def test_verdict_names_each_known_scale_and_reports_others() -> None:
     # just outside the tolerance is no longer standard
     assert verdict(d_k**-0.5 * math.exp(2 * tol), *args).startswith("other")
     assert verdict(d_k**-0.5, tol, True, 0.25, 1e-6, d_k, d_model).startswith("scaled after softmax")
+    # a verdict's kind drops its number: heads of one layer agree on 'other' or 'after softmax'
+    assert verdict_kind("other: s * sqrt(d_k) = 0.6") == "other: s * sqrt(d_k)"
+    assert verdict_kind("scaled after softmax (weights sum to 0.25)") == "scaled after softmax"
+    assert verdict_kind(STANDARD) == STANDARD
 
 
 # -- tiny transformers models --------------------------------------------------------------------
