@@ -26,7 +26,7 @@ from engine.probe.audit import AuditResult
 from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
-from ui.pages.real_model.panels import Placeholder, _int_ticks, theme_colorbar
+from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend, theme_colorbar
 from ui.plots.base import PlotPanel, finite
 from ui.theme import Theme, rule_color
 
@@ -235,8 +235,15 @@ class WhatIfPanel(PlotPanel):
         for i, w in enumerate((self.layer_box, self.run_button, QLabel("grids at"), self.slider,
                                self.m_label)):
             self.header.insertWidget(1 + i, w)
-        self.attn_plot = self.add_plot(0, 0, "logit multiplier m", "fraction")
-        self.out_plot = self.add_plot(0, 1, "logit multiplier m", "cosine to the model")
+        # the legends get their own row above the plots: inside, they covered the curves of a
+        # narrow window (the similarity peaks in the middle and falls to both sides)
+        self.attn_legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
+        self.out_legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
+        self.glw.addItem(self.attn_legend, row=0, col=0)
+        self.glw.addItem(self.out_legend, row=0, col=1)
+        self.attn_plot = self.add_plot(1, 0, "logit multiplier m", "fraction", legend=False)
+        self.out_plot = self.add_plot(1, 1, "logit multiplier m", "cosine to the model",
+                                      legend=False)
         for p in (self.attn_plot, self.out_plot):
             p.setLogMode(x=True, y=False)
         self.ent_curve = self.attn_plot.plot([], [], name="entropy / log n", symbol="o",
@@ -247,6 +254,8 @@ class WhatIfPanel(PlotPanel):
                                             symbolSize=5)
         self.pool_curve = self.out_plot.plot([], [], name="pooled embedding", symbol="t",
                                              symbolSize=5)
+        self.attn_legend.addItem(self.ent_curve, "entropy / log n")
+        self.attn_legend.addItem(self.sat_curve, "saturated fraction")
         self.model_lines = []
         self.std_lines = []
         self.pick_lines = []
@@ -265,7 +274,7 @@ class WhatIfPanel(PlotPanel):
         self.grid_images = []
         self.grid_bars = []
         for col, title in enumerate(("H / log n per head", "saturated fraction per head")):
-            p = self.add_plot(1, col, "head", "layer", legend=False)
+            p = self.add_plot(2, col, "head", "layer", legend=False)
             p.invertY(True)
             p.getViewBox().setMouseEnabled(x=False, y=False)
             p.setTitle(title, size="9pt")
@@ -277,8 +286,11 @@ class WhatIfPanel(PlotPanel):
             self.grid_plots.append(p)
             self.grid_images.append(img)
             self.grid_bars.append(bar)
+        self.glw.ci.layout.setRowStretchFactor(1, 1)
+        self.glw.ci.layout.setRowStretchFactor(2, 1)
         self.placeholder = Placeholder(self.attn_plot, "")
         self._rows: list[dict[str, Any]] = []
+        self._relabel_legend(causal=False)
         self.show_empty()
 
     def set_layers(self, n_layers: int) -> None:
@@ -311,6 +323,10 @@ class WhatIfPanel(PlotPanel):
 
     def theme_changed(self, theme: Theme) -> None:
         self.placeholder.recolour(theme.foreground)
+        for legend in (self.attn_legend, self.out_legend):
+            recolour_legend(legend, theme.foreground)
+            legend.setBrush(pg.mkBrush(theme.background + "00"))
+            legend.setPen(pg.mkPen(None))
         self.ent_curve.setPen(pg.mkPen(rule_color("sqrt"), width=2))
         self.ent_curve.setSymbolBrush(rule_color("sqrt"))
         self.sat_curve.setPen(pg.mkPen(rule_color("none"), width=2))
@@ -407,13 +423,12 @@ class WhatIfPanel(PlotPanel):
                        for k in range(len(m)) for layer in range(L) for h in range(H)]
 
     def _relabel_legend(self, causal: bool) -> None:
-        legend = self.out_plot.legend
-        if legend is None:
-            return
+        legend = self.out_legend
         legend.clear()
         legend.addItem(self.cos_curve, "perplexity" if causal else "final hidden states")
         if not causal:
             legend.addItem(self.pool_curve, "pooled embedding")
+        recolour_legend(legend, self.theme.foreground)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
