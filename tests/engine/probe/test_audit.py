@@ -268,3 +268,16 @@ def test_heads_with_different_scales_make_a_mixed_layer() -> None:
                      "other: s * sqrt(d_k) = 1.7"]
     assert lv[0] == "mixed: other, s * sqrt(d_k) from 0.6 to 1.7"
     assert is_flagged(lv[0])
+
+
+def test_bug_scaling_of_each_kind() -> None:
+    """The factor a planted bug leaves before the softmax, from the correct 1/sqrt(d_k)."""
+    from engine.probe.inject import bug_scaling
+
+    s0, d_k, d_model = 32**-0.5, 32, 384
+    assert bug_scaling("twice", s0, d_k, d_model) == pytest.approx(1 / 32)
+    assert bug_scaling("dmodel", s0, d_k, d_model) == pytest.approx(384**-0.5)
+    assert bug_scaling("none", s0, d_k, d_model) == 1.0
+    assert bug_scaling("after_softmax", s0, d_k, d_model) == 1.0
+    with pytest.raises(ConfigError, match="thrice"):
+        bug_scaling("thrice", s0, d_k, d_model)
