@@ -12,8 +12,6 @@ from engine.io import read_csv
 from engine.probe.audit_export import AUDIT_COLUMNS
 from engine.probe.loader import bundled_model_dir
 
-WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
-         "keys softmax width variance trained model one").split()
 TEXT = "Why is the attention score scaled? The softmax of trained keys and queries is one model."
 SPEC = ("layer", "head", "d_k", "fitted_scale", "scale_x_sqrt_dk", "residual_max_abs",
         "identifiable", "verdict")
@@ -26,38 +24,11 @@ def _exit_code(argv: list[str]) -> int:
         return int(exc.code)
 
 
-def _save_tiny(folder: Path, arch: str, **extra) -> Path:
-    """A tiny random model folder with a word-level tokenizer, as save_pretrained writes it."""
-    transformers = pytest.importorskip("transformers")
-    import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tk.normalizer = normalizers.Lowercase()
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    torch.manual_seed(0)
-    if arch == "bert":
-        tk.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-        net = transformers.BertModel(transformers.BertConfig(
-            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64, initializer_range=0.3))
-    else:
-        net = transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=len(vocab), n_embd=32, n_layer=3, n_head=2, n_positions=64,
-            bos_token_id=0, eos_token_id=0, initializer_range=0.2, **extra))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
-                                               pad_token="[PAD]")
-    net.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
-def tiny_bert_dir(tmp_path_factory) -> Path:
-    return _save_tiny(tmp_path_factory.mktemp("bert"), "bert")
+def tiny_bert_dir(tmp_path_factory, save_tiny) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("bert"), "bert", 3, 2)
 
 
 @pytest.mark.parametrize("argv, field", [
@@ -127,8 +98,10 @@ def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp
                                                                         "2": "after_softmax"}
 
 
-def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path) -> None:
-    model = _save_tiny(tmp_path / "m", "gpt2", scale_attn_weights=False)
+def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,
+                                                                      save_tiny) -> None:
+    model = save_tiny(tmp_path / "m", "gpt2", 3, 2, gpt2_init=0.2,
+                      scale_attn_weights=False)
     out = tmp_path / "out"
     assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--whatif",
                        "--whatif-layer", "1", "--out", str(out), "--quiet"]) == 0
