@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.io import write_csv, write_json
+from engine.io import staged, write_csv, write_json
 from engine.probe.audit import AuditResult
 from engine.probe.scale_fit import is_flagged, verdict_kind
 
@@ -80,15 +80,15 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
 
 def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif: Any = None,
                         extra: dict[str, Any] | None = None) -> list[Path]:
-    """audit.csv, layers.csv, (whatif.csv) and audit.json (model, note, timings) in ``out``."""
+    """audit.csv, layers.csv, (whatif.csv) and audit.json (model, note, timings) in ``out``,
+    all or none of them."""
     out = Path(out)
     lead = ("run",) if results and results[0].run is not None else ()
     a_rows = [r for res in results for r in audit_rows(res)]
     l_rows = [r for res in results for r in layer_rows(res)]
-    paths = [write_csv(out / "audit.csv", a_rows, lead + AUDIT_COLUMNS),
-             write_csv(out / "layers.csv", l_rows, lead + LAYER_COLUMNS)]
+    tables = [("audit.csv", a_rows, lead + AUDIT_COLUMNS), ("layers.csv", l_rows, lead + LAYER_COLUMNS)]
     if whatif is not None:
-        paths.append(write_csv(out / "whatif.csv", whatif.rows(), whatif.columns()))
+        tables.append(("whatif.csv", whatif.rows(), whatif.columns()))
     first = results[0]
     meta = {
         "command": "audit-model",
@@ -107,5 +107,8 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
                       **({"whatif": whatif.sweep_s} if whatif is not None else {})},
         **(extra or {}),
     }
-    paths.append(write_json(out / "audit.json", meta))
-    return paths
+    # all files or none: a failure (disk full) leaves no mix of new and old ones
+    with staged(out, ".audit-model-") as stage:
+        names = [write_csv(stage / name, rows, cols).name for name, rows, cols in tables]
+        names.append(write_json(stage / "audit.json", meta).name)
+    return [out / name for name in names]

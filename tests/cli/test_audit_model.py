@@ -159,3 +159,26 @@ def test_bundled_minilm_flags_exactly_the_injected_layers(tmp_path: Path) -> Non
     heads = read_csv(out / "audit.csv")
     assert len(heads) == 72
     assert all(r["verdict"] == "1/sqrt(d_k)" for r in heads if r["layer"] not in ("2", "4"))
+
+
+def test_a_failed_write_leaves_no_partial_outputs(tiny_bert_dir: Path, tmp_path: Path, capsys,
+                                                  monkeypatch) -> None:
+    """audit.json fails to write (disk full): the CSVs written before it do not appear either,
+    an old file is not replaced, and a folder the command created is removed."""
+    import engine.probe.audit_export as audit_export
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(audit_export, "write_json", full)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "layers.csv").write_text("old")
+    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--out"]
+    assert _exit_code([*argv, str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["layers.csv"]  # no staging folder left
+    assert (out / "layers.csv").read_text() == "old"
+    assert _exit_code([*argv, str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()

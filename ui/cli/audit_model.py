@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         paths = write_audit_outputs(out, results, whatif)
     except OSError as exc:
+        discard()
         fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
     return 0
