@@ -97,6 +97,9 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
                   "causal": first.causal},
         "runs": [r.run for r in results if r.run is not None],
         "n_tokens": first.n_tokens,
+        "tokens": list(first.tokens),  # the text as the model saw it (the audit can be rerun)
+        **({"whatif_layer": "all" if whatif.layer is None else whatif.layer}
+           if whatif is not None else {}),
         "inject": {str(k): v for k, v in first.inject.items()},
         "note": first.note,
         "method": "per head, s minimizing mean KL(P || softmax(s q.k + mask)); a known scale is "

@@ -94,8 +94,11 @@ def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp
     assert "pooled_cosine" in w[0] and "perplexity" not in w[0]
     printed = capsys.readouterr().out
     assert printed.count("\nlayer ") == 3 and "eager" in printed
-    assert json.loads((out / "audit.json").read_text())["inject"] == {"0": "none",
-                                                                        "2": "after_softmax"}
+    meta = json.loads((out / "audit.json").read_text())
+    assert meta["inject"] == {"0": "none", "2": "after_softmax"}
+    # the text as the model saw it, so the audit can be rerun
+    assert meta["tokens"][:3] == ["[CLS]", "why", "is"] and len(meta["tokens"]) == meta["n_tokens"]
+    assert meta["whatif_layer"] == "all"
 
 
 def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,
