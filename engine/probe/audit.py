@@ -125,12 +125,12 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
             raise Cancelled()
         if progress is not None:
             progress(layer)
-        hf = fit_scale(z, p, visible)
+        hf = fit_scale(z, p, visible, d_k=d_k)
         h = z.shape[0]
         ok = hf.identifiable
         start = np.exp(np.median(np.log(hf.scale[ok] if ok.any() else hf.scale)))
         lf = fit_scale(z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1]),
-                       np.tile(visible, (h, 1)), start=np.array([start]))
+                       np.tile(visible, (h, 1)), start=np.array([start]), d_k=d_k)
         head_fits.append(hf)
         layer_fits.append(lf)
         head_v.append([verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),

@@ -10,7 +10,7 @@ with the data when it reproduces P as well as the best fit does, i.e. when its K
 minimum by no more than the misfit itself (or than the KL that float32 rounding of P alone
 causes, :data:`KL_FLOOR`). With the curvature c of the KL in log s this is the band
 ``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)``, and never narrower than the
-float32 resolution of the scale itself (``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
+float32 rounding of the logits (sqrt(d_k) eps of the largest, over their spread; ``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
 logits) cannot be audited.
 """
 
@@ -47,6 +47,11 @@ class ScaleFit:
     weight_sum: np.ndarray  #: mean row sum of P over visible keys (1 for a softmax)
     weight_sum_tol: float  #: how far a float32 softmax row sum may stray from 1 (n * eps)
     rows: int  #: query rows counted (those that see at least 2 keys)
+
+
+def logit_resolution(d_k: int) -> float:
+    """Relative float32 resolution of a logit q.k summed over d_k terms: sqrt(d_k) eps."""
+    return math.sqrt(max(int(d_k), 1)) * EPS32
 
 
 def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
@@ -131,11 +136,13 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
 
 
 def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
-              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None) -> ScaleFit:
+              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None,
+              d_k: int = 1) -> ScaleFit:
     """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
     ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
     dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
-    starts Newton there (a layer's joint fit starts from its heads' fits)."""
+    starts Newton there (a layer's joint fit starts from its heads' fits). ``d_k``: the length of
+    the model's float32 dot products q.k, whose rounding bounds how well s can be known."""
     z = np.asarray(scores, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     vis = np.asarray(visible, dtype=bool)
@@ -165,8 +172,14 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     band = np.maximum(misfit, KL_FLOOR)
     with np.errstate(divide="ignore"):
         tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
-    # a model keeps its scale in float32: factors closer than its resolution are the same number
-    tol_log = np.maximum(tol_log, EPS32)
+    # the model computes q.k in float32 over d_k terms: each logit carries a rounding error of
+    # about sqrt(d_k) eps times the largest logit, and s is read from logit *differences* (their
+    # spread is sqrt(Var_Q z)); a fit on few pairs cannot average that away (2 tokens: a head
+    # at 1 +- 3e-7 read as 'other' at d_k 32). Factors closer than that are the same scale.
+    zmax = np.abs(zv).max(axis=(-1, -2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rounding = np.where(hess > 0, logit_resolution(d_k) * zmax / np.sqrt(hess), np.inf)
+    tol_log = np.maximum(tol_log, np.maximum(rounding, EPS32))
     resid = np.abs(p - q).max(axis=(-1, -2))
     resid_probe = np.empty((h, 2))
     worse = np.empty((h, 2))
@@ -217,7 +230,11 @@ def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
             best = (name, gap)
     if best is not None:
         return best[0]
-    return f"other: s * sqrt(d_k) = {x:.3g}"
+    # enough digits that the number never reads as a known scale ('= 1' for 0.9999997)
+    digits = 3
+    while digits < 9 and any(float(f"{x:.{digits}g}") == c for _n, c in candidates(d_k, d_model)):
+        digits += 1
+    return f"other: s * sqrt(d_k) = {x:.{digits}g}"
 
 
 def verdict_kind(text: str) -> str:
