@@ -356,7 +356,6 @@ class WhatIfPanel(PlotPanel):
         self.placeholder.hide()
         w = state.result
         m = w.multipliers
-        lm = np.log10(m)
         self.ent_curve.setData(m, finite(w.entropy_norm.mean(axis=(1, 2))))
         self.sat_curve.setData(m, finite(w.saturated.mean(axis=(1, 2))))
         causal = w.perplexity is not None
@@ -385,6 +384,19 @@ class WhatIfPanel(PlotPanel):
         self.attn_plot.setTitle(f"attention, logits of {where} × m", color=fg, size="9pt")
         self.out_plot.setTitle("perplexity vs m" if causal else "output similarity vs m",
                                color=fg, size="9pt")
+        i = self._draw_marks(state)
+        self._draw_grids(w, i)
+        L, H = w.entropy_norm.shape[1:]
+        self._rows = [{**row, "series": "summary"} for row in w.rows()]
+        self._rows += [{"series": "head", "multiplier": float(m[k]), "layer": layer, "head": h,
+                        "entropy_norm": float(w.entropy_norm[k, layer, h]),
+                        "saturated_frac": float(w.saturated[k, layer, h])}
+                       for k in range(len(m)) for layer in range(L) for h in range(H)]
+
+    def _draw_marks(self, state: WhatIfView) -> int:
+        """The model's own scale, the standard one and the m of the grids; the slider. Returns
+        the index of that m."""
+        m = state.result.multipliers
         for line in self.model_lines:
             line.setPos(0.0)
             line.setVisible(True)
@@ -395,13 +407,18 @@ class WhatIfPanel(PlotPanel):
             line.setVisible(ok)
         i = min(max(state.index, 0), len(m) - 1)
         for line in self.pick_lines:
-            line.setPos(float(lm[i]))
+            line.setPos(math.log10(float(m[i])))
             line.setVisible(True)
         self.slider.blockSignals(True)
         self.slider.setRange(0, len(m) - 1)
         self.slider.setValue(i)
         self.slider.blockSignals(False)
         self.m_label.setText(f"m = {m[i]:.3g}")
+        return i
+
+    def _draw_grids(self, w: WhatIfResult, i: int) -> None:
+        """The per-head entropy and saturation grids at the i-th multiplier."""
+        m = w.multipliers
         L, H = w.entropy_norm.shape[1:]
         for p, img, bar, data, title in zip(
                 self.grid_plots, self.grid_images, self.grid_bars,
@@ -415,12 +432,7 @@ class WhatIfPanel(PlotPanel):
             p.getAxis("left").setTicks(_int_ticks(L, 24))
             p.setXRange(-0.5, H - 0.5, padding=0)
             p.setYRange(-0.5, L - 0.5, padding=0)
-            p.setTitle(title, color=fg, size="9pt")
-        self._rows = [{**row, "series": "summary"} for row in w.rows()]
-        self._rows += [{"series": "head", "multiplier": float(m[k]), "layer": layer, "head": h,
-                        "entropy_norm": float(w.entropy_norm[k, layer, h]),
-                        "saturated_frac": float(w.saturated[k, layer, h])}
-                       for k in range(len(m)) for layer in range(L) for h in range(H)]
+            p.setTitle(title, color=self.theme.foreground, size="9pt")
 
     def _relabel_legend(self, causal: bool) -> None:
         legend = self.out_legend
