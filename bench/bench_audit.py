@@ -17,7 +17,6 @@ Skips (exit 0, with a message) when transformers or the bundled model is not ins
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -46,6 +45,7 @@ def main() -> int:
         models_extra_available,
         tokenize,
     )
+    from engine.probe.texts import load_text_presets
     from engine.probe.whatif import run_whatif, whatif
 
     if not models_extra_available() or bundled_model_dir() is None:
@@ -55,8 +55,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     loaded = load_model(None)
-    presets = json.loads((ROOT / "resources" / "probe_texts.json").read_text(encoding="utf-8"))
-    text = " ".join(p["text"] for p in presets["presets"])
+    text = " ".join(t for _name, t in load_text_presets())
     cfg = AuditConfig(text=text, max_tokens=args.tokens)
     tok = tokenize(loaded, text, args.tokens)
     ids = torch.as_tensor([list(tok.ids)])

@@ -7,8 +7,9 @@ import csv
 import io
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,21 @@ def ensure_writable_dir(path: str | os.PathLike[str], field: str = "out") -> Pat
         reason = exc.strerror or str(exc)
         raise ConfigError(field, f"cannot write to {str(path)!r}: {reason}") from None
     return path
+
+
+@contextlib.contextmanager
+def staged(out: str | os.PathLike[str], prefix: str = ".staging-") -> Iterator[Path]:
+    """A hidden folder inside ``out`` to write a set of files into; when the block ends without
+    an error every file in it is moved into ``out``, else none is: a failure (disk full) leaves
+    no mix of new and old files. The folder is removed either way."""
+    out = Path(out)
+    stage = Path(tempfile.mkdtemp(prefix=prefix, dir=out))
+    try:
+        yield stage
+        for path in sorted(stage.iterdir()):
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _default_file_mode() -> int:

@@ -27,6 +27,7 @@ from engine.probe.stats import (
     score_stats,
 )
 from engine.rules import RULE_REGISTRY
+from engine.snapshots import last_result
 from engine.stats import Histogram
 
 #: human-readable meaning of each probe rule (legends, tooltips)
@@ -191,13 +192,7 @@ def analyze_capture(
 
 def run_to_result(gen: Iterator[ProbeSnapshot]) -> ProbeResult:
     """Drain a probe generator and return its result (CLI and tests)."""
-    result = None
-    for snap in gen:
-        if snap.result is not None:
-            result = snap.result
-    if result is None:
-        raise RuntimeError("the probe ended without a result")
-    return result
+    return last_result(gen, "the probe")
 
 
 def _check(cancelled: Callable[[], bool]) -> None:

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
-from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict
+from engine.probe.config import check_text_and_model
+from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict, verdict_kind
+from engine.snapshots import last_result
 from engine.validate import ConfigMethods, check_int
 
 EAGER_NOTE = "attention run eagerly (attn_implementation='eager') for the capture"
@@ -40,10 +42,7 @@ class AuditConfig(ConfigMethods):
     def __post_init__(self) -> None:
         from engine.probe.inject import BUG_KINDS
 
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ConfigError("text", "must contain at least one non-blank character")
-        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
-            raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
+        check_text_and_model(self.text, self.model)
         pairs = []
         seen = set()
         for item in self.inject:
@@ -126,12 +125,12 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
             raise Cancelled()
         if progress is not None:
             progress(layer)
-        hf = fit_scale(z, p, visible)
+        hf = fit_scale(z, p, visible, d_k=d_k)
         h = z.shape[0]
         ok = hf.identifiable
         start = np.exp(np.median(np.log(hf.scale[ok] if ok.any() else hf.scale)))
         lf = fit_scale(z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1]),
-                       np.tile(visible, (h, 1)), start=np.array([start]))
+                       np.tile(visible, (h, 1)), start=np.array([start]), d_k=d_k)
         head_fits.append(hf)
         layer_fits.append(lf)
         head_v.append([verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),
@@ -140,10 +139,10 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
         lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
                      float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model)
         agreeing = [v for v in head_v[-1] if not v.startswith("cannot")]
-        if agreeing and any(_kind(v) != _kind(agreeing[0]) for v in agreeing):
-            kinds = sorted({_kind(v) for v in agreeing})
+        if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
+            kinds = sorted({verdict_kind(v) for v in agreeing})
             lv = f"mixed: {'; '.join(kinds)}"
-        elif agreeing and _kind(agreeing[0]) == "other: s * sqrt(d_k)":
+        elif agreeing and verdict_kind(agreeing[0]) == "other: s * sqrt(d_k)":
             ok = hf.identifiable
             x = hf.scale[ok] * np.sqrt(d_k)
             # heads whose "other" scales differ by more than their tolerances: no one layer scale
@@ -151,11 +150,6 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
                 lv = f"mixed: other, s * sqrt(d_k) from {x.min():.3g} to {x.max():.3g}"
         layer_v.append(lv)
     return head_fits, layer_fits, head_v, layer_v
-
-
-def _kind(v: str) -> str:
-    """A verdict without its number ('other: ... = 0.51' and '= 0.52' are one kind)."""
-    return v.split(" (")[0].split(" =")[0]
 
 
 def ensure_eager(loaded: Any) -> None:
@@ -221,10 +215,4 @@ def audit_capture(loaded: Any, cap: Any, tokens: tuple[str, ...], bugs: Mapping[
 
 def run_audit(gen: Iterator[AuditSnapshot]) -> AuditResult:
     """Drain an audit generator (CLI, tests, benchmark)."""
-    result = None
-    for snap in gen:
-        if snap.result is not None:
-            result = snap.result
-    if result is None:
-        raise RuntimeError("the audit ended without a result")
-    return result
+    return last_result(gen, "the audit")

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.io import write_csv, write_json
+from engine.io import staged, write_csv, write_json
 from engine.probe.audit import AuditResult
-from engine.probe.scale_fit import is_flagged
+from engine.probe.scale_fit import is_flagged, verdict_kind
 
 #: audit.csv columns (the spec's first, then the fit's own figures)
 AUDIT_COLUMNS: tuple[str, ...] = (
@@ -59,16 +59,12 @@ def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _kind_of(v: str) -> str:
-    return v.split(" (")[0].split(" =")[0]
-
-
 def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
     rows = []
     sq = math.sqrt(result.d_k)
     for layer, fit in enumerate(result.layer_fits):
         v = result.layer_verdicts[layer]
-        agree = sum(_kind_of(h) == _kind_of(v) for h in result.head_verdicts[layer])
+        agree = sum(verdict_kind(h) == verdict_kind(v) for h in result.head_verdicts[layer])
         row: dict[str, Any] = {} if result.run is None else {"run": result.run}
         row.update({
             "layer": layer, "verdict": v, "flagged": is_flagged(v),
@@ -84,15 +80,15 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
 
 def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif: Any = None,
                         extra: dict[str, Any] | None = None) -> list[Path]:
-    """audit.csv, layers.csv, (whatif.csv) and audit.json (model, note, timings) in ``out``."""
+    """audit.csv, layers.csv, (whatif.csv) and audit.json (model, note, timings) in ``out``,
+    all or none of them."""
     out = Path(out)
     lead = ("run",) if results and results[0].run is not None else ()
     a_rows = [r for res in results for r in audit_rows(res)]
     l_rows = [r for res in results for r in layer_rows(res)]
-    paths = [write_csv(out / "audit.csv", a_rows, lead + AUDIT_COLUMNS),
-             write_csv(out / "layers.csv", l_rows, lead + LAYER_COLUMNS)]
+    tables = [("audit.csv", a_rows, lead + AUDIT_COLUMNS), ("layers.csv", l_rows, lead + LAYER_COLUMNS)]
     if whatif is not None:
-        paths.append(write_csv(out / "whatif.csv", whatif.rows(), whatif.columns()))
+        tables.append(("whatif.csv", whatif.rows(), whatif.columns()))
     first = results[0]
     meta = {
         "command": "audit-model",
@@ -101,6 +97,9 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
                   "causal": first.causal},
         "runs": [r.run for r in results if r.run is not None],
         "n_tokens": first.n_tokens,
+        "tokens": list(first.tokens),  # the text as the model saw it (the audit can be rerun)
+        **({"whatif_layer": "all" if whatif.layer is None else whatif.layer}
+           if whatif is not None else {}),
         "inject": {str(k): v for k, v in first.inject.items()},
         "note": first.note,
         "method": "per head, s minimizing mean KL(P || softmax(s q.k + mask)); a known scale is "
@@ -111,5 +110,8 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
                       **({"whatif": whatif.sweep_s} if whatif is not None else {})},
         **(extra or {}),
     }
-    paths.append(write_json(out / "audit.json", meta))
-    return paths
+    # all files or none: a failure (disk full) leaves no mix of new and old ones
+    with staged(out, ".audit-model-") as stage:
+        names = [write_csv(stage / name, rows, cols).name for name, rows, cols in tables]
+        names.append(write_json(stage / "audit.json", meta).name)
+    return [out / name for name in names]

@@ -11,6 +11,14 @@ from engine.validate import ConfigMethods, check_float, check_int
 PROBE_RULES: tuple[str, ...] = ("model", "none", "dk")
 
 
+def check_text_and_model(text: object, model: object) -> None:
+    """The two fields every probe of a real model takes: a non-blank text, a folder or None."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError("text", "must contain at least one non-blank character")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
+
+
 @dataclass(frozen=True)
 class ProbeConfig(ConfigMethods):
     """What to analyse and how.
@@ -28,10 +36,7 @@ class ProbeConfig(ConfigMethods):
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ConfigError("text", "must contain at least one non-blank character")
-        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
-            raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
+        check_text_and_model(self.text, self.model)
         object.__setattr__(self, "saturation_threshold",
                            check_float("saturation_threshold", self.saturation_threshold, 0.5, 1.0,
                                        hi_open=True))

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.io import package_versions, write_csv, write_json, write_npz
+from engine.io import package_versions, staged, write_csv, write_json, write_npz
 from engine.probe.analyze import ProbeResult
 from engine.probe.config import PROBE_RULES
 
@@ -104,19 +101,13 @@ def write_outputs(result: ProbeResult, out: str | Path) -> dict[str, Path]:
     """
     out = Path(out)
     rows, arrays, cfg = head_rows(result), score_arrays(result), config_dict(result)
-    stage = Path(tempfile.mkdtemp(prefix=".probe-model-", dir=out))
-    try:
-        staged = {
-            "heads": write_csv(stage / "heads.csv", rows, HEAD_COLUMNS),
-            "scores": write_npz(stage / "scores.npz", arrays),
-            "config": write_json(stage / "config.json", cfg),
+    with staged(out, ".probe-model-") as stage:
+        names = {
+            "heads": write_csv(stage / "heads.csv", rows, HEAD_COLUMNS).name,
+            "scores": write_npz(stage / "scores.npz", arrays).name,
+            "config": write_json(stage / "config.json", cfg).name,
         }
-        paths = {}
-        for key, path in staged.items():
-            os.replace(path, out / path.name)
-            paths[key] = out / path.name
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    paths = {key: out / name for key, name in names.items()}
     return paths
 
 

@@ -55,6 +55,18 @@ def check_layers(loaded: LoadedModel, layers: Mapping[int, str] | None, field: s
             raise ConfigError(field, f"unknown bug kind {kind!r}; one of {', '.join(BUG_KINDS)}")
 
 
+def bug_scaling(kind: str, s0: float, d_k: int, d_model: int) -> float:
+    """The pre-softmax factor of a layer with bug ``kind`` whose correct factor is ``s0``
+    (``after_softmax`` drops it here and applies it to the weights instead)."""
+    if kind == "twice":
+        return s0 / math.sqrt(d_k)
+    if kind == "dmodel":
+        return s0 * math.sqrt(d_k) / math.sqrt(d_model)
+    if kind in ("none", "after_softmax"):
+        return 1.0
+    raise ConfigError("inject", f"unknown bug kind {kind!r}; one of {', '.join(BUG_KINDS)}")
+
+
 @contextlib.contextmanager
 def injected(loaded: LoadedModel, bugs: Mapping[int, str]) -> Iterator[dict[int, float]]:
     """Plant ``bugs`` ({layer: kind}); yields {layer: the factor now applied to q.k (before the
@@ -72,14 +84,8 @@ def injected(loaded: LoadedModel, bugs: Mapping[int, str]) -> Iterator[dict[int,
         for layer, kind in sorted(bugs.items()):
             m = mods[layer]
             s0 = float(m.scaling)
-            if kind == "twice":
-                m.scaling = s0 / math.sqrt(d_k)
-            elif kind == "none":
-                m.scaling = 1.0
-            elif kind == "dmodel":
-                m.scaling = s0 * math.sqrt(d_k) / math.sqrt(d_model)
-            else:  # after_softmax
-                m.scaling = 1.0
+            m.scaling = bug_scaling(kind, s0, d_k, d_model)
+            if kind == "after_softmax":
                 handles += _scale_after_softmax(loaded, m, s0)
             applied[layer] = float(m.scaling) if kind != "after_softmax" else s0
         yield applied

@@ -10,7 +10,7 @@ with the data when it reproduces P as well as the best fit does, i.e. when its K
 minimum by no more than the misfit itself (or than the KL that float32 rounding of P alone
 causes, :data:`KL_FLOOR`). With the curvature c of the KL in log s this is the band
 ``|log(s_cand / s)| <= sqrt(2 * max(misfit, KL_FLOOR) / c)``, and never narrower than the
-float32 resolution of the scale itself (``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
+float32 rounding of the logits (sqrt(d_k) eps of the largest, over their spread; ``tol_log``): no tolerance is chosen by hand. A head whose fit changes by less than that band at 0.9 s and 1.1 s (near-uniform
 logits) cannot be audited.
 """
 
@@ -49,6 +49,11 @@ class ScaleFit:
     rows: int  #: query rows counted (those that see at least 2 keys)
 
 
+def logit_resolution(d_k: int) -> float:
+    """Relative float32 resolution of a logit q.k summed over d_k terms: sqrt(d_k) eps."""
+    return math.sqrt(max(int(d_k), 1)) * EPS32
+
+
 def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
     z = np.where(vis, z, -np.inf)
     m = z.max(axis=-1, keepdims=True)
@@ -78,54 +83,36 @@ def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep
     return f, grad, hess, q
 
 
-def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
-              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None) -> ScaleFit:
-    """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
-    ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
-    dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
-    starts Newton there (a layer's joint fit starts from its heads' fits)."""
-    z = np.asarray(scores, dtype=np.float64)
-    p = np.asarray(probs, dtype=np.float64)
-    vis = np.asarray(visible, dtype=bool)
-    ok = vis.sum(axis=-1) >= 2
-    z, p, vis = z[:, ok], p[:, ok], vis[ok]
-    h, r = z.shape[0], z.shape[1]
-    if r == 0:
-        raise ValueError("no query row sees two or more keys; nothing to fit")
-    n_keys = int(vis.sum(axis=-1).max())
-    p = np.where(vis, p, 0.0)
-    row_sum = p.sum(axis=-1)  # (H, R)
-    weight_sum = row_sum.mean(axis=-1)
-    p = p / np.where(row_sum > 0, row_sum, 1.0)[..., None]  # the fit compares shapes, not mass
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
-    zv = np.where(vis, z, 0.0)
+def _golden_search(zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray,
+                   iterations: int) -> np.ndarray:
+    """(H,) log s near the minimum: golden-section search on log s over :data:`LOG_S_RANGE` (the
+    KL is unimodal in log s), all heads at once, one evaluation per step: each head evaluates its
+    own new interior point."""
+    h = zv.shape[0]
+    lo = np.full(h, LOG_S_RANGE[0])
+    hi = np.full(h, LOG_S_RANGE[1])
+    a = hi - _GOLDEN * (hi - lo)
+    b = lo + _GOLDEN * (hi - lo)
+    fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+    for _ in range(iterations):
+        left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
+        hi = np.where(left, b, hi)
+        lo = np.where(left, lo, a)
+        a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
+        b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
+        f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
+        fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
+        a, b = a_next, b_next
+    return np.where(fa < fb, a, b)
 
-    if start is None:
-        # golden-section search on log s (the KL is unimodal in log s), all heads at once, one
-        # evaluation per step: each head evaluates its own new interior point
-        lo = np.full(h, LOG_S_RANGE[0])
-        hi = np.full(h, LOG_S_RANGE[1])
-        a = hi - _GOLDEN * (hi - lo)
-        b = lo + _GOLDEN * (hi - lo)
-        fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
-        for _ in range(iterations):
-            left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
-            hi = np.where(left, b, hi)
-            lo = np.where(left, lo, a)
-            a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
-            b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
-            f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
-            fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
-            a, b = a_next, b_next
-        log_s = np.where(fa < fb, a, b)
-    else:
-        log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
-    # Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z); a step that does not lower the KL
-    # is halved (the KL is convex in s, so this converges quadratically)
-    ep = (p * zv).sum(-1)
+
+def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
+            vis: np.ndarray, steps: int) -> tuple[np.ndarray, ...]:
+    """Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z) from ``log_s``; a step that does not
+    lower the KL is halved (the KL is convex in s, so this converges quadratically).
+    Returns log s, the KL, its Hessian in s and Q there."""
     f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
-    for _ in range(newton):
+    for _ in range(steps):
         s_cur = np.exp(log_s)
         step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
         active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
@@ -145,14 +132,54 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
             if (better | ~active).all():
                 break
             step = np.where(better, 0.0, step / 2)
+    return log_s, f, hess, q
+
+
+def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
+              iterations: int = 16, newton: int = 5, start: np.ndarray | None = None,
+              d_k: int = 1) -> ScaleFit:
+    """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
+    ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
+    dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
+    starts Newton there (a layer's joint fit starts from its heads' fits). ``d_k``: the length of
+    the model's float32 dot products q.k, whose rounding bounds how well s can be known."""
+    z = np.asarray(scores, dtype=np.float64)
+    p = np.asarray(probs, dtype=np.float64)
+    vis = np.asarray(visible, dtype=bool)
+    ok = vis.sum(axis=-1) >= 2
+    z, p, vis = z[:, ok], p[:, ok], vis[ok]
+    h, r = z.shape[0], z.shape[1]
+    if r == 0:
+        raise ValueError("no query row sees two or more keys; nothing to fit")
+    n_keys = int(vis.sum(axis=-1).max())
+    p = np.where(vis, p, 0.0)
+    row_sum = p.sum(axis=-1)  # (H, R)
+    weight_sum = row_sum.mean(axis=-1)
+    p = p / np.where(row_sum > 0, row_sum, 1.0)[..., None]  # the fit compares shapes, not mass
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
+    zv = np.where(vis, z, 0.0)
+
+    if start is None:
+        log_s = _golden_search(zv, p, plogp, vis, iterations)
+    else:
+        log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
+    ep = (p * zv).sum(-1)
+    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton)
     s = np.exp(log_s)
     curv = (s**2) * hess
     misfit = np.maximum(f, 0.0)
     band = np.maximum(misfit, KL_FLOOR)
     with np.errstate(divide="ignore"):
         tol_log = np.where(curv > 0, np.sqrt(2.0 * band / np.where(curv > 0, curv, 1.0)), np.inf)
-    # a model keeps its scale in float32: factors closer than its resolution are the same number
-    tol_log = np.maximum(tol_log, EPS32)
+    # the model computes q.k in float32 over d_k terms: each logit carries a rounding error of
+    # about sqrt(d_k) eps times the largest logit, and s is read from logit *differences* (their
+    # spread is sqrt(Var_Q z)); a fit on few pairs cannot average that away (2 tokens: a head
+    # at 1 +- 3e-7 read as 'other' at d_k 32). Factors closer than that are the same scale.
+    zmax = np.abs(zv).max(axis=(-1, -2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rounding = np.where(hess > 0, logit_resolution(d_k) * zmax / np.sqrt(hess), np.inf)
+    tol_log = np.maximum(tol_log, np.maximum(rounding, EPS32))
     resid = np.abs(p - q).max(axis=(-1, -2))
     resid_probe = np.empty((h, 2))
     worse = np.empty((h, 2))
@@ -203,7 +230,16 @@ def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
             best = (name, gap)
     if best is not None:
         return best[0]
-    return f"other: s * sqrt(d_k) = {x:.3g}"
+    # enough digits that the number never reads as a known scale ('= 1' for 0.9999997)
+    digits = 3
+    while digits < 9 and any(float(f"{x:.{digits}g}") == c for _n, c in candidates(d_k, d_model)):
+        digits += 1
+    return f"other: s * sqrt(d_k) = {x:.{digits}g}"
+
+
+def verdict_kind(text: str) -> str:
+    """A verdict without its number ('other: ... = 0.51' and '= 0.52' are one kind)."""
+    return text.split(" (")[0].split(" =")[0]
 
 
 def is_flagged(text: str) -> bool:

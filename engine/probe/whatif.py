@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
+from engine.snapshots import last_result
 
 #: the default multipliers: 2^k for k = -3, -2.5, ..., 3 (1/8 .. 8, with 1 = the model itself)
 DEFAULT_MULTIPLIERS: tuple[float, ...] = tuple(2.0 ** (k / 2) for k in range(-6, 7))
@@ -151,10 +152,4 @@ def _perplexity(net, h: np.ndarray, token_ids: Sequence[int]) -> float:
 
 
 def run_whatif(gen: Iterator[WhatIfSnapshot]) -> WhatIfResult:
-    result = None
-    for snap in gen:
-        if snap.result is not None:
-            result = snap.result
-    if result is None:
-        raise RuntimeError("the what-if sweep ended without a result")
-    return result
+    return last_result(gen, "the what-if sweep")

@@ -12,8 +12,6 @@ from engine.io import read_csv
 from engine.probe.audit_export import AUDIT_COLUMNS
 from engine.probe.loader import bundled_model_dir
 
-WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
-         "keys softmax width variance trained model one").split()
 TEXT = "Why is the attention score scaled? The softmax of trained keys and queries is one model."
 SPEC = ("layer", "head", "d_k", "fitted_scale", "scale_x_sqrt_dk", "residual_max_abs",
         "identifiable", "verdict")
@@ -26,38 +24,11 @@ def _exit_code(argv: list[str]) -> int:
         return int(exc.code)
 
 
-def _save_tiny(folder: Path, arch: str, **extra) -> Path:
-    """A tiny random model folder with a word-level tokenizer, as save_pretrained writes it."""
-    transformers = pytest.importorskip("transformers")
-    import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tk.normalizer = normalizers.Lowercase()
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    torch.manual_seed(0)
-    if arch == "bert":
-        tk.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-        net = transformers.BertModel(transformers.BertConfig(
-            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64, initializer_range=0.3))
-    else:
-        net = transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=len(vocab), n_embd=32, n_layer=3, n_head=2, n_positions=64,
-            bos_token_id=0, eos_token_id=0, initializer_range=0.2, **extra))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
-                                               pad_token="[PAD]")
-    net.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
-def tiny_bert_dir(tmp_path_factory) -> Path:
-    return _save_tiny(tmp_path_factory.mktemp("bert"), "bert")
+def tiny_bert_dir(tmp_path_factory, save_tiny) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("bert"), "bert", 3, 2)
 
 
 @pytest.mark.parametrize("argv, field", [
@@ -66,6 +37,10 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     (["--text", "hi", "--inject", "1=thrice"], "--inject"),
     (["--text", "hi", "--inject", "two=twice"], "--inject"),
     (["--text", "hi", "--inject", "1=twice", "--inject", "1=none"], "--inject"),
+    (["--text", "hi", "--inject", "x"], "--inject"),
+    (["--text", "hi", "--run", "sqrt"], "--run"),  # not Training lab weights: never ignored
+    (["--text", "hi", "--whatif-layer", "1"], "--whatif-layer"),  # without --whatif
+    (["--text-file", "/definitely/not/here.txt"], "--text-file"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys, argv: list[str], field: str) -> None:
     assert _exit_code(["audit-model", *argv, "--out", str(tmp_path / "o")]) == 2
@@ -119,12 +94,17 @@ def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp
     assert "pooled_cosine" in w[0] and "perplexity" not in w[0]
     printed = capsys.readouterr().out
     assert printed.count("\nlayer ") == 3 and "eager" in printed
-    assert json.loads((out / "audit.json").read_text())["inject"] == {"0": "none",
-                                                                        "2": "after_softmax"}
+    meta = json.loads((out / "audit.json").read_text())
+    assert meta["inject"] == {"0": "none", "2": "after_softmax"}
+    # the text as the model saw it, so the audit can be rerun
+    assert meta["tokens"][:3] == ["[CLS]", "why", "is"] and len(meta["tokens"]) == meta["n_tokens"]
+    assert meta["whatif_layer"] == "all"
 
 
-def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path) -> None:
-    model = _save_tiny(tmp_path / "m", "gpt2", scale_attn_weights=False)
+def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,
+                                                                      save_tiny) -> None:
+    model = save_tiny(tmp_path / "m", "gpt2", 3, 2, gpt2_init=0.2,
+                      scale_attn_weights=False)
     out = tmp_path / "out"
     assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--whatif",
                        "--whatif-layer", "1", "--out", str(out), "--quiet"]) == 0
@@ -148,6 +128,25 @@ def test_training_lab_weights_folder(tmp_path: Path, capsys) -> None:
     assert _exit_code(["audit-model", "--model", str(run), "--inject", "0=twice",
                        "--out", str(out), "--quiet"]) == 2
     assert "--inject" in capsys.readouterr().err
+    for extra, name in ((["--text", "hi"], "--text"), (["--max-tokens", "8"], "--max-tokens")):
+        # the lab's runs are audited on its own probe examples: a text would be silently ignored
+        assert _exit_code(["audit-model", "--model", str(run), *extra, "--out",
+                           str(tmp_path / "o2"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and name in err[0], err
+        assert not (tmp_path / "o2").exists()
+
+
+def test_without_a_text_the_page_default_text_is_audited(tiny_bert_dir: Path, tmp_path: Path
+                                                         ) -> None:
+    """``[--text | --text-file]`` is optional: the Real model page's first preset is used."""
+    from engine.probe.texts import default_text
+
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--out", str(out),
+                       "--quiet"]) == 0
+    assert len(read_csv(out / "layers.csv")) == 3
+    assert default_text().startswith("Scaled dot-product attention")
 
 
 @pytest.mark.slow
@@ -163,3 +162,26 @@ def test_bundled_minilm_flags_exactly_the_injected_layers(tmp_path: Path) -> Non
     heads = read_csv(out / "audit.csv")
     assert len(heads) == 72
     assert all(r["verdict"] == "1/sqrt(d_k)" for r in heads if r["layer"] not in ("2", "4"))
+
+
+def test_a_failed_write_leaves_no_partial_outputs(tiny_bert_dir: Path, tmp_path: Path, capsys,
+                                                  monkeypatch) -> None:
+    """audit.json fails to write (disk full): the CSVs written before it do not appear either,
+    an old file is not replaced, and a folder the command created is removed."""
+    import engine.probe.audit_export as audit_export
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(audit_export, "write_json", full)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "layers.csv").write_text("old")
+    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--out"]
+    assert _exit_code([*argv, str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["layers.csv"]  # no staging folder left
+    assert (out / "layers.csv").read_text() == "old"
+    assert _exit_code([*argv, str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()

@@ -16,8 +16,6 @@ from engine.probe.loader import bundled_model_dir
 REQUIRED = ("layer", "head", "d_k", "n_tokens", "raw_std", "iid_pred_std", "std_ratio",
             "entropy_norm_model", "entropy_norm_none", "entropy_norm_dk", "top_weight_none",
             "saturated_frac_none", "jacobian_fro_model", "jacobian_fro_none", "attn_max_abs_diff")
-WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
-         "keys softmax width variance trained model one").split()
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -27,33 +25,6 @@ def _exit_code(argv: list[str]) -> int:
         return int(exc.code)
 
 
-def _save_tiny(folder: Path, arch: str, positions: int = 64) -> Path:
-    """A tiny random model folder with a word-level tokenizer, as save_pretrained writes it."""
-    transformers = pytest.importorskip("transformers")
-    import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tk.normalizer = normalizers.Lowercase()
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    torch.manual_seed(0)
-    if arch == "bert":
-        tk.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-        net = transformers.BertModel(transformers.BertConfig(
-            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=positions, initializer_range=0.3))
-    else:
-        net = transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=4, n_positions=positions,
-            bos_token_id=0, eos_token_id=0, initializer_range=0.3))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
-                                               pad_token="[PAD]")
-    net.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.mark.parametrize("argv, field", [
@@ -78,8 +49,9 @@ def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.parametrize("arch", ["bert", "gpt2"])
-def test_tiny_model_folder_writes_all_outputs(tmp_path: Path, capsys, arch: str) -> None:
-    model = _save_tiny(tmp_path / "model", arch)
+def test_tiny_model_folder_writes_all_outputs(tmp_path: Path, capsys, arch: str,
+                                              save_tiny) -> None:
+    model = save_tiny(tmp_path / "model", arch, 2, 4)
     out = tmp_path / "out"
     text = "Why is the attention score scaled? The softmax of trained keys and queries."
     assert _exit_code(["probe-model", "--model", str(model), "--text", text, "--out", str(out),
@@ -102,8 +74,8 @@ def test_tiny_model_folder_writes_all_outputs(tmp_path: Path, capsys, arch: str)
     assert "wrote heads.csv" in capsys.readouterr().out
 
 
-def test_long_text_is_truncated_with_a_notice(tmp_path: Path, capsys) -> None:
-    model = _save_tiny(tmp_path / "model", "bert", positions=16)
+def test_long_text_is_truncated_with_a_notice(tmp_path: Path, capsys, save_tiny) -> None:
+    model = save_tiny(tmp_path / "model", "bert", 2, 4, positions=16)
     out = tmp_path / "out"
     assert _exit_code(["probe-model", "--model", str(model), "--text", "why is the key " * 20,
                        "--out", str(out), "--bootstrap", "0", "--quiet"]) == 0
@@ -208,11 +180,12 @@ def test_a_model_that_fails_to_load_leaves_no_out_folder(tmp_path: Path, capsys)
     assert not out.exists()
 
 
-def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkeypatch,
+                                                   save_tiny) -> None:
     """The third file fails to write (disk full): neither of the first two appears in --out."""
     import engine.probe.export as export
 
-    model = _save_tiny(tmp_path / "model", "gpt2")
+    model = save_tiny(tmp_path / "model", "gpt2", 2, 4)
     out = tmp_path / "out"
     out.mkdir()
     (out / "heads.csv").write_text("old")

@@ -49,3 +49,18 @@ def test_out_that_is_a_file_is_named_clearly(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a folder") as info:
         ensure_writable_dir(f)
     assert info.value.field == "out"
+
+
+def test_staged_moves_every_file_or_none(tmp_path) -> None:
+    from engine.io import staged
+
+    with staged(tmp_path) as stage:
+        (stage / "a.csv").write_text("a")
+        (stage / "b.csv").write_text("b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv"]
+    (tmp_path / "a.csv").write_text("old")
+    with pytest.raises(OSError), staged(tmp_path) as stage:
+        (stage / "a.csv").write_text("new")
+        raise OSError(28, "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv"]  # no staging folder
+    assert (tmp_path / "a.csv").read_text() == "old"

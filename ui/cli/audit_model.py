@@ -7,7 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import fail
+from ui.cli.common import fail, text_arg
 
 PROG = "attention-lab audit-model"
 
@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "weights.pt (or the folder of `train --out`); default: the bundled "
                    "all-MiniLM-L6-v2. Never downloads.")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--text", help="the text to run through the model")
+    src.add_argument("--text", help="the text to run through the model (default: the Real model "
+                     "page's first preset text)")
     src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
     p.add_argument("--inject", action="append", default=[], metavar="LAYER=KIND",
                    help="plant a scaling bug in a layer (from 0) before the audit; KIND is twice, "
@@ -36,14 +37,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _text(args: argparse.Namespace) -> str | None:
-    if args.text_file:
-        try:
-            return Path(args.text_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(PROG, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
-                 "text_file")
-    return args.text
+def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
+    """An option that would be silently ignored is an error (the user meant something by it)."""
+    if training:
+        given = [("text", args.text is not None), ("text_file", args.text_file is not None),
+                 ("max_tokens", args.max_tokens is not None),
+                 ("whatif_layer", args.whatif_layer is not None)]
+        for name, set_ in given:
+            if set_:
+                fail(PROG, "does not apply to Training lab weights (they are audited on the "
+                     "lab's own probe examples)", name)
+        if args.inject:
+            fail(PROG, "planting bugs works on transformers models; Training lab weights "
+                 "are audited as saved", "inject")
+        if args.whatif:
+            fail(PROG, "the what-if sweep works on transformers models, not Training lab "
+                 "weights", "whatif")
+        return
+    if args.run:
+        fail(PROG, "selects a run of Training lab weights; this model is not one", "run")
+    if args.whatif_layer is not None and not args.whatif:
+        fail(PROG, "needs --whatif", "whatif_layer")
 
 
 def _bugs(items: list[str]) -> tuple[tuple[int, str], ...]:
@@ -56,32 +70,34 @@ def _bugs(items: list[str]) -> tuple[tuple[int, str], ...]:
     return tuple(out)
 
 
+def _config(args: argparse.Namespace, text: str | None, bugs: tuple[tuple[int, str], ...]):
+    """The AuditConfig of a transformers model; a bad folder is refused before torch loads."""
+    from engine.errors import ConfigError
+    from engine.probe.audit import AuditConfig
+    from engine.probe.loader import inspect_model_dir, resolve_model_dir
+
+    if text is None:
+        from engine.probe.texts import default_text
+
+        text = default_text()
+    cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
+    inspect_model_dir(resolve_model_dir(cfg.model))
+    if args.whatif_layer is not None and args.whatif_layer < 0:
+        raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range")
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
     from engine.io import ensure_writable_dir
     from engine.probe.training_audit import training_weights_path
 
-    text = _text(args)
     weights = training_weights_path(args.model)
+    _refuse_unused(args, weights is not None)
+    text = text_arg(PROG, args)
     bugs = _bugs(args.inject)
     try:
-        if weights is None:
-            from engine.probe.audit import AuditConfig
-            from engine.probe.loader import inspect_model_dir, resolve_model_dir
-
-            if text is None:
-                fail(PROG, "is required (or --text-file FILE)", "text")
-            cfg = AuditConfig(text=text, model=args.model, inject=bugs, max_tokens=args.max_tokens)
-            inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before imports
-            if args.whatif_layer is not None and args.whatif_layer < 0:
-                raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range")
-        else:
-            if bugs:
-                fail(PROG, "planting bugs works on transformers models; Training lab weights "
-                     "are audited as saved", "inject")
-            if args.whatif:
-                fail(PROG, "the what-if sweep works on transformers models, not Training lab "
-                     "weights", "whatif")
+        cfg = None if weights is not None else _config(args, text, bugs)
         created = not Path(args.out).exists()
         out = ensure_writable_dir(args.out)
     except ConfigError as exc:
@@ -115,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         paths = write_audit_outputs(out, results, whatif)
     except OSError as exc:
+        discard()
         fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
     return 0

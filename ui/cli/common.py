@@ -38,6 +38,20 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
+def text_arg(prog: str, args: argparse.Namespace) -> str | None:
+    """The text of ``--text`` or ``--text-file FILE`` (UTF-8), None when neither is given; an
+    unreadable file exits 2 naming --text-file."""
+    if args.text_file:
+        from pathlib import Path
+
+        try:
+            return Path(args.text_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(prog, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
+                 "text_file")
+    return args.text
+
+
 def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial",
                  unit_scale: bool = True) -> Any:
     """A tqdm bar on stderr that appears only for runs longer than about a second."""

@@ -7,7 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import fail, format_table, progress_bar
+from ui.cli.common import fail, format_table, progress_bar, text_arg
 
 PROG = "attention-lab probe-model"
 
@@ -32,15 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _text(args: argparse.Namespace) -> str:
-    if args.text_file:
-        try:
-            return Path(args.text_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(PROG, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
-                 "text_file")
-    if args.text is None:
+    text = text_arg(PROG, args)
+    if text is None:
         fail(PROG, "is required (or --text-file FILE)", "text")
-    return args.text
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from engine.probe.scale_fit import (
     fit_scale,
     is_flagged,
     verdict,
+    verdict_kind,
 )
 
 TEXT = ("Scaled dot-product attention divides every query-key score by the square root of the "
@@ -75,6 +76,10 @@ def test_verdict_names_each_known_scale_and_reports_others() -> None:
     # just outside the tolerance is no longer standard
     assert verdict(d_k**-0.5 * math.exp(2 * tol), *args).startswith("other")
     assert verdict(d_k**-0.5, tol, True, 0.25, 1e-6, d_k, d_model).startswith("scaled after softmax")
+    # a verdict's kind drops its number: heads of one layer agree on 'other' or 'after softmax'
+    assert verdict_kind("other: s * sqrt(d_k) = 0.6") == "other: s * sqrt(d_k)"
+    assert verdict_kind("scaled after softmax (weights sum to 0.25)") == "scaled after softmax"
+    assert verdict_kind(STANDARD) == STANDARD
 
 
 # -- tiny transformers models --------------------------------------------------------------------
@@ -263,3 +268,42 @@ def test_heads_with_different_scales_make_a_mixed_layer() -> None:
                      "other: s * sqrt(d_k) = 1.7"]
     assert lv[0] == "mixed: other, s * sqrt(d_k) from 0.6 to 1.7"
     assert is_flagged(lv[0])
+
+
+def test_bug_scaling_of_each_kind() -> None:
+    """The factor a planted bug leaves before the softmax, from the correct 1/sqrt(d_k)."""
+    from engine.probe.inject import bug_scaling
+
+    s0, d_k, d_model = 32**-0.5, 32, 384
+    assert bug_scaling("twice", s0, d_k, d_model) == pytest.approx(1 / 32)
+    assert bug_scaling("dmodel", s0, d_k, d_model) == pytest.approx(384**-0.5)
+    assert bug_scaling("none", s0, d_k, d_model) == 1.0
+    assert bug_scaling("after_softmax", s0, d_k, d_model) == 1.0
+    with pytest.raises(ConfigError, match="thrice"):
+        bug_scaling("thrice", s0, d_k, d_model)
+
+
+def test_two_tokens_of_a_float32_model_raise_no_false_alarm() -> None:
+    """The model rounds q.k in float32: with two tokens the fit cannot average that away, and
+    the tolerance must cover it (before, 17 of 300 such heads read 'other: ... = 1')."""
+    d_k, bad = 32, []
+    vis = np.ones((2, 2), dtype=bool)
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        q = rng.normal(0, 1.5, (1, 2, d_k)).astype(np.float32)
+        k = rng.normal(0, 1.5, (1, 2, d_k)).astype(np.float32)
+        logits = (q * np.float32(d_k**-0.5)) @ np.swapaxes(k, -1, -2)  # float32, as the model
+        p = _softmax(logits.astype(np.float64), vis).astype(np.float32)
+        z = q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)
+        fit = fit_scale(z, p, vis, d_k=d_k)
+        v = verdict(float(fit.scale[0]), float(fit.tol_log[0]), bool(fit.identifiable[0]),
+                    float(fit.weight_sum[0]), fit.weight_sum_tol, d_k, 384)
+        if is_flagged(v):
+            bad.append((seed, v))
+    assert bad == []
+
+
+def test_an_other_scale_never_reads_as_a_known_one() -> None:
+    d_k = 32
+    v = verdict(0.9999997 * d_k**-0.5, 1e-8, True, 1.0, 1e-6, d_k, 384)
+    assert v.startswith("other") and not v.endswith("= 1"), v

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QEvent, QPointF
+from PySide6.QtWidgets import QApplication
 
 from engine.io import read_csv
 from ui.pages.real_model.panels import GRID_GROUPS
@@ -272,7 +273,8 @@ def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
     scene = panel.plot.getViewBox().mapViewToScene(QPointF(3.0, 1.0))
     panel._on_move(scene)
     assert panel.hover_label.text().startswith("layer 1, head 3: s = ")
-    panel._leave.on_leave()
+    # a real Leave event on the plot's viewport (the filter must be installed there)
+    QApplication.sendEvent(panel.glw.viewport(), QEvent(QEvent.Type.Leave))
     assert panel.hover_label.text() == AUDIT_HOVER_HINT
 
     # break it: layer 1 unscaled -> flagged in words and on the grid
@@ -337,6 +339,16 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     assert "perplexity" in panel.out_plot.getAxis("left").labelText
     assert panel.model_lines[0].isVisible() and panel.std_lines[0].isVisible()
     assert panel.m_label.text() == "m = 4"
+    QApplication.processEvents()
+    for plot, legend in ((panel.attn_plot, panel.attn_legend), (panel.out_plot, panel.out_legend)):
+        # the legends sit above the plots: inside they covered the curves of a small window
+        box = legend.sceneBoundingRect()
+        assert box.height() > 0 and not box.intersects(plot.getViewBox().sceneBoundingRect())
+    assert [label.text for _sample, label in panel.out_legend.items] == ["perplexity"]
+    for plot in (panel.attn_plot, panel.out_plot):  # m on a log axis: 1/4 ... 4, none crowded
+        major = plot.getAxis("bottom")._tickLevels[0]
+        assert [t for _v, t in major] == ["1/4", "1/2", "1", "2", "4"]
+        np.testing.assert_allclose([v for v, _t in major], np.log10([0.25, 0.5, 1, 2, 4]))
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3

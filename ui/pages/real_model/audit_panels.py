@@ -26,13 +26,25 @@ from engine.probe.audit import AuditResult
 from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
-from ui.pages.real_model.panels import Placeholder, _int_ticks, theme_colorbar
+from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend, theme_colorbar
 from ui.plots.base import PlotPanel, finite
 from ui.theme import Theme, rule_color
 
 AUDIT_HOVER_HINT = "hover a head for its fit"
 #: the colour scale spans at least 2^-3 .. 2^3 of s * sqrt(d_k) (twice / unscaled at d_k = 64)
 MIN_LOG2_SPAN = 3.0
+
+
+def multiplier_ticks(m: np.ndarray) -> list[list[tuple[float, str]]]:
+    """Ticks of a log axis of m: powers of two labelled as fractions (1/8 ... 8), the other
+    multipliers unlabelled. pyqtgraph's own log ticks label 0.5 ... 0.9 on top of each other."""
+    lo, hi = float(np.min(m)), float(np.max(m))
+    major = [(math.log10(2.0**e), f"1/{2**-e}" if e < 0 else f"{2**e}")
+             for e in range(math.floor(math.log2(lo) + 1e-9), math.ceil(math.log2(hi) - 1e-9) + 1)
+             if lo * (1 - 1e-9) <= 2.0**e <= hi * (1 + 1e-9)]
+    labelled = {round(v, 9) for v, _ in major}
+    minor = [(math.log10(float(x)), "") for x in m if round(math.log10(float(x)), 9) not in labelled]
+    return [major, minor]
 
 
 @dataclass(frozen=True)
@@ -223,8 +235,15 @@ class WhatIfPanel(PlotPanel):
         for i, w in enumerate((self.layer_box, self.run_button, QLabel("grids at"), self.slider,
                                self.m_label)):
             self.header.insertWidget(1 + i, w)
-        self.attn_plot = self.add_plot(0, 0, "logit multiplier m", "fraction")
-        self.out_plot = self.add_plot(0, 1, "logit multiplier m", "cosine to the model")
+        # the legends get their own row above the plots: inside, they covered the curves of a
+        # narrow window (the similarity peaks in the middle and falls to both sides)
+        self.attn_legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
+        self.out_legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
+        self.glw.addItem(self.attn_legend, row=0, col=0)
+        self.glw.addItem(self.out_legend, row=0, col=1)
+        self.attn_plot = self.add_plot(1, 0, "logit multiplier m", "fraction", legend=False)
+        self.out_plot = self.add_plot(1, 1, "logit multiplier m", "cosine to the model",
+                                      legend=False)
         for p in (self.attn_plot, self.out_plot):
             p.setLogMode(x=True, y=False)
         self.ent_curve = self.attn_plot.plot([], [], name="entropy / log n", symbol="o",
@@ -235,6 +254,8 @@ class WhatIfPanel(PlotPanel):
                                             symbolSize=5)
         self.pool_curve = self.out_plot.plot([], [], name="pooled embedding", symbol="t",
                                              symbolSize=5)
+        self.attn_legend.addItem(self.ent_curve, "entropy / log n")
+        self.attn_legend.addItem(self.sat_curve, "saturated fraction")
         self.model_lines = []
         self.std_lines = []
         self.pick_lines = []
@@ -253,7 +274,7 @@ class WhatIfPanel(PlotPanel):
         self.grid_images = []
         self.grid_bars = []
         for col, title in enumerate(("H / log n per head", "saturated fraction per head")):
-            p = self.add_plot(1, col, "head", "layer", legend=False)
+            p = self.add_plot(2, col, "head", "layer", legend=False)
             p.invertY(True)
             p.getViewBox().setMouseEnabled(x=False, y=False)
             p.setTitle(title, size="9pt")
@@ -265,8 +286,11 @@ class WhatIfPanel(PlotPanel):
             self.grid_plots.append(p)
             self.grid_images.append(img)
             self.grid_bars.append(bar)
+        self.glw.ci.layout.setRowStretchFactor(1, 1)
+        self.glw.ci.layout.setRowStretchFactor(2, 1)
         self.placeholder = Placeholder(self.attn_plot, "")
         self._rows: list[dict[str, Any]] = []
+        self._relabel_legend(causal=False)
         self.show_empty()
 
     def set_layers(self, n_layers: int) -> None:
@@ -299,6 +323,10 @@ class WhatIfPanel(PlotPanel):
 
     def theme_changed(self, theme: Theme) -> None:
         self.placeholder.recolour(theme.foreground)
+        for legend in (self.attn_legend, self.out_legend):
+            recolour_legend(legend, theme.foreground)
+            legend.setBrush(pg.mkBrush(theme.background + "00"))
+            legend.setPen(pg.mkPen(None))
         self.ent_curve.setPen(pg.mkPen(rule_color("sqrt"), width=2))
         self.ent_curve.setSymbolBrush(rule_color("sqrt"))
         self.sat_curve.setPen(pg.mkPen(rule_color("none"), width=2))
@@ -328,7 +356,6 @@ class WhatIfPanel(PlotPanel):
         self.placeholder.hide()
         w = state.result
         m = w.multipliers
-        lm = np.log10(m)
         self.ent_curve.setData(m, finite(w.entropy_norm.mean(axis=(1, 2))))
         self.sat_curve.setData(m, finite(w.saturated.mean(axis=(1, 2))))
         causal = w.perplexity is not None
@@ -349,12 +376,27 @@ class WhatIfPanel(PlotPanel):
             self.pool_curve.setData(m, finite(w.pooled_cosine) if w.pooled_cosine is not None
                                     else [])
         self._relabel_legend(causal)
+        for p in (self.attn_plot, self.out_plot):
+            p.getAxis("bottom").setTicks(multiplier_ticks(m))
         self.attn_plot.setYRange(0.0, 1.0, padding=0.02)
         where = "every layer" if w.layer is None else f"layer {w.layer}"
         fg = self.theme.foreground
         self.attn_plot.setTitle(f"attention, logits of {where} × m", color=fg, size="9pt")
         self.out_plot.setTitle("perplexity vs m" if causal else "output similarity vs m",
                                color=fg, size="9pt")
+        i = self._draw_marks(state)
+        self._draw_grids(w, i)
+        L, H = w.entropy_norm.shape[1:]
+        self._rows = [{**row, "series": "summary"} for row in w.rows()]
+        self._rows += [{"series": "head", "multiplier": float(m[k]), "layer": layer, "head": h,
+                        "entropy_norm": float(w.entropy_norm[k, layer, h]),
+                        "saturated_frac": float(w.saturated[k, layer, h])}
+                       for k in range(len(m)) for layer in range(L) for h in range(H)]
+
+    def _draw_marks(self, state: WhatIfView) -> int:
+        """The model's own scale, the standard one and the m of the grids; the slider. Returns
+        the index of that m."""
+        m = state.result.multipliers
         for line in self.model_lines:
             line.setPos(0.0)
             line.setVisible(True)
@@ -365,13 +407,18 @@ class WhatIfPanel(PlotPanel):
             line.setVisible(ok)
         i = min(max(state.index, 0), len(m) - 1)
         for line in self.pick_lines:
-            line.setPos(float(lm[i]))
+            line.setPos(math.log10(float(m[i])))
             line.setVisible(True)
         self.slider.blockSignals(True)
         self.slider.setRange(0, len(m) - 1)
         self.slider.setValue(i)
         self.slider.blockSignals(False)
         self.m_label.setText(f"m = {m[i]:.3g}")
+        return i
+
+    def _draw_grids(self, w: WhatIfResult, i: int) -> None:
+        """The per-head entropy and saturation grids at the i-th multiplier."""
+        m = w.multipliers
         L, H = w.entropy_norm.shape[1:]
         for p, img, bar, data, title in zip(
                 self.grid_plots, self.grid_images, self.grid_bars,
@@ -385,21 +432,15 @@ class WhatIfPanel(PlotPanel):
             p.getAxis("left").setTicks(_int_ticks(L, 24))
             p.setXRange(-0.5, H - 0.5, padding=0)
             p.setYRange(-0.5, L - 0.5, padding=0)
-            p.setTitle(title, color=fg, size="9pt")
-        self._rows = [{**row, "series": "summary"} for row in w.rows()]
-        self._rows += [{"series": "head", "multiplier": float(m[k]), "layer": layer, "head": h,
-                        "entropy_norm": float(w.entropy_norm[k, layer, h]),
-                        "saturated_frac": float(w.saturated[k, layer, h])}
-                       for k in range(len(m)) for layer in range(L) for h in range(H)]
+            p.setTitle(title, color=self.theme.foreground, size="9pt")
 
     def _relabel_legend(self, causal: bool) -> None:
-        legend = self.out_plot.legend
-        if legend is None:
-            return
+        legend = self.out_legend
         legend.clear()
         legend.addItem(self.cos_curve, "perplexity" if causal else "final hidden states")
         if not causal:
             legend.addItem(self.pool_curve, "pooled embedding")
+        recolour_legend(legend, self.theme.foreground)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)

@@ -9,7 +9,6 @@ lazily, in that thread) -> latest snapshot -> panels redraw on a ~30 Hz timer. W
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from engine.probe.loader import (
     tokenize,
 )
 from engine.probe.summary import summarize
+from engine.probe.texts import load_text_presets
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot, whatif
 from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel, WhatIfView
 from ui.pages.real_model.panels import (
@@ -61,18 +61,6 @@ from ui.theme import LIGHT, Theme
 
 REDRAW_MS = 33
 TOKENS_DEBOUNCE_MS = 250
-PRESETS_FILE = Path(__file__).resolve().parents[3] / "resources" / "probe_texts.json"
-
-
-def load_presets() -> list[tuple[str, str]]:
-    """(name, text) pairs from resources/probe_texts.json; a built-in one if it cannot be read."""
-    try:
-        data = json.loads(PRESETS_FILE.read_text(encoding="utf-8"))
-        return [(str(p["name"]), str(p["text"])) for p in data["presets"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return [("Short sentence", "The quick brown fox jumps over the lazy dog.")]
-
-
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
@@ -147,7 +135,7 @@ class RealModelPage(QWidget):
 
         text_box = QGroupBox("Text", side)
         tb = QVBoxLayout(text_box)
-        self.presets = load_presets()
+        self.presets = load_text_presets()
         self.preset_box = QComboBox(text_box)
         self.preset_box.addItem("Preset texts…")
         for name, _text in self.presets:

@@ -1,0 +1,48 @@
+"""Tiny random transformers model folders for the probe-model and audit-model CLI tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+WORDS = ("the a of to and why is are attention head heads scale scaled score scores query key "
+         "keys softmax width variance trained model one").split()
+
+
+def save_tiny_model(folder: Path, arch: str, layers: int, heads: int, positions: int = 64,
+                    gpt2_init: float = 0.3, **extra) -> Path:
+    """A tiny random BERT or GPT-2 folder with a word-level tokenizer, as save_pretrained writes
+    it (large initial weights: the logits vary, so every head can be audited)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    vocab = {w: i for i, w in enumerate(specials + list(WORDS) + list(".,?"))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.normalizer = normalizers.Lowercase()
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    torch.manual_seed(0)
+    if arch == "bert":
+        tk.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        net = transformers.BertModel(transformers.BertConfig(
+            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=64, max_position_embeddings=positions,
+            initializer_range=0.3))
+    else:
+        net = transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=len(vocab), n_embd=32, n_layer=layers, n_head=heads, n_positions=positions,
+            bos_token_id=0, eos_token_id=0, initializer_range=gpt2_init, **extra))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]",
+                                               pad_token="[PAD]")
+    net.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def save_tiny() -> Callable[..., Path]:
+    return save_tiny_model
