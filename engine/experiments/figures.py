@@ -237,12 +237,13 @@ def _vs_length(spec: ExperimentSpec, fig: FigureSpec, fid: str, results: list[di
 
 def _longest_length(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
     """Per rule: the metric at the shortest and the longest evaluation length (mean ± 1 SE over
-    seeds), then the leader at the longest and its lead over the next rule ± the combined SE."""
+    seeds), then each other rule's difference from the first rule at the longest length ± the
+    combined standard error."""
     metric = spec.verdict.metric
     lengths = sorted(spec.base.eval_lengths)
     short, long = lengths[0], lengths[-1]
     b = spec.base
-    parts, at_long = [], []
+    parts, at_long = [], {}
     for rule in spec.rules:
         p_long = point(results, rule, f"{metric}_len{long}")
         text = f"{rule} "
@@ -250,17 +251,16 @@ def _longest_length(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
             text += f"{_describe(metric, point(results, rule, f'{metric}_len{short}'))} -> "
         parts.append(text + _describe(metric, p_long))
         if p_long is not None:
-            at_long.append((p_long[0], p_long[0] - p_long[1], rule))
-    head = (f"{label(metric + '_len')} after training (trained on {b.items_min}-{b.items_max} "
+            at_long[rule] = (p_long[0], p_long[0] - p_long[1])
+    line = (f"{label(metric + '_len')} after training (trained on {b.items_min}-{b.items_max} "
             f"items; mean ± 1 SE over seeds), N = "
             + (f"{short} -> {long}" if short != long else f"{long}") + ": " + "; ".join(parts))
-    if len(at_long) >= 2:
-        ranked = sorted(at_long, reverse=metric == "accuracy")
-        (y1, se1, r1), (y2, se2, r2) = ranked[0], ranked[1]
-        word = "highest" if metric == "accuracy" else "lowest"
-        head += (f". At N = {long} {word}: {r1}, {abs(y1 - y2):.3g} ± "
-                 f"{math.hypot(se1, se2):.2g} from {r2} (difference ± combined SE)")
-    return head
+    ref = spec.rules[0]
+    diffs = [f"{rule} {y - at_long[ref][0]:+.3g} ± {math.hypot(se, at_long[ref][1]):.2g}"
+             for rule, (y, se) in at_long.items() if rule != ref and ref in at_long]
+    if diffs:
+        line += f". At N = {long}, minus {ref} (± combined SE): " + ", ".join(diffs)
+    return line
 
 
 def _describe(metric: str, p: tuple[float, float, float, int] | None) -> str:

@@ -84,8 +84,8 @@ def test_vs_length_is_the_mean_and_standard_error_over_seeds_per_rule():
     assert "N = 5 -> 20" in line and "trained on 2-5" in line
     assert "sqrt 0.95 ± 0.05 (n=2) -> 0.6 ± 0.1 (n=2)" in line
     assert "logn 1 ± 0 (n=2) -> 0.85 ± 0.05 (n=2)" in line
-    # the leader at the longest length and its lead ± the combined standard error
-    assert f"highest: logn, 0.25 ± {math.hypot(0.1, 0.05):.2g} from sqrt" in line
+    # each rule against the first at the longest length, ± the combined standard error
+    assert f"At N = 20, minus sqrt (± combined SE): logn +0.25 ± {math.hypot(0.1, 0.05):.2g}" in line
 
 
 def test_a_length_figure_without_runs_or_with_a_diverged_rule_leaves_points_out():
