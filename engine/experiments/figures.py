@@ -42,6 +42,8 @@ LABELS = {
     "d_k": "head width d_k",
     "heads": "heads",
     "seed": "seed",
+    "accuracy_len": "accuracy at evaluation (no gradient)",
+    "entropy_norm_len": "entropy / log n of the query's row at evaluation",
 }
 RATE_ERROR = "Wilson 95 % interval"
 MEAN_ERROR = "mean ± 1 standard error over seeds"
@@ -166,6 +168,8 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
         return FigureData(fid, fig.kind, fig.title, "scaling rule", y_label, False, fig.y_log,
                           tuple(series), RATE_ERROR if fig.y == "success" else MEAN_ERROR,
                           tuple((float(j), r) for j, r in enumerate(rules)))
+    if fig.kind == "vs_length":
+        return _vs_length(spec, fig, fid, results)
     if fig.kind == "vs_axis":
         values = next(a.values for a in spec.axes if a.field == fig.x)
         for rule in rules:
@@ -203,6 +207,62 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
                       MEAN_ERROR)
 
 
+def length_x_label(spec: ExperimentSpec) -> str:
+    """"items in the set at evaluation (trained on 4-16)"."""
+    b = spec.base
+    return f"items in the set at evaluation N (trained on {b.items_min}-{b.items_max})"
+
+
+def _vs_length(spec: ExperimentSpec, fig: FigureSpec, fid: str, results: list[dict[str, Any]]
+               ) -> FigureData:
+    """``fig.y`` after training against the evaluation length, one series per rule (and value of
+    the axes other than seed), mean ± 1 standard error over seeds. The training length is on the
+    x axis where the spec evaluates at ``items_max`` too (its reference point)."""
+    lengths = sorted(spec.base.eval_lengths)
+    series = []
+    for rule in spec.rules:
+        for where in _other_points(spec, results, ()):
+            sel = [r for r in results if _matches(r, where)]
+            pts = []
+            for n in lengths:
+                p = point(sel, rule, f"{fig.y}_len{n}")
+                if p is not None:
+                    pts.append((float(n), p))
+            name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
+            series.append(_series(name, rule, pts, fig.y_log))
+    return FigureData(fid, fig.kind, fig.title, length_x_label(spec),
+                      fig.y_label or label(f"{fig.y}_len"), fig.x_log, fig.y_log, tuple(series),
+                      MEAN_ERROR)
+
+
+def _longest_length(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
+    """Per rule: the metric at the shortest and the longest evaluation length (mean ± 1 SE over
+    seeds), then each other rule's difference from the first rule at the longest length ± the
+    combined standard error."""
+    metric = spec.verdict.metric
+    lengths = sorted(spec.base.eval_lengths)
+    short, long = lengths[0], lengths[-1]
+    b = spec.base
+    parts, at_long = [], {}
+    for rule in spec.rules:
+        p_long = point(results, rule, f"{metric}_len{long}")
+        text = f"{rule} "
+        if short != long:
+            text += f"{_describe(metric, point(results, rule, f'{metric}_len{short}'))} -> "
+        parts.append(text + _describe(metric, p_long))
+        if p_long is not None:
+            at_long[rule] = (p_long[0], p_long[0] - p_long[1])
+    line = (f"{label(metric + '_len')} after training (trained on {b.items_min}-{b.items_max} "
+            f"items; mean ± 1 SE over seeds), N = "
+            + (f"{short} -> {long}" if short != long else f"{long}") + ": " + "; ".join(parts))
+    ref = spec.rules[0]
+    diffs = [f"{rule} {y - at_long[ref][0]:+.3g} ± {math.hypot(se, at_long[ref][1]):.2g}"
+             for rule, (y, se) in at_long.items() if rule != ref and ref in at_long]
+    if diffs:
+        line += f". At N = {long}, minus {ref} (± combined SE): " + ", ".join(diffs)
+    return line
+
+
 def _describe(metric: str, p: tuple[float, float, float, int] | None) -> str:
     if p is None:
         return "no runs"
@@ -231,6 +291,8 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     what = (f"reached {spec.target:.0%} training accuracy" if metric == "success"
             else label(metric))
     parts = []
+    if v.kind == "longest_length":
+        return _longest_length(spec, results)
     if v.kind == "by_rule":
         for rule in spec.rules:
             parts.append(f"{rule} {_describe(metric, point(results, rule, metric))}"

@@ -54,16 +54,29 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
             res["max_logit_abs"] = _finite(snap.heads["logit_max_abs"][ok, r].max())
             res["max_logit_std"] = _finite(snap.heads["logit_std"][ok, r].max())
             res["min_entropy_norm"] = _finite(snap.heads["entropy_norm"][ok, r].min())
+        res.update(length_results(snap, r, ok, div))
         out[rule] = res
     return out
+
+
+def length_results(snap: Any, r: int, ok: Any, div: int) -> dict[str, float | None]:
+    """``accuracy_len{N}`` and ``entropy_norm_len{N}`` of run ``r`` at its last valid log (None
+    after a divergence, like the final figures; empty without evaluation lengths)."""
+    from engine.training.observe import length_columns
+
+    columns = length_columns(snap.config.eval_lengths)
+    if not ok.size or div >= 0:
+        return dict.fromkeys(columns)
+    return {c: _finite(snap.scalars[c][ok[-1], r]) for c in columns}
 
 
 def run_job(config: dict[str, Any], target: float = 0.9,
             cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Train ``config`` (a ``TrainingConfig.to_dict()``) and return the JobResult as plain data:
-    ``{"config", "target", "rules": {rule: {RESULT_FIELDS}}, "rows": [metrics.csv rows],
-    "seconds", "device", "error": None | str, "cancelled": bool}``. ``cancelled`` (in-process
-    runs only) stops the training between steps; such a result is not a finished job."""
+    ``{"config", "target", "rules": {rule: {RESULT_FIELDS, accuracy_len{N}, entropy_norm_len{N}}},
+    "rows": [metrics.csv rows], "seconds", "device", "error": None | str, "cancelled": bool}``.
+    ``cancelled`` (in-process runs only) stops the training between steps; such a result is not a
+    finished job."""
     start = time.perf_counter()
     result: dict[str, Any] = {"config": config, "target": target, "rules": {}, "rows": [],
                               "seconds": 0.0, "device": "", "error": None, "cancelled": False}
@@ -90,8 +103,8 @@ def run_job(config: dict[str, Any], target: float = 0.9,
     return result
 
 
-def metrics_csv_columns() -> tuple[str, ...]:
-    """The training metrics.csv columns."""
-    from engine.training.observe import CSV_COLUMNS
+def metrics_csv_columns(eval_lengths: tuple[int, ...] = ()) -> tuple[str, ...]:
+    """The training metrics.csv columns, then those of the evaluation lengths."""
+    from engine.training.observe import CSV_COLUMNS, length_columns
 
-    return CSV_COLUMNS
+    return CSV_COLUMNS + length_columns(eval_lengths)

@@ -24,9 +24,11 @@ NOT_AXES = ("scalings", "device")
 #: most jobs in one grid
 JOBS_MAX = 100_000
 #: figure kinds (see ``engine.experiments.figures``)
-FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step")
+FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length")
 #: verdict kinds (see ``engine.experiments.figures.verdict``)
-VERDICT_KINDS = ("by_rule", "ends_of_axis")
+VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length")
+#: what ``vs_length`` figures and the ``longest_length`` verdict show at each evaluation length
+LENGTH_METRICS = ("accuracy", "entropy_norm")
 
 
 def _field_types() -> dict[str, str]:
@@ -101,8 +103,9 @@ class FigureSpec:
 
     ``y``: a per-rule result (``success``, ``steps_to_target``, ``final_loss``, ...) or a
     metrics.csv column at a step (``logit_std@0``, ``entropy_norm_mean@end``) for ``by_rule`` and
-    ``vs_axis``; a metrics.csv column for ``vs_step``. ``x``: the axis drawn along x (``vs_axis``)
-    or that splits the curves (``vs_step``)."""
+    ``vs_axis``; a metrics.csv column for ``vs_step``; ``accuracy`` or ``entropy_norm`` after
+    training at each of the base config's evaluation lengths for ``vs_length``. ``x``: the axis
+    drawn along x (``vs_axis``) or that splits the curves (``vs_step``)."""
 
     kind: str
     y: str
@@ -116,12 +119,15 @@ class FigureSpec:
         check_choice("figures", self.kind, FIGURE_KINDS)
         if self.kind == "vs_axis" and not self.x:
             raise ConfigError("figures", f"{self.title!r}: a vs_axis figure needs x (an axis)")
+        if self.kind == "vs_length":
+            check_choice("figures", self.y, LENGTH_METRICS)
 
 
 @dataclass(frozen=True)
 class VerdictSpec:
-    """The verdict line: ``metric`` per rule over all jobs (``by_rule``) or at the first and last
-    value of the axis ``over`` (``ends_of_axis``), each with its uncertainty."""
+    """The verdict line: ``metric`` per rule over all jobs (``by_rule``), at the first and last
+    value of the axis ``over`` (``ends_of_axis``), or (``accuracy`` or ``entropy_norm``) at the
+    longest evaluation length after training (``longest_length``), each with its uncertainty."""
 
     kind: str = "by_rule"
     metric: str = "success"
@@ -131,6 +137,8 @@ class VerdictSpec:
         check_choice("verdict", self.kind, VERDICT_KINDS)
         if self.kind == "ends_of_axis" and not self.over:
             raise ConfigError("verdict", "ends_of_axis needs over (an axis)")
+        if self.kind == "longest_length":
+            check_choice("verdict", self.metric, LENGTH_METRICS)
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,11 @@ class ExperimentSpec:
             for name in (fig.x,) if fig.x else ():
                 if name not in names:
                     raise ConfigError("figures", f"{fig.title!r}: x={name!r} is not an axis")
+        if not self.base.eval_lengths and (
+                any(f.kind == "vs_length" for f in self.figures)
+                or self.verdict.kind == "longest_length"):
+            raise ConfigError("eval_lengths", "a vs_length figure or a longest_length verdict "
+                                              "needs evaluation lengths in the base config")
         if self.verdict.over and self.verdict.over not in names:
             raise ConfigError("verdict", f"over={self.verdict.over!r} is not an axis")
         for axis in axes:  # each value alone first: the error names that value

@@ -137,9 +137,18 @@ def group_results(spec: ExperimentSpec, results: Iterable[dict[str, Any]],
 SUMMARY_TAIL = ("scaling", *RESULT_FIELDS)
 
 
+def length_fields(spec: ExperimentSpec) -> tuple[str, ...]:
+    """The per-rule results at the evaluation lengths (``accuracy_len{N}``, ``entropy_norm_len{N}``
+    at the end of training), from the base config (evaluation lengths are not an axis)."""
+    from engine.training.observe import length_columns
+
+    return length_columns(spec.base.eval_lengths)
+
+
 def summary_columns(spec: ExperimentSpec) -> list[str]:
-    """summary.csv: job, one column per axis, scaling, then the per-rule results."""
-    return ["job", *spec.axis_names, *SUMMARY_TAIL]
+    """summary.csv: job, one column per axis, scaling, the per-rule results, then the results at
+    the evaluation lengths."""
+    return ["job", *spec.axis_names, *SUMMARY_TAIL, *length_fields(spec)]
 
 
 def summary_rows(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,7 +158,7 @@ def summary_rows(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> lis
         for rule in spec.rules:
             row: dict[str, Any] = {"job": res["index"], **res["values"], "scaling": rule}
             r = res.get("rules", {}).get(rule, {})
-            for name in RESULT_FIELDS:
+            for name in (*RESULT_FIELDS, *length_fields(spec)):
                 v = r.get(name)
                 row[name] = "" if v is None else v
             rows.append(row)
@@ -157,10 +166,11 @@ def summary_rows(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> lis
 
 
 def metrics_columns(spec: ExperimentSpec) -> list[str]:
-    """metrics.csv: job, one column per axis, then the training metrics.csv columns."""
+    """metrics.csv: job, one column per axis, then the training metrics.csv columns (with those of
+    the evaluation lengths)."""
     from engine.experiments.job import metrics_csv_columns
 
-    return ["job", *spec.axis_names, *metrics_csv_columns()]
+    return ["job", *spec.axis_names, *metrics_csv_columns(spec.base.eval_lengths)]
 
 
 def metrics_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

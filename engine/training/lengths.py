@@ -13,6 +13,7 @@ import torch
 
 from engine.training.config import TrainingConfig
 from engine.training.model import AttentionCapture, AttentionModel
+from engine.training.observe import length_columns as _columns
 from engine.training.tasks import retrieval_batch, stream_seed
 
 #: attention-map floats held at once during evaluation (chunks of examples)
@@ -23,7 +24,7 @@ EVAL_STREAM = 16
 
 def length_columns(cfg: TrainingConfig) -> tuple[str, ...]:
     """The metrics.csv columns of the evaluation lengths, in order."""
-    return tuple(f"{what}_len{n}" for n in cfg.eval_lengths for what in ("accuracy", "entropy_norm"))
+    return _columns(cfg.eval_lengths)
 
 
 @torch.no_grad()

@@ -30,6 +30,16 @@ CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accur
                "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
                "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s", "logit_max_abs")
 HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
+#: what is measured at each evaluation length (``engine.training.lengths``)
+LENGTH_METRICS = ("accuracy", "entropy_norm")
+
+
+def length_columns(eval_lengths: tuple[int, ...] | list[int]) -> tuple[str, ...]:
+    """The metrics.csv columns of the evaluation lengths (``accuracy_len{N}``,
+    ``entropy_norm_len{N}``), in order; torch-free, so the experiment summaries can name them."""
+    return tuple(f"{what}_len{n}" for n in eval_lengths for what in LENGTH_METRICS)
+
+
 #: percentiles drawn over the logit distribution (TensorBoard's distribution bands)
 PERCENTILES = (0.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 100.0)
 #: logits stand in this far below the row's real ones where keys are masked (finite: no 0 * inf)

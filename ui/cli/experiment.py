@@ -68,6 +68,9 @@ def build_spec(args: argparse.Namespace):  # -> ExperimentSpec
     figures, verdict = spec.figures, spec.verdict
     if not args.name and axes:
         figures, verdict = default_figures(merged, FigureSpec, VerdictSpec)
+        if base.eval_lengths:  # evaluated at other lengths: show it
+            figures += (FigureSpec("vs_length", "accuracy", "Accuracy vs set size after training",
+                                   x_log=True),)
     return ExperimentSpec(spec.name, base, tuple(merged), spec.title, spec.description,
                           args.target if args.target is not None else spec.target, figures,
                           verdict)
