@@ -33,12 +33,14 @@ def export_panel(panel: PlotPanel, path: str | Path, kind: str) -> Path:
         raise ExportError(f"Cannot export {panel.title}: {exc}") from exc
 
 
-def export_figures(panels: Iterable[PlotPanel], out_dir: Path, with_csv: bool = True) -> list[Path]:
-    """PNG and SVG of every panel (and its data as CSV) into ``out_dir``, named by plot id."""
+def export_figures(panels: Iterable[PlotPanel], out_dir: Path, with_csv: bool = True,
+                   prefix: str = "") -> list[Path]:
+    """PNG and SVG of every panel (and its data as CSV) into ``out_dir``, named
+    ``<prefix><plot id>``."""
     written = []
     for panel in panels:
         for kind in (*FIGURE_KINDS, *(("csv",) if with_csv else ())):
-            written.append(export_panel(panel, out_dir / f"{panel.plot_id}.{kind}", kind))
+            written.append(export_panel(panel, out_dir / f"{prefix}{panel.plot_id}.{kind}", kind))
     return written
 
 

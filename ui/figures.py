@@ -45,20 +45,51 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(points)
 
 
+def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str) -> list[Path]:
+    """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg``."""
+    app = ensure_app()
+    from PySide6.QtCore import Qt
+
+    from ui.export import export_figures
+    from ui.theme import THEMES
+
+    panel = cls()
+    try:
+        panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        panel.resize(*SIZES.get(cls.plot_id, DEFAULT_SIZE))
+        panel.apply_theme(THEMES[theme])
+        panel.show()
+        app.processEvents()
+        panel.refresh(state, force=True)
+        settle_layout(panel)
+        return export_figures([panel], out, with_csv=False, prefix=prefix)
+    finally:
+        panel.close()
+        panel.deleteLater()
+        app.processEvents()
+
+
+def settle_layout(panel: Any) -> None:
+    """Paint once before exporting: pyqtgraph widens an axis for its tick labels only when it
+    paints, and a figure written before that had its axis title over the tick labels."""
+    app = ensure_app()
+    app.processEvents()
+    panel.glw.grab()
+    app.processEvents()
+
+
 def write_simulation_figures(
     snapshot: Any,
     sweep_points: Sequence[Any],
     out_dir: str | os.PathLike[str],
     theme: str = "light",
+    prefix: str = "",
+    with_sweep: bool = True,
 ) -> list[Path]:
-    """Render every plot to ``<plot_id>.png`` and ``<plot_id>.svg`` in ``out_dir``; returns the paths."""
-    app = ensure_app()
-    from PySide6.QtCore import Qt
-
-    from ui.export import export_figures
+    """Render every plot of ``snapshot`` to ``<prefix><plot_id>.png`` / ``.svg`` in ``out_dir``
+    (and the sweep plot, unprefixed, when ``with_sweep``); returns the paths."""
     from ui.pages.simulation.run import LabState
     from ui.plots import PANEL_CLASSES
-    from ui.theme import THEMES
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,18 +97,20 @@ def write_simulation_figures(
     state = LabState(snapshot.config, snapshot, points, len(points), "done")
     written: list[Path] = []
     for cls in PANEL_CLASSES:
-        panel = cls()
-        try:
-            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            panel.resize(*SIZES.get(cls.plot_id, DEFAULT_SIZE))
-            panel.apply_theme(THEMES[theme])
-            panel.show()
-            app.processEvents()
-            panel.refresh(state, force=True)
-            app.processEvents()
-            written += export_figures([panel], out, with_csv=False)
-        finally:
-            panel.close()
-            panel.deleteLater()
-            app.processEvents()
+        if cls.plot_id == "sweep":
+            if with_sweep:
+                written += _render(cls, state, out, "", theme)
+        else:
+            written += _render(cls, state, out, prefix, theme)
+    return written
+
+
+def write_sweep_figure_sets(snapshots: Sequence[Any], out_dir: str | os.PathLike[str],
+                            theme: str = "light") -> list[Path]:
+    """One figure set per d_k, named ``d{d_k}_<plot_id>`` like the arrays of histograms.npz
+    (e.g. ``d64_scores.png``), plus the sweep figures once (``sweep.png``, ``sweep.svg``)."""
+    written: list[Path] = []
+    for i, snap in enumerate(snapshots):
+        written += write_simulation_figures(snap, snapshots, out_dir, theme,
+                                            prefix=f"d{snap.config.d_k}_", with_sweep=i == 0)
     return written

@@ -75,12 +75,15 @@ class MainWindow(QMainWindow):
     #: the current generation produced its final state (simulation and sweep)
     results_complete = Signal()
 
-    def __init__(self, theme: str | None = None, restore: bool = True, reset: bool = False) -> None:
+    def __init__(self, theme: str | None = None, restore: bool = True, reset: bool = False,
+                 persist: bool = True) -> None:
         super().__init__()
         self.setObjectName("main_window")
         self.setWindowTitle("Attention Scaling Lab")
         self.settings = open_settings()
-        if reset:
+        #: False (``--screenshot``): nothing is ever written to the settings
+        self.persist = persist
+        if reset and persist:
             self.settings.clear()
         self.state: LabState | None = None
         self.config: SimulationConfig | None = None
@@ -106,6 +109,7 @@ class MainWindow(QMainWindow):
                 self._lazy[index] = (module, cls)
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
+        self.tabs.currentChanged.connect(lambda _i: self._sync_status_bar())
         self.setCentralWidget(self.tabs)
 
         self.params = ParamPanel(self)
@@ -130,6 +134,7 @@ class MainWindow(QMainWindow):
         self.debounce.setInterval(DEBOUNCE_MS)
         self.debounce.timeout.connect(self.rerun)
         self.params.changed.connect(self.debounce.start)
+        self.params.clamped.connect(lambda text: self.statusBar().showMessage(text, 10_000))
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(REDRAW_MS)
         self.redraw_timer.timeout.connect(self.tick)
@@ -164,6 +169,11 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.status_label, 1)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.stop_button)
+        #: the status of the page shown when it is not the Simulation page (its own words)
+        self.page_status = QLabel("")
+        self.page_status.setObjectName("status_page")
+        bar.addWidget(self.page_status, 1)
+        self.page_status.hide()
 
     def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, self)
@@ -251,6 +261,33 @@ class MainWindow(QMainWindow):
             self._params_dock_wanted = self.params_dock.isVisible()
             self.params_dock.hide()
         self._was_on_simulation = on_simulation
+
+    def _sync_status_bar(self) -> None:
+        """Each page shows its own status: the simulation's run line, progress and Stop belong
+        to the Simulation page; another page shows its ``status_summary()`` (or nothing)."""
+        on_simulation = self.tabs.currentWidget() is self.page
+        for w in (self.status_label, self.progress, self.stop_button):
+            w.setVisible(on_simulation)
+        self.page_status.setVisible(not on_simulation)
+        if not on_simulation:
+            summary = getattr(self.tabs.currentWidget(), "status_summary", None)
+            text = summary() if callable(summary) else ""
+            if self.page_status.text() != text:
+                self.page_status.setText(text)
+
+    @property
+    def status_text(self) -> str:
+        """What the status bar shows for the current page (tests read it)."""
+        label = self.status_label if self.tabs.currentWidget() is self.page else self.page_status
+        return label.text()
+
+    def open_page_titled(self, title: str) -> bool:
+        """Show the page whose tab reads ``title`` (case-insensitive); False if there is none."""
+        for index in range(self.tabs.count()):
+            if self.tabs.tabText(index).lower() == title.strip().lower():
+                self.tabs.setCurrentIndex(index)
+                return True
+        return False
 
     def open_page(self, cls: str) -> QWidget | None:
         """Show (building if needed) the page whose class is ``cls``; None if it does not exist."""
@@ -346,6 +383,8 @@ class MainWindow(QMainWindow):
             self._show_progress(self.state)
         if self.page.isVisible() and self.page.redraw():
             self.redraw_count += 1
+        elif self.page_status.isVisible():
+            self._sync_status_bar()
         if latest is not None and latest.item.complete and latest.done:
             self.stop_button.setEnabled(False)
             self.results_complete.emit()
@@ -415,6 +454,7 @@ class MainWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:
             apply_app_theme(app, theme)
+        self.params.apply_theme(theme)
         self.page.apply_theme(theme)
         for page in self.pages.values():
             if hasattr(page, "apply_theme"):
@@ -423,7 +463,8 @@ class MainWindow(QMainWindow):
                 except Exception:
                     pass
         self.theme_actions[name].setChecked(True)
-        self.settings.setValue("theme", name)
+        if self.persist:
+            self.settings.setValue("theme", name)
 
     def message(self, title: str, text: str, error: bool = False) -> None:
         """Tell the user something without blocking (status bar and a non-modal box)."""
@@ -524,7 +565,8 @@ class MainWindow(QMainWindow):
         return Path(d) if d and Path(d).is_dir() else Path.home()
 
     def _remember_dir(self, d: Path) -> None:
-        self.settings.setValue("last_dir", str(d))
+        if self.persist:
+            self.settings.setValue("last_dir", str(d))
 
     # -- settings and closing ------------------------------------------------------------------
     def _restore_settings(self) -> None:
@@ -542,6 +584,8 @@ class MainWindow(QMainWindow):
                 pass  # a stale or hand-edited value: keep the defaults
 
     def save_settings(self) -> None:
+        if not self.persist:
+            return
         self.settings.setValue("geometry", self.saveGeometry())
         if self.tabs.currentWidget() is not self.page:  # save the layout as the Simulation tab has it
             self.params_dock.setVisible(self._params_dock_wanted)

@@ -126,7 +126,14 @@ def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     pngs = sorted(tmp_path.glob("*.png"))
     svgs = sorted(tmp_path.glob("*.svg"))
-    assert len(pngs) == len(svgs) == 6
+    # one set per d_k, prefixed like the arrays of histograms.npz, and the sweep once
+    per_d_k = ("scores", "weights", "top_weight", "entropy", "jacobian")
+    expected = {f"d{d}_{pid}" for d in (16, 64) for pid in per_d_k} | {"sweep"}
+    assert {p.stem for p in pngs} == {p.stem for p in svgs} == expected
+    import numpy as np
+
+    with np.load(tmp_path / "histograms.npz") as npz:
+        assert {f"d{d}_" for d in (16, 64)} <= {k[: k.index("_") + 1] for k in npz.files}
     for png in pngs:
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000

@@ -359,3 +359,22 @@ def test_leaving_the_tour_gives_back_any_width_it_took(qtbot, window):
     window.tour.leave()
     assert not window.tour_dock.isVisible()
     assert window.width() == 1400
+
+
+def test_each_page_shows_its_own_status(qtbot, window, wait_complete):
+    """The Simulation page's "backend numpy ... sweep 13/13" was shown on every page."""
+    window.rerun()
+    wait_complete(window)
+    assert "backend" in window.status_text and window.progress.isVisible()
+    page = window.open_page("TrainingPage")
+    assert page is not None
+    qtbot.waitUntil(lambda: window.status_text.startswith("Training: idle"), timeout=5_000)
+    assert "backend" not in window.status_text
+    assert not window.status_label.isVisible() and not window.progress.isVisible()
+    window.tabs.setCurrentWidget(window.page)
+    assert "backend" in window.status_text and window.progress.isVisible()
+
+
+def test_a_clamped_parameter_is_said_in_the_status_bar(qtbot, window):
+    window.params.show_clamp("d_k: 999999 is outside 0 … 65,536; set to 65,536")
+    assert "999999" in window.statusBar().currentMessage()

@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default="auto",
                    help=f"{', '.join(METHODS)} (exact: sample scores directly, Gaussian only)")
     p.add_argument("--out", metavar="DIR", help="write summary.csv, histograms.npz, config.json here")
-    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
+    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out: one set per d_k "
+                   "(d64_scores.png, ...) and the sweep (sweep.png)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -117,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
             if args.figures:
-                from ui.figures import write_simulation_figures
+                from ui.figures import write_sweep_figure_sets
 
-                paths += write_simulation_figures(snapshots[-1], snapshots, out)
+                paths += write_sweep_figure_sets(snapshots, out)
         except OSError as exc:
             fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")

@@ -8,12 +8,14 @@ created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is any
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, QTimer, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -81,6 +83,9 @@ class PlotPanel(QFrame):
         self.glw = pg.GraphicsLayoutWidget(self)
         self.glw.setMinimumSize(260, 200)
         outer.addWidget(self.glw, 1)
+        # a hover read-out disappears when the pointer leaves the plot
+        self.glw.installEventFilter(self)
+        self.glw.viewport().installEventFilter(self)
         self._flash_timer = QTimer(self)
         self._flash_timer.setSingleShot(True)
         self._flash_timer.timeout.connect(self._unflash)
@@ -100,6 +105,20 @@ class PlotPanel(QFrame):
 
     def data_rows(self) -> list[dict[str, Any]]:
         return []
+
+    def hover_items(self) -> list[Any]:
+        """Scene items that show a hover read-out: hidden on leave and in every export."""
+        return []
+
+    def clear_hover(self) -> None:
+        """The pointer left: no read-out stays behind (subclasses also reset their labels)."""
+        for item in self.hover_items():
+            item.hide()
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:
+        if event.type() == QEvent.Type.Leave and obj in (self.glw, self.glw.viewport()):
+            self.clear_hover()
+        return super().eventFilter(obj, event)
 
     def plot_items(self) -> list[pg.PlotItem]:
         return [i for i in self.glw.ci.items if isinstance(i, pg.PlotItem)]
@@ -223,10 +242,31 @@ class PlotPanel(QFrame):
         if self._state is not None:
             self.refresh(self._state, force=True)
 
+    @contextmanager
+    def _without_hover(self) -> Iterator[None]:
+        """A hover read-out is for the pointer, never part of a figure."""
+        shown = [item for item in self.hover_items() if item.isVisible()]
+        for item in shown:
+            item.hide()
+        try:
+            yield
+        finally:
+            for item in shown:
+                item.show()
+
     def png_bytes(self, width: int = EXPORT_WIDTH) -> bytes:
+        self._prepare_export()  # (a redraw may re-show a read-out: hide it after)
+        with self._without_hover():
+            return self._png_bytes(width)
+
+    def svg_bytes(self) -> bytes:
+        self._prepare_export()
+        with self._without_hover():
+            return self._svg_bytes()
+
+    def _png_bytes(self, width: int) -> bytes:
         from pyqtgraph.exporters import ImageExporter
 
-        self._prepare_export()
         exp = ImageExporter(self.glw.scene())
         src = exp.getSourceRect()
         if src.width() <= 0 or src.height() <= 0:
@@ -242,10 +282,9 @@ class PlotPanel(QFrame):
         buf.close()
         return bytes(data)
 
-    def svg_bytes(self) -> bytes:
+    def _svg_bytes(self) -> bytes:
         from pyqtgraph.exporters import SVGExporter
 
-        self._prepare_export()
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
         return out if isinstance(out, bytes) else bytes(out)
 
@@ -267,6 +306,39 @@ class PlotPanel(QFrame):
         else:
             raise ValueError(f"unknown export kind {kind!r}")
         return atomic_write_bytes(path, data)
+
+
+class EmptyHint:
+    """A centred sentence in an empty plot saying what will appear there and how (instead of
+    empty axes and an empty legend box); hidden with the first data."""
+
+    def __init__(self, plot: pg.PlotItem) -> None:
+        self.plot = plot
+        self.item = pg.TextItem("", anchor=(0.5, 0.5))
+        self.item.setZValue(50)
+        plot.addItem(self.item, ignoreBounds=True)
+        plot.getViewBox().sigRangeChanged.connect(self._centre)
+        self.item.hide()
+
+    def _centre(self, *_args: Any) -> None:
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def show(self, text: str, colour: str) -> None:
+        self.item.setText(text, color=colour)
+        self._centre()
+        self.item.show()
+        if self.plot.legend is not None:
+            self.plot.legend.hide()
+
+    def hide(self) -> None:
+        self.item.hide()
+        if self.plot.legend is not None:
+            self.plot.legend.show()
+
+    @property
+    def visible(self) -> bool:
+        return self.item.isVisible()
 
 
 def panel_grid(
@@ -359,4 +431,4 @@ def hist_rows(series: str, edges: np.ndarray, density: np.ndarray, **extra: Any)
     return rows
 
 
-__all__ = ["PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]
+__all__ = ["EmptyHint", "PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]

@@ -46,6 +46,13 @@ METRICS = (
 )
 
 
+def ci95(e: Estimate, trials: int) -> str:
+    """"± half-width of the 95% interval", or "(no SE: 1 trial)" where none exists."""
+    if trials < 2:
+        return "(SE n/a: 1 trial)"
+    return f"± {Z95 * e.se:.2g}"
+
+
 class _Series:
     """A curve and its band (two invisible edge curves and the fill between them)."""
 
@@ -104,7 +111,8 @@ class SweepPanel(PlotPanel):
         self._points: tuple = ()
         self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
         self._rows: list[dict[str, Any]] = []
-        self.hover_text = ""  #: the last hover read-out (tests read it)
+        self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
+        self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
 
     @staticmethod
     def _log_ticker(axis: pg.AxisItem) -> Callable[..., None]:
@@ -146,6 +154,7 @@ class SweepPanel(PlotPanel):
                 line.setValue(math.log10(snap.config.d_k))
         self._rows = []
         if not points:
+            self.clear_hover()
             return
         rules = tuple(points[0].snapshot.rules)
         self._sync(rules)
@@ -172,35 +181,52 @@ class SweepPanel(PlotPanel):
         self.header_label.setText(
             f"<b>{self.title}</b> &nbsp; {len(points)}/{total} points, {first.trials_done:,} trials "
             "each, bands ±1.96 SE")
+        if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
+            self.show_values_at(*self._hover_at)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
 
     # -- hover ---------------------------------------------------------------------------------
+    def hover_items(self) -> list[Any]:
+        return list(self.hover)
+
+    def clear_hover(self) -> None:
+        super().clear_hover()
+        self.hover_text = ""
+        self._hover_at = None
+
     def _on_move(self, event: Any) -> None:
         pos = event[0]
         for i, p in enumerate(self.plots):
             vb = p.getViewBox()
             if vb.sceneBoundingRect().contains(pos):
                 self.show_values_at(i, vb.mapSceneToView(pos).x())
-            else:
-                self.hover[i].hide()
+                return
+        self.clear_hover()
 
     def show_values_at(self, plot_index: int, log10_dk: float) -> str:
         """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
         if not self._points:
+            self.clear_hover()
             return ""
+        for k, t in enumerate(self.hover):
+            if k != plot_index:
+                t.hide()
+        self._hover_at = (plot_index, log10_dk)
         xs = np.log10([p.d_k for p in self._points])
         j = int(np.argmin(np.abs(xs - log10_dk)))
         point = self._points[j]
         m = METRICS[plot_index]
+        trials = point.snapshot.trials_done
         lines = [f"<b>d_k = {point.d_k}</b>"]
         if plot_index == 0:
             e = point.snapshot.raw_std
-            lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+            lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
         for name, r in point.snapshot.rules.items():
             e = m.get(r)
-            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} {ci95(e, trials)}</span>')
+        lines.append("± = 95% interval (1.96 SE)")
         html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
         t = self.hover[plot_index]
         t.setHtml(html)

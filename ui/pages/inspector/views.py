@@ -6,6 +6,8 @@ every other page's; :func:`apply_plot_theme` recolours them on a theme switch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt, Signal
@@ -188,6 +190,7 @@ class JacobianHeatmap(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        self.hovered.emit("")  # a read-out of the old matrix (e.g. J[4, 3] of a 5x5) is stale
         jac = r.jacobian
         n = jac.shape[0]
         limit = JACOBIAN_ENTRY_MAX
@@ -241,9 +244,15 @@ class JacobianHeatmap(pg.PlotWidget):
                 font.setPixelSize(px)
                 t.setFont(font)
 
+    def leaveEvent(self, event: Any) -> None:
+        """The read-out goes when the pointer leaves the heatmap."""
+        self.hovered.emit("")
+        super().leaveEvent(event)
+
     def _on_mouse_moved(self, pos: QPointF) -> None:
         r = self._result
-        if r is None or not self.getPlotItem().sceneBoundingRect().contains(pos):
+        if r is None or not self.getPlotItem().vb.sceneBoundingRect().contains(pos):
+            self.hovered.emit("")
             return
         p = self.getPlotItem().vb.mapSceneToView(pos)
         i, j = int(np.floor(p.y() + 0.5)), int(np.floor(p.x() + 0.5))

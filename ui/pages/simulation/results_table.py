@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtGui import QColor, QIcon, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -36,8 +36,17 @@ COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
 )
 
 
-def fmt(e: Estimate) -> str:
+def fmt(e: Estimate, trials: int = 2) -> str:
+    """Mean ± one standard error; with one trial there is no standard error: "n/a"."""
+    if trials < 2:
+        return f"{e.mean:.4g} ± n/a"
     return f"{e.mean:.4g} ± {e.se:.2g}"
+
+
+def _swatch(colour: str, size: int = 12) -> QIcon:
+    pix = QPixmap(size, size)
+    pix.fill(QColor(colour))
+    return QIcon(pix)
 
 
 class ResultsTable(QWidget):
@@ -48,7 +57,7 @@ class ResultsTable(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
         head = QHBoxLayout()
-        self.caption = QLabel("<b>Results</b> (mean ± standard error)")
+        self.caption = QLabel("<b>Results</b> (mean ± 1 standard error; the plots' bands are ± 1.96 SE)")
         self.caption.setWordWrap(True)  # the grid cell may be narrow (e.g. with the tour open)
         head.addWidget(self.caption, 1)
         self.copy_button = QPushButton("Copy")
@@ -86,15 +95,18 @@ class ResultsTable(QWidget):
         c = snap.config
         self.raw_label.setText(
             f"raw q·k (d_k={c.d_k}, n={c.n_keys}, {snap.trials_done:,} trials): mean "
-            f"{fmt(snap.raw_mean)}, var {fmt(snap.raw_var)} (theory {snap.raw_theory.var:.4g})")
+            f"{fmt(snap.raw_mean, snap.trials_done)}, var {fmt(snap.raw_var, snap.trials_done)} "
+            f"(theory {snap.raw_theory.var:.4g})")
         rules = list(snap.rules.items())
         self.table.setColumnCount(len(rules) + 1)
         for col, (name, r) in enumerate(rules, start=1):
+            # the theme's text colour (rule blue on the dark header was unreadable) beside a
+            # swatch of the rule's colour
             head = QTableWidgetItem(name)
-            head.setForeground(QColor(rule_color(name)))
+            head.setIcon(_swatch(rule_color(name)))
             self.table.setHorizontalHeaderItem(col, head)
             for row, (_, _, get) in enumerate(COLUMNS):
-                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r))))
+                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r), snap.trials_done)))
         self.table.resizeColumnsToContents()
 
     def as_text(self) -> str:

@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
-from ui.plots.base import PlotPanel, finite, log_ticks
+from ui.plots.base import EmptyHint, PlotPanel, finite, log_ticks
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
 
 LABELS = {
@@ -47,10 +47,29 @@ class TrainingPanel(PlotPanel):
     """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
 
     uses_selection = False
+    #: what an empty panel says will appear (before Start, after Reset)
+    empty_text = ""
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
+        self.hint = EmptyHint(self.plot_items()[0])
+        self.show_empty()
+
+    def show_empty(self) -> None:
+        text = self.empty_text or f"{self.title.lower()} of each checked rule"
+        self.hint.show(f"{text}\nappears here after Start or Step", self.theme.foreground)
+
+    def theme_changed(self, theme: Any) -> None:
+        hint = getattr(self, "hint", None)
+        if hint is not None and hint.visible:
+            self.show_empty()
+
+    def refresh(self, state: Any, force: bool = False) -> bool:
+        drawn = super().refresh(state, force)
+        if drawn and self.hint.visible:
+            self.hint.hide()
+        return drawn
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
@@ -61,6 +80,7 @@ class TrainingPanel(PlotPanel):
 
     def clear_data(self) -> None:
         super().clear_data()
+        self.show_empty()
         if self.uses_selection:  # its title named the run, layer, head (and step) of the old data
             for plot in self.plot_items():
                 plot.titleLabel.setText("")
@@ -188,9 +208,12 @@ class LossPanel(_CurvesPanel):
     per_head = False
 
     def extra_items(self) -> None:
-        self.diverged = pg.ScatterPlotItem(symbol="x", size=14, pen=pg.mkPen("#C62828", width=2.5),
-                                           brush=None)
+        self.diverged = pg.ScatterPlotItem(symbol="x", size=14, brush=None)
         self.plot.addItem(self.diverged)
+
+    def theme_changed(self, theme: Any) -> None:
+        super().theme_changed(theme)
+        self.diverged.setPen(pg.mkPen(theme.error, width=2.5))
 
     def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
         return snap.scalars["loss"][:, r]
@@ -247,13 +270,17 @@ class EntropyPanel(_HeadMetricPanel):
 
     def extra_items(self) -> None:
         self.plot.setYRange(0.0, 1.0, padding=0.02)
-        self.threshold = pg.InfiniteLine(angle=0, movable=False,
-                                         pen=pg.mkPen("#C62828", width=1, style=Qt.PenStyle.DashLine),
-                                         label="collapse", labelOpts={"position": 0.9})
+        self.threshold = pg.InfiniteLine(angle=0, movable=False, label="collapse",
+                                         labelOpts={"position": 0.9})
         self.plot.addItem(self.threshold)
-        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12, pen=pg.mkPen("#C62828", width=1.5),
-                                            brush=pg.mkBrush("#C62828"))
+        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12)
         self.plot.addItem(self.collapsed)
+
+    def theme_changed(self, theme: Any) -> None:
+        super().theme_changed(theme)
+        self.threshold.setPen(pg.mkPen(theme.error, width=1, style=Qt.PenStyle.DashLine))
+        self.collapsed.setPen(pg.mkPen(theme.error, width=1.5))
+        self.collapsed.setBrush(pg.mkBrush(theme.error))
 
     def draw_extra(self, snap: Any) -> None:
         """A red triangle where each collapsed head's collapse began; a threshold line."""
@@ -414,6 +441,11 @@ class ProbeAttentionPanel(TrainingPanel):
         r, layer, head = _clamp_selection(snap, state)
         w = finite(snap.probe_weights[r, layer, head])  # (query, key)
         self.image.setImage(w.T, autoLevels=False)  # image[x = key, y = query]
+        # cell (key k, query q) centred on (k, q), so the tick k sits in the middle of its cell
+        n_q, n_k = w.shape
+        self.image.setRect(QRectF(-0.5, -0.5, n_k, n_q))
+        self.plot.getAxis("bottom").setTicks(cell_ticks(n_k, self.plot.getViewBox().width()))
+        self.plot.getAxis("left").setTicks(cell_ticks(n_q, self.plot.getViewBox().height()))
         self.cbar.setLevels((0.0, 1.0))
         task = "query token 0, items 1.." if snap.config.task == "retrieval" else "k v pairs, kq last"
         self.plot.setTitle(f"{snap.rules[r]}, layer {layer}, head {head} at step {snap.step} "
@@ -423,6 +455,17 @@ class ProbeAttentionPanel(TrainingPanel):
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
+
+
+def cell_ticks(n: int, pixels: float, min_px: float = 14.0) -> list[list[tuple[float, str]]]:
+    """One tick at the centre of each of ``n`` cells, every one labelled where ``pixels`` leave
+    ``min_px`` per label (else every k-th labelled, the rest minor ticks)."""
+    step = 1
+    while n / step * min_px > max(pixels, min_px) and step < n:
+        step += 1
+    major = [(float(i), str(i)) for i in range(0, n, step)]
+    minor = [(float(i), "") for i in range(n) if i % step]
+    return [major, minor]
 
 
 def _clamp_selection(snap: Any, state: TrainingView) -> tuple[int, int, int]:
