@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -44,8 +45,19 @@ def finite(a: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(a), a, 0.0)
 
 
-def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> Any:
-    return pg.mkPen(rule_color(rule), width=width, style=style)
+#: a line pattern per rule besides its colour: a curve that coincides with another (temperature
+#: at T = 1 lies exactly on none; qknorm often on sqrt) still shows through it
+RULE_STYLES: dict[str, Qt.PenStyle] = {
+    "temperature": Qt.PenStyle.DotLine,
+    "cosine": Qt.PenStyle.DashDotLine,
+    "qknorm": Qt.PenStyle.DashDotDotLine,
+}
+
+
+def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle | None = None) -> Any:
+    """The rule's colour, and its line pattern unless ``style`` is given (theory lines)."""
+    return pg.mkPen(rule_color(rule), width=width,
+                    style=RULE_STYLES.get(rule, Qt.PenStyle.SolidLine) if style is None else style)
 
 
 class PlotPanel(QFrame):
@@ -135,7 +147,7 @@ class PlotPanel(QFrame):
             plot.getAxis(name).enableAutoSIPrefix(False)
         plot.showGrid(x=True, y=True, alpha=self.theme.grid_alpha)
         if legend:
-            plot.addLegend(offset=(-8, 8), labelTextSize="8pt")
+            outside_legend(plot)
         vb = plot.getViewBox()
         vb.menu.addSeparator()
         for text, kind in (("Export plot as PNG…", "png"), ("Export plot as SVG…", "svg"),
@@ -209,8 +221,8 @@ class PlotPanel(QFrame):
                 legend.setLabelTextColor(theme.foreground)
                 for _sample, label in legend.items:  # the colour alone does not re-render them
                     label.setText(label.text)
-                legend.setBrush(pg.mkBrush(theme.background + "C8"))
-                legend.setPen(pg.mkPen(theme.foreground + "40"))
+                legend.setBrush(pg.mkBrush(theme.background + "00"))  # outside the data: no box
+                legend.setPen(pg.mkPen(None))
         self.theme_changed(theme)
         self._set_frame_style(False)
         self.invalidate()
@@ -306,6 +318,45 @@ class PlotPanel(QFrame):
         else:
             raise ValueError(f"unknown export kind {kind!r}")
         return atomic_write_bytes(path, data)
+
+
+#: row of a PlotItem's own grid below its x axis (0 title, 1 top axis, 2 view box, 3 bottom axis)
+LEGEND_ROW = 4
+
+
+def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg.LegendItem:
+    """The plot's legend in its own row below the x axis, never over the data; it takes as many
+    columns as the plot's width allows (re-flowed when the plot is resized or a series added).
+    ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
+    legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
+                           frame=False)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    plot.layout.addItem(legend, row, col)
+    plot.legend = legend
+    original_add = legend.addItem
+
+    def add(item: Any, name: str) -> None:
+        original_add(item, name)
+        fit_legend_columns(legend, plot)
+
+    legend.addItem = add
+    plot.getViewBox().sigResized.connect(lambda *_: fit_legend_columns(legend, plot))
+    return legend
+
+
+def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
+                       room: float | None = None) -> None:
+    """As many legend columns as fit ``room`` pixels (default: the plot's width); the widest
+    entry sets the column width."""
+    if not legend.items:
+        return
+    widest = max(20 + label.item.boundingRect().width() for _sample, label in legend.items) + 18
+    if room is None:
+        room = max(plot.getViewBox().width(), plot.width() * 0.8) if plot is not None else widest
+    room = max(room, widest)
+    cols = max(1, min(len(legend.items), int(room // widest)))
+    if cols != legend.columnCount:
+        legend.setColumnCount(cols)
 
 
 class EmptyHint:

@@ -95,7 +95,6 @@ class ScoresPanel(RuleHistogramPanel):
 
     def build(self) -> None:
         super().build()
-        self.plot.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))  # peaks are central
         self.raw_curve = pg.PlotDataItem(stepMode="center", fillLevel=0, name="raw q·k")
         self.raw_theory = pg.PlotDataItem(name="normal theory (dashed)")
         self.plot.addItem(self.raw_curve)
@@ -205,7 +204,6 @@ class JacobianPanel(RuleHistogramPanel):
     def build(self) -> None:
         super().build()
         self.means: dict[str, pg.InfiniteLine] = {}
-        self.plot.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))  # data sit right
 
     def rule_added(self, rule: str) -> None:
         line = pg.InfiniteLine(angle=90, movable=False, pen=rule_pen(rule, 1.5, Qt.PenStyle.DashLine))

@@ -17,10 +17,13 @@ from PySide6.QtCore import Qt
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
-from ui.plots.base import PlotPanel, finite, log_ticks, rule_label, rule_pen
+from ui.plots.base import PlotPanel, finite, fit_legend_columns, log_ticks, rule_label, rule_pen
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964
+#: a marker per rule as well as a colour and line pattern: coinciding curves stay apart
+RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t", "temperature": "d", "cosine": "+",
+                "qknorm": "x"}
 LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
@@ -56,9 +59,10 @@ def ci95(e: Estimate, trials: int) -> str:
 class _Series:
     """A curve and its band (two invisible edge curves and the fill between them)."""
 
-    def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None) -> None:
-        self.curve = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=4, symbolBrush=colour,
-                                     symbolPen=None, name=name)
+    def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None,
+                 symbol: str = "o") -> None:
+        self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
+                                     symbolPen=pg.mkPen(colour), name=name)
         self.lo = pg.PlotDataItem(pen=None)
         self.hi = pg.PlotDataItem(pen=None)
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
@@ -88,7 +92,7 @@ class SweepPanel(PlotPanel):
     def build(self) -> None:
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(METRICS):
-            p = self.add_plot(0, i, "d_k", m.y_label, legend=(i == 0))
+            p = self.add_plot(0, i, "d_k", m.y_label, legend=False)
             p.setLogMode(x=True, y=m.log_y)
             p.setTitle(m.title, size="9pt")
             p.getAxis("bottom").setTicks(D_K_TICKS)
@@ -96,9 +100,13 @@ class SweepPanel(PlotPanel):
                 p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
             if self.plots:
                 p.setXLink(self.plots[0])
-            else:  # raw q.k climbs to the upper right; the upper left stays free
-                p.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))
             self.plots.append(p)
+        # one legend for the five plots, in its own row under them: never over a curve
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
+                                    frame=False)
+        self.glw.addItem(self.legend, row=1, col=0, colspan=len(METRICS))
+        self.plots[0].legend = self.legend
+
         self.series: dict[tuple[int, str], _Series] = {}
         self.raw: _Series | None = None
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
@@ -113,6 +121,10 @@ class SweepPanel(PlotPanel):
         self._rows: list[dict[str, Any]] = []
         self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
         self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
 
     @staticmethod
     def _log_ticker(axis: pg.AxisItem) -> Callable[..., None]:
@@ -140,7 +152,8 @@ class SweepPanel(PlotPanel):
             for name in rules:
                 if (i, name) not in self.series:
                     self.series[(i, name)] = _Series(p, rule_color(name), rule_pen(name),
-                                                     rule_label(name) if i == 0 else None)
+                                                     rule_label(name) if i == 0 else None,
+                                                     RULE_SYMBOLS.get(name, "o"))
         if self.raw is None:
             self.raw = _Series(self.plots[0], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
                                "raw q·k")
@@ -158,6 +171,7 @@ class SweepPanel(PlotPanel):
             return
         rules = tuple(points[0].snapshot.rules)
         self._sync(rules)
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
         x = np.array([p.d_k for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
         assert self.raw is not None
