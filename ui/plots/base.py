@@ -75,6 +75,9 @@ class PlotPanel(QFrame):
         self.theme: Theme = LIGHT
         self._drawn_key: Any = None
         self._state: Any = None
+        #: False: the page shows one shared rule strip instead, and the legends appear only in
+        #: exported figures (which must name their series)
+        self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
@@ -254,17 +257,42 @@ class PlotPanel(QFrame):
         if self._state is not None:
             self.refresh(self._state, force=True)
 
+    def legends(self) -> list[pg.LegendItem]:
+        """The panel's legends (one object once, however many plots share it)."""
+        found = {id(p.legend): p.legend for p in self.plot_items() if p.legend is not None}
+        return list(found.values())
+
+    def set_legend_on_screen(self, on: bool) -> None:
+        self.legend_on_screen = on
+        for legend in self.legends():
+            legend.setVisible(on)
+
+    def _settle(self) -> None:
+        for plot in self.plot_items():
+            plot.layout.activate()
+        self.glw.ci.layout.activate()
+
     @contextmanager
     def _without_hover(self) -> Iterator[None]:
-        """A hover read-out is for the pointer, never part of a figure."""
+        """A hover read-out is for the pointer, never part of a figure; a legend kept off the
+        screen (the page has a rule strip) is part of it."""
         shown = [item for item in self.hover_items() if item.isVisible()]
         for item in shown:
             item.hide()
+        hidden = [] if self.legend_on_screen else [g for g in self.legends() if not g.isVisible()]
+        for legend in hidden:
+            legend.show()
+        if hidden:
+            self._settle()
         try:
             yield
         finally:
             for item in shown:
                 item.show()
+            for legend in hidden:
+                legend.hide()
+            if hidden:
+                self._settle()
 
     def png_bytes(self, width: int = EXPORT_WIDTH) -> bytes:
         self._prepare_export()  # (a redraw may re-show a read-out: hide it after)

@@ -19,7 +19,7 @@ def test_one_trial_shows_n_a_not_zero(show_widget):
 def test_the_convention_is_labelled(show_widget):
     table = show_widget(ResultsTable(), (600, 400))
     table.show_snapshot(run_simulation(SimulationConfig(trials=50, scalings=("sqrt",))))
-    assert "1 standard error" in table.caption.text() and "1.96" in table.caption.text()
+    assert "1 SE" in table.caption.text() and "1.96" in table.caption.toolTip()
     assert "n/a" not in table.as_text()
 
 

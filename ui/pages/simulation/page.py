@@ -9,21 +9,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QScrollArea, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QScrollArea, QWidget
 
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
-from ui.plots.base import panel_grid
-from ui.theme import Theme
+from ui.plots.base import RULE_STYLES, panel_grid, rule_label
+from ui.theme import LIGHT, Theme, rule_color
+
+#: how each line pattern reads in the strip
+_PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
+             Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
 
 #: plot_id -> (row, column, column span) in the grid
 GRID = {
-    "scores": (0, 0, 1), "weights": (0, 1, 1), "top_weight": (0, 2, 1),
-    "entropy": (1, 0, 1), "jacobian": (1, 1, 1), "sweep": (2, 0, 3),
+    "scores": (1, 0, 1), "weights": (1, 1, 1), "top_weight": (1, 2, 1),
+    "entropy": (2, 0, 1), "jacobian": (2, 1, 1), "sweep": (3, 0, 3),
 }
-RESULTS_CELL = (1, 2)
+RESULTS_CELL = (2, 2)
+STRIP_ROW = 0
+PANEL_MIN_HEIGHT = 170
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
 PANELS_PER_TICK = 1
+
+
+def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
+    """Each rule's line (its colour and pattern) and label, then the series that are not rules."""
+    parts = []
+    for rule in rules:
+        line = _PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
+        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
+    parts.append(f'<span style="color:{theme.raw}"><b>━━━</b> raw q·k</span>')
+    parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
+    return "&nbsp;&nbsp;&nbsp; ".join(parts)
 
 
 class SimulationPage(QScrollArea):
@@ -32,16 +50,28 @@ class SimulationPage(QScrollArea):
         self.setObjectName("simulation_page")
         self.setWidgetResizable(True)
         inner = QWidget(self)
-        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=270)
+        # small enough that the three rows, the sweep included, fit a 1280x720 projector
+        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=PANEL_MIN_HEIGHT)
+        for panel in panels.values():
+            panel.glw.setMinimumSize(200, 120)
+            panel.set_legend_on_screen(False)  # the strip above names every series once
+        #: one legend for the whole page: each rule's colour and line pattern, the grey raw
+        #: q·k and the dashed theory (exported figures carry their own legends)
+        self.rule_strip = QLabel(inner)
+        self.rule_strip.setObjectName("rule_strip")
+        self.rule_strip.setWordWrap(True)
+        self.rule_strip.setTextFormat(Qt.TextFormat.RichText)
+        grid.addWidget(self.rule_strip, STRIP_ROW, 0, 1, 3)
+        self._strip_rules: tuple[str, ...] | None = None
         self.panels: dict[str, PlotPanel] = panels
         self.results = ResultsTable(inner)
-        self.results.setMinimumHeight(200)
+        self.results.setMinimumHeight(PANEL_MIN_HEIGHT)
         grid.addWidget(self.results, *RESULTS_CELL)
-        grid.setRowStretch(0, 1)
-        grid.setRowStretch(1, 1)
-        grid.setRowStretch(2, 1)
+        for row in (1, 2, 3):
+            grid.setRowStretch(row, 1)
         self.setWidget(inner)
         self.state: Any = None
+        self.theme: Theme = LIGHT
         self._next = 0
 
     def set_state(self, state: Any) -> None:
@@ -63,7 +93,15 @@ class SimulationPage(QScrollArea):
                 self._next = (ids.index(pid) + 1) % len(ids)
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
+        snap = self.state.snapshot
+        if snap is not None and tuple(snap.rules) != self._strip_rules:
+            self.show_rules(tuple(snap.rules))
         return drawn
+
+    def show_rules(self, rules: tuple[str, ...]) -> None:
+        """The page's rule strip for ``rules``."""
+        self._strip_rules = rules
+        self.rule_strip.setText(rule_strip_html(rules, self.theme))
 
     def stale(self) -> list[str]:
         """Visible panels not yet showing the current state (0 once the page caught up)."""
@@ -73,8 +111,11 @@ class SimulationPage(QScrollArea):
                 if p.is_on_screen() and p.data_key(self.state) != p._drawn_key]
 
     def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
         for p in self.panels.values():
             p.apply_theme(theme)
+        if self._strip_rules is not None:
+            self.show_rules(self._strip_rules)
 
     def highlight(self, plot_id: str) -> PlotPanel:
         panel = self.panels[plot_id]

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -57,13 +58,16 @@ class ResultsTable(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
         head = QHBoxLayout()
-        self.caption = QLabel("<b>Results</b> (mean ± 1 standard error; the plots' bands are ± 1.96 SE)")
+        self.caption = QLabel("<b>Results</b> mean ± 1 SE")
         self.caption.setWordWrap(True)  # the grid cell may be narrow (e.g. with the tour open)
+        self.caption.setToolTip("± here is one standard error of the Monte-Carlo mean (n/a with one "
+                                "trial); the plots' bands and the sweep read-out are ± 1.96 SE, a "
+                                "95% interval")
         head.addWidget(self.caption, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the table as tab-separated text")
         self.copy_button.clicked.connect(self.copy_text)
-        self.csv_button = QPushButton("Copy CSV")
+        self.csv_button = QPushButton("CSV")
         self.csv_button.setToolTip("Copy the full results as CSV (the columns of summary.csv)")
         self.csv_button.clicked.connect(self.copy_csv)
         head.addWidget(self.copy_button)
@@ -71,6 +75,9 @@ class ResultsTable(QWidget):
         layout.addLayout(head)
         self.raw_label = QLabel("")
         self.raw_label.setWordWrap(True)
+        font = self.raw_label.font()
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        self.raw_label.setFont(font)
         layout.addWidget(self.raw_label)
         # one row per measure, one column per rule: narrow enough for the grid cell
         self.table = QTableWidget(len(COLUMNS), 1, self)
@@ -83,6 +90,9 @@ class ResultsTable(QWidget):
         self.table.horizontalHeader().setHighlightSections(False)  # keep the rule colours readable
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setToolTip("Per-rule results; Ctrl+C copies the selection")
+        # the table scrolls rather than making its row of plots taller (the page must fit 1280x720)
+        self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
+        self.table.setMinimumHeight(60)
         layout.addWidget(self.table, 1)
         QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text)
         self._shown: int | None = None
