@@ -61,7 +61,9 @@ reruns; results refine while trials stream in. Each scaling rule keeps its colou
 <tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
 <tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
 <tr><td>F1</td><td>this help</td></tr></table>
-<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values.</p>"""
+<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
+d_k is marked in all five sweep plots); click a sweep point to set d_k. Exported figures carry
+their parameters: File → Open accepts them.</p>"""
 
 
 def _module_exists(name: str) -> bool:
@@ -90,12 +92,16 @@ class MainWindow(QMainWindow):
         self.sweep_cache = SweepCache()
         self.last_message = ""  #: last user-facing message (tests read it)
         self.redraw_count = 0
+        #: a session's Training parameters, waiting for that page to be built
+        self._pending_training: dict | None = None
         self._run_started = 0.0
         self._closing = False
 
         self.page = SimulationPage(self)
         for panel in self.page.panels.values():
             panel.export_requested.connect(self._export_panel_dialog)
+        # clicking a point of the sweep sets d_k: the whole page follows
+        self.page.panels["sweep"].d_k_clicked.connect(lambda d: self.apply_config({"d_k": d}))
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("pages")
         self.tabs.addTab(self.page, "Simulation")
@@ -189,7 +195,9 @@ class MainWindow(QMainWindow):
         mb = self.menuBar()
         f = mb.addMenu("&File")
         self.open_action = self._action(f, "&Open session…", self._open_session_dialog,
-                                        QKeySequence.StandardKey.Open, "Open saved parameters or an exported config.json")
+                                        QKeySequence.StandardKey.Open,
+                                        "Open saved parameters, an exported config.json, or an "
+                                        "exported figure (PNG/SVG carry their parameters)")
         self.save_action = self._action(f, "&Save session…", self._save_session_dialog,
                                         QKeySequence.StandardKey.Save, "Save the parameters as JSON")
         f.addSeparator()
@@ -247,6 +255,7 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        self._apply_pending_training()
         if hasattr(page, "apply_theme"):
             try:
                 page.apply_theme(THEMES[self.theme_name])
@@ -309,7 +318,7 @@ class MainWindow(QMainWindow):
                 self.message("Guided tour", f"The tour could not be loaded: {exc}", error=True)
                 return
             self.tour.apply_config.connect(self.apply_config)
-            self.tour.highlight.connect(self.highlight_plot)
+            self.tour.highlight.connect(lambda plot_id: self.highlight_plot(plot_id, hold=True))
             if hasattr(self.tour, "show_inspector"):
                 self.tour.show_inspector.connect(self._tour_inspector)
             if hasattr(self.tour, "open_inspector"):
@@ -439,13 +448,14 @@ class MainWindow(QMainWindow):
         self.params.set_config(cfg)
         return self.rerun()
 
-    def highlight_plot(self, plot_id: str) -> bool:
-        """Bring the plot into view and outline it for a moment."""
+    def highlight_plot(self, plot_id: str, hold: bool = False) -> bool:
+        """Bring the plot into view and outline it: for a moment, or (``hold``: the tour's plot
+        to watch) until the next step's plot or the tour is left."""
         if plot_id not in self.page.panels:
             self.status_label.setText(f"no plot called {plot_id!r}")
             return False
         self.tabs.setCurrentWidget(self.page)
-        self.page.highlight(plot_id)
+        self.page.highlight(plot_id, hold=hold)
         return True
 
     def set_theme(self, name: str) -> None:
@@ -482,23 +492,63 @@ class MainWindow(QMainWindow):
 
     # -- sessions ------------------------------------------------------------------------------
     def save_session(self, path: str | Path) -> Path:
+        """The Simulation parameters, and the Training form's when that page was opened (or a
+        session brought them in)."""
         cfg = self.params.config_from_widgets()
-        return write_json(path, {"app": "attention-scaling-lab", "kind": "session",
-                                 "config": cfg.to_dict()})
+        data: dict[str, Any] = {"app": "attention-scaling-lab", "kind": "session",
+                                "config": cfg.to_dict()}
+        training = self.pages.get("TrainingPage")
+        if training is not None and hasattr(training, "controls"):
+            try:
+                data["training"] = training.controls.config_from_widgets().to_dict()
+            except ConfigError:
+                pass  # an invalid form is not saved; the simulation still is
+        elif self._pending_training is not None:
+            data["training"] = self._pending_training
+        return write_json(path, data)
 
     def open_session(self, path: str | Path) -> SimulationConfig:
-        """Load a session or an exported config.json (the config is under "config") and rerun."""
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        """Load a session, an exported config.json (the config is under "config") or an exported
+        figure (PNG or SVG: the parameters it carries), and rerun."""
+        if Path(path).suffix.lower() in (".png", ".svg"):
+            from ui.plots.base import read_figure_metadata
+
+            data = read_figure_metadata(path)
+            if data is None:
+                raise ValueError("this image carries no Attention Scaling Lab parameters")
+            if "config" not in data:  # a Training figure: the simulation stays as it is
+                data = {**data, "config": self.params.widget_values()}
+        else:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
         if not isinstance(data, dict):
             raise ValueError("not a session file (expected a JSON object)")
         cfg_dict = data.get("config", data)
         if not isinstance(cfg_dict, dict):
             raise ValueError('"config" is not a JSON object')
         cfg = SimulationConfig.from_dict(cfg_dict)
+        training = data.get("training")
+        if training is not None:
+            from engine.training.config import TrainingConfig
+
+            TrainingConfig.from_dict(training)  # refuse a bad file before changing anything
         self.params.set_config(cfg)
+        if training is not None:
+            self._pending_training = dict(training)
+            self._apply_pending_training()
         self.rerun()
         return cfg
+
+    def _apply_pending_training(self) -> None:
+        """Put a session's Training parameters into that page's form (once the page exists)."""
+        page = self.pages.get("TrainingPage")
+        if self._pending_training is None or page is None or not hasattr(page, "controls"):
+            return
+        from engine.training.config import TrainingConfig
+
+        if getattr(page, "status", "idle") in ("idle", "stopped", "done", "error"):
+            page.controls.set_config(TrainingConfig.from_dict(self._pending_training))
+            self._pending_training = None
 
     def _save_session_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save session", str(self._last_dir() / "session.json"),
@@ -515,8 +565,9 @@ class MainWindow(QMainWindow):
             self.message("Save session", f"Cannot write {path}: {exc.strerror or exc}", error=True)
 
     def _open_session_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open session or config.json", str(self._last_dir()),
-                                              "JSON (*.json)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a session, config.json or exported figure", str(self._last_dir()),
+            "Session, config or figure (*.json *.png *.svg);;JSON (*.json);;Figure (*.png *.svg)")
         if not path:
             return
         try:

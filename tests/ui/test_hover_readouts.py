@@ -60,7 +60,7 @@ def test_sweep_read_out_never_reaches_an_export(panel):
     panel.show_values_at(0, np.log10(64))
     assert panel.hover[0].isVisible()
     svg = panel.svg_bytes()
-    assert b"d_k = 64" not in svg and b"95% interval" not in svg
+    assert b"d_k = 64" not in svg and b"95%" not in svg
     assert len(svg) == len(clean_svg)
     assert panel.hover[0].isVisible()  # still shown on screen after the export
 
@@ -85,3 +85,66 @@ def test_the_inspector_heatmap_read_out_is_cleared_by_a_new_matrix_and_on_leavin
     heat.hovered.emit("J[3, 3] = 0.01")
     _leave(heat)
     assert not page.hover_label.text().startswith("J[")
+
+
+@pytest.fixture
+def scores(show_widget):
+    from ui.plots.histograms import ScoresPanel
+
+    return show_widget(ScoresPanel(), (700, 450))
+
+
+def test_histogram_hover_reads_each_rules_density_and_goes_on_leave(scores):
+    state = _state(("none", "sqrt"))
+    scores.refresh(state, force=True)
+    h = state.snapshot.rules["sqrt"].logit_hist
+    i = len(h.edges) // 2
+    x = float(h.edges[i] + h.edges[i + 1]) / 2
+    text = scores.show_values_at(x)
+    assert f"sqrt: {float(h.density()[i]):.4g}" in text and "none:" in text
+    assert scores.hover.isVisible()
+    svg = scores.svg_bytes()
+    assert b"density<br" not in svg and b"outside the bins" not in svg
+    _leave(scores.glw.viewport())
+    assert not scores.hover.isVisible() and scores.hover_text == ""
+
+
+def test_score_histogram_offers_log_y_with_finite_values(scores):
+    state = _state(("none", "sqrt"))
+    scores.refresh(state, force=True)
+    assert scores.log_box is not None and not scores.is_log
+    scores.log_box.setChecked(True)
+    scores.refresh(state, force=True)
+    assert scores.plot.ctrl.logYCheck.isChecked()
+    for curve in [*scores.curves.values(), scores.raw_curve, scores.raw_theory, *scores.theory.values()]:
+        y = curve.getData()[1]
+        assert y is not None and np.isfinite(y).all()
+    # the CSV keeps the true densities (zeros included), not the drawn floor
+    assert any(row.get("density") == 0.0 for row in scores.data_rows())
+
+
+def test_sweep_hover_marks_the_d_k_in_every_sweep_plot_and_a_click_sets_it(panel, qtbot):
+    from PySide6.QtCore import QPointF
+
+    panel.refresh(_state(("none", "sqrt")), force=True)
+    panel.show_values_at(2, np.log10(70))
+    assert all(line.isVisible() and line.value() == pytest.approx(np.log10(64))
+               for line in panel.hover_lines)
+    _leave(panel.glw.viewport())
+    assert not any(line.isVisible() for line in panel.hover_lines)
+    vb = panel.plots[3].getViewBox()
+    (_x0, _x1), (y0, y1) = vb.viewRange()
+    scene_pos = vb.mapViewToScene(QPointF(np.log10(480), (y0 + y1) / 2))
+
+    class Click:
+        def scenePos(self):
+            return scene_pos
+
+    with qtbot.waitSignal(panel.d_k_clicked, timeout=1000) as sig:
+        panel._on_click(Click())
+    assert sig.args == [512]
+
+
+def test_a_sweep_click_sets_d_k_in_the_window(qtbot, window):
+    window.page.panels["sweep"].d_k_clicked.emit(512)
+    assert window.params.config_from_widgets().d_k == 512

@@ -378,3 +378,20 @@ def test_each_page_shows_its_own_status(qtbot, window, wait_complete):
 def test_a_clamped_parameter_is_said_in_the_status_bar(qtbot, window):
     window.params.show_clamp("d_k: 999999 is outside 0 … 65,536; set to 65,536")
     assert "999999" in window.statusBar().currentMessage()
+
+
+def test_the_tours_plot_to_watch_stays_outlined_for_the_whole_step(qtbot, window):
+    from ui.main_window import TOUR, _module_exists
+
+    if not _module_exists(TOUR[0]):
+        pytest.skip("no tour")
+    window.show_tour()
+    window.tour.highlight.emit("entropy")
+    entropy, sweep = window.page.panels["entropy"], window.page.panels["sweep"]
+    assert entropy.highlighted and not entropy._flash_timer.isActive()  # held, not timed
+    entropy._flash_timer.timeout.emit()  # a stray end of a short flash does not clear it
+    assert entropy.highlighted and "3px" in entropy.styleSheet()
+    window.tour.highlight.emit("sweep")  # the next step moves the outline
+    assert sweep.highlighted and not entropy.highlighted
+    window.tour.finished.emit()
+    assert not sweep.highlighted and "3px" not in sweep.styleSheet()

@@ -8,6 +8,7 @@ created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is any
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,50 @@ from engine.rules import RULE_REGISTRY
 from ui.theme import LIGHT, Theme, rule_color
 
 EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
+#: key of the PNG text chunk and id of the SVG <metadata> that carry a figure's parameters
+METADATA_KEY = "attention-lab"
+
+
+def svg_with_metadata(svg: bytes, meta: dict[str, Any]) -> bytes:
+    """``svg`` with ``<metadata id="attention-lab">{json}</metadata>`` right after <svg ...>."""
+    from xml.sax.saxutils import escape
+
+    text = svg.decode("utf-8")
+    start = text.find("<svg")
+    end = text.find(">", start)
+    if start < 0 or end < 0:
+        return svg
+    block = f'<metadata id="{METADATA_KEY}">{escape(json.dumps(meta))}</metadata>'
+    return (text[: end + 1] + block + text[end + 1:]).encode("utf-8")
+
+
+def read_figure_metadata(path: str | Path) -> dict[str, Any] | None:
+    """The parameters an exported PNG or SVG carries, or None (not one of ours)."""
+    path = Path(path)
+    if path.suffix.lower() == ".png":
+        from PySide6.QtGui import QImageReader
+
+        reader = QImageReader(str(path))
+        raw = reader.text(METADATA_KEY)
+    elif path.suffix.lower() == ".svg":
+        import xml.etree.ElementTree as ET
+
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError:
+            return None
+        node = next((el for el in root.iter() if el.tag.endswith("metadata")
+                     and el.get("id") == METADATA_KEY), None)
+        raw = node.text if node is not None else ""
+    else:
+        return None
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def rule_label(rule: str) -> str:
@@ -227,18 +272,30 @@ class PlotPanel(QFrame):
                 legend.setBrush(pg.mkBrush(theme.background + "00"))  # outside the data: no box
                 legend.setPen(pg.mkPen(None))
         self.theme_changed(theme)
-        self._set_frame_style(False)
+        self._set_frame_style(self.highlighted)
         self.invalidate()
 
     def theme_changed(self, theme: Theme) -> None:
         """Subclasses recolour their own non-rule items (theory lines, raw series)."""
 
-    def flash(self, ms: int = 1800) -> None:
+    def flash(self, ms: int | None = 1800) -> None:
+        """Outline the panel for ``ms`` milliseconds, or until :meth:`unflash` when None (the
+        tour's "plot to watch" stays outlined for the whole step)."""
         self._set_frame_style(True)
-        self._flash_timer.start(ms)
+        self._held = ms is None
+        if ms is None:
+            self._flash_timer.stop()
+        else:
+            self._flash_timer.start(ms)
+
+    def unflash(self) -> None:
+        self._held = False
+        self._flash_timer.stop()
+        self._set_frame_style(False)
 
     def _unflash(self) -> None:
-        self._set_frame_style(False)
+        if not getattr(self, "_held", False):
+            self._set_frame_style(False)
 
     def _set_frame_style(self, on: bool) -> None:
         name = self.objectName()
@@ -250,7 +307,7 @@ class PlotPanel(QFrame):
 
     @property
     def highlighted(self) -> bool:
-        return self._flash_timer.isActive()
+        return self._flash_timer.isActive() or getattr(self, "_held", False)
 
     # -- export --------------------------------------------------------------------------------
     def _prepare_export(self) -> None:
@@ -315,6 +372,9 @@ class PlotPanel(QFrame):
         exp.parameters()["height"] = max(1, round(width * src.height() / src.width()))
         exp.parameters()["background"] = pg.mkColor(self.theme.background)
         image = exp.export(toBytes=True)
+        meta = self.figure_metadata()
+        if meta is not None:  # a PNG text chunk: File -> Open restores the parameters
+            image.setText(METADATA_KEY, json.dumps(meta))
         data = QByteArray()
         buf = QBuffer(data)
         buf.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -326,7 +386,20 @@ class PlotPanel(QFrame):
         from pyqtgraph.exporters import SVGExporter
 
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
-        return out if isinstance(out, bytes) else bytes(out)
+        data = out if isinstance(out, bytes) else bytes(out)
+        meta = self.figure_metadata()
+        return data if meta is None else svg_with_metadata(data, meta)
+
+    def figure_metadata(self) -> dict[str, Any] | None:
+        """The full parameters behind the figure (None before any data): the simulation's under
+        "config", the training's under "training", as in a session file."""
+        snap = getattr(self._state, "snapshot", None)
+        cfg = getattr(snap, "config", None)
+        if cfg is None or not hasattr(cfg, "to_dict"):
+            return None
+        key = "training" if type(cfg).__name__ == "TrainingConfig" else "config"
+        return {"app": "attention-scaling-lab", "kind": "figure", "plot": self.plot_id,
+                key: cfg.to_dict()}
 
     def csv_text(self) -> str:
         rows = self.data_rows()

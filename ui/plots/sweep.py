@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
@@ -88,6 +88,8 @@ class _Series:
 class SweepPanel(PlotPanel):
     plot_id = "sweep"
     title = "Sweep vs d_k"
+    #: a sweep point was clicked: its d_k (the window sets d_k, and the whole page follows)
+    d_k_clicked = Signal(int)
 
     def build(self) -> None:
         self.plots: list[pg.PlotItem] = []
@@ -112,6 +114,12 @@ class SweepPanel(PlotPanel):
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
         for p, line in zip(self.plots, self.markers, strict=False):
             p.addItem(line)
+        # the hovered d_k, marked in all five plots at once (linked views)
+        self.hover_lines = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
+        for p, line in zip(self.plots, self.hover_lines, strict=False):
+            p.addItem(line, ignoreBounds=True)
+            line.hide()
+        self.glw.scene().sigMouseClicked.connect(self._on_click)
         self.hover = [pg.TextItem(anchor=(0, 0)) for _ in METRICS]
         for p, t in zip(self.plots, self.hover, strict=False):
             p.addItem(t, ignoreBounds=True)
@@ -134,6 +142,8 @@ class SweepPanel(PlotPanel):
     def theme_changed(self, theme: Theme) -> None:
         for line in self.markers:
             line.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
+        for line in self.hover_lines:
+            line.setPen(pg.mkPen(theme.highlight, width=2))
         for t in self.hover:
             t.fill = pg.mkBrush(theme.background + "E0")
             t.border = pg.mkPen(theme.foreground + "80")
@@ -203,7 +213,23 @@ class SweepPanel(PlotPanel):
 
     # -- hover ---------------------------------------------------------------------------------
     def hover_items(self) -> list[Any]:
-        return list(self.hover)
+        return [*self.hover, *self.hover_lines]
+
+    def _nearest(self, log10_dk: float) -> int | None:
+        if not self._points:
+            return None
+        xs = np.log10([p.d_k for p in self._points])
+        return int(self._points[int(np.argmin(np.abs(xs - log10_dk)))].d_k)
+
+    def _on_click(self, event: Any) -> None:
+        pos = event.scenePos()
+        for p in self.plots:
+            vb = p.getViewBox()
+            if vb.sceneBoundingRect().contains(pos):
+                d_k = self._nearest(vb.mapSceneToView(pos).x())
+                if d_k is not None:
+                    self.d_k_clicked.emit(d_k)
+                return
 
     def clear_hover(self) -> None:
         super().clear_hover()
@@ -233,14 +259,13 @@ class SweepPanel(PlotPanel):
         point = self._points[j]
         m = METRICS[plot_index]
         trials = point.snapshot.trials_done
-        lines = [f"<b>d_k = {point.d_k}</b>"]
+        lines = [f"<b>d_k = {point.d_k}</b> (±: 95%)"]  # 1.96 SE; the table's ± is 1 SE
         if plot_index == 0:
             e = point.snapshot.raw_std
             lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
         for name, r in point.snapshot.rules.items():
             e = m.get(r)
             lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} {ci95(e, trials)}</span>')
-        lines.append("± = 95% interval (1.96 SE)")
         html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
         t = self.hover[plot_index]
         t.setHtml(html)
@@ -251,5 +276,8 @@ class SweepPanel(PlotPanel):
         t.setAnchor((0, 0) if right_half else (1, 0))
         t.setPos(x0 if right_half else x1, y1)
         t.show()
+        for line in self.hover_lines:
+            line.setValue(xs[j])
+            line.show()
         self.hover_text = "\n".join(lines)
         return self.hover_text

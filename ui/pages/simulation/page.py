@@ -117,8 +117,19 @@ class SimulationPage(QScrollArea):
         if self._strip_rules is not None:
             self.show_rules(self._strip_rules)
 
-    def highlight(self, plot_id: str) -> PlotPanel:
+    def highlight(self, plot_id: str, hold: bool = False) -> PlotPanel:
+        """Bring the plot into view and outline it: for a moment, or (``hold``) until another
+        plot is highlighted or :meth:`clear_highlight`."""
         panel = self.panels[plot_id]
         self.ensureWidgetVisible(panel, 10, 10)
-        panel.flash()
+        if hold:
+            self.clear_highlight()
+            panel.flash(None)
+        else:
+            panel.flash()
         return panel
+
+    def clear_highlight(self) -> None:
+        for p in self.panels.values():
+            if p.highlighted:
+                p.unflash()

@@ -57,8 +57,8 @@ class TrainingPanel(PlotPanel):
         self.show_empty()
 
     def show_empty(self) -> None:
-        text = self.empty_text or f"{self.title.lower()} of each checked rule"
-        self.hint.show(f"{text}\nappears here after Start or Step", self.theme.foreground)
+        text = self.empty_text or f"{self.title}\nof each checked rule"
+        self.hint.show(f"{text}\nappears after Start or Step", self.theme.foreground)
 
     def theme_changed(self, theme: Any) -> None:
         hint = getattr(self, "hint", None)
