@@ -36,6 +36,9 @@ def build_parser():  # -> LabArgumentParser
                         "--screenshot: the size of the picture)")
     parser.add_argument("--page", metavar="TITLE",
                         help="with --screenshot: the page to show, by its tab title (e.g. Training)")
+    parser.add_argument("--present", action="store_true",
+                        help="start in presentation mode (larger text and lines, one plot at a "
+                        "time with the sweep below; F11 toggles it)")
     parser.add_argument("--theme", choices=("light", "dark"), help="colour theme for this start")
     parser.add_argument("--reset-settings", action="store_true",
                         help="ignore the remembered window layout and parameters")

@@ -82,6 +82,8 @@ def run_gui(args: Any) -> int:
     if size:
         window.resize(*size)
     window.show()
+    if getattr(args, "present", False):
+        window.set_presentation(True)
     page = getattr(args, "page", None)
     if page and not window.open_page_titled(page):
         sys.stderr.write(f"attention-lab: error: --page: no page titled {page!r}\n")

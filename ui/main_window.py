@@ -37,6 +37,7 @@ from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.pages.simulation.run import LabState, SweepCache, lab_run
 from ui.params.panel import ParamPanel
+from ui.presentation import Presenter
 from ui.settings import load_json, open_settings, save_json, settings_location
 from ui.theme import THEMES, apply_app_theme
 from ui.worker import Worker
@@ -227,6 +228,18 @@ class MainWindow(QMainWindow):
             v.addAction(act)
             self.theme_actions[name] = act
         v.addSeparator()
+        self.presenter = Presenter(self)
+        self.present_action = QAction("&Presentation mode", self, checkable=True)
+        self.present_action.setShortcut(QKeySequence("F11"))
+        self.present_action.setStatusTip("Larger text and lines, one plot at a time with the sweep "
+                                         "below; Left/Right change the plot")
+        self.present_action.toggled.connect(self.set_presentation)
+        v.addAction(self.present_action)
+        self.play_action = QAction("&Play d_k through the sweep", self, checkable=True)
+        self.play_action.setShortcut(QKeySequence("Ctrl+P"))
+        self.play_action.setStatusTip("Step d_k through the sweep's values, the whole page following")
+        self.play_action.toggled.connect(lambda on: self.presenter.play() if on else self.presenter.stop())
+        v.addAction(self.play_action)
         v.addAction(self.params_dock.toggleViewAction())
         if _module_exists(TOUR[0]):
             self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
@@ -234,6 +247,15 @@ class MainWindow(QMainWindow):
         self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
         if _module_exists(TOUR[0]):
             self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
+
+    def set_presentation(self, on: bool) -> None:
+        """Presentation mode on or off (View menu, F11, ``--present``)."""
+        if self.present_action.isChecked() != on:
+            self.present_action.setChecked(on)  # comes back here through toggled
+            return
+        self.presenter.set_active(on)
+        if not on and self.play_action.isChecked():
+            self.play_action.setChecked(False)
 
     # -- lazy pages ----------------------------------------------------------------------------
     def _build_lazy_tab(self, index: int) -> None:
@@ -654,6 +676,7 @@ class MainWindow(QMainWindow):
         self._closing = True
         self.redraw_timer.stop()
         self.debounce.stop()
+        self.presenter.stop()
         self.worker.stop()
         for page in self.pages.values():  # pages with their own workers stop them too
             stop = getattr(page, "shutdown", None)
