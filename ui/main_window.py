@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.io import write_json
-from ui.export import ExportError, export_all, export_panel
+from ui.export import PRESETS, ExportError, export_all, export_panel, export_preset
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.pages.simulation.run import LabState, SweepCache, lab_run
@@ -362,6 +362,7 @@ class MainWindow(QMainWindow):
         """Hide the tour; if its dock made the window wider (a platform without a window manager
         grows the window to fit), give the width back so it is not remembered."""
         self.tour_dock.hide()
+        self.page.clear_highlight()  # the step's plot to watch was outlined until now
         before = getattr(self, "_size_before_tour", None)
         if before is not None and not self.isMaximized() and self.width() > before.width():
             self.resize(before)
@@ -621,13 +622,19 @@ class MainWindow(QMainWindow):
             QApplication.restoreOverrideCursor()
 
     def _export_panel_dialog(self, panel: Any, kind: str) -> None:
-        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
-        suggested = self._last_dir() / f"{panel.plot_id}.{kind}"
+        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
+                   "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
+        suffix = PRESETS[kind]["kind"] if kind in PRESETS else kind
+        name = f"{panel.plot_id}_{kind}" if kind in PRESETS else panel.plot_id
+        suggested = self._last_dir() / f"{name}.{suffix}"
         path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}", str(suggested), filters[kind])
         if not path:
             return
         try:
-            export_panel(panel, path, kind)
+            if kind in PRESETS:
+                export_preset(panel, path, kind)
+            else:
+                export_panel(panel, path, kind)
             self._remember_dir(Path(path).parent)
             self.statusBar().showMessage(f"wrote {path}", 5000)
         except ExportError as exc:

@@ -302,3 +302,23 @@ def test_an_image_without_parameters_is_refused(window, tmp_path):
     img.save(str(path))
     with pytest.raises(ValueError, match="carries no"):
         window.open_session(path)
+
+
+def test_slide_and_paper_presets(finished, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from ui.export import export_preset
+    from ui.plots.base import read_figure_metadata
+
+    for plot_id in ("scores", "sweep"):
+        panel = finished.page.panels[plot_id]
+        png = export_preset(panel, tmp_path / f"{plot_id}_slide.png", "slide")
+        img = QImage(str(png))
+        assert (img.width(), img.height()) == (1920, 1080)
+        _png_is_drawn(png)
+        assert read_figure_metadata(png)["config"] == finished.state.config.to_dict()
+        svg = export_preset(panel, tmp_path / f"{plot_id}_paper.svg", "paper")
+        _svg_has_paths(svg)
+        assert panel.title.encode() in svg.read_bytes()  # the panel's title is on the figure
+    # the on-screen panel is untouched (the preset draws a copy)
+    assert finished.page.panels["scores"].plot.getAxis("left").style.get("tickFont") is None

@@ -110,6 +110,8 @@ class PlotPanel(QFrame):
 
     plot_id = ""
     title = ""
+    #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.PRESETS)
+    export_presets = False
     #: asks the owner (window / page) to export this panel: (panel, "png" | "svg" | "csv")
     export_requested = Signal(object, str)
 
@@ -208,6 +210,12 @@ class PlotPanel(QFrame):
         menu.addAction("Export as PNG…", lambda: self.export_requested.emit(self, "png"))
         menu.addAction("Export as SVG…", lambda: self.export_requested.emit(self, "svg"))
         menu.addAction("Export data as CSV…", lambda: self.export_requested.emit(self, "csv"))
+        if self.export_presets:
+            menu.addSeparator()
+            menu.addAction("Export for a slide (1920×1080 PNG)…",
+                           lambda: self.export_requested.emit(self, "slide"))
+            menu.addAction("Export for a paper (single-column SVG)…",
+                           lambda: self.export_requested.emit(self, "paper"))
         return menu
 
     def contextMenuEvent(self, event: Any) -> None:  # right-click on the header / frame
@@ -322,7 +330,7 @@ class PlotPanel(QFrame):
     def set_legend_on_screen(self, on: bool) -> None:
         self.legend_on_screen = on
         for legend in self.legends():
-            legend.setVisible(on)
+            show_legend(legend, on)
 
     def _settle(self) -> None:
         for plot in self.plot_items():
@@ -338,7 +346,7 @@ class PlotPanel(QFrame):
             item.hide()
         hidden = [] if self.legend_on_screen else [g for g in self.legends() if not g.isVisible()]
         for legend in hidden:
-            legend.show()
+            show_legend(legend, True)
         if hidden:
             self._settle()
         try:
@@ -347,7 +355,7 @@ class PlotPanel(QFrame):
             for item in shown:
                 item.show()
             for legend in hidden:
-                legend.hide()
+                show_legend(legend, False)
             if hidden:
                 self._settle()
 
@@ -361,7 +369,7 @@ class PlotPanel(QFrame):
         with self._without_hover():
             return self._svg_bytes()
 
-    def _png_bytes(self, width: int) -> bytes:
+    def _png_bytes(self, width: int, height: int | None = None) -> bytes:
         from pyqtgraph.exporters import ImageExporter
 
         exp = ImageExporter(self.glw.scene())
@@ -369,9 +377,13 @@ class PlotPanel(QFrame):
         if src.width() <= 0 or src.height() <= 0:
             raise RuntimeError(f"{self.plot_id}: the plot has no size yet")
         exp.parameters()["width"] = width
-        exp.parameters()["height"] = max(1, round(width * src.height() / src.width()))
+        exp.parameters()["height"] = height or max(1, round(width * src.height() / src.width()))
         exp.parameters()["background"] = pg.mkColor(self.theme.background)
         image = exp.export(toBytes=True)
+        if height is not None and (image.width(), image.height()) != (width, height):
+            # the exporter keeps the scene's aspect: a preset's size is met exactly (< 1 % off)
+            image = image.scaled(width, height, Qt.AspectRatioMode.IgnoreAspectRatio,
+                                 Qt.TransformationMode.SmoothTransformation)
         meta = self.figure_metadata()
         if meta is not None:  # a PNG text chunk: File -> Open restores the parameters
             image.setText(METADATA_KEY, json.dumps(meta))
@@ -431,9 +443,12 @@ def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg
     ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
     legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
                            frame=False)
-    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    # its width never widens the plot (its columns follow the plot's width instead)
+    legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
     plot.layout.addItem(legend, row, col)
     plot.legend = legend
+    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col),
+                    lambda: plot.layout.removeItem(legend))
     original_add = legend.addItem
 
     def add(item: Any, name: str) -> None:
@@ -443,6 +458,22 @@ def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg
     legend.addItem = add
     plot.getViewBox().sigResized.connect(lambda *_: fit_legend_columns(legend, plot))
     return legend
+
+
+def set_legend_slot(legend: pg.LegendItem, attach: Any, detach: Any) -> None:
+    """How to put a legend into its layout cell and take it out: a legend kept off the screen
+    leaves its layout (hidden, it still moved the plots around it) and returns for exports."""
+    legend._lab_attach = attach
+    legend._lab_detach = detach
+    legend._lab_attached = True
+
+
+def show_legend(legend: pg.LegendItem, on: bool) -> None:
+    attached = getattr(legend, "_lab_attached", None)
+    if attached is not None and attached != on:
+        (legend._lab_attach if on else legend._lab_detach)()
+        legend._lab_attached = on
+    legend.setVisible(on)
 
 
 def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,

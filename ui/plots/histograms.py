@@ -42,6 +42,8 @@ class RuleHistogramPanel(PlotPanel):
     """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles.
     Hovering reads out every rule's density in the bin under the pointer."""
 
+    export_presets = True
+
     x_label = ""
     x_units: str | None = None
     log_toggle = False  #: a "log y" box in the header (a tall spike beside a flat, wide curve)

@@ -14,10 +14,19 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QSizePolicy
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
-from ui.plots.base import PlotPanel, finite, fit_legend_columns, log_ticks, rule_label, rule_pen
+from ui.plots.base import (
+    PlotPanel,
+    finite,
+    fit_legend_columns,
+    log_ticks,
+    rule_label,
+    rule_pen,
+    set_legend_slot,
+)
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964
@@ -86,6 +95,7 @@ class _Series:
 
 
 class SweepPanel(PlotPanel):
+    export_presets = True
     plot_id = "sweep"
     title = "Sweep vs d_k"
     #: a sweep point was clicked: its d_k (the window sets d_k, and the whole page follows)
@@ -106,7 +116,12 @@ class SweepPanel(PlotPanel):
         # one legend for the five plots, in its own row under them: never over a curve
         self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
                                     frame=False)
+        # its width never moves the plots' columns (its columns follow the panel's width instead)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.glw.addItem(self.legend, row=1, col=0, colspan=len(METRICS))
+        set_legend_slot(self.legend,
+                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(METRICS)),
+                        lambda: self.glw.ci.removeItem(self.legend))
         self.plots[0].legend = self.legend
 
         self.series: dict[tuple[int, str], _Series] = {}
@@ -122,6 +137,8 @@ class SweepPanel(PlotPanel):
         self.glw.scene().sigMouseClicked.connect(self._on_click)
         self.hover = [pg.TextItem(anchor=(0, 0)) for _ in METRICS]
         for p, t in zip(self.plots, self.hover, strict=False):
+            # placed in the view box's own pixels (not data coordinates): the read-out sits in
+            # a top corner whatever the view range does
             p.addItem(t, ignoreBounds=True)
             t.hide()
         self._points: tuple = ()
@@ -204,7 +221,7 @@ class SweepPanel(PlotPanel):
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(
             f"<b>{self.title}</b> &nbsp; {len(points)}/{total} points, {first.trials_done:,} trials "
-            "each, bands ±1.96 SE")
+            "each; bands and read-outs ±1.96 SE (95%), the table's ± is 1 SE")
         if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
             self.show_values_at(*self._hover_at)
 
@@ -259,7 +276,7 @@ class SweepPanel(PlotPanel):
         point = self._points[j]
         m = METRICS[plot_index]
         trials = point.snapshot.trials_done
-        lines = [f"<b>d_k = {point.d_k}</b> (±: 95%)"]  # 1.96 SE; the table's ± is 1 SE
+        lines = [f"<b>d_k = {point.d_k}</b>"]
         if plot_index == 0:
             e = point.snapshot.raw_std
             lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
@@ -269,6 +286,9 @@ class SweepPanel(PlotPanel):
         html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
         t = self.hover[plot_index]
         t.setHtml(html)
+        for line in self.hover_lines:
+            line.setValue(xs[j])
+            line.show()
         (x0, x1), (_y0, y1) = self.plots[plot_index].getViewBox().viewRange()
         # in the top corner away from the point: placed at the point, a read-out of six rules ran
         # past the plot's left edge (and was cut) for a point just right of the middle
@@ -276,8 +296,5 @@ class SweepPanel(PlotPanel):
         t.setAnchor((0, 0) if right_half else (1, 0))
         t.setPos(x0 if right_half else x1, y1)
         t.show()
-        for line in self.hover_lines:
-            line.setValue(xs[j])
-            line.show()
         self.hover_text = "\n".join(lines)
         return self.hover_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QScrollArea, QWidget
+from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QWidget
 
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
@@ -41,7 +41,7 @@ def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
         parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
     parts.append(f'<span style="color:{theme.raw}"><b>━━━</b> raw q·k</span>')
     parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
-    return "&nbsp;&nbsp;&nbsp; ".join(parts)
+    return "&nbsp;&nbsp; ".join(parts)
 
 
 class SimulationPage(QScrollArea):
@@ -59,8 +59,12 @@ class SimulationPage(QScrollArea):
         #: q·k and the dashed theory (exported figures carry their own legends)
         self.rule_strip = QLabel(inner)
         self.rule_strip.setObjectName("rule_strip")
-        self.rule_strip.setWordWrap(True)
         self.rule_strip.setTextFormat(Qt.TextFormat.RichText)
+        # one line of fixed height: a strip that re-wrapped when the rules changed moved every
+        # plot under it (and an open hover read-out with them); it never asks for width either
+        self.rule_strip.setWordWrap(False)
+        self.rule_strip.setFixedHeight(self.rule_strip.fontMetrics().height() + 6)
+        self.rule_strip.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         grid.addWidget(self.rule_strip, STRIP_ROW, 0, 1, 3)
         self._strip_rules: tuple[str, ...] | None = None
         self.panels: dict[str, PlotPanel] = panels
@@ -102,6 +106,7 @@ class SimulationPage(QScrollArea):
         """The page's rule strip for ``rules``."""
         self._strip_rules = rules
         self.rule_strip.setText(rule_strip_html(rules, self.theme))
+        self.rule_strip.setToolTip(rule_strip_html(rules, self.theme).replace("&nbsp;&nbsp; ", "<br>"))
 
     def stale(self) -> list[str]:
         """Visible panels not yet showing the current state (0 once the page caught up)."""
