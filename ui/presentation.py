@@ -27,7 +27,6 @@ class Presenter(QObject):
 
     def __init__(self, window: Any) -> None:
         super().__init__(window)
-        self.window = window
         self.active = False
         self.index = 0  #: the plot of SEQUENCE shown
         self._saved: dict[str, Any] = {}
@@ -42,6 +41,12 @@ class Presenter(QObject):
             sc.activated.connect(lambda s=step: self.step(s))
             sc.setEnabled(False)
             self._shortcuts.append(sc)
+
+    @property
+    def window(self) -> Any:
+        """The main window (its parent; no Python reference kept: a closed, deleted window
+        must not stay referenced from here)."""
+        return self.parent()
 
     # -- on / off ------------------------------------------------------------------------------
     def set_active(self, on: bool) -> None:

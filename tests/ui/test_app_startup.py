@@ -74,7 +74,6 @@ def test_a_window_that_does_not_persist_writes_no_settings(qtbot, tmp_path, monk
     seeded.sync()
     before = ini.read_bytes()
     w = MainWindow(theme="light", restore=False, persist=False)
-    qtbot.addWidget(w)
     w.show()
     w.set_theme("dark")
     w.set_theme("light")

@@ -258,7 +258,6 @@ def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_pa
     path.write_text(json.dumps({"config": SimulationConfig(trials=500).to_dict(),
                                 "training": cfg.to_dict()}))
     w = MainWindow(theme="light", restore=False, persist=False)
-    qtbot.addWidget(w)
     try:
         w.open_session(path)
         assert "TrainingPage" not in w.pages
