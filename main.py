@@ -7,6 +7,18 @@ import sys
 from collections.abc import Sequence
 
 
+def _size(text: str) -> tuple[int, int]:
+    import argparse
+
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x720, not {text!r}") from None
+    if not (320 <= w <= 10_000 and 240 <= h <= 10_000):
+        raise argparse.ArgumentTypeError(f"{text}: width 320..10000 and height 240..10000 pixels")
+    return w, h
+
+
 def build_parser():  # -> LabArgumentParser
     from ui.cli import COMMANDS
     from ui.cli.common import LabArgumentParser
@@ -19,6 +31,14 @@ def build_parser():  # -> LabArgumentParser
     parser.add_argument("--screenshot", metavar="FILE",
                         help="open the window with default settings, wait for the first complete "
                         "results, save a PNG of the whole window to FILE and exit")
+    parser.add_argument("--size", metavar="WxH", type=_size,
+                        help="window size in pixels for this start, e.g. 1280x720 (with "
+                        "--screenshot: the size of the picture)")
+    parser.add_argument("--page", metavar="TITLE",
+                        help="with --screenshot: the page to show, by its tab title (e.g. Training)")
+    parser.add_argument("--present", action="store_true",
+                        help="start in presentation mode (larger text and lines, one plot at a "
+                        "time with the sweep below; F11 toggles it)")
     parser.add_argument("--theme", choices=("light", "dark"), help="colour theme for this start")
     parser.add_argument("--reset-settings", action="store_true",
                         help="ignore the remembered window layout and parameters")

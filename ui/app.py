@@ -62,9 +62,21 @@ def run_gui(args: Any) -> int:
     _timing("QApplication")
     from ui.main_window import MainWindow
 
+    # a screenshot starts from the defaults and must leave the user's settings untouched
     window = MainWindow(theme=getattr(args, "theme", None), restore=not screenshot,
-                        reset=bool(getattr(args, "reset_settings", False)))
+                        reset=bool(getattr(args, "reset_settings", False)), persist=not screenshot)
+    size = getattr(args, "size", None)
+    if size:
+        window.resize(*size)
     window.show()
+    if getattr(args, "present", False):
+        window.set_presentation(True)
+    page = getattr(args, "page", None)
+    if page and not window.open_page_titled(page):
+        sys.stderr.write(f"attention-lab: error: --page: no page titled {page!r}\n")
+        window.shutdown()
+        window.deleteLater()
+        return 2
     _timing("window shown")
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     window.rerun()
@@ -73,6 +85,10 @@ def run_gui(args: Any) -> int:
         def save() -> None:
             app.processEvents()
             window.page.redraw(budget=len(window.page.panels))
+            current = window.tabs.currentWidget()
+            if current is not window.page and hasattr(current, "redraw"):
+                current.redraw(budget=99)
+            app.processEvents()
             ok = _save_png_atomically(window.grab(), screenshot)
             if not ok:
                 sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")

@@ -166,7 +166,7 @@ class ExperimentFigurePanel(PlotPanel):
 def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
                              theme: str = "light") -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure."""
-    from ui.figures import ensure_app
+    from ui.headless import ensure_app
 
     app = ensure_app()
     from ui.export import export_figures

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ui.headless import ensure_app
+from ui.headless import ensure_app, settle_layout
 
-#: panel size in pixels (the sweep has five small plots, so it is wider)
+#: panel size in pixels (the sweep has six small plots, so it is wider)
 SIZES = {"sweep": (1600, 450)}
 DEFAULT_SIZE = (900, 600)
 
@@ -32,20 +32,42 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(points)
 
 
+def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str) -> list[Path]:
+    """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg``."""
+    app = ensure_app()
+    from PySide6.QtCore import Qt
+
+    from ui.export import export_figures
+    from ui.theme import THEMES
+
+    panel = cls()
+    try:
+        panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        panel.resize(*SIZES.get(cls.plot_id, DEFAULT_SIZE))
+        panel.apply_theme(THEMES[theme])
+        panel.show()
+        app.processEvents()
+        panel.refresh(state, force=True)
+        settle_layout(panel)
+        return export_figures([panel], out, with_csv=False, prefix=prefix)
+    finally:
+        panel.close()
+        panel.deleteLater()
+        app.processEvents()
+
+
 def write_simulation_figures(
     snapshot: Any,
     sweep_points: Sequence[Any],
     out_dir: str | os.PathLike[str],
     theme: str = "light",
+    prefix: str = "",
+    with_sweep: bool = True,
 ) -> list[Path]:
-    """Render every plot to ``<plot_id>.png`` and ``<plot_id>.svg`` in ``out_dir``; returns the paths."""
-    app = ensure_app()
-    from PySide6.QtCore import Qt
-
-    from ui.export import export_figures
+    """Render every plot of ``snapshot`` to ``<prefix><plot_id>.png`` / ``.svg`` in ``out_dir``
+    (and the sweep plot, unprefixed, when ``with_sweep``); returns the paths."""
     from ui.pages.simulation.run import LabState
     from ui.plots import PANEL_CLASSES
-    from ui.theme import THEMES
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -53,18 +75,29 @@ def write_simulation_figures(
     state = LabState(snapshot.config, snapshot, points, len(points), "done")
     written: list[Path] = []
     for cls in PANEL_CLASSES:
-        panel = cls()
-        try:
-            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            panel.resize(*SIZES.get(cls.plot_id, DEFAULT_SIZE))
-            panel.apply_theme(THEMES[theme])
-            panel.show()
-            app.processEvents()
-            panel.refresh(state, force=True)
-            app.processEvents()
-            written += export_figures([panel], out, with_csv=False)
-        finally:
-            panel.close()
-            panel.deleteLater()
-            app.processEvents()
+        if cls.plot_id == "sweep":
+            if with_sweep:
+                written += _render(cls, state, out, "", theme)
+        else:
+            written += _render(cls, state, out, prefix, theme)
+    return written
+
+
+def write_sweep_figure_sets(points: Sequence[Any], out_dir: str | os.PathLike[str],
+                            theme: str = "light", sweep_points: Sequence[Any] | None = None
+                            ) -> list[Path]:
+    """One figure set per point, named ``d{d_k}_<plot_id>`` like the arrays of histograms.npz
+    (e.g. ``d64_scores.png``; with several key counts ``d{d_k}_n{n}_<plot_id>``), plus the sweep
+    figures once (``sweep.png``, ``sweep.svg``) drawn from ``sweep_points`` (default: all points;
+    a sweep has one axis, so with several d_k and several n the caller passes one sweep)."""
+    points = _sweep_points(points)
+    curve = _sweep_points(sweep_points) if sweep_points is not None else points
+    several_n = len({p.snapshot.config.n_keys for p in points}) > 1
+    written: list[Path] = []
+    for i, point in enumerate(points):
+        c = point.snapshot.config
+        prefix = f"d{c.d_k}_n{c.n_keys}_" if several_n else f"d{c.d_k}_"
+        # the sweep is drawn with the last point's marker (the one the table ends on)
+        written += write_simulation_figures(point.snapshot, curve, out_dir, theme, prefix=prefix,
+                                            with_sweep=i == len(points) - 1)
     return written

@@ -1,6 +1,6 @@
-"""A QApplication for offscreen rendering (``--figures``, the Training figures), and the filter
-that keeps known-harmless Qt warnings off stderr. No page, plot or window imports here, so any
-layer may use it."""
+"""A QApplication for offscreen rendering (``--figures``, the Training figures), the filter
+that keeps known-harmless Qt warnings off stderr, and settle_layout (paint once before an
+export). No page, plot or window imports here, so any layer may use it."""
 
 from __future__ import annotations
 
@@ -34,3 +34,12 @@ def ensure_app() -> Any:
         install_message_filter()
         app = QApplication([])
     return app
+
+
+def settle_layout(panel: Any) -> None:
+    """Paint once before exporting: pyqtgraph widens an axis for its tick labels only when it
+    paints, and a figure written before that had its axis title over the tick labels."""
+    app = ensure_app()
+    app.processEvents()
+    panel.glw.grab()
+    app.processEvents()

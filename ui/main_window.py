@@ -32,11 +32,12 @@ from PySide6.QtWidgets import (
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.io import write_json
-from ui.export import ExportError, export_all, export_panel
+from ui.export import PRESETS, ExportError, export_all, export_panel, export_preset
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.pages.simulation.run import LabState, SweepCache, lab_run
 from ui.params.panel import ParamPanel
+from ui.presentation import Presenter
 from ui.settings import load_json, open_settings, save_json, settings_location
 from ui.theme import THEMES, apply_app_theme
 from ui.worker import Worker
@@ -62,21 +63,26 @@ reruns; results refine while trials stream in. Each scaling rule keeps its colou
 <tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
 <tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
 <tr><td>F1</td><td>this help</td></tr></table>
-<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values.</p>"""
+<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
+point is marked in all six sweep plots); click a sweep point to set its d_k (or n, along n). Exported figures carry
+their parameters: File → Open accepts them.</p>"""
 
 
 class MainWindow(QMainWindow):
     #: the current generation produced its final state (simulation and sweep)
     results_complete = Signal()
 
-    def __init__(self, theme: str | None = None, restore: bool = True, reset: bool = False) -> None:
+    def __init__(self, theme: str | None = None, restore: bool = True, reset: bool = False,
+                 persist: bool = True) -> None:
         super().__init__()
         self.setObjectName("main_window")
         self.setWindowTitle("Attention Scaling Lab")
         self.settings = open_settings()
         #: pages remember their last choices only in a normal session (not --screenshot, tests)
         self._remember = restore
-        if reset:
+        #: False (``--screenshot``): nothing is ever written to the settings
+        self.persist = persist
+        if reset and persist:
             self.settings.clear()
         self.state: LabState | None = None
         self.config: SimulationConfig | None = None
@@ -84,6 +90,8 @@ class MainWindow(QMainWindow):
         self.sweep_axis = "d_k"  #: what the sweep runs along: "d_k" or "n_keys" (the length)
         self.last_message = ""  #: last user-facing message (tests read it)
         self.redraw_count = 0
+        #: a session's Training parameters, waiting for that page to be built
+        self._pending_training: dict | None = None
         self._run_started = 0.0
         self._closing = False
 
@@ -91,6 +99,9 @@ class MainWindow(QMainWindow):
         for panel in self.page.panels.values():
             panel.export_requested.connect(self._export_panel_dialog)
         self.page.panels["sweep"].axis_requested.connect(self.set_sweep_axis)
+        # clicking a point of the sweep sets its value (d_k, or n along n): the whole page follows
+        self.page.panels["sweep"].d_k_clicked.connect(lambda d: self.apply_config({"d_k": d}))
+        self.page.panels["sweep"].n_clicked.connect(lambda n: self.apply_config({"n_keys": n}))
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("pages")
         self.tabs.addTab(self.page, "Simulation")
@@ -103,6 +114,7 @@ class MainWindow(QMainWindow):
             self._lazy[index] = (module, cls)
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
+        self.tabs.currentChanged.connect(lambda _i: self._sync_status_bar())
         self.setCentralWidget(self.tabs)
 
         self.params = ParamPanel(self)
@@ -127,6 +139,7 @@ class MainWindow(QMainWindow):
         self.debounce.setInterval(DEBOUNCE_MS)
         self.debounce.timeout.connect(self.rerun)
         self.params.changed.connect(self.debounce.start)
+        self.params.clamped.connect(lambda text: self.statusBar().showMessage(text, 10_000))
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(REDRAW_MS)
         self.redraw_timer.timeout.connect(self.tick)
@@ -161,6 +174,11 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.status_label, 1)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.stop_button)
+        #: the status of the page shown when it is not the Simulation page (its own words)
+        self.page_status = QLabel("")
+        self.page_status.setObjectName("status_page")
+        bar.addWidget(self.page_status, 1)
+        self.page_status.hide()
 
     def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, self)
@@ -176,7 +194,9 @@ class MainWindow(QMainWindow):
         mb = self.menuBar()
         f = mb.addMenu("&File")
         self.open_action = self._action(f, "&Open session…", self._open_session_dialog,
-                                        QKeySequence.StandardKey.Open, "Open saved parameters or an exported config.json")
+                                        QKeySequence.StandardKey.Open,
+                                        "Open saved parameters, an exported config.json, or an "
+                                        "exported figure (PNG/SVG carry their parameters)")
         self.save_action = self._action(f, "&Save session…", self._save_session_dialog,
                                         QKeySequence.StandardKey.Save, "Save the parameters as JSON")
         f.addSeparator()
@@ -206,11 +226,32 @@ class MainWindow(QMainWindow):
             v.addAction(act)
             self.theme_actions[name] = act
         v.addSeparator()
+        self.presenter = Presenter(self)
+        self.present_action = QAction("&Presentation mode", self, checkable=True)
+        self.present_action.setShortcut(QKeySequence("F11"))
+        self.present_action.setStatusTip("Larger text and lines, one plot at a time with the sweep "
+                                         "below; Left/Right change the plot")
+        self.present_action.toggled.connect(self.set_presentation)
+        v.addAction(self.present_action)
+        self.play_action = QAction("&Play d_k through the sweep", self, checkable=True)
+        self.play_action.setShortcut(QKeySequence("Ctrl+P"))
+        self.play_action.setStatusTip("Step d_k (or n, along n) through the sweep's values, the page following")
+        self.play_action.toggled.connect(lambda on: self.presenter.play() if on else self.presenter.stop())
+        v.addAction(self.play_action)
         v.addAction(self.params_dock.toggleViewAction())
         self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
         self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
         self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
+
+    def set_presentation(self, on: bool) -> None:
+        """Presentation mode on or off (View menu, F11, ``--present``)."""
+        if self.present_action.isChecked() != on:
+            self.present_action.setChecked(on)  # comes back here through toggled
+            return
+        self.presenter.set_active(on)
+        if not on and self.play_action.isChecked():
+            self.play_action.setChecked(False)
 
     # -- lazy pages ----------------------------------------------------------------------------
     def _build_lazy_tab(self, index: int) -> None:
@@ -236,6 +277,7 @@ class MainWindow(QMainWindow):
         old.deleteLater()
         self.pages[cls] = page
         self._connect_page(cls, page)
+        self._apply_pending_training()
         if hasattr(page, "apply_theme"):
             page.apply_theme(THEMES[self.theme_name])
 
@@ -292,6 +334,33 @@ class MainWindow(QMainWindow):
             self.params_dock.hide()
         self._was_on_simulation = on_simulation
 
+    def _sync_status_bar(self) -> None:
+        """Each page shows its own status: the simulation's run line, progress and Stop belong
+        to the Simulation page; another page shows its ``status_summary()`` (or nothing)."""
+        on_simulation = self.tabs.currentWidget() is self.page
+        for w in (self.status_label, self.progress, self.stop_button):
+            w.setVisible(on_simulation)
+        self.page_status.setVisible(not on_simulation)
+        if not on_simulation:
+            summary = getattr(self.tabs.currentWidget(), "status_summary", None)
+            text = summary() if callable(summary) else ""
+            if self.page_status.text() != text:
+                self.page_status.setText(text)
+
+    @property
+    def status_text(self) -> str:
+        """What the status bar shows for the current page (tests read it)."""
+        label = self.status_label if self.tabs.currentWidget() is self.page else self.page_status
+        return label.text()
+
+    def open_page_titled(self, title: str) -> bool:
+        """Show the page whose tab reads ``title`` (case-insensitive); False if there is none."""
+        for index in range(self.tabs.count()):
+            if self.tabs.tabText(index).lower() == title.strip().lower():
+                self.tabs.setCurrentIndex(index)
+                return True
+        return False
+
     def open_page(self, cls: str) -> QWidget | None:
         """Show (building if needed) the page whose class is ``cls``; None if it does not exist."""
         if cls in self.pages:
@@ -315,7 +384,7 @@ class MainWindow(QMainWindow):
             if hasattr(self.tour, "sweep_axis"):
                 self.tour.sweep_axis.connect(lambda axis: self.set_sweep_axis(axis, rerun=False))
             self.tour.apply_config.connect(self.apply_config)
-            self.tour.highlight.connect(self.highlight_plot)
+            self.tour.highlight.connect(lambda plot_id: self.highlight_plot(plot_id, hold=True))
             if hasattr(self.tour, "show_inspector"):
                 self.tour.show_inspector.connect(self._tour_inspector)
             if hasattr(self.tour, "open_inspector"):
@@ -337,6 +406,7 @@ class MainWindow(QMainWindow):
         """Hide the tour; if its dock made the window wider (a platform without a window manager
         grows the window to fit), give the width back so it is not remembered."""
         self.tour_dock.hide()
+        self.page.clear_highlight()  # the step's plot to watch was outlined until now
         before = getattr(self, "_size_before_tour", None)
         if before is not None and not self.isMaximized() and self.width() > before.width():
             self.resize(before)
@@ -396,6 +466,8 @@ class MainWindow(QMainWindow):
             self._show_progress(self.state)
         if self.page.isVisible() and self.page.redraw():
             self.redraw_count += 1
+        elif self.page_status.isVisible():
+            self._sync_status_bar()
         if latest is not None and latest.item.complete and latest.done:
             self.stop_button.setEnabled(False)
             self.results_complete.emit()
@@ -450,13 +522,14 @@ class MainWindow(QMainWindow):
         self.params.set_config(cfg)
         return self.rerun()
 
-    def highlight_plot(self, plot_id: str) -> bool:
-        """Bring the plot into view and outline it for a moment."""
+    def highlight_plot(self, plot_id: str, hold: bool = False) -> bool:
+        """Bring the plot into view and outline it: for a moment, or (``hold``: the tour's plot
+        to watch) until the next step's plot or the tour is left."""
         if plot_id not in self.page.panels:
             self.status_label.setText(f"no plot called {plot_id!r}")
             return False
         self.tabs.setCurrentWidget(self.page)
-        self.page.highlight(plot_id)
+        self.page.highlight(plot_id, hold=hold)
         return True
 
     def set_theme(self, name: str) -> None:
@@ -465,12 +538,14 @@ class MainWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:
             apply_app_theme(app, theme)
+        self.params.apply_theme(theme)
         self.page.apply_theme(theme)
         for page in self.pages.values():
             if hasattr(page, "apply_theme"):
                 page.apply_theme(theme)
         self.theme_actions[name].setChecked(True)
-        self.settings.setValue("theme", name)
+        if self.persist:
+            self.settings.setValue("theme", name)
 
     def message(self, title: str, text: str, error: bool = False) -> None:
         """Tell the user something without blocking (status bar and a non-modal box)."""
@@ -488,23 +563,65 @@ class MainWindow(QMainWindow):
 
     # -- sessions ------------------------------------------------------------------------------
     def save_session(self, path: str | Path) -> Path:
+        """The Simulation parameters, and the Training form's when that page was opened (or a
+        session brought them in)."""
         cfg = self.params.config_from_widgets()
-        return write_json(path, {"app": "attention-scaling-lab", "kind": "session",
-                                 "config": cfg.to_dict()})
+        data: dict[str, Any] = {"app": "attention-scaling-lab", "kind": "session",
+                                "config": cfg.to_dict(), "sweep_axis": self.sweep_axis}
+        training = self.pages.get("TrainingPage")
+        if training is not None and hasattr(training, "controls"):
+            try:
+                data["training"] = training.controls.config_from_widgets().to_dict()
+            except ConfigError:
+                pass  # an invalid form is not saved; the simulation still is
+        elif self._pending_training is not None:
+            data["training"] = self._pending_training
+        return write_json(path, data)
 
     def open_session(self, path: str | Path) -> SimulationConfig:
-        """Load a session or an exported config.json (the config is under "config") and rerun."""
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        """Load a session, an exported config.json (the config is under "config") or an exported
+        figure (PNG or SVG: the parameters it carries), and rerun."""
+        if Path(path).suffix.lower() in (".png", ".svg"):
+            from ui.plots.base import read_figure_metadata
+
+            data = read_figure_metadata(path)
+            if data is None:
+                raise ValueError("this image carries no Attention Scaling Lab parameters")
+            if "config" not in data:  # a Training figure: the simulation stays as it is
+                data = {**data, "config": self.params.widget_values()}
+        else:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
         if not isinstance(data, dict):
             raise ValueError("not a session file (expected a JSON object)")
         cfg_dict = data.get("config", data)
         if not isinstance(cfg_dict, dict):
             raise ValueError('"config" is not a JSON object')
         cfg = SimulationConfig.from_dict(cfg_dict)
+        training = data.get("training")
+        if training is not None:
+            from engine.training.config import TrainingConfig
+
+            TrainingConfig.from_dict(training)  # refuse a bad file before changing anything
         self.params.set_config(cfg)
+        if data.get("sweep_axis") in ("d_k", "n_keys"):  # sessions before the n sweep have none
+            self.set_sweep_axis(data["sweep_axis"], rerun=False)
+        if training is not None:
+            self._pending_training = dict(training)
+            self._apply_pending_training()
         self.rerun()
         return cfg
+
+    def _apply_pending_training(self) -> None:
+        """Put a session's Training parameters into that page's form (once the page exists)."""
+        page = self.pages.get("TrainingPage")
+        if self._pending_training is None or page is None or not hasattr(page, "controls"):
+            return
+        from engine.training.config import TrainingConfig
+
+        if getattr(page, "status", "idle") in ("idle", "stopped", "done", "error", "viewing"):
+            page.controls.set_config(TrainingConfig.from_dict(self._pending_training))
+            self._pending_training = None
 
     def _save_session_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save session", str(self._last_dir() / "session.json"),
@@ -521,8 +638,9 @@ class MainWindow(QMainWindow):
             self.message("Save session", f"Cannot write {path}: {exc.strerror or exc}", error=True)
 
     def _open_session_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open session or config.json", str(self._last_dir()),
-                                              "JSON (*.json)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a session, config.json or exported figure", str(self._last_dir()),
+            "Session, config or figure (*.json *.png *.svg);;JSON (*.json);;Figure (*.png *.svg)")
         if not path:
             return
         try:
@@ -554,13 +672,19 @@ class MainWindow(QMainWindow):
             QApplication.restoreOverrideCursor()
 
     def _export_panel_dialog(self, panel: Any, kind: str) -> None:
-        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
-        suggested = self._last_dir() / f"{panel.plot_id}.{kind}"
+        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
+                   "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
+        suffix = PRESETS[kind]["kind"] if kind in PRESETS else kind
+        name = f"{panel.plot_id}_{kind}" if kind in PRESETS else panel.plot_id
+        suggested = self._last_dir() / f"{name}.{suffix}"
         path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}", str(suggested), filters[kind])
         if not path:
             return
         try:
-            export_panel(panel, path, kind)
+            if kind in PRESETS:
+                export_preset(panel, path, kind)
+            else:
+                export_panel(panel, path, kind)
             self._remember_dir(Path(path).parent)
             self.statusBar().showMessage(f"wrote {path}", 5000)
         except ExportError as exc:
@@ -571,7 +695,8 @@ class MainWindow(QMainWindow):
         return Path(d) if d and Path(d).is_dir() else Path.home()
 
     def _remember_dir(self, d: Path) -> None:
-        self.settings.setValue("last_dir", str(d))
+        if self.persist:
+            self.settings.setValue("last_dir", str(d))
 
     # -- settings and closing ------------------------------------------------------------------
     def _restore_settings(self) -> None:
@@ -589,6 +714,8 @@ class MainWindow(QMainWindow):
                 pass  # a stale or hand-edited value: keep the defaults
 
     def save_settings(self) -> None:
+        if not self.persist:
+            return
         self.settings.setValue("geometry", self.saveGeometry())
         if self.tabs.currentWidget() is not self.page:  # save the layout as the Simulation tab has it
             self.params_dock.setVisible(self._params_dock_wanted)
@@ -611,6 +738,7 @@ class MainWindow(QMainWindow):
         self._closing = True
         self.redraw_timer.stop()
         self.debounce.stop()
+        self.presenter.stop()
         self.worker.stop()
         for page in self.pages.values():  # pages with their own workers stop them too
             stop = getattr(page, "shutdown", None)

@@ -53,10 +53,39 @@ def rule_color(rule: str) -> str:
     return RULE_COLORS[rule]
 
 
+_current: Theme = LIGHT
+
+
+def current_theme() -> Theme:
+    """The theme the app last applied (light before any): widgets that write a colour into
+    text or a style sheet (the error red) take it from here, never a literal."""
+    return _current
+
+
+def error_css(bold: bool = False) -> str:
+    """Style sheet text of an error message in the current theme."""
+    return f"color: {_current.error};" + (" font-weight: bold;" if bold else "")
+
+
+def color_rule_widget(widget, rule: str) -> None:
+    """A check box or label in its rule's colour, bold, through its palette (not a style sheet:
+    a style-sheeted widget kept the previous theme's colours when the theme changed)."""
+    from PySide6.QtGui import QColor, QPalette
+
+    pal = widget.palette()
+    pal.setColor(QPalette.ColorRole.WindowText, QColor(rule_color(rule)))
+    widget.setPalette(pal)
+    font = widget.font()
+    font.setBold(True)
+    widget.setFont(font)
+
+
 def apply_app_theme(app, theme: Theme) -> None:
     """Fusion style with a palette built from the theme (widgets); plots are themed per panel."""
     from PySide6.QtGui import QColor, QPalette
 
+    global _current
+    _current = theme
     app.setStyle("Fusion")
     pal = QPalette()
     roles = {

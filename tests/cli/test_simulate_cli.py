@@ -126,7 +126,14 @@ def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     pngs = sorted(tmp_path.glob("*.png"))
     svgs = sorted(tmp_path.glob("*.svg"))
-    assert len(pngs) == len(svgs) == 6
+    # one set per d_k, prefixed like the arrays of histograms.npz, and the sweep once
+    per_d_k = ("scores", "weights", "top_weight", "entropy", "jacobian")
+    expected = {f"d{d}_{pid}" for d in (16, 64) for pid in per_d_k} | {"sweep"}
+    assert {p.stem for p in pngs} == {p.stem for p in svgs} == expected
+    import numpy as np
+
+    with np.load(tmp_path / "histograms.npz") as npz:
+        assert {f"d{d}_" for d in (16, 64)} <= {k[: k.index("_") + 1] for k in npz.files}
     for png in pngs:
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
@@ -134,6 +141,20 @@ def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
         root = ET.parse(svg).getroot()
         assert root.tag.endswith("svg")
         assert any(el.tag.endswith("path") for el in root.iter())
+
+
+def test_figures_with_several_keys_are_named_by_d_k_and_n(tmp_path: Path) -> None:
+    """--keys 8 64: one figure set per point named like histograms.npz (d{d_k}_n{n}_...)."""
+    r = run("simulate", "--d-k", "16", "--keys", "8", "64", "--trials", "100", "--scaling", "sqrt",
+            "--out", str(tmp_path), "--figures", "--quiet")
+    assert r.returncode == 0, r.stderr
+    per_point = ("scores", "weights", "top_weight", "entropy", "jacobian")
+    expected = {f"d16_n{n}_{pid}" for n in (8, 64) for pid in per_point} | {"sweep"}
+    assert {p.stem for p in tmp_path.glob("*.png")} == expected
+    import numpy as np
+
+    with np.load(tmp_path / "histograms.npz") as npz:
+        assert {"d16_n8_", "d16_n64_"} <= {k[: k.index("_", k.index("_") + 1) + 1] for k in npz.files}
 
 
 def test_simulate_sweeps_the_length_with_several_keys(tmp_path: Path) -> None:

@@ -60,3 +60,49 @@ def test_gui_imports_no_torch(tmp_path):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_window_that_does_not_persist_writes_no_settings(qtbot, tmp_path, monkeypatch):
+    """``--screenshot`` overwrote the user's theme and parameters: its window writes nothing."""
+    ini = tmp_path / "settings.ini"
+    monkeypatch.setenv("ATTENTION_LAB_SETTINGS", str(ini))
+    from ui.main_window import MainWindow
+    from ui.settings import open_settings
+
+    seeded = open_settings()
+    seeded.setValue("theme", "dark")
+    seeded.sync()
+    before = ini.read_bytes()
+    w = MainWindow(theme="light", restore=False, persist=False)
+    w.show()
+    w.set_theme("dark")
+    w.set_theme("light")
+    w._remember_dir(tmp_path)
+    w.close()
+    w.deleteLater()
+    qtbot.wait(10)
+    assert ini.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_screenshot_leaves_the_saved_settings_untouched(tmp_path):
+    ini = tmp_path / "settings.ini"
+    ini.write_text("[General]\ntheme=dark\nconfig=\"{\\\"d_k\\\": 512}\"\n")
+    before = ini.read_bytes()
+    out = tmp_path / "shot.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTENTION_LAB_SETTINGS": str(ini)}
+    proc = subprocess.run([sys.executable, "main.py", "--screenshot", str(out), "--theme", "light",
+                           "--size", "1280x720"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ini.read_bytes() == before
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1280, 720)
+
+
+def test_size_must_be_width_x_height():
+    proc = subprocess.run([sys.executable, "main.py", "--size", "big", "--screenshot", "x.png"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--size" in proc.stderr

@@ -382,3 +382,36 @@ def test_a_tour_that_fails_to_load_says_why(qtbot, window, monkeypatch):
     window.show_tour()
     assert window.tour is None and window.tour_dock is None
     assert "could not be loaded" in window.last_message and "no_such_tour" in window.last_message
+
+
+def test_each_page_shows_its_own_status(qtbot, window, wait_complete):
+    """The Simulation page's "backend numpy ... sweep 13/13" was shown on every page."""
+    window.rerun()
+    wait_complete(window)
+    assert "backend" in window.status_text and window.progress.isVisible()
+    page = window.open_page("TrainingPage")
+    assert page is not None
+    qtbot.waitUntil(lambda: window.status_text.startswith("Training: idle"), timeout=5_000)
+    assert "backend" not in window.status_text
+    assert not window.status_label.isVisible() and not window.progress.isVisible()
+    window.tabs.setCurrentWidget(window.page)
+    assert "backend" in window.status_text and window.progress.isVisible()
+
+
+def test_a_clamped_parameter_is_said_in_the_status_bar(qtbot, window):
+    window.params.show_clamp("d_k: 999999 is outside 0 … 65,536; set to 65,536")
+    assert "999999" in window.statusBar().currentMessage()
+
+
+def test_the_tours_plot_to_watch_stays_outlined_for_the_whole_step(qtbot, window):
+    window.show_tour()  # the tour always loads (test_every_page_loads_without_error)
+    assert window.tour is not None, window.last_message
+    window.tour.highlight.emit("entropy")
+    entropy, sweep = window.page.panels["entropy"], window.page.panels["sweep"]
+    assert entropy.highlighted and not entropy._flash_timer.isActive()  # held, not timed
+    entropy._flash_timer.timeout.emit()  # a stray end of a short flash does not clear it
+    assert entropy.highlighted and "3px" in entropy.styleSheet()
+    window.tour.highlight.emit("sweep")  # the next step moves the outline
+    assert sweep.highlighted and not entropy.highlighted
+    window.tour.finished.emit()
+    assert not sweep.highlighted and "3px" not in sweep.styleSheet()

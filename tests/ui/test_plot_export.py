@@ -230,3 +230,94 @@ def test_weights_csv_holds_every_heatmap_row_of_every_rule(finished, tmp_path):
         np.testing.assert_array_equal(first, result.sample_weights[0])
     selected = {r["row"] for r in rows if r["selected_row"] == "True"}
     assert selected == {str(finished.page.panels["weights"].row_box.value())}
+
+
+def test_a_session_carries_the_training_parameters(qtbot, window, tmp_path):
+    import json
+
+    page = window.open_page("TrainingPage")
+    assert page is not None
+    cfg = page.controls.config_from_widgets().replace(steps=123, lr=0.0042, seed=7)
+    page.controls.set_config(cfg)
+    path = window.save_session(tmp_path / "s.json")
+    data = json.loads(path.read_text())
+    assert data["training"]["steps"] == 123
+    page.controls.set_config(cfg.replace(steps=5, lr=0.1))
+    window.open_session(path)
+    assert page.controls.config_from_widgets() == cfg
+
+
+def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_path):
+    import json
+
+    from engine.training.config import TrainingConfig
+    from ui.main_window import MainWindow
+
+    path = tmp_path / "s.json"
+    cfg = TrainingConfig(steps=77, seed=3)
+    path.write_text(json.dumps({"config": SimulationConfig(trials=500).to_dict(),
+                                "training": cfg.to_dict()}))
+    w = MainWindow(theme="light", restore=False, persist=False)
+    try:
+        w.open_session(path)
+        assert "TrainingPage" not in w.pages
+        page = w.open_page("TrainingPage")
+        assert page.controls.config_from_widgets() == cfg
+    finally:
+        w.shutdown()
+        w.close()
+        w.deleteLater()
+
+
+@pytest.mark.parametrize("kind", ["png", "svg"])
+def test_an_exported_figure_carries_its_parameters_and_opens_them(qtbot, window, wait_complete,
+                                                                    tmp_path, kind):
+    from ui.plots.base import read_figure_metadata
+
+    window.apply_config({"trials": 700, "d_k": 96, "seed": 11, "scalings": ["none", "dk"]})
+    qtbot.waitUntil(lambda: window.state is not None and window.state.config.d_k == 96, timeout=10_000)
+    wait_complete(window)
+    made = window.state.config
+    numbers = window.state.snapshot.rules["dk"].top_weight.mean
+    path = window.export_plot("top_weight", tmp_path / f"fig.{kind}", kind)
+    meta = read_figure_metadata(path)
+    assert meta is not None and meta["plot"] == "top_weight"
+    assert SimulationConfig.from_dict(meta["config"]) == made
+    window.apply_config({"d_k": 8, "seed": 1})
+    qtbot.waitUntil(lambda: window.state is not None and window.state.config.d_k == 8, timeout=10_000)
+    assert window.open_session(path) == made
+    assert window.params.config_from_widgets() == made
+    wait_complete(window)
+    assert window.state.config == made
+    assert window.state.snapshot.rules["dk"].top_weight.mean == numbers  # same seed, same numbers
+
+
+def test_an_image_without_parameters_is_refused(window, tmp_path):
+    from PySide6.QtGui import QImage
+
+    img = QImage(20, 20, QImage.Format.Format_RGB32)
+    img.fill(0)
+    path = tmp_path / "plain.png"
+    img.save(str(path))
+    with pytest.raises(ValueError, match="carries no"):
+        window.open_session(path)
+
+
+def test_slide_and_paper_presets(finished, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from ui.export import export_preset
+    from ui.plots.base import read_figure_metadata
+
+    for plot_id in ("scores", "sweep"):
+        panel = finished.page.panels[plot_id]
+        png = export_preset(panel, tmp_path / f"{plot_id}_slide.png", "slide")
+        img = QImage(str(png))
+        assert (img.width(), img.height()) == (1920, 1080)
+        _png_is_drawn(png)
+        assert read_figure_metadata(png)["config"] == finished.state.config.to_dict()
+        svg = export_preset(panel, tmp_path / f"{plot_id}_paper.svg", "paper")
+        _svg_has_paths(svg)
+        assert panel.title.encode() in svg.read_bytes()  # the panel's title is on the figure
+    # the on-screen panel is untouched (the preset draws a copy)
+    assert finished.page.panels["scores"].plot.getAxis("left").style.get("tickFont") is None

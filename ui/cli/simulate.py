@@ -46,7 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default="auto",
                    help=f"{', '.join(METHODS)} (exact: sample scores directly, Gaussian only)")
     p.add_argument("--out", metavar="DIR", help="write summary.csv, histograms.npz, config.json here")
-    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
+    p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out: one set per point "
+                   "(d64_scores.png, ...; with several --keys d64_n8_scores.png, ...) and the "
+                   "sweep (sweep.png)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -136,13 +138,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
             if args.figures:
-                from ui.figures import write_simulation_figures
+                from ui.figures import write_sweep_figure_sets
 
-                # the sweep figure shows one curve per rule: the last sweep (with several d_k
-                # and several n, the d_k sweep at the last n)
+                # one figure set per point; the sweep figure shows one curve per rule along one
+                # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)
                 last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
                         ] if points[-1].axis == "d_k" else points
-                paths += write_simulation_figures(snapshots[-1], last, out)
+                paths += write_sweep_figure_sets(points, out, sweep_points=last)
         except OSError as exc:
             fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")

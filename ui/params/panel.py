@@ -12,7 +12,7 @@ import os
 import random
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QRegularExpressionValidator
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -45,9 +45,11 @@ from engine.config import (
 )
 from engine.errors import ConfigError
 from engine.rules import RULE_REGISTRY
-from ui.theme import rule_color
+from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel
+from ui.theme import Theme, color_rule_widget, current_theme, error_css
 
 SLIDER_STEPS_PER_OCTAVE = 10
+CLAMP_NOTICE_MS = 15_000  #: how long "… set to 65,536" stays under the parameters' title
 #: rules whose logits use the temperature T
 RULES_WITH_T = ("temperature", "cosine")
 
@@ -100,6 +102,8 @@ class ParamPanel(QScrollArea):
     changed = Signal()
     #: "new seed" pressed (the seed widget already holds the new seed)
     new_seed = Signal()
+    #: a typed value was outside its field's range and was clamped (the message says so)
+    clamped = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -111,9 +115,19 @@ class ParamPanel(QScrollArea):
         self.error_label = QLabel("")
         self.error_label.setObjectName("param_error")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #C62828; font-weight: bold;")
+        self.error_label.setStyleSheet(error_css(bold=True))
         self.error_label.hide()
         col.addWidget(self.error_label)
+        #: "d_k: 999999 is outside 0 … 65,536; set to 65,536": a clamped entry is never silent
+        self.clamp_label = QLabel("")
+        self.clamp_label.setObjectName("param_clamped")
+        self.clamp_label.setWordWrap(True)
+        self.clamp_label.hide()
+        self._clamp_timer = QTimer(self)
+        self._clamp_timer.setSingleShot(True)
+        self._clamp_timer.setInterval(CLAMP_NOTICE_MS)
+        self._clamp_timer.timeout.connect(self.clamp_label.hide)
+        col.addWidget(self.clamp_label)
         self.fields: dict[str, QWidget] = {}
         self._loading = False
         col.addWidget(self._head_group())
@@ -124,6 +138,7 @@ class ParamPanel(QScrollArea):
         self.setWidget(inner)
         self.error_field: str | None = None
         self.set_config(SimulationConfig())
+        guard_wheel(inner)
 
     # -- construction --------------------------------------------------------------------------
     def _register(self, name: str, widget: QWidget, tip: str | None = None) -> QWidget:
@@ -133,7 +148,8 @@ class ParamPanel(QScrollArea):
         return widget
 
     def _spin(self, name: str, lo: int, hi: int, step: int = 1) -> QSpinBox:
-        w = QSpinBox()
+        w = ClampSpinBox()
+        w.clamped.connect(self.show_clamp)
         w.setRange(lo, hi)
         w.setSingleStep(step)
         w.setGroupSeparatorShown(True)
@@ -142,7 +158,8 @@ class ParamPanel(QScrollArea):
         return self._register(name, w)
 
     def _dspin(self, name: str, lo: float, hi: float, step: float, decimals: int = 3) -> QDoubleSpinBox:
-        w = QDoubleSpinBox()
+        w = ClampDoubleSpinBox()
+        w.clamped.connect(self.show_clamp)
         w.setRange(lo, hi)
         w.setDecimals(decimals)
         w.setSingleStep(step)
@@ -194,7 +211,7 @@ class ParamPanel(QScrollArea):
             cb = QCheckBox(RULE_REGISTRY[name].label)
             cb.setObjectName(f"rule_{name}")
             cb.setToolTip(RULE_REGISTRY[name].description)
-            cb.setStyleSheet(f"QCheckBox {{ color: {rule_color(name)}; font-weight: bold; }}")
+            color_rule_widget(cb, name)
             cb.toggled.connect(self._emit)
             cb.toggled.connect(self._update_enabled)
             lay.addWidget(cb)
@@ -324,16 +341,29 @@ class ParamPanel(QScrollArea):
         self.clear_error()
 
     # -- errors --------------------------------------------------------------------------------
+    def show_clamp(self, message: str) -> None:
+        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamp_label.show()
+        self._clamp_timer.start()
+        self.clamped.emit(message)
+
     def show_error(self, exc: ConfigError) -> None:
         self.clear_error()
         widget = self.fields.get(exc.field)
         if widget is not None:
-            widget.setStyleSheet(f"#{widget.objectName()} {{ border: 2px solid #C62828; }}")
+            widget.setStyleSheet(f"#{widget.objectName()} {{ border: 2px solid {current_theme().error}; }}")
         self.error_field = exc.field
         self.error_label.setText(f"⚠ {exc.field}: {exc.message}")
         self.error_label.show()
         if widget is not None:
             self.ensureWidgetVisible(widget)
+
+    def apply_theme(self, theme: Theme) -> None:
+        """Recolour what carries the error colour (a shown error keeps showing, in the new red)."""
+        self.error_label.setStyleSheet(error_css(bold=True))
+        widget = self.fields.get(self.error_field) if self.error_field else None
+        if widget is not None:
+            widget.setStyleSheet(f"#{widget.objectName()} {{ border: 2px solid {theme.error}; }}")
 
     def clear_error(self) -> None:
         if self.error_field is not None:

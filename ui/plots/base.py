@@ -8,18 +8,22 @@ created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is any
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt, QTimer, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QMenu,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -30,6 +34,50 @@ from engine.rules import rule_label  # the one definition, re-exported for the p
 from ui.theme import LIGHT, Theme, rule_color
 
 EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
+#: key of the PNG text chunk and id of the SVG <metadata> that carry a figure's parameters
+METADATA_KEY = "attention-lab"
+
+
+def svg_with_metadata(svg: bytes, meta: dict[str, Any]) -> bytes:
+    """``svg`` with ``<metadata id="attention-lab">{json}</metadata>`` right after <svg ...>."""
+    from xml.sax.saxutils import escape
+
+    text = svg.decode("utf-8")
+    start = text.find("<svg")
+    end = text.find(">", start)
+    if start < 0 or end < 0:
+        return svg
+    block = f'<metadata id="{METADATA_KEY}">{escape(json.dumps(meta))}</metadata>'
+    return (text[: end + 1] + block + text[end + 1:]).encode("utf-8")
+
+
+def read_figure_metadata(path: str | Path) -> dict[str, Any] | None:
+    """The parameters an exported PNG or SVG carries, or None (not one of ours)."""
+    path = Path(path)
+    if path.suffix.lower() == ".png":
+        from PySide6.QtGui import QImageReader
+
+        reader = QImageReader(str(path))
+        raw = reader.text(METADATA_KEY)
+    elif path.suffix.lower() == ".svg":
+        import xml.etree.ElementTree as ET
+
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError:
+            return None
+        node = next((el for el in root.iter() if el.tag.endswith("metadata")
+                     and el.get("id") == METADATA_KEY), None)
+        raw = node.text if node is not None else ""
+    else:
+        return None
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def finite(a: np.ndarray) -> np.ndarray:
@@ -38,8 +86,19 @@ def finite(a: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(a), a, 0.0)
 
 
-def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> Any:
-    return pg.mkPen(rule_color(rule), width=width, style=style)
+#: a line pattern per rule besides its colour: a curve that coincides with another (temperature
+#: at T = 1 lies exactly on none; qknorm often on sqrt) still shows through it
+RULE_STYLES: dict[str, Qt.PenStyle] = {
+    "temperature": Qt.PenStyle.DotLine,
+    "cosine": Qt.PenStyle.DashDotLine,
+    "qknorm": Qt.PenStyle.DashDotDotLine,
+}
+
+
+def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle | None = None) -> Any:
+    """The rule's colour, and its line pattern unless ``style`` is given (theory lines)."""
+    return pg.mkPen(rule_color(rule), width=width,
+                    style=RULE_STYLES.get(rule, Qt.PenStyle.SolidLine) if style is None else style)
 
 
 class PlotPanel(QFrame):
@@ -47,6 +106,8 @@ class PlotPanel(QFrame):
 
     plot_id = ""
     title = ""
+    #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.PRESETS)
+    export_presets = False
     #: asks the owner (window / page) to export this panel: (panel, "png" | "svg" | "csv")
     export_requested = Signal(object, str)
 
@@ -57,6 +118,9 @@ class PlotPanel(QFrame):
         self.theme: Theme = LIGHT
         self._drawn_key: Any = None
         self._state: Any = None
+        #: False: the page shows one shared rule strip instead, and the legends appear only in
+        #: exported figures (which must name their series)
+        self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
@@ -77,6 +141,9 @@ class PlotPanel(QFrame):
         self.glw = pg.GraphicsLayoutWidget(self)
         self.glw.setMinimumSize(260, 200)
         outer.addWidget(self.glw, 1)
+        # a hover read-out disappears when the pointer leaves the plot
+        self.glw.installEventFilter(self)
+        self.glw.viewport().installEventFilter(self)
         self._flash_timer = QTimer(self)
         self._flash_timer.setSingleShot(True)
         self._flash_timer.timeout.connect(self._unflash)
@@ -97,6 +164,20 @@ class PlotPanel(QFrame):
     def data_rows(self) -> list[dict[str, Any]]:
         return []
 
+    def hover_items(self) -> list[Any]:
+        """Scene items that show a hover read-out: hidden on leave and in every export."""
+        return []
+
+    def clear_hover(self) -> None:
+        """The pointer left: no read-out stays behind (subclasses also reset their labels)."""
+        for item in self.hover_items():
+            item.hide()
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:
+        if event.type() == QEvent.Type.Leave and obj in (self.glw, self.glw.viewport()):
+            self.clear_hover()
+        return super().eventFilter(obj, event)
+
     def plot_items(self) -> list[pg.PlotItem]:
         return [i for i in self.glw.ci.items if isinstance(i, pg.PlotItem)]
 
@@ -112,7 +193,7 @@ class PlotPanel(QFrame):
             plot.getAxis(name).enableAutoSIPrefix(False)
         plot.showGrid(x=True, y=True, alpha=self.theme.grid_alpha)
         if legend:
-            plot.addLegend(offset=(-8, 8), labelTextSize="8pt")
+            outside_legend(plot)
         vb = plot.getViewBox()
         vb.menu.addSeparator()
         for text, kind in (("Export plot as PNG…", "png"), ("Export plot as SVG…", "svg"),
@@ -125,6 +206,12 @@ class PlotPanel(QFrame):
         menu.addAction("Export as PNG…", lambda: self.export_requested.emit(self, "png"))
         menu.addAction("Export as SVG…", lambda: self.export_requested.emit(self, "svg"))
         menu.addAction("Export data as CSV…", lambda: self.export_requested.emit(self, "csv"))
+        if self.export_presets:
+            menu.addSeparator()
+            menu.addAction("Export for a slide (1920×1080 PNG)…",
+                           lambda: self.export_requested.emit(self, "slide"))
+            menu.addAction("Export for a paper (single-column SVG)…",
+                           lambda: self.export_requested.emit(self, "paper"))
         return menu
 
     def contextMenuEvent(self, event: Any) -> None:  # right-click on the header / frame
@@ -186,21 +273,33 @@ class PlotPanel(QFrame):
                 legend.setLabelTextColor(theme.foreground)
                 for _sample, label in legend.items:  # the colour alone does not re-render them
                     label.setText(label.text)
-                legend.setBrush(pg.mkBrush(theme.background + "C8"))
-                legend.setPen(pg.mkPen(theme.foreground + "40"))
+                legend.setBrush(pg.mkBrush(theme.background + "00"))  # outside the data: no box
+                legend.setPen(pg.mkPen(None))
         self.theme_changed(theme)
-        self._set_frame_style(False)
+        self._set_frame_style(self.highlighted)
         self.invalidate()
 
     def theme_changed(self, theme: Theme) -> None:
         """Subclasses recolour their own non-rule items (theory lines, raw series)."""
 
-    def flash(self, ms: int = 1800) -> None:
+    def flash(self, ms: int | None = 1800) -> None:
+        """Outline the panel for ``ms`` milliseconds, or until :meth:`unflash` when None (the
+        tour's "plot to watch" stays outlined for the whole step)."""
         self._set_frame_style(True)
-        self._flash_timer.start(ms)
+        self._held = ms is None
+        if ms is None:
+            self._flash_timer.stop()
+        else:
+            self._flash_timer.start(ms)
+
+    def unflash(self) -> None:
+        self._held = False
+        self._flash_timer.stop()
+        self._set_frame_style(False)
 
     def _unflash(self) -> None:
-        self._set_frame_style(False)
+        if not getattr(self, "_held", False):
+            self._set_frame_style(False)
 
     def _set_frame_style(self, on: bool) -> None:
         name = self.objectName()
@@ -212,25 +311,78 @@ class PlotPanel(QFrame):
 
     @property
     def highlighted(self) -> bool:
-        return self._flash_timer.isActive()
+        return self._flash_timer.isActive() or getattr(self, "_held", False)
 
     # -- export --------------------------------------------------------------------------------
     def _prepare_export(self) -> None:
         if self._state is not None:
             self.refresh(self._state, force=True)
 
+    def legends(self) -> list[pg.LegendItem]:
+        """The panel's legends (one object once, however many plots share it)."""
+        found = {id(p.legend): p.legend for p in self.plot_items() if p.legend is not None}
+        return list(found.values())
+
+    def set_legend_on_screen(self, on: bool) -> None:
+        self.legend_on_screen = on
+        for legend in self.legends():
+            show_legend(legend, on)
+
+    def _settle(self) -> None:
+        for plot in self.plot_items():
+            plot.layout.activate()
+        self.glw.ci.layout.activate()
+
+    @contextmanager
+    def _without_hover(self) -> Iterator[None]:
+        """A hover read-out is for the pointer, never part of a figure; a legend kept off the
+        screen (the page has a rule strip) is part of it."""
+        shown = [item for item in self.hover_items() if item.isVisible()]
+        for item in shown:
+            item.hide()
+        hidden = [] if self.legend_on_screen else [g for g in self.legends() if not g.isVisible()]
+        for legend in hidden:
+            show_legend(legend, True)
+        if hidden:
+            self._settle()
+        try:
+            yield
+        finally:
+            for item in shown:
+                item.show()
+            for legend in hidden:
+                show_legend(legend, False)
+            if hidden:
+                self._settle()
+
     def png_bytes(self, width: int = EXPORT_WIDTH) -> bytes:
+        self._prepare_export()  # (a redraw may re-show a read-out: hide it after)
+        with self._without_hover():
+            return self._png_bytes(width)
+
+    def svg_bytes(self) -> bytes:
+        self._prepare_export()
+        with self._without_hover():
+            return self._svg_bytes()
+
+    def _png_bytes(self, width: int, height: int | None = None) -> bytes:
         from pyqtgraph.exporters import ImageExporter
 
-        self._prepare_export()
         exp = ImageExporter(self.glw.scene())
         src = exp.getSourceRect()
         if src.width() <= 0 or src.height() <= 0:
             raise RuntimeError(f"{self.plot_id}: the plot has no size yet")
         exp.parameters()["width"] = width
-        exp.parameters()["height"] = max(1, round(width * src.height() / src.width()))
+        exp.parameters()["height"] = height or max(1, round(width * src.height() / src.width()))
         exp.parameters()["background"] = pg.mkColor(self.theme.background)
         image = exp.export(toBytes=True)
+        if height is not None and (image.width(), image.height()) != (width, height):
+            # the exporter keeps the scene's aspect: a preset's size is met exactly (< 1 % off)
+            image = image.scaled(width, height, Qt.AspectRatioMode.IgnoreAspectRatio,
+                                 Qt.TransformationMode.SmoothTransformation)
+        meta = self.figure_metadata()
+        if meta is not None:  # a PNG text chunk: File -> Open restores the parameters
+            image.setText(METADATA_KEY, json.dumps(meta))
         data = QByteArray()
         buf = QBuffer(data)
         buf.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -238,12 +390,24 @@ class PlotPanel(QFrame):
         buf.close()
         return bytes(data)
 
-    def svg_bytes(self) -> bytes:
+    def _svg_bytes(self) -> bytes:
         from pyqtgraph.exporters import SVGExporter
 
-        self._prepare_export()
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
-        return out if isinstance(out, bytes) else bytes(out)
+        data = out if isinstance(out, bytes) else bytes(out)
+        meta = self.figure_metadata()
+        return data if meta is None else svg_with_metadata(data, meta)
+
+    def figure_metadata(self) -> dict[str, Any] | None:
+        """The full parameters behind the figure (None before any data): the simulation's under
+        "config", the training's under "training", as in a session file."""
+        snap = getattr(self._state, "snapshot", None)
+        cfg = getattr(snap, "config", None)
+        if cfg is None or not hasattr(cfg, "to_dict"):
+            return None
+        key = "training" if type(cfg).__name__ == "TrainingConfig" else "config"
+        return {"app": "attention-scaling-lab", "kind": "figure", "plot": self.plot_id,
+                key: cfg.to_dict()}
 
     def csv_text(self) -> str:
         rows = self.data_rows()
@@ -263,6 +427,97 @@ class PlotPanel(QFrame):
         else:
             raise ValueError(f"unknown export kind {kind!r}")
         return atomic_write_bytes(path, data)
+
+
+#: row of a PlotItem's own grid below its x axis (0 title, 1 top axis, 2 view box, 3 bottom axis)
+LEGEND_ROW = 4
+
+
+def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg.LegendItem:
+    """The plot's legend in its own row below the x axis, never over the data; it takes as many
+    columns as the plot's width allows (re-flowed when the plot is resized or a series added).
+    ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
+    legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
+                           frame=False)
+    # its width never widens the plot (its columns follow the plot's width instead)
+    legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    plot.layout.addItem(legend, row, col)
+    plot.legend = legend
+    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col),
+                    lambda: plot.layout.removeItem(legend))
+    original_add = legend.addItem
+
+    def add(item: Any, name: str) -> None:
+        original_add(item, name)
+        fit_legend_columns(legend, plot)
+
+    legend.addItem = add
+    plot.getViewBox().sigResized.connect(lambda *_: fit_legend_columns(legend, plot))
+    return legend
+
+
+def set_legend_slot(legend: pg.LegendItem, attach: Any, detach: Any) -> None:
+    """How to put a legend into its layout cell and take it out: a legend kept off the screen
+    leaves its layout (hidden, it still moved the plots around it) and returns for exports."""
+    legend._lab_attach = attach
+    legend._lab_detach = detach
+    legend._lab_attached = True
+
+
+def show_legend(legend: pg.LegendItem, on: bool) -> None:
+    attached = getattr(legend, "_lab_attached", None)
+    if attached is not None and attached != on:
+        (legend._lab_attach if on else legend._lab_detach)()
+        legend._lab_attached = on
+    legend.setVisible(on)
+
+
+def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
+                       room: float | None = None) -> None:
+    """As many legend columns as fit ``room`` pixels (default: the plot's width); the widest
+    entry sets the column width."""
+    if not legend.items:
+        return
+    widest = max(20 + label.item.boundingRect().width() for _sample, label in legend.items) + 18
+    if room is None:
+        room = max(plot.getViewBox().width(), plot.width() * 0.8) if plot is not None else widest
+    room = max(room, widest)
+    cols = max(1, min(len(legend.items), int(room // widest)))
+    if cols != legend.columnCount:
+        legend.setColumnCount(cols)
+
+
+class EmptyHint:
+    """A centred sentence in an empty plot saying what will appear there and how (instead of
+    empty axes and an empty legend box); hidden with the first data."""
+
+    def __init__(self, plot: pg.PlotItem) -> None:
+        self.plot = plot
+        self.item = pg.TextItem("", anchor=(0.5, 0.5))
+        self.item.setZValue(50)
+        plot.addItem(self.item, ignoreBounds=True)
+        plot.getViewBox().sigRangeChanged.connect(self._centre)
+        self.item.hide()
+
+    def _centre(self, *_args: Any) -> None:
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def show(self, text: str, colour: str) -> None:
+        self.item.setText(text, color=colour)
+        self._centre()
+        self.item.show()
+        if self.plot.legend is not None:
+            self.plot.legend.hide()
+
+    def hide(self) -> None:
+        self.item.hide()
+        if self.plot.legend is not None:
+            self.plot.legend.show()
+
+    @property
+    def visible(self) -> bool:
+        return self.item.isVisible()
 
 
 def panel_grid(
@@ -355,4 +610,4 @@ def hist_rows(series: str, edges: np.ndarray, density: np.ndarray, **extra: Any)
     return rows
 
 
-__all__ = ["PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]
+__all__ = ["EmptyHint", "PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]

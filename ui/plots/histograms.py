@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QCheckBox
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate, Histogram
@@ -19,6 +20,8 @@ from ui.plots.base import PlotPanel, finite, hist_rows, rule_label, rule_pen
 from ui.theme import Theme, rule_color
 
 THEORY_POINTS = 400
+#: on a log density axis, densities below this fraction of the tallest bin are drawn at it
+LOG_DECADES_SHOWN = 1e-5
 
 
 def _pct(e: Estimate) -> str:
@@ -36,15 +39,97 @@ def _span(rule: str, text: str) -> str:
 
 
 class RuleHistogramPanel(PlotPanel):
-    """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles."""
+    """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles.
+    Hovering reads out every rule's density in the bin under the pointer."""
+
+    export_presets = True
 
     x_label = ""
     x_units: str | None = None
+    log_toggle = False  #: a "log y" box in the header (a tall spike beside a flat, wide curve)
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, self.x_label, "probability density", x_units=self.x_units)
         self.curves: dict[str, pg.PlotDataItem] = {}
         self._rows: list[dict[str, Any]] = []
+        self._hists: dict[str, Histogram] = {}
+        self.log_box: QCheckBox | None = None
+        if self.log_toggle:
+            self.log_box = QCheckBox("log y", self)
+            self.log_box.setToolTip("Logarithmic density axis: a wide, flat curve (no scaling at "
+                                    "large d_k) stays visible beside a tall, narrow one")
+            self.log_box.toggled.connect(self._set_log)
+            self.header.insertWidget(2, self.log_box)
+        self.hover = pg.TextItem(anchor=(0, 0))
+        self.hover.setZValue(100)
+        self.plot.addItem(self.hover, ignoreBounds=True)
+        self.hover.hide()
+        self.hover_text = ""  #: the read-out shown now ("" when none)
+        self._hover_x: float | None = None
+        self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
+
+    # -- log y ---------------------------------------------------------------------------------
+    @property
+    def is_log(self) -> bool:
+        return self.log_box is not None and self.log_box.isChecked()
+
+    def _set_log(self, on: bool) -> None:
+        self.plot.setLogMode(y=on)
+        self.plot.enableAutoRange(y=True)
+        self.invalidate()
+
+    def y_values(self, density: np.ndarray, floor: float) -> np.ndarray:
+        """Densities as drawn: on a log axis, empty bins sit at ``floor`` (log 0 does not exist)."""
+        return np.maximum(density, floor) if self.is_log else density
+
+    def log_floor(self, peak: float) -> float:
+        return max(peak, 1e-300) * LOG_DECADES_SHOWN
+
+    # -- hover ---------------------------------------------------------------------------------
+    def hover_items(self) -> list[Any]:
+        return [self.hover]
+
+    def clear_hover(self) -> None:
+        super().clear_hover()
+        self.hover_text = ""
+        self._hover_x = None
+
+    def _on_move(self, event: Any) -> None:
+        pos = event[0]
+        vb = self.plot.getViewBox()
+        if vb.sceneBoundingRect().contains(pos):
+            self.show_values_at(vb.mapSceneToView(pos).x())
+        else:
+            self.clear_hover()
+
+    def show_values_at(self, x: float) -> str:
+        """Every rule's density in the bin containing ``x``; returns the text shown."""
+        if not self._hists:
+            self.clear_hover()
+            return ""
+        self._hover_x = x
+        lines = [f"<b>x = {x:.4g}</b>"]
+        plain = [f"x = {x:.4g}"]
+        for name, h in self._hists.items():
+            i = int(np.searchsorted(h.edges, x, side="right")) - 1
+            if 0 <= i < len(h.edges) - 1:
+                d = float(finite(h.density())[i])
+                text = f"{name}: {d:.4g}"
+            else:
+                text = f"{name}: outside the bins"
+            lines.append(f'<span style="color:{rule_color(name)}">{text}</span>')
+            plain.append(text)
+        self.hover.setHtml(f'<div style="color:{self.theme.foreground}">density<br>'
+                           + "<br>".join(lines) + "</div>")
+        self.hover.fill = pg.mkBrush(self.theme.background + "E0")
+        self.hover.border = pg.mkPen(self.theme.foreground + "80")
+        (x0, x1), (_y0, y1) = self.plot.getViewBox().viewRange()
+        right = x > (x0 + x1) / 2  # the box sits in the top corner away from the pointer
+        self.hover.setAnchor((0, 0) if right else (1, 0))
+        self.hover.setPos(x0 if right else x1, y1)
+        self.hover.show()
+        self.hover_text = "\n".join(plain)
+        return self.hover_text
 
     def hist_of(self, r: RuleResult) -> Histogram:
         raise NotImplementedError
@@ -65,17 +150,25 @@ class RuleHistogramPanel(PlotPanel):
 
     def rule_removed(self, rule: str) -> None: ...
 
+    def data_key(self, state: Any) -> Any:
+        return (super().data_key(state), self.is_log)
+
     def draw(self, state: Any) -> None:
         snap: SimulationSnapshot = state.snapshot
         rules = tuple(snap.rules)
         self.sync_rules(rules)
         self._rows = []
-        for name in rules:
-            h = self.hist_of(snap.rules[name])
+        self._hists = {name: self.hist_of(snap.rules[name]) for name in rules}
+        peak = max((float(finite(h.density()).max(initial=0.0)) for h in self._hists.values()),
+                   default=1.0)
+        self._floor = self.log_floor(peak)
+        for name, h in self._hists.items():
             dens = finite(h.density())
-            self.curves[name].setData(h.edges, dens)
+            self.curves[name].setData(h.edges, self.y_values(dens, self._floor))
             self._rows += hist_rows(name, h.edges, dens)
         self.draw_extra(snap)
+        if self._hover_x is not None:  # an open read-out shows the new numbers
+            self.show_values_at(self._hover_x)
 
     def draw_extra(self, snap: SimulationSnapshot) -> None: ...
 
@@ -92,10 +185,10 @@ class ScoresPanel(RuleHistogramPanel):
     plot_id = "scores"
     title = "Score histograms"
     x_label = "score q·k / logit (dimensionless)"
+    log_toggle = True
 
     def build(self) -> None:
         super().build()
-        self.plot.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))  # peaks are central
         self.raw_curve = pg.PlotDataItem(stepMode="center", fillLevel=0, name="raw q·k")
         self.raw_theory = pg.PlotDataItem(name="normal theory (dashed)")
         self.plot.addItem(self.raw_curve)
@@ -124,15 +217,16 @@ class ScoresPanel(RuleHistogramPanel):
         super().draw(state)
         raw = snap.raw_hist
         dens = finite(raw.density())
-        self.raw_curve.setData(raw.edges, dens)
+        self.raw_curve.setFillLevel(None if self.is_log else 0)  # a fill to 0 has no log
+        self.raw_curve.setData(raw.edges, self.y_values(dens, self._floor))
         rows = hist_rows("raw", raw.edges, dens)
         x = np.linspace(raw.edges[0], raw.edges[-1], THEORY_POINTS)
-        self.raw_theory.setData(x, finite(snap.raw_theory.pdf(x)))
+        self.raw_theory.setData(x, self.y_values(finite(snap.raw_theory.pdf(x)), self._floor))
         for name, r in snap.rules.items():
             e = r.logit_hist.edges
             x = np.linspace(e[0], e[-1], THEORY_POINTS)
             y = finite(r.logit_theory.pdf(x))
-            self.theory[name].setData(x, y)
+            self.theory[name].setData(x, self.y_values(y, self._floor))
             rows += [{"series": f"{name}_theory", "x": float(a), "density": float(b)}
                      for a, b in zip(x, y, strict=False)]
         self._rows = rows + self._rows
@@ -205,7 +299,6 @@ class JacobianPanel(RuleHistogramPanel):
     def build(self) -> None:
         super().build()
         self.means: dict[str, pg.InfiniteLine] = {}
-        self.plot.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))  # data sit right
 
     def rule_added(self, rule: str) -> None:
         line = pg.InfiniteLine(angle=90, movable=False, pen=rule_pen(rule, 1.5, Qt.PenStyle.DashLine))

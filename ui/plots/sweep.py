@@ -18,15 +18,26 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox
+from PySide6.QtWidgets import QComboBox, QSizePolicy
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
 from engine.theory import length_theory
-from ui.plots.base import PlotPanel, finite, log_ticks, rule_label, rule_pen
+from ui.plots.base import (
+    PlotPanel,
+    finite,
+    fit_legend_columns,
+    log_ticks,
+    rule_label,
+    rule_pen,
+    set_legend_slot,
+)
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964
+#: a marker per rule as well as a colour and line pattern: coinciding curves stay apart
+RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t", "temperature": "d", "cosine": "+",
+                "qknorm": "x", "logn": "p", "ssmax": "h"}
 LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
@@ -62,12 +73,20 @@ THEORY = {"entropy_norm": "entropy_norm", "target_weight": "target_weight"}
 
 
 
+def ci95(e: Estimate, trials: int) -> str:
+    """"± half-width of the 95% interval", or "(no SE: 1 trial)" where none exists."""
+    if trials < 2:
+        return "(SE n/a: 1 trial)"
+    return f"± {Z95 * e.se:.2g}"
+
+
 class _Series:
     """A curve and its band (two invisible edge curves and the fill between them)."""
 
-    def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None) -> None:
-        self.curve = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=4, symbolBrush=colour,
-                                     symbolPen=None, name=name)
+    def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None,
+                 symbol: str = "o") -> None:
+        self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
+                                     symbolPen=pg.mkPen(colour), name=name)
         self.lo = pg.PlotDataItem(pen=None)
         self.hi = pg.PlotDataItem(pen=None)
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
@@ -91,10 +110,15 @@ class _Series:
 
 
 class SweepPanel(PlotPanel):
+    export_presets = True
     plot_id = "sweep"
     title = "Sweep vs d_k"
     #: the user picked another axis: "d_k" or "n_keys" (the window reruns the sweep)
     axis_requested = Signal(str)
+    #: a point of a sweep along d_k was clicked: its d_k (the window sets d_k, the page follows)
+    d_k_clicked = Signal(int)
+    #: a point of a sweep along n was clicked: its n (the window sets n_keys, the page follows)
+    n_clicked = Signal(int)
 
     def build(self) -> None:
         self.axis = "d_k"
@@ -108,7 +132,7 @@ class SweepPanel(PlotPanel):
         self.header.insertWidget(1, self.axis_box)
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(METRICS):
-            p = self.add_plot(0, i, "d_k", m.y_label, legend=(i == 0))
+            p = self.add_plot(0, i, "d_k", m.y_label, legend=False)
             p.setLogMode(x=True, y=m.log_y)
             p.setTitle(m.title, size="9pt")
             p.getAxis("bottom").setTicks(D_K_TICKS)
@@ -116,9 +140,18 @@ class SweepPanel(PlotPanel):
                 p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
             if self.plots:
                 p.setXLink(self.plots[0])
-            else:  # raw q.k climbs to the upper right; the upper left stays free
-                p.legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 8))
             self.plots.append(p)
+        # one legend for the six plots, in its own row under them: never over a curve
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
+                                    frame=False)
+        # its width never moves the plots' columns (its columns follow the panel's width instead)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.glw.addItem(self.legend, row=1, col=0, colspan=len(METRICS))
+        set_legend_slot(self.legend,
+                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(METRICS)),
+                        lambda: self.glw.ci.removeItem(self.legend))
+        self.plots[0].legend = self.legend
+
         self.series: dict[tuple[int, str], _Series] = {}
         self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.theory_key = pg.PlotDataItem(pen=pg.mkPen("#808080", width=1.5, style=Qt.PenStyle.DashLine))
@@ -127,14 +160,27 @@ class SweepPanel(PlotPanel):
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
         for p, line in zip(self.plots, self.markers, strict=False):
             p.addItem(line)
+        # the hovered d_k, marked in all six plots at once (linked views)
+        self.hover_lines = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
+        for p, line in zip(self.plots, self.hover_lines, strict=False):
+            p.addItem(line, ignoreBounds=True)
+            line.hide()
+        self.glw.scene().sigMouseClicked.connect(self._on_click)
         self.hover = [pg.TextItem(anchor=(0, 0)) for _ in METRICS]
         for p, t in zip(self.plots, self.hover, strict=False):
+            # placed in the view box's own pixels (not data coordinates): the read-out sits in
+            # a top corner whatever the view range does
             p.addItem(t, ignoreBounds=True)
             t.hide()
         self._points: tuple = ()
         self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
         self._rows: list[dict[str, Any]] = []
-        self.hover_text = ""  #: the last hover read-out (tests read it)
+        self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
+        self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
 
     @staticmethod
     def _log_ticker(axis: pg.AxisItem) -> Callable[..., None]:
@@ -144,6 +190,8 @@ class SweepPanel(PlotPanel):
     def theme_changed(self, theme: Theme) -> None:
         for line in self.markers:
             line.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
+        for line in self.hover_lines:
+            line.setPen(pg.mkPen(theme.highlight, width=2))
         for t in self.hover:
             t.fill = pg.mkBrush(theme.background + "E0")
             t.border = pg.mkPen(theme.foreground + "80")
@@ -180,7 +228,8 @@ class SweepPanel(PlotPanel):
             for name in rules:
                 if (i, name) not in self.series:
                     self.series[(i, name)] = _Series(p, rule_color(name), rule_pen(name),
-                                                     rule_label(name) if i == 0 else None)
+                                                     rule_label(name) if i == 0 else None,
+                                                     RULE_SYMBOLS.get(name, "o"))
         if self.raw is None:
             self.raw = _Series(self.plots[0], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
                                "raw q·k")
@@ -229,10 +278,12 @@ class SweepPanel(PlotPanel):
                 line.setValue(math.log10(getattr(snap.config, field)))
         self._rows = []
         if not points:
+            self.clear_hover()
             return
         rules = tuple(points[0].snapshot.rules)
         self._sync(rules)
         self._draw_theory(points, rules)
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
         x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
         assert self.raw is not None
@@ -255,40 +306,76 @@ class SweepPanel(PlotPanel):
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(
             f"<b>{self.title}</b> &nbsp; {len(points)}/{total} points, {first.trials_done:,} trials "
-            "each, bands ±1.96 SE")
+            "each; bands and read-outs ±1.96 SE (95%), the table's ± is 1 SE"
+            + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
+        if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
+            self.show_values_at(*self._hover_at)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
 
     # -- hover ---------------------------------------------------------------------------------
+    def hover_items(self) -> list[Any]:
+        return [*self.hover, *self.hover_lines]
+
+    def _nearest(self, log10_dk: float) -> int | None:
+        if not self._points:
+            return None
+        xs = np.log10([p.x for p in self._points])
+        return int(self._points[int(np.argmin(np.abs(xs - log10_dk)))].x)
+
+    def _on_click(self, event: Any) -> None:
+        pos = event.scenePos()
+        for p in self.plots:
+            vb = p.getViewBox()
+            if vb.sceneBoundingRect().contains(pos):
+                value = self._nearest(vb.mapSceneToView(pos).x())
+                if value is not None:  # the point's own axis: d_k, or n along n
+                    (self.n_clicked if self.axis == "n_keys" else self.d_k_clicked).emit(value)
+                return
+
+    def clear_hover(self) -> None:
+        super().clear_hover()
+        self.hover_text = ""
+        self._hover_at = None
+
     def _on_move(self, event: Any) -> None:
         pos = event[0]
         for i, p in enumerate(self.plots):
             vb = p.getViewBox()
             if vb.sceneBoundingRect().contains(pos):
                 self.show_values_at(i, vb.mapSceneToView(pos).x())
-            else:
-                self.hover[i].hide()
+                return
+        self.clear_hover()
 
     def show_values_at(self, plot_index: int, log10_dk: float) -> str:
         """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
         if not self._points:
+            self.clear_hover()
             return ""
+        for k, t in enumerate(self.hover):
+            if k != plot_index:
+                t.hide()
+        self._hover_at = (plot_index, log10_dk)
         xs = np.log10([p.x for p in self._points])
         j = int(np.argmin(np.abs(xs - log10_dk)))
         point = self._points[j]
         m = METRICS[plot_index]
+        trials = point.snapshot.trials_done
         value = f"{point.x:,}" if self.axis == "n_keys" else str(point.x)
         lines = [f"<b>{AXES[self.axis][2]} = {value}</b>"]
         if plot_index == 0:
             e = point.snapshot.raw_std
-            lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+            lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
         for name, r in point.snapshot.rules.items():
             e = m.get(r)
-            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} ± {Z95 * e.se:.2g}</span>')
+            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} {ci95(e, trials)}</span>')
         html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
         t = self.hover[plot_index]
         t.setHtml(html)
+        for line in self.hover_lines:
+            line.setValue(xs[j])
+            line.show()
         (x0, x1), (_y0, y1) = self.plots[plot_index].getViewBox().viewRange()
         # in the top corner away from the point: placed at the point, a read-out of six rules ran
         # past the plot's left edge (and was cut) for a point just right of the middle

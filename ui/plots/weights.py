@@ -22,6 +22,7 @@ MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still 
 
 
 class WeightsPanel(PlotPanel):
+    export_presets = True
     plot_id = "weights"
     title = "Softmax weights"
 

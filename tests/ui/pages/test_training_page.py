@@ -56,9 +56,13 @@ def test_one_colour_per_rule_from_the_theme(page):
 
     assert set(RULE_COLORS) == set(TRAINING_RULES)
     assert len(set(RULE_COLORS.values())) == len(TRAINING_RULES)
+    from PySide6.QtGui import QPalette
+
     for rule in TRAINING_RULES:
-        sheet = page.controls.rule_checks[rule].styleSheet()
-        assert RULE_COLORS[rule].lower() in sheet.lower(), rule
+        box = page.controls.rule_checks[rule]
+        # through the palette, not a style sheet (which kept the old theme's colours)
+        assert box.palette().color(QPalette.ColorRole.WindowText).name().lower() == RULE_COLORS[rule].lower(), rule
+        assert box.styleSheet() == ""
 
 
 def test_a_short_run_streams_to_every_plot(page, qtbot):
@@ -242,7 +246,7 @@ def test_logit_heatmap_rows_are_the_engine_bins_and_lines_sit_on_them(qtbot):
 def test_a_step_that_outlasts_the_pause_wait_is_not_raced(page, qtbot, monkeypatch):
     """When one training step takes longer than the pause waits for, the GUI must not touch the
     trainer (snapshot, resume, export) until that thread has left it."""
-    import time
+    import threading
 
     from ui.export import ExportError
     from ui.pages.training import page as page_module
@@ -252,23 +256,27 @@ def test_a_step_that_outlasts_the_pause_wait_is_not_raced(page, qtbot, monkeypat
     qtbot.waitUntil(lambda: page.snapshot is not None and page.snapshot.step >= 5, timeout=60_000)
     trainer = page.trainer
     real = trainer.advance
-    slow = {"on": True}
+    inside = threading.Event()  #: the worker is inside a held step
+    release = threading.Event()  #: the held step may finish
 
     def advance(*args, **kwargs):
-        if slow["on"]:
-            time.sleep(0.6)
+        if not release.is_set():
+            inside.set()
+            release.wait(30.0)  # the step lasts until the test lets it go, however loaded the machine
         return real(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "advance", advance)
     monkeypatch.setattr(page_module, "JOIN_S", 0.05)
-    qtbot.wait(100)  # the worker is now inside a slow step
-    page.pause()
-    assert page.status == "paused" and not page._trainer_free()
-    page.resume()  # refused: the old thread still owns the trainer
-    assert page.status == "paused" and "still finishing" in page.status_label.text()
-    with pytest.raises(ExportError):
-        page.export_all("/nonexistent-not-written")
-    slow["on"] = False
+    assert inside.wait(30.0), "the worker never entered a training step"
+    try:
+        page.pause()
+        assert page.status == "paused" and not page._trainer_free()
+        page.resume()  # refused: the old thread still owns the trainer
+        assert page.status == "paused" and "still finishing" in page.status_label.text()
+        with pytest.raises(ExportError):
+            page.export_all("/nonexistent-not-written")
+    finally:
+        release.set()
     qtbot.waitUntil(page._trainer_free, timeout=5_000)
     page.resume()
     assert page.status == "running"
@@ -285,3 +293,37 @@ def test_only_failures_are_red_in_the_status_line(page):
     assert f"<span style='{red}'>export failed: disk full</span>" in page.status_label.text()
     page._set_status("error", "RuntimeError: boom")
     assert f"<span style='{red}'>RuntimeError: boom</span>" in page.status_label.text()
+
+
+def test_a_refused_start_says_why_next_to_the_button(page):
+    page.controls.widgets["lr"].setValue(0.0)  # below its range: clamped to the minimum, valid
+    page.controls.widgets["items_min"].setValue(50)
+    page.controls.widgets["items_max"].setValue(10)
+    assert not page.buttons["start"].isEnabled()
+    assert page.start_reason.isVisible() and "items" in page.start_reason.text()
+    page.controls.widgets["items_max"].setValue(60)
+    assert page.buttons["start"].isEnabled() and not page.start_reason.isVisible()
+
+
+def test_empty_plots_say_what_will_appear_instead_of_empty_legends(page):
+    for panel in page.panels.values():
+        assert panel.hint.visible and "after Start" in panel.hint.item.textItem.toPlainText()
+        for plot in panel.plot_items():
+            assert plot.legend is None or not plot.legend.isVisible()
+
+
+def test_probe_attention_ticks_sit_at_cell_centres_one_per_cell(page, qtbot):
+    _use(page, TINY.replace(steps=3, log_every=1))
+    page.start()
+    qtbot.waitUntil(lambda: page.status == "done", timeout=60_000)
+    panel = page.panels["train_probe_attention"]
+    qtbot.waitUntil(lambda: panel.draw_count > 0, timeout=5_000)
+    assert not panel.hint.visible
+    n_q, n_k = page.snapshot.probe_weights.shape[-2:]
+    rect = panel.image.mapRectToParent(panel.image.boundingRect())
+    assert (rect.left(), rect.top(), rect.width(), rect.height()) == (-0.5, -0.5, n_k, n_q)
+    major, minor = panel.plot.getAxis("bottom")._tickLevels
+    ticks = sorted(v for v, _ in major + minor)
+    assert ticks == list(range(n_k))  # one tick per cell, at its centre (never n_k itself)
+    page.reset()
+    assert panel.hint.visible

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from engine.experiments.spec import Axis, ExperimentSpec, axis_fields, parse_value
+from ui.theme import error_css
 
 BAD = "background: #FFCDD2;"
 
@@ -46,7 +47,7 @@ class AxisRow:
         self.remove_button.setToolTip("Remove this axis")
         self.error_label = QLabel(editor)
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #C62828; font-size: 9pt;")
+        self.error_label.setStyleSheet(error_css() + " font-size: 9pt;")
         self.error_label.hide()
         self.error = ""
 

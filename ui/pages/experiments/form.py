@@ -33,14 +33,13 @@ from engine.experiments.spec import ExperimentSpec
 from engine.training.config import TRAINING_RULES
 from ui.pages.experiments.axes import AxesEditor
 from ui.pages.experiments.custom import describe_base, form_spec
-from ui.theme import rule_color
+from ui.theme import error_css, rule_color
 
 CUSTOM_DESCRIPTION = ("A grid of your own: the base configuration (take it from the Training "
                       "page), the rules trained side by side in every job, and the axes. Every "
                       "combination of axis values is one job; put several seeds on a 'seed' axis "
                       "to get rates with their intervals.")
 NOTE_STYLE = "color: gray; font-size: 9pt;"
-ERROR_STYLE = "color: #C62828; font-size: 9pt;"
 
 
 class ExperimentForm(QWidget):
@@ -84,7 +83,7 @@ class ExperimentForm(QWidget):
         base_layout.addWidget(self.use_training)
         self.base_error = QLabel(base_box)
         self.base_error.setWordWrap(True)
-        self.base_error.setStyleSheet(ERROR_STYLE)
+        self.base_error.setStyleSheet(error_css() + " font-size: 9pt;")
         self.base_error.hide()
         base_layout.addWidget(self.base_error)
         outer.addWidget(base_box)
@@ -99,7 +98,7 @@ class ExperimentForm(QWidget):
             grid.addWidget(cb, i // 2, i % 2)
             self.rule_checks[rule] = cb
         self.rules_error = QLabel(rules_box)
-        self.rules_error.setStyleSheet(ERROR_STYLE)
+        self.rules_error.setStyleSheet(error_css() + " font-size: 9pt;")
         self.rules_error.setWordWrap(True)
         self.rules_error.hide()
         grid.addWidget(self.rules_error, len(TRAINING_RULES) // 2 + 1, 0, 1, 2)

@@ -8,10 +8,12 @@ from typing import Any
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem, QWidget
 
+from ui.theme import current_theme
+
 #: rows listed at most (a bigger grid lists its first jobs; the progress bar counts them all)
 ROWS_MAX = 2000
-COLORS = {"pending": "#7F7F7F", "running": "#0072B2", "done": "#009E73", "failed": "#C62828",
-          "resumed": "#009E73"}
+#: status -> text colour; "failed" takes the current theme's error red (ui.theme.current_theme)
+COLORS = {"pending": "#7F7F7F", "running": "#0072B2", "done": "#009E73", "resumed": "#009E73"}
 
 
 def job_statuses(spec: Any, progress: Any, running_now: bool) -> list[tuple[str, str]]:
@@ -74,7 +76,8 @@ class JobTable(QTableWidget):
             self._shown[i] = (status, detail)
             item = self.item(i, 2)
             item.setText(status)
-            item.setForeground(QColor(COLORS.get(status, "#202020")))
+            item.setForeground(QColor(current_theme().error if status == "failed"
+                                     else COLORS.get(status, "#202020")))
             self.item(i, 3).setText(detail)
             self.item(i, 3).setToolTip(detail)
             changed += 1

@@ -41,6 +41,7 @@ from ui.pages.experiments.grid import GridPanel
 from ui.pages.experiments.grid_data import default_x, grid_choices, grid_data
 from ui.pages.experiments.jobs_table import JobTable, job_statuses
 from ui.settings import load_json, save_json
+from ui.theme import current_theme, error_css
 from ui.worker import Worker
 
 REDRAW_MS = 33
@@ -49,7 +50,6 @@ JOIN_S = 10.0
 ESTIMATE_JOIN_S = 2.0
 FIGURE_COLUMNS = 3
 SETTINGS_KEY = "experiments/form"
-RED = "#C62828"
 
 
 class ExperimentsPage(QWidget):
@@ -118,7 +118,7 @@ class ExperimentsPage(QWidget):
         self.buttons["open"].clicked.connect(self._open_dialog)
         self.reason_label = QLabel(self)
         self.reason_label.setWordWrap(True)
-        self.reason_label.setStyleSheet(f"color: {RED};")
+        self.reason_label.setStyleSheet(error_css())
         bar.addWidget(self.reason_label, 1)
         right.addLayout(bar)
         self.plan_label = QLabel(self)
@@ -420,7 +420,7 @@ class ExperimentsPage(QWidget):
             self._show_progress()
             if status != "running":  # the list's "running" rows are no longer running
                 self.jobs.set_statuses(job_statuses(self.run_spec, self.progress, False))
-        color = RED if error else "inherit"
+        color = current_theme().error if error else "inherit"
         note = f" · <span style='color:{color}'>{html.escape(message)}</span>" if message else ""
         if self.progress is None or error:
             self.status_label.setText(f"<b>{status}</b>{note}")

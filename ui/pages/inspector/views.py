@@ -6,6 +6,8 @@ every other page's; :func:`apply_plot_theme` recolours them on a theme switch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt, Signal
@@ -15,6 +17,7 @@ from engine.inspect import InspectResult
 from engine.io import atomic_write_bytes
 from engine.softmax import JACOBIAN_ENTRY_MAX
 from ui.pages.inspector.fmt import cell
+from ui.plots.base import outside_legend
 from ui.theme import LIGHT, Theme
 
 #: above this many scores the heatmap shows no numbers in the cells (hover shows them)
@@ -42,8 +45,8 @@ def apply_plot_theme(plot: pg.PlotWidget, theme: Theme) -> None:
         legend.setLabelTextColor(theme.foreground)
         for _, label in legend.items:  # setLabelTextColor alone does not re-render the text
             label.setText(label.text)
-        legend.setBrush(pg.mkBrush(theme.background + "C8"))
-        legend.setPen(pg.mkPen(theme.foreground + "40"))
+        legend.setBrush(pg.mkBrush(theme.background + "00"))  # outside the data: no box
+        legend.setPen(pg.mkPen(None))
     recolor = getattr(plot, "recolor", None)
     if callable(recolor):
         recolor(theme)
@@ -86,7 +89,7 @@ class WeightsPlot(pg.PlotWidget):
         item.setLabel("left", "value (probability, no unit)")
         item.showGrid(y=True, alpha=0.25)
         item.setMenuEnabled(True)
-        self.legend = item.addLegend(offset=(-10, 10))
+        self.legend = outside_legend(item)  # below the axis: inside, it covered the bars
         self.weights = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=LIGHT.weight,
                                        pen=pg.mkPen(None), name="p_i")
         self.diag = pg.BarGraphItem(x=[0], height=[0], width=0.4, brush=LIGHT.jacobian,
@@ -188,6 +191,7 @@ class JacobianHeatmap(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        self.hovered.emit("")  # a read-out of the old matrix (e.g. J[4, 3] of a 5x5) is stale
         jac = r.jacobian
         n = jac.shape[0]
         if n == 0:  # more scores than the full matrix is kept for: only its size is shown
@@ -245,9 +249,15 @@ class JacobianHeatmap(pg.PlotWidget):
                 font.setPixelSize(px)
                 t.setFont(font)
 
+    def leaveEvent(self, event: Any) -> None:
+        """The read-out goes when the pointer leaves the heatmap."""
+        self.hovered.emit("")
+        super().leaveEvent(event)
+
     def _on_mouse_moved(self, pos: QPointF) -> None:
         r = self._result
-        if r is None or not self.getPlotItem().sceneBoundingRect().contains(pos):
+        if r is None or not self.getPlotItem().vb.sceneBoundingRect().contains(pos):
+            self.hovered.emit("")
             return
         p = self.getPlotItem().vb.mapSceneToView(pos)
         i, j = int(np.floor(p.y() + 0.5)), int(np.floor(p.x() + 0.5))
@@ -268,7 +278,7 @@ class MaxEntryGauge(pg.PlotWidget):
         item.setLabel("bottom", "largest |J_ij| (no unit)")
         item.hideAxis("left")
         item.getAxis("bottom").enableAutoSIPrefix(False)
-        self.legend = item.addLegend(offset=(10, 2), colCount=2)
+        self.legend = outside_legend(item)
         self.bar = pg.BarGraphItem(x0=[0], y=[0], height=[0.6], width=[0.0],
                                    brush=LIGHT.jacobian, pen=pg.mkPen(None),
                                    name="largest |J_ij|")
@@ -280,7 +290,7 @@ class MaxEntryGauge(pg.PlotWidget):
         item.setXRange(0, 0.27, padding=0)
         item.setYRange(-0.4, 1.1, padding=0)
         self.setMouseEnabled(x=False, y=False)
-        self.setMaximumHeight(150)
+        self.setMaximumHeight(170)
         self.value = 0.0
         self.theme: Theme = LIGHT
         self.value_text = pg.TextItem(anchor=(0.0, 0.5), color=LIGHT.jacobian)

@@ -279,8 +279,11 @@ class HeadGridPanel(PlotPanel):
 
     def _on_move(self, pos: Any) -> None:
         cell = self._cell_at(pos)
-        if cell is not None:
-            self.hover_label.setText(self.hover_text(cell[1], cell[2]))
+        self.hover_label.setText(HOVER_HINT if cell is None else self.hover_text(cell[1], cell[2]))
+
+    def clear_hover(self) -> None:
+        super().clear_hover()
+        self.hover_label.setText(HOVER_HINT)
 
     def _on_click(self, event: Any) -> None:
         cell = self._cell_at(event.scenePos())

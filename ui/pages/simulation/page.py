@@ -9,21 +9,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QScrollArea, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QWidget
 
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
-from ui.plots.base import panel_grid
-from ui.theme import Theme
+from ui.plots.base import RULE_STYLES, panel_grid, rule_label
+from ui.theme import LIGHT, Theme, rule_color
+
+#: how each line pattern reads in the strip
+_PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
+             Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
 
 #: plot_id -> (row, column, column span) in the grid
 GRID = {
-    "scores": (0, 0, 1), "weights": (0, 1, 1), "top_weight": (0, 2, 1),
-    "entropy": (1, 0, 1), "jacobian": (1, 1, 1), "sweep": (2, 0, 3),
+    "scores": (1, 0, 1), "weights": (1, 1, 1), "top_weight": (1, 2, 1),
+    "entropy": (2, 0, 1), "jacobian": (2, 1, 1), "sweep": (3, 0, 3),
 }
-RESULTS_CELL = (1, 2)
+RESULTS_CELL = (2, 2)
+STRIP_ROW = 0
+PANEL_MIN_HEIGHT = 170
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
 PANELS_PER_TICK = 1
+
+
+def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
+    """Each rule's line (its colour and pattern) and label, then the series that are not rules."""
+    parts = []
+    for rule in rules:
+        line = _PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
+        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
+    parts.append(f'<span style="color:{theme.raw}"><b>━━━</b> raw q·k</span>')
+    parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
+    return "&nbsp;&nbsp; ".join(parts)
 
 
 class SimulationPage(QScrollArea):
@@ -32,16 +50,32 @@ class SimulationPage(QScrollArea):
         self.setObjectName("simulation_page")
         self.setWidgetResizable(True)
         inner = QWidget(self)
-        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=270)
+        # small enough that the three rows, the sweep included, fit a 1280x720 projector
+        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=PANEL_MIN_HEIGHT)
+        for panel in panels.values():
+            panel.glw.setMinimumSize(200, 120)
+            panel.set_legend_on_screen(False)  # the strip above names every series once
+        #: one legend for the whole page: each rule's colour and line pattern, the grey raw
+        #: q·k and the dashed theory (exported figures carry their own legends)
+        self.rule_strip = QLabel(inner)
+        self.rule_strip.setObjectName("rule_strip")
+        self.rule_strip.setTextFormat(Qt.TextFormat.RichText)
+        # one line of fixed height: a strip that re-wrapped when the rules changed moved every
+        # plot under it (and an open hover read-out with them); it never asks for width either
+        self.rule_strip.setWordWrap(False)
+        self.rule_strip.setFixedHeight(self.rule_strip.fontMetrics().height() + 6)
+        self.rule_strip.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        grid.addWidget(self.rule_strip, STRIP_ROW, 0, 1, 3)
+        self._strip_rules: tuple[str, ...] | None = None
         self.panels: dict[str, PlotPanel] = panels
         self.results = ResultsTable(inner)
-        self.results.setMinimumHeight(200)
+        self.results.setMinimumHeight(PANEL_MIN_HEIGHT)
         grid.addWidget(self.results, *RESULTS_CELL)
-        grid.setRowStretch(0, 1)
-        grid.setRowStretch(1, 1)
-        grid.setRowStretch(2, 1)
+        for row in (1, 2, 3):
+            grid.setRowStretch(row, 1)
         self.setWidget(inner)
         self.state: Any = None
+        self.theme: Theme = LIGHT
         self._next = 0
 
     def set_state(self, state: Any) -> None:
@@ -63,7 +97,16 @@ class SimulationPage(QScrollArea):
                 self._next = (ids.index(pid) + 1) % len(ids)
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
+        snap = self.state.snapshot
+        if snap is not None and tuple(snap.rules) != self._strip_rules:
+            self.show_rules(tuple(snap.rules))
         return drawn
+
+    def show_rules(self, rules: tuple[str, ...]) -> None:
+        """The page's rule strip for ``rules``."""
+        self._strip_rules = rules
+        self.rule_strip.setText(rule_strip_html(rules, self.theme))
+        self.rule_strip.setToolTip(rule_strip_html(rules, self.theme).replace("&nbsp;&nbsp; ", "<br>"))
 
     def stale(self) -> list[str]:
         """Visible panels not yet showing the current state (0 once the page caught up)."""
@@ -73,11 +116,25 @@ class SimulationPage(QScrollArea):
                 if p.is_on_screen() and p.data_key(self.state) != p._drawn_key]
 
     def apply_theme(self, theme: Theme) -> None:
+        self.theme = theme
         for p in self.panels.values():
             p.apply_theme(theme)
+        if self._strip_rules is not None:
+            self.show_rules(self._strip_rules)
 
-    def highlight(self, plot_id: str) -> PlotPanel:
+    def highlight(self, plot_id: str, hold: bool = False) -> PlotPanel:
+        """Bring the plot into view and outline it: for a moment, or (``hold``) until another
+        plot is highlighted or :meth:`clear_highlight`."""
         panel = self.panels[plot_id]
         self.ensureWidgetVisible(panel, 10, 10)
-        panel.flash()
+        if hold:
+            self.clear_highlight()
+            panel.flash(None)
+        else:
+            panel.flash()
         return panel
+
+    def clear_highlight(self) -> None:
+        for p in self.panels.values():
+            if p.highlighted:
+                p.unflash()

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtGui import QColor, QIcon, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -36,8 +37,17 @@ COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
 )
 
 
-def fmt(e: Estimate) -> str:
+def fmt(e: Estimate, trials: int = 2) -> str:
+    """Mean ± one standard error; with one trial there is no standard error: "n/a"."""
+    if trials < 2:
+        return f"{e.mean:.4g} ± n/a"
     return f"{e.mean:.4g} ± {e.se:.2g}"
+
+
+def _swatch(colour: str, size: int = 12) -> QIcon:
+    pix = QPixmap(size, size)
+    pix.fill(QColor(colour))
+    return QIcon(pix)
 
 
 class ResultsTable(QWidget):
@@ -48,13 +58,16 @@ class ResultsTable(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
         head = QHBoxLayout()
-        self.caption = QLabel("<b>Results</b> (mean ± standard error)")
+        self.caption = QLabel("<b>Results</b> mean ± 1 SE")
         self.caption.setWordWrap(True)  # the grid cell may be narrow (e.g. with the tour open)
+        self.caption.setToolTip("± here is one standard error of the Monte-Carlo mean (n/a with one "
+                                "trial); the plots' bands and the sweep read-out are ± 1.96 SE, a "
+                                "95% interval")
         head.addWidget(self.caption, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the table as tab-separated text")
         self.copy_button.clicked.connect(self.copy_text)
-        self.csv_button = QPushButton("Copy CSV")
+        self.csv_button = QPushButton("CSV")
         self.csv_button.setToolTip("Copy the full results as CSV (the columns of summary.csv)")
         self.csv_button.clicked.connect(self.copy_csv)
         head.addWidget(self.copy_button)
@@ -62,6 +75,9 @@ class ResultsTable(QWidget):
         layout.addLayout(head)
         self.raw_label = QLabel("")
         self.raw_label.setWordWrap(True)
+        font = self.raw_label.font()
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        self.raw_label.setFont(font)
         layout.addWidget(self.raw_label)
         # one row per measure, one column per rule: narrow enough for the grid cell
         self.table = QTableWidget(len(COLUMNS), 1, self)
@@ -74,6 +90,9 @@ class ResultsTable(QWidget):
         self.table.horizontalHeader().setHighlightSections(False)  # keep the rule colours readable
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setToolTip("Per-rule results; Ctrl+C copies the selection")
+        # the table scrolls rather than making its row of plots taller (the page must fit 1280x720)
+        self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
+        self.table.setMinimumHeight(60)
         layout.addWidget(self.table, 1)
         QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text)
         self._shown: int | None = None
@@ -86,15 +105,18 @@ class ResultsTable(QWidget):
         c = snap.config
         self.raw_label.setText(
             f"raw q·k (d_k={c.d_k}, n={c.n_keys}, {snap.trials_done:,} trials): mean "
-            f"{fmt(snap.raw_mean)}, var {fmt(snap.raw_var)} (theory {snap.raw_theory.var:.4g})")
+            f"{fmt(snap.raw_mean, snap.trials_done)}, var {fmt(snap.raw_var, snap.trials_done)} "
+            f"(theory {snap.raw_theory.var:.4g})")
         rules = list(snap.rules.items())
         self.table.setColumnCount(len(rules) + 1)
         for col, (name, r) in enumerate(rules, start=1):
+            # the theme's text colour (rule blue on the dark header was unreadable) beside a
+            # swatch of the rule's colour
             head = QTableWidgetItem(name)
-            head.setForeground(QColor(rule_color(name)))
+            head.setIcon(_swatch(rule_color(name)))
             self.table.setHorizontalHeaderItem(col, head)
             for row, (_, _, get) in enumerate(COLUMNS):
-                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r))))
+                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r), snap.trials_done)))
         self.table.resizeColumnsToContents()
 
     def as_text(self) -> str:

@@ -13,14 +13,12 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
     QLabel,
     QLineEdit,
     QSizePolicy,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -39,7 +37,8 @@ from engine.training.config import (
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
 from ui.pages.training.plots import rule_label
-from ui.theme import rule_color
+from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel
+from ui.theme import Theme, color_rule_widget, current_theme, error_css
 
 #: field -> (kind, lo, hi, decimals or step); kind: int | float | choice | bool
 FIELDS: dict[str, tuple[Any, ...]] = {
@@ -103,6 +102,8 @@ class TrainingControls(QWidget):
     """The form; ``changed`` fires on any edit (the page re-validates)."""
 
     changed = Signal()
+    #: a typed value was outside its field's range and was clamped (the message says so)
+    clamped = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -137,7 +138,7 @@ class TrainingControls(QWidget):
         for i, rule in enumerate(TRAINING_RULES):
             cb = QCheckBox(rule, rules_box)
             cb.setToolTip(f"{rule_label(rule)}. {FIELD_HELP['scalings']}")
-            cb.setStyleSheet(f"QCheckBox {{ color: {rule_color(rule)}; font-weight: bold; }}")
+            color_rule_widget(cb, rule)
             cb.toggled.connect(self.changed)
             grid.addWidget(cb, i // 2, i % 2)
             self.rule_checks[rule] = cb
@@ -158,22 +159,30 @@ class TrainingControls(QWidget):
             self._lockable.append(box)
         self.error_label = QLabel(self)
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #C62828;")
+        self.error_label.setStyleSheet(error_css())
         outer.addWidget(self.error_label)
+        self.clamp_label = QLabel(self)
+        self.clamp_label.setWordWrap(True)
+        outer.addWidget(self.clamp_label)
         outer.addStretch(1)
         self.preset_box.currentIndexChanged.connect(self._load_preset)
         self._load_preset()
+        guard_wheel(self)  # scrolling the long form must not change the field under the pointer
 
     def _make(self, name: str, parent: QWidget) -> QWidget:
         spec = FIELDS[name]
         kind = spec[0]
         if kind == "int":
-            w = QSpinBox(parent)
+            w = ClampSpinBox(parent)
+            w.setObjectName(name)
+            w.clamped.connect(self._clamped)
             w.setRange(spec[1], spec[2])
             w.setKeyboardTracking(False)
             w.valueChanged.connect(self.changed)
         elif kind == "float":
-            w = QDoubleSpinBox(parent)
+            w = ClampDoubleSpinBox(parent)
+            w.setObjectName(name)
+            w.clamped.connect(self._clamped)
             w.setDecimals(spec[3])
             w.setRange(spec[1], spec[2])
             w.setSingleStep(spec[4])
@@ -195,6 +204,10 @@ class TrainingControls(QWidget):
             w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             w.setMinimumWidth(80)
         return w
+
+    def _clamped(self, message: str) -> None:
+        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamped.emit(message)
 
     def set_locked(self, locked: bool) -> None:
         """Lock the form while a run exists that it can no longer change (running or paused)."""
@@ -259,6 +272,13 @@ class TrainingControls(QWidget):
         return cfg
 
     def _mark(self, exc: ConfigError | None) -> None:
+        self._error = exc
+        border = f"border: 2px solid {current_theme().error};"
         for name, w in self.widgets.items():
-            w.setStyleSheet("background: #FFCDD2;" if exc is not None and exc.field == name else "")
+            w.setStyleSheet(border if exc is not None and exc.field == name else "")
         self.error_label.setText("" if exc is None else f"{exc.field}: {exc.message}")
+
+    def apply_theme(self, theme: Theme) -> None:
+        """The error red of the current theme (a shown error is recoloured)."""
+        self.error_label.setStyleSheet(error_css())
+        self._mark(getattr(self, "_error", None))

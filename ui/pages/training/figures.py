@@ -15,7 +15,7 @@ SIZE = (900, 560)
 
 def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light"
                            ) -> list[Path]:
-    from ui.headless import ensure_app
+    from ui.headless import ensure_app, settle_layout
 
     app = ensure_app()
     from PySide6.QtCore import Qt
@@ -38,7 +38,7 @@ def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: st
             runs = range(len(snap.rules)) if cls.uses_selection else [0]
             for r in runs:
                 panel.refresh(TrainingView(snap, run=r), force=True)
-                app.processEvents()
+                settle_layout(panel)
                 name = cls.plot_id + (f"_{snap.rules[r]}" if cls.uses_selection else "")
                 for kind in ("png", "svg"):
                     written.append(export_panel(panel, out / f"{name}.{kind}", kind))

@@ -36,6 +36,7 @@ def wilson(k: float, m: int) -> tuple[float, float]:
 class LengthPanel(TrainingPanel):
     plot_id = "train_lengths"
     title = "Accuracy and entropy at other lengths"
+    empty_text = "Accuracy and entropy at other set sizes\n(retrieval, eval_lengths)"
 
     def build(self) -> None:
         self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
@@ -54,6 +55,7 @@ class LengthPanel(TrainingPanel):
         self._rows: list[dict[str, Any]] = []
 
     def theme_changed(self, theme: Theme) -> None:
+        super().theme_changed(theme)  # the empty panel's hint follows the theme
         for line in self.markers:
             line.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
 

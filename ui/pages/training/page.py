@@ -36,6 +36,7 @@ from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
 from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.plots.base import panel_grid
+from ui.theme import current_theme, error_css
 from ui.worker import Worker
 
 REDRAW_MS = 33
@@ -101,6 +102,12 @@ class TrainingPage(QWidget):
         self.buttons["stop"].clicked.connect(self.stop)
         self.buttons["reset"].clicked.connect(self.reset)
         self.buttons["export"].clicked.connect(self._export_dialog)
+        #: why Start is refused, next to it (the form's own message sits at its bottom)
+        self.start_reason = QLabel(self)
+        self.start_reason.setObjectName("start_reason")
+        self.start_reason.setWordWrap(True)
+        self.start_reason.setMaximumWidth(260)
+        bar.addWidget(self.start_reason)
         bar.addSpacing(12)
         bar.addWidget(QLabel("heatmaps:"))
         self.run_box = QComboBox(self)
@@ -388,10 +395,14 @@ class TrainingPage(QWidget):
     def _validate(self) -> None:
         try:
             self.controls.config_from_widgets()
-            ok = True
-        except ConfigError:
-            ok = False
-        self.buttons["start"].setEnabled(ok)
+            reason = ""
+        except ConfigError as exc:
+            reason = f"Start needs {exc.field}: {exc.message}"
+        self.buttons["start"].setEnabled(not reason)
+        self.start_reason.setStyleSheet(error_css())
+        self.start_reason.setText(reason)
+        self.start_reason.setToolTip(reason)
+        self.start_reason.setVisible(bool(reason))
         self._update_buttons()
 
     def _set_status(self, status: str, message: str = "") -> None:
@@ -413,6 +424,7 @@ class TrainingPage(QWidget):
 
     def _update_status_text(self, message: str = "", error: bool = False) -> None:
         snap = self.snapshot
+        red = current_theme().error
         parts = [f"<b>{self.status}</b>"]
         if snap is not None:
             parts.append(f"step {snap.step}/{snap.config.steps} on {snap.device}, "
@@ -420,7 +432,7 @@ class TrainingPage(QWidget):
             marks = []
             for r, rule in enumerate(snap.rules):
                 if snap.diverged_step[r] >= 0:
-                    marks.append(f"<span style='color:#C62828'>✖ {rule} diverged at step "
+                    marks.append(f"<span style='color:{red}'>✖ {rule} diverged at step "
                                  f"{int(snap.diverged_step[r])}</span>")
                 heads = [(int(layer), int(head)) for layer, head
                          in zip(*(snap.collapse_step[r] >= 0).nonzero(), strict=True)]
@@ -430,14 +442,22 @@ class TrainingPage(QWidget):
                     since = int(snap.collapse_step[r][snap.collapse_step[r] >= 0].min())
                     # say what was measured: near one-hot attention can also be a learned solution
                     # (retrieval attends to one item); with a stalled loss it is the failure
-                    marks.append(f"<span style='color:#C62828'>▼ {rule}: entropy collapse "
+                    marks.append(f"<span style='color:{red}'>▼ {rule}: entropy collapse "
                                  f"(H/log n &lt; {snap.config.collapse_threshold:g} since step "
                                  f"{since}) in {where}{more}</span>")
             parts += marks
         if message:  # only a failure in red: "exported to ..." must not read as one
             text = html.escape(message)
-            parts.append(f"<span style='color:#C62828'>{text}</span>" if error else text)
+            parts.append(f"<span style='color:{red}'>{text}</span>" if error else text)
         self.status_label.setText(" · ".join(parts))
+
+    def status_summary(self) -> str:
+        """One plain line for the window's status bar while this page is shown."""
+        snap = self.snapshot
+        text = f"Training: {self.status}"
+        if snap is not None:
+            text += f" · step {snap.step:,}/{snap.config.steps:,} · {len(snap.rules)} rules"
+        return text
 
     # -- export --------------------------------------------------------------------------------
     def _export_dialog(self) -> None:
@@ -480,3 +500,5 @@ class TrainingPage(QWidget):
     def apply_theme(self, theme: Any) -> None:
         for panel in self.panels.values():
             panel.apply_theme(theme)
+        self.controls.apply_theme(theme)
+        self._update_status_text()

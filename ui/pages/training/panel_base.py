@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ui.plots.base import PlotPanel
+from ui.plots.base import EmptyHint, PlotPanel
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,29 @@ class TrainingPanel(PlotPanel):
     """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
 
     uses_selection = False
+    #: what an empty panel says will appear (before Start, after Reset)
+    empty_text = ""
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
+        self.hint = EmptyHint(self.plot_items()[0])
+        self.show_empty()
+
+    def show_empty(self) -> None:
+        text = self.empty_text or f"{self.title}\nof each checked rule"
+        self.hint.show(f"{text}\nappears after Start or Step", self.theme.foreground)
+
+    def theme_changed(self, theme: Any) -> None:
+        hint = getattr(self, "hint", None)
+        if hint is not None and hint.visible:
+            self.show_empty()
+
+    def refresh(self, state: Any, force: bool = False) -> bool:
+        drawn = super().refresh(state, force)
+        if drawn and self.hint.visible:
+            self.hint.hide()
+        return drawn
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
@@ -37,6 +56,7 @@ class TrainingPanel(PlotPanel):
 
     def clear_data(self) -> None:
         super().clear_data()
+        self.show_empty()
         if self.uses_selection:  # its title named the run, layer, head (and step) of the old data
             for plot in self.plot_items():
                 plot.titleLabel.setText("")

@@ -143,9 +143,12 @@ class LossPanel(_CurvesPanel):
     per_head = False
 
     def extra_items(self) -> None:
-        self.diverged = pg.ScatterPlotItem(symbol="x", size=14, pen=pg.mkPen("#C62828", width=2.5),
-                                           brush=None)
+        self.diverged = pg.ScatterPlotItem(symbol="x", size=14, brush=None)
         self.plot.addItem(self.diverged)
+
+    def theme_changed(self, theme: Any) -> None:
+        super().theme_changed(theme)
+        self.diverged.setPen(pg.mkPen(theme.error, width=2.5))
 
     def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:
         return snap.scalars["loss"][:, r]
@@ -202,13 +205,17 @@ class EntropyPanel(_HeadMetricPanel):
 
     def extra_items(self) -> None:
         self.plot.setYRange(0.0, 1.0, padding=0.02)
-        self.threshold = pg.InfiniteLine(angle=0, movable=False,
-                                         pen=pg.mkPen("#C62828", width=1, style=Qt.PenStyle.DashLine),
-                                         label="collapse", labelOpts={"position": 0.9})
+        self.threshold = pg.InfiniteLine(angle=0, movable=False, label="collapse",
+                                         labelOpts={"position": 0.9})
         self.plot.addItem(self.threshold)
-        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12, pen=pg.mkPen("#C62828", width=1.5),
-                                            brush=pg.mkBrush("#C62828"))
+        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12)
         self.plot.addItem(self.collapsed)
+
+    def theme_changed(self, theme: Any) -> None:
+        super().theme_changed(theme)
+        self.threshold.setPen(pg.mkPen(theme.error, width=1, style=Qt.PenStyle.DashLine))
+        self.collapsed.setPen(pg.mkPen(theme.error, width=1.5))
+        self.collapsed.setBrush(pg.mkBrush(theme.error))
 
     def draw_extra(self, snap: Any) -> None:
         """A red triangle where each collapsed head's collapse began; a threshold line."""
@@ -369,6 +376,11 @@ class ProbeAttentionPanel(TrainingPanel):
         r, layer, head = _clamp_selection(snap, state)
         w = finite(snap.probe_weights[r, layer, head])  # (query, key)
         self.image.setImage(w.T, autoLevels=False)  # image[x = key, y = query]
+        # cell (key k, query q) centred on (k, q), so the tick k sits in the middle of its cell
+        n_q, n_k = w.shape
+        self.image.setRect(QRectF(-0.5, -0.5, n_k, n_q))
+        self.plot.getAxis("bottom").setTicks(cell_ticks(n_k, self.plot.getViewBox().width()))
+        self.plot.getAxis("left").setTicks(cell_ticks(n_q, self.plot.getViewBox().height()))
         self.cbar.setLevels((0.0, 1.0))
         task = "query token 0, items 1.." if snap.config.task == "retrieval" else "k v pairs, kq last"
         self.plot.setTitle(f"{snap.rules[r]}, layer {layer}, head {head} at step {snap.step} "
@@ -378,6 +390,17 @@ class ProbeAttentionPanel(TrainingPanel):
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
+
+
+def cell_ticks(n: int, pixels: float, min_px: float = 14.0) -> list[list[tuple[float, str]]]:
+    """One tick at the centre of each of ``n`` cells, every one labelled where ``pixels`` leave
+    ``min_px`` per label (else every k-th labelled, the rest minor ticks)."""
+    step = 1
+    while n / step * min_px > max(pixels, min_px) and step < n:
+        step += 1
+    major = [(float(i), str(i)) for i in range(0, n, step)]
+    minor = [(float(i), "") for i in range(n) if i % step]
+    return [major, minor]
 
 
 def _clamp_selection(snap: Any, state: TrainingView) -> tuple[int, int, int]:

@@ -1,0 +1,55 @@
+"""Presentation mode: larger text and lines, one plot at a time with the sweep below, arrow keys
+step through the plots, Play walks d_k through the sweep; leaving restores the page."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from ui.presentation import SEQUENCE
+
+
+def test_presentation_mode_shows_one_plot_and_the_sweep_and_restores(qtbot, window, wait_complete):
+    window.rerun()
+    wait_complete(window)
+    app = QApplication.instance()
+    size = app.font().pointSizeF()
+    pen = window.page.panels["entropy"].curves["sqrt"].opts["pen"].widthF()
+    window.set_presentation(True)
+    assert window.present_action.isChecked() and app.font().pointSizeF() > size
+    assert not window.params_dock.isVisible()
+    shown = [pid for pid, p in window.page.panels.items() if p.isVisible()]
+    assert shown == [SEQUENCE[0], "sweep"] or sorted(shown) == sorted([SEQUENCE[0], "sweep"])
+    grid = window.page.widget().layout()
+    index = grid.indexOf(window.page.panels[SEQUENCE[0]])
+    assert grid.getItemPosition(index)[2:] == (2, 3)  # it spans the plot area
+    qtbot.keyClick(window, Qt.Key.Key_Right)
+    assert window.presenter.shown == SEQUENCE[1] and window.page.panels[SEQUENCE[1]].isVisible()
+    assert not window.page.panels[SEQUENCE[0]].isVisible()
+    qtbot.keyClick(window, Qt.Key.Key_Left)
+    qtbot.keyClick(window, Qt.Key.Key_Left)
+    assert window.presenter.shown == SEQUENCE[-1]
+    assert window.page.panels["entropy"].curves["sqrt"].opts["pen"].widthF() > pen
+    window.set_presentation(False)
+    assert app.font().pointSizeF() == size and window.params_dock.isVisible()
+    assert all(p.isVisible() for p in window.page.panels.values())
+    index = grid.indexOf(window.page.panels[SEQUENCE[-1]])
+    assert grid.getItemPosition(index)[2:] == (1, 1)
+    assert abs(window.page.panels["entropy"].curves["sqrt"].opts["pen"].widthF() - pen) < 1e-9
+
+
+def test_play_walks_d_k_through_the_sweep(qtbot, window, wait_complete):
+    window.rerun()
+    wait_complete(window)
+    values = sorted({p.d_k for p in window.state.sweep})
+    start = window.params.widget_values()["d_k"]
+    window.play_action.setChecked(True)
+    try:
+        assert window.presenter.playing
+        first = window.params.widget_values()["d_k"]
+        assert first == min(v for v in values if v > start)
+        window.presenter._next_d_k()
+        assert window.params.widget_values()["d_k"] == min(v for v in values if v > first)
+    finally:
+        window.play_action.setChecked(False)
+    assert not window.presenter.playing

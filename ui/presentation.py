@@ -1,0 +1,157 @@
+"""Presentation mode (View -> Presentation mode, ``--present``): the Simulation page for a projector.
+
+Larger text, thicker lines, the parameter dock out of the way, one plot at a time filling the
+page with the sweep always visible underneath; Left/Right step through the plots, and Play walks
+d_k through the sweep's values so the whole page animates. Leaving restores everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtGui import QFont, QKeySequence, QShortcut
+from PySide6.QtWidgets import QApplication
+
+FONT_SCALE = 1.4  #: widget text
+TICK_SCALE = 1.2  #: tick labels (the six sweep plots stay narrow)
+LINE_SCALE = 1.8  #: curve widths
+PLAY_MS = 1600  #: time per d_k while playing (each step reruns the simulation)
+#: the plots shown one at a time (the sweep stays visible below them)
+SEQUENCE = ("scores", "weights", "top_weight", "entropy", "jacobian")
+
+
+class Presenter(QObject):
+    """Switches a MainWindow in and out of presentation mode; owns the play timer."""
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.active = False
+        self.index = 0  #: the plot of SEQUENCE shown
+        self._saved: dict[str, Any] = {}
+        self.timer = QTimer(self)
+        self.timer.setInterval(PLAY_MS)
+        self.timer.timeout.connect(self._next_d_k)
+        self._play_values: list[int] = []
+        self._play_field = "d_k"  #: the swept parameter being played (d_k or n_keys)
+        self._shortcuts = []
+        for key, step in ((Qt.Key.Key_Right, 1), (Qt.Key.Key_Left, -1)):
+            sc = QShortcut(QKeySequence(key), window)
+            sc.setContext(Qt.ShortcutContext.WindowShortcut)
+            sc.activated.connect(lambda s=step: self.step(s))
+            sc.setEnabled(False)
+            self._shortcuts.append(sc)
+
+    @property
+    def window(self) -> Any:
+        """The main window (its parent; no Python reference kept: a closed, deleted window
+        must not stay referenced from here)."""
+        return self.parent()
+
+    # -- on / off ------------------------------------------------------------------------------
+    def set_active(self, on: bool) -> None:
+        if on == self.active:
+            return
+        self.active = on
+        w = self.window
+        app = QApplication.instance()
+        if on:
+            self._saved = {"font": QFont(app.font()), "dock": w.params_dock.isVisible()}
+            font = QFont(app.font())
+            font.setPointSizeF(font.pointSizeF() * FONT_SCALE)
+            app.setFont(font)
+            w.params_dock.hide()
+            w.tabs.setCurrentWidget(w.page)
+            self._scale_plots(LINE_SCALE, TICK_SCALE)
+            self.show_plot(self.index)
+        else:
+            self.stop()
+            app.setFont(self._saved.get("font", app.font()))
+            if self._saved.get("dock", True):
+                w.params_dock.show()
+            self._scale_plots(1 / LINE_SCALE, 1 / TICK_SCALE)
+            self._place(None)
+            for panel in w.page.panels.values():
+                panel.show()
+            w.page.results.show()
+        for sc in self._shortcuts:
+            sc.setEnabled(on)
+
+    def _scale_plots(self, line: float, text: float) -> None:
+        for panel in self.window.page.panels.values():
+            for plot in panel.plot_items():
+                for item in plot.listDataItems():
+                    pen = item.opts.get("pen")
+                    if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
+                        continue
+                    pen = pg.mkPen(pen)
+                    pen.setWidthF(max(1.0, pen.widthF() * line))
+                    item.setPen(pen)
+                for name in ("left", "bottom"):
+                    axis = plot.getAxis(name)
+                    font = QFont(axis.style.get("tickFont") or QApplication.font())
+                    size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
+                    font.setPointSizeF(size * text)
+                    axis.setStyle(tickFont=font)
+            panel.invalidate()
+
+    # -- one plot at a time --------------------------------------------------------------------
+    def show_plot(self, index: int) -> None:
+        """Show plot ``index`` of SEQUENCE (and the sweep); the others step aside."""
+        self.index = index % len(SEQUENCE)
+        page = self.window.page
+        for pid, panel in page.panels.items():
+            panel.setVisible(pid == "sweep" or pid == SEQUENCE[self.index])
+        page.results.hide()
+        self._place(SEQUENCE[self.index])
+
+    def _place(self, plot_id: str | None) -> None:
+        """The shown plot spans the two plot rows and all three columns (None: every plot back
+        in its own cell)."""
+        from ui.pages.simulation.page import GRID
+
+        page = self.window.page
+        grid = page.widget().layout()
+        for pid, panel in page.panels.items():
+            if pid == "sweep":
+                continue
+            row, col, span = GRID[pid]
+            grid.removeWidget(panel)
+            if pid == plot_id:
+                grid.addWidget(panel, 1, 0, 2, 3)
+            else:
+                grid.addWidget(panel, row, col, 1, span)
+
+    def step(self, delta: int) -> None:
+        if self.active:
+            self.show_plot(self.index + delta)
+
+    @property
+    def shown(self) -> str:
+        return SEQUENCE[self.index]
+
+    # -- play d_k through the sweep ------------------------------------------------------------
+    def play(self) -> None:
+        state = self.window.state
+        values = sorted({p.x for p in state.sweep}) if state is not None and state.sweep else []
+        if not values:
+            return
+        self._play_field = state.sweep[0].axis  # d_k, or n_keys for a sweep along n
+        self._play_values = values
+        self.timer.start()
+        self._next_d_k()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    @property
+    def playing(self) -> bool:
+        return self.timer.isActive()
+
+    def _next_d_k(self) -> None:
+        values = self._play_values
+        field = self._play_field
+        current = self.window.params.widget_values()[field]
+        later = [v for v in values if v > current]
+        self.window.apply_config({field: later[0] if later else values[0]})
