@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.experiment_figures import ExperimentFigurePanel
-from ui.pages.experiments.estimate import Estimate, format_seconds, time_job
+from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -223,11 +223,14 @@ class ExperimentsPage(QWidget):
         spec = self.spec
         if spec is None or self._closing:
             return
-        first = spec.jobs()[0].config
-        if self.estimate is not None and self.estimate.config == first.to_dict():
+        from engine.experiments.estimate import timed_job
+
+        timed = timed_job(spec).config
+        if self.estimate is not None and self.estimate.config == timed.to_dict():
             self._show_plan()
             return
-        self.estimator.start(lambda cancelled: time_job(first, cancelled))
+        self.estimator.start(lambda cancelled: time_job(timed, cancelled))
+        self._show_plan()
 
     def _show_estimate(self, error: Any = None) -> None:
         if error is not None:
@@ -243,14 +246,18 @@ class ExperimentsPage(QWidget):
         jobs = spec.jobs()
         text = (f"<b>{len(jobs)} job(s)</b> × {len(spec.rules)} rule(s) ({', '.join(spec.rules)}), "
                 f"{self.form.workers.value()} worker(s)")
+        from engine.experiments.estimate import timed_job
+
         est = self.estimate
-        if est is not None and est.config == jobs[0].config.to_dict():
-            total = est.grid_seconds(spec, self.form.workers.value())
-            text += (f" · about {format_seconds(total)} (timed from a few steps of job 0: "
-                     f"{format_seconds(est.job_seconds(jobs[0].config))} per job; the first run "
+        timed = timed_job(spec)
+        if est is not None and est.config == timed.config.to_dict():
+            total = START_S + est.grid_seconds(spec, self.form.workers.value())
+            text += (f" · about {format_seconds(total)} (timed from a few steps of job "
+                     f"{timed.index} in a worker process: "
+                     f"{format_seconds(est.job_seconds(timed.config))} per job; the first run "
                      "also starts the worker processes, which load torch)")
         elif self.estimator.is_running():
-            text += " · timing a few steps of job 0…"
+            text += f" · timing a few steps of job {timed.index}…"
         self.plan_label.setText(text)
 
     # -- running -------------------------------------------------------------------------------
