@@ -159,7 +159,7 @@ class ExperimentsPage(QWidget):
         figures_scroll.setWidget(self.figures_inner)
         split.addWidget(top)
         split.addWidget(figures_scroll)
-        split.setSizes([520, 420])  # the figures get a real share (the splitter keeps the ratio)
+        split.setSizes([450, 500])  # the figures get a real share (the splitter keeps the ratio)
         right.addWidget(split, 1)
         root.addLayout(right, 1)
 
@@ -394,8 +394,8 @@ class ExperimentsPage(QWidget):
 
         self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
         for i, fig in enumerate(self._figure_state):
-            panel = ExperimentFigurePanel(fig, self.figures_inner)
-            panel.setMinimumHeight(280)
+            panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
+            panel.setMinimumHeight(200)
             panel.export_requested.connect(self._export_panel_dialog)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
