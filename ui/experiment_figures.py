@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel, log_ticks, rule_pen
@@ -55,11 +55,11 @@ class ExperimentFigurePanel(PlotPanel):
         #: without the error convention (the long one is cut at a panel's height)
         self.compact = compact
         super().__init__(parent)
-        self.caption = QLabel(self)  #: the error convention under the plot (compact panels)
+        self.caption = QLabel(self)  #: the error convention, in the header (compact panels)
         self.caption.setStyleSheet("color: #7F7F7F; font-size: 11px;")
-        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.caption.setMinimumWidth(1)  # (cut in a narrow panel, its tooltip has it whole)
         self.caption.setVisible(compact)
-        self.layout().addWidget(self.caption)
+        self.header.insertWidget(2, self.caption)  # after the title and the stretch, before ⋯
         self._items: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._figure = None
         if figure is not None:
@@ -71,9 +71,8 @@ class ExperimentFigurePanel(PlotPanel):
         self.title = figure.title
         self.setObjectName(f"plot_{figure.id}")
         self.caption.setText(f"error bars: {short_error(figure.error)}")
+        self.caption.setToolTip(f"error bars: {figure.error}")
         self.header_label.setText(f"<b>{html.escape(figure.title)}</b>")
-        if self.compact:  # a long title is cut, not widening the panel past its column
-            self.header_label.setMinimumWidth(1)
         self.header_label.setToolTip(f"{figure.title}: {figure.y_label} ({figure.error})")
 
     def build(self) -> None:

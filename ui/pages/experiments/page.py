@@ -395,7 +395,7 @@ class ExperimentsPage(QWidget):
         self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
         for i, fig in enumerate(self._figure_state):
             panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
-            panel.setMinimumHeight(200)
+            panel.setMinimumHeight(220)
             panel.export_requested.connect(self._export_panel_dialog)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
