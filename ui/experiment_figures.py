@@ -8,6 +8,7 @@ error, as the figure says) for ``by_rule`` and ``vs_axis``, mean curves with a �
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from collections.abc import Iterable
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel, log_ticks, rule_pen
@@ -32,6 +33,11 @@ _STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine,
 _SYMBOLS = ("o", "s", "t", "d", "+", "x")
 
 
+def short_error(error: str) -> str:
+    """The error convention in a few words, for a caption ("± 1 SE over seeds")."""
+    return error.replace("mean ± 1 standard error", "± 1 SE")
+
+
 def _log(values: Iterable[float], on: bool) -> np.ndarray:
     a = np.asarray(list(values), dtype=np.float64)
     return np.log10(a) if on else a
@@ -43,8 +49,17 @@ class ExperimentFigurePanel(PlotPanel):
     plot_id = "experiment_figure"
     title = "Experiment"
 
-    def __init__(self, figure: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, figure: Any = None, parent: QWidget | None = None,
+                 compact: bool = False) -> None:
+        #: in a page: the title and a short error caption once, in the header; the y label
+        #: without the error convention (the long one is cut at a panel's height)
+        self.compact = compact
         super().__init__(parent)
+        self.caption = QLabel(self)  #: the error convention, in the header (compact panels)
+        self.caption.setStyleSheet("color: #7F7F7F; font-size: 11px;")
+        self.caption.setMinimumWidth(1)  # (cut in a narrow panel, its tooltip has it whole)
+        self.caption.setVisible(compact)
+        self.header.insertWidget(2, self.caption)  # after the title and the stretch, before ⋯
         self._items: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._figure = None
         if figure is not None:
@@ -55,7 +70,10 @@ class ExperimentFigurePanel(PlotPanel):
         self.plot_id = figure.id
         self.title = figure.title
         self.setObjectName(f"plot_{figure.id}")
-        self.header_label.setText(f"<b>{figure.title}</b>")
+        self.caption.setText(f"error bars: {short_error(figure.error)}")
+        self.caption.setToolTip(f"error bars: {figure.error}")
+        self.header_label.setText(f"<b>{html.escape(figure.title)}</b>")
+        self.header_label.setToolTip(f"{figure.title}: {figure.y_label} ({figure.error})")
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "")
@@ -77,9 +95,13 @@ class ExperimentFigurePanel(PlotPanel):
     def draw(self, fig: Any) -> None:
         self._figure = fig
         plot = self.plot
-        plot.setTitle(fig.title, color=self.theme.foreground)
+        if self.compact:  # (the header has the title and the error caption)
+            plot.setTitle(None)
+            plot.setLabel("left", fig.y_label)
+        else:
+            plot.setTitle(fig.title, color=self.theme.foreground)
+            plot.setLabel("left", f"{fig.y_label} ({fig.error})")
         plot.setLabel("bottom", fig.x_label)
-        plot.setLabel("left", f"{fig.y_label} ({fig.error})")
         plot.setLogMode(x=fig.x_log, y=fig.y_log)
         axis = plot.getAxis("bottom")
         axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)

@@ -9,10 +9,13 @@ share the machine.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 #: per-rule results of a job: the summary.csv columns after job, the axes and scaling
@@ -70,13 +73,36 @@ def length_results(snap: Any, r: int, ok: Any, div: int) -> dict[str, float | No
     return {c: _finite(snap.scalars[c][ok[-1], r]) for c in columns}
 
 
+def write_progress(path: str, step: int, steps: int) -> None:
+    """The job's step progress, for the runner to read while the job runs (atomic: a reader
+    never sees half a file; a shared filesystem carries it from a Dask worker)."""
+    from engine.io import atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps({"step": int(step), "steps": int(steps)}))
+    except OSError:
+        pass  # (only a progress bar misses it; the job goes on)
+
+
+def read_progress(path: str | os.PathLike[str]) -> float | None:
+    """The fraction in [0, 1] a progress file says, None if there is none (or a foreign one)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        frac = int(data["step"]) / max(int(data["steps"]), 1)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return min(max(frac, 0.0), 1.0)
+
+
 def run_job(config: dict[str, Any], target: float = 0.9,
-            cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+            cancelled: Callable[[], bool] | None = None,
+            progress_path: str | None = None) -> dict[str, Any]:
     """Train ``config`` (a ``TrainingConfig.to_dict()``) and return the JobResult as plain data:
     ``{"config", "target", "rules": {rule: {RESULT_FIELDS, accuracy_len{N}, entropy_norm_len{N}}},
     "rows": [metrics.csv rows], "seconds", "device", "error": None | str, "cancelled": bool}``.
     ``cancelled`` (in-process runs only) stops the training between steps; such a result is not a
-    finished job."""
+    finished job. ``progress_path``: a file rewritten (``write_progress``) at each log step and
+    removed before the result is returned."""
     start = time.perf_counter()
     result: dict[str, Any] = {"config": config, "target": target, "rules": {}, "rows": [],
                               "seconds": 0.0, "device": "", "error": None, "cancelled": False}
@@ -88,7 +114,8 @@ def run_job(config: dict[str, Any], target: float = 0.9,
         trainer = Trainer(cfg)
         result["device"] = trainer.device
         for _ in trainer.iterate(cancelled):
-            pass
+            if progress_path is not None:
+                write_progress(progress_path, trainer.step, cfg.steps)
         snap = trainer.snapshot()
         if not snap.done:
             result["cancelled"] = True
@@ -100,6 +127,9 @@ def run_job(config: dict[str, Any], target: float = 0.9,
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc(limit=8)
         result["seconds"] = time.perf_counter() - start
+    finally:
+        if progress_path is not None:
+            Path(progress_path).unlink(missing_ok=True)
     return result
 
 

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import math
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.experiments.job import run_job
+from engine.experiments.job import read_progress, run_job
 from engine.experiments.spec import ExperimentSpec, Job
 from engine.experiments.summary import (
     metrics_columns,
@@ -65,6 +64,8 @@ class ExperimentProgress:
     cancelled: bool  #: stopped by ``cancelled()``; finished jobs kept, files written
     executor: str  #: "process", "in-process", "dask" or "given"
     workers: int
+    #: running jobs' step progress (job index -> fraction in [0, 1]) from their progress files
+    job_progress: dict[int, float] = field(default_factory=dict)
 
     @property
     def fraction(self) -> float:
@@ -77,6 +78,11 @@ def default_workers() -> int:
 
 def job_file(out_dir: Path, index: int) -> Path:
     return out_dir / JOBS_DIR / f"job-{index:05d}.json"
+
+
+def progress_file(out_dir: Path, index: int) -> Path:
+    """Rewritten by a running job at each log step (``job.write_progress``), removed when it ends."""
+    return out_dir / JOBS_DIR / f"job-{index:05d}.progress"
 
 
 def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
@@ -131,12 +137,15 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
     return out
 
 
-def _process_pool(workers: int) -> cf.ProcessPoolExecutor:
+def process_pool(workers: int, start_method: str | None = None) -> cf.ProcessPoolExecutor:
     """Workers forked from a server that has imported torch once (fast to start, and no fork of
-    a process with torch threads); spawn where forkserver does not exist."""
+    a process with torch threads); spawn where forkserver does not exist, or when asked (a
+    spawned worker's start never waits for the fork server's preload)."""
     import multiprocessing as mp
 
-    if sys.platform != "win32" and "forkserver" in mp.get_all_start_methods():
+    if start_method == "spawn":
+        ctx = mp.get_context("spawn")
+    elif sys.platform != "win32" and "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
     else:
@@ -157,7 +166,7 @@ def _dask_executor(address: str) -> tuple[Any, Any]:
     return client, client.get_executor()
 
 
-def _stop(executor: cf.Executor, owned: bool, futures: list[cf.Future]) -> None:
+def stop_executor(executor: cf.Executor, owned: bool, futures: list[cf.Future]) -> None:
     """Cancel what has not started and, for a pool of our own, end the workers now (their jobs
     are lost; the finished ones are on disk)."""
     for fut in futures:
@@ -211,7 +220,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
             executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="experiment-job")
             kind, workers, in_process = "in-process", 1, True
         else:
-            executor = _process_pool(min(workers, len(pending_jobs)))
+            executor = process_pool(min(workers, len(pending_jobs)))
             kind = "process"
     if out is not None:
         _write_experiment(out, spec, "running", len(jobs), results, workers, kind)
@@ -239,14 +248,20 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
             results=tuple(results.values()), elapsed_s=elapsed,
             eta_s=0.0 if finished and not was_cancelled else eta,
             finished=finished and not was_cancelled, cancelled=was_cancelled,
-            executor=kind, workers=workers)
+            executor=kind, workers=workers, job_progress=running_progress())
+
+    def running_progress() -> dict[int, float]:
+        if out is None:
+            return {}
+        got = {job.index: read_progress(progress_file(out, job.index)) for job in futures.values()}
+        return {i: f for i, f in got.items() if f is not None}
 
     try:
         for job in pending_jobs:
             args: tuple[Any, ...] = (job.config.to_dict(), spec.target)
-            if in_process:
-                args += (job_cancelled,)
-            futures[executor.submit(run_job, *args)] = job
+            args += (job_cancelled if in_process else None,)
+            path = str(progress_file(out, job.index)) if out is not None else None
+            futures[executor.submit(run_job, *args, progress_path=path)] = job
         last_yield = time.perf_counter()
         while futures:
             if cancelled is not None and cancelled():
@@ -263,6 +278,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                 res.update(index=job.index, key=job.key, values=job.values)
                 if out is not None and not res.get("worker_failed"):  # (a resume reruns those)
                     write_json(job_file(out, job.index), res)
+                if out is not None:  # (a killed worker leaves its file)
+                    progress_file(out, job.index).unlink(missing_ok=True)
                 results[job.key] = res
                 latest = res
                 done_now += 1
@@ -274,7 +291,10 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
         if futures or was_cancelled:
             stop_flag["stop"] = True
             if executor is not None:
-                _stop(executor, owned, list(futures))
+                stop_executor(executor, owned, list(futures))
+            if out is not None:  # the killed jobs' progress files
+                for job in futures.values():
+                    progress_file(out, job.index).unlink(missing_ok=True)
         elif owned and executor is not None:
             executor.shutdown(wait=True)
         if client is not None:
@@ -318,18 +338,13 @@ def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]]
             _write_experiment(out, spec, status, len(spec.jobs()), results, workers, executor)]
 
 
-def estimate_seconds(spec: ExperimentSpec, workers: int | None = None, probe_steps: int = 10
-                     ) -> tuple[float, float]:
-    """(seconds per job, seconds for the whole grid on ``workers``) from timing ``probe_steps``
-    steps of the grid's largest job here (after a one-step warm-up), scaled to its steps. An
-    estimate for the form's "about N minutes", not a promise: machine load changes it."""
-    workers = workers or default_workers()
-    jobs = spec.jobs()
-    biggest = max(jobs, key=lambda j: j.config.n_params * j.config.steps * len(j.config.scalings))
-    cfg = biggest.config
-    run_job(cfg.replace(steps=1, log_every=1).to_dict())  # imports and first-use costs
-    n = min(probe_steps, cfg.steps)
-    res = run_job(cfg.replace(steps=n).to_dict())
-    per_job = res["seconds"] / n * cfg.steps
-    waves = math.ceil(len(jobs) / max(1, min(workers, len(jobs))))
-    return per_job, per_job * waves
+def estimate_seconds(spec: ExperimentSpec, workers: int | None = None,
+                     probe_steps: int = 10) -> tuple[float, float]:
+    """(seconds of the longest job, seconds for the whole grid on ``workers``) from timing
+    ``probe_steps`` steps of the grid's costliest job in a worker process
+    (``engine.experiments.estimate``, the one the Experiments page uses)."""
+    from engine.experiments.estimate import estimate
+
+    got = estimate(spec, workers or default_workers(), steps=max(1, probe_steps))
+    assert got is not None  # (nothing cancels it)
+    return got

@@ -51,3 +51,20 @@ def test_writes_png_svg_csv_of_every_figure(qapp, tmp_path):
     finally:
         panel.close()
         panel.deleteLater()
+
+
+def test_a_compact_panel_shows_its_title_once_and_a_short_error_caption(qapp):
+    from ui.experiment_figures import ExperimentFigurePanel
+
+    figs = figure_data(SPEC, _results())
+    panel = ExperimentFigurePanel(figs[2], compact=True)
+    try:
+        panel.refresh(figs[2], force=True)
+        plot = panel.plot
+        assert plot.getAxis("left").labelText == figs[2].y_label  # no "(mean ± 1 standard …)"
+        assert not plot.titleLabel.text  # the title is the header's only
+        assert figs[2].title in panel.header_label.text()
+        assert panel.caption.text() == "error bars: ± 1 SE over seeds"
+    finally:
+        panel.close()
+        panel.deleteLater()

@@ -127,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
         bar.update(first.done - bar.n)
         for last in progress:
             bar.update(last.done - bar.n)
-            bar.set_postfix_str(f"{last.running} running, {last.failed} failed", refresh=False)
+            running = (f"{len(last.job_progress)} running at "
+                       f"{100 * sum(last.job_progress.values()) / len(last.job_progress):.0f} %"
+                       if last.job_progress else f"{last.running} running")
+            bar.set_postfix_str(f"{running}, {last.failed} failed", refresh=False)
     except KeyboardInterrupt:
         progress.close()
         bar.close()

@@ -171,3 +171,41 @@ def test_estimate_scales_a_short_timing_to_the_grid():
 
     per_job, total = estimate_seconds(SPEC, workers=2, probe_steps=2)
     assert per_job > 0 and total == pytest.approx(per_job * 2)  # 4 jobs on 2 workers: 2 waves
+
+
+def test_a_running_job_reports_its_step_progress(tmp_path):
+    from engine.experiments.runner import progress_file
+
+    spec = ExperimentSpec("slow", BASE.replace(steps=400, log_every=5), (Axis("seed", (0,)),))
+    seen = []
+    for p in run_experiment(spec, tmp_path, workers=1):
+        if not p.finished:
+            seen.append(dict(p.job_progress))
+        else:
+            last = p
+    fractions = [f for snap in seen for f in snap.values()]
+    assert fractions and all(0.0 <= f <= 1.0 for f in fractions)
+    assert all(set(snap) <= {0} for snap in seen)
+    assert last.job_progress == {} and last.done == 1
+    assert not progress_file(tmp_path, 0).exists()
+
+
+def test_run_job_writes_then_removes_its_progress_file(tmp_path):
+    from engine.experiments.job import read_progress
+
+    path = tmp_path / "job-00000.progress"
+    seen = []
+    real = job_module.write_progress
+
+    def spy(p, step, steps):
+        real(p, step, steps)
+        seen.append(read_progress(p))
+
+    job_module.write_progress = spy
+    try:
+        res = run_job(BASE.to_dict(), progress_path=str(path))
+    finally:
+        job_module.write_progress = real
+    assert res["error"] is None
+    assert seen and seen == sorted(seen) and seen[-1] == 1.0 and 0.0 < seen[0] < 1.0
+    assert not path.exists() and read_progress(path) is None

@@ -317,3 +317,50 @@ def test_job_statuses_follow_the_progress():
     assert got[0][1] == "1.5 s · none 1.25, sqrt diverged" and got[2][1] == "RuntimeError: boom"
     assert [s for s, _ in job_statuses(spec, progress, running_now=False)][1] == "pending"
     assert [s for s, _ in job_statuses(spec, None, running_now=False)] == ["pending"] * 5
+
+
+def test_closing_the_window_while_the_estimate_runs_leaves_no_process_or_thread(window, qtbot):
+    w = window
+    page = _experiments_page(w)
+    page.form.set_base(TINY.replace(steps=400))
+    page._start_estimate()  # (without the debounce)
+    assert page.estimator.is_running()
+    qtbot.waitUntil(lambda: bool(multiprocessing.active_children()), timeout=10_000)  # the timing one
+    w.close()  # while it trains
+    assert page.estimator.join(0.0)  # its thread has ended
+    assert not multiprocessing.active_children()  # and the timing process is gone
+    assert page.estimate is None
+
+
+def test_the_estimate_is_timed_in_a_worker_process(show_widget, qtbot):
+    """The page's thread only waits: the timing runs in another process."""
+    from ui.pages.experiments.page import ExperimentsPage
+
+    page = show_widget(ExperimentsPage())
+    page.form.set_base(TINY)
+    page.form.axes.set_axes([("seed", "0, 1")])
+    qtbot.waitUntil(lambda: page.estimate is not None, timeout=120_000)
+    assert page.estimate.step_s > 0
+    assert "about" in page.plan_label.text() and "worker process" in page.plan_label.text()
+    _no_pool_left(page, qtbot)
+
+
+def test_a_running_job_shows_its_step_progress_bar(show_widget):
+    from types import SimpleNamespace
+
+    from engine.experiments.spec import Axis, ExperimentSpec
+    from ui.pages.experiments.jobs_table import JobTable, job_statuses
+
+    spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3)),))
+    progress = SimpleNamespace(results=(), running=2, workers=2, job_progress={1: 0.37})
+    got = job_statuses(spec, progress, running_now=True)
+    assert [s for s, _ in got] == ["running", "running", "pending", "pending"]
+    assert got[1][1].endswith(" 37 %") and "█" in got[1][1] and got[0][1] == ""
+    table = show_widget(JobTable())
+    table.set_spec(spec)
+    assert table.set_statuses(got) == 2
+    assert table.item(1, 3).text().endswith("37 %")
+    later = job_statuses(spec, SimpleNamespace(results=(), running=2, workers=2,
+                                               job_progress={1: 1.0, 0: 0.5}), True)
+    assert later[1][1].endswith("100 %") and later[0][1].endswith("50 %")
+    assert table.set_statuses(later) == 2

@@ -14,20 +14,33 @@ from ui.theme import current_theme
 ROWS_MAX = 2000
 #: status -> text colour; "failed" takes the current theme's error red (ui.theme.current_theme)
 COLORS = {"pending": "#7F7F7F", "running": "#0072B2", "done": "#009E73", "resumed": "#009E73"}
+#: characters of a running job's text progress bar
+BAR_WIDTH = 12
+
+
+def progress_text(fraction: float, width: int = BAR_WIDTH) -> str:
+    """A text progress bar: "██████░░░░░░  37 %"."""
+    full = round(fraction * width)
+    return "█" * full + "░" * (width - full) + f" {100 * fraction:3.0f} %"
 
 
 def job_statuses(spec: Any, progress: Any, running_now: bool) -> list[tuple[str, str]]:
-    """(status, detail) per job of the grid from the latest progress (None: all pending). The
-    pool takes jobs in grid order, so the running ones are the first unfinished ones."""
+    """(status, detail) per job of the grid from the latest progress (None: all pending). A job
+    that reports its step progress is running (with its bar); the pool takes jobs in grid
+    order, so the other running ones are the first unfinished ones."""
     jobs = spec.jobs()
     by_key = {r["key"]: r for r in progress.results} if progress is not None else {}
+    steps = dict(getattr(progress, "job_progress", None) or {}) if running_now else {}
     # (a process pool hands one job more than it has workers to its queue: that one waits)
     running = min(progress.running, progress.workers) if (progress is not None and running_now) \
         else 0
+    running -= sum(1 for j in jobs if j.index in steps and j.key not in by_key)
     out = []
     for job in jobs:
         res = by_key.get(job.key)
-        if res is None:
+        if res is None and job.index in steps:
+            out.append(("running", progress_text(steps[job.index])))
+        elif res is None:
             if running > 0:
                 out.append(("running", ""))
                 running -= 1

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.experiment_figures import ExperimentFigurePanel
-from ui.pages.experiments.estimate import Estimate, format_seconds, time_job
+from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -159,7 +159,7 @@ class ExperimentsPage(QWidget):
         figures_scroll.setWidget(self.figures_inner)
         split.addWidget(top)
         split.addWidget(figures_scroll)
-        split.setSizes([520, 420])  # the figures get a real share (the splitter keeps the ratio)
+        split.setSizes([450, 500])  # the figures get a real share (the splitter keeps the ratio)
         right.addWidget(split, 1)
         root.addLayout(right, 1)
 
@@ -223,11 +223,14 @@ class ExperimentsPage(QWidget):
         spec = self.spec
         if spec is None or self._closing:
             return
-        first = spec.jobs()[0].config
-        if self.estimate is not None and self.estimate.config == first.to_dict():
+        from engine.experiments.estimate import timed_job
+
+        timed = timed_job(spec).config
+        if self.estimate is not None and self.estimate.config == timed.to_dict():
             self._show_plan()
             return
-        self.estimator.start(lambda cancelled: time_job(first, cancelled))
+        self.estimator.start(lambda cancelled: time_job(timed, cancelled))
+        self._show_plan()
 
     def _show_estimate(self, error: Any = None) -> None:
         if error is not None:
@@ -243,14 +246,18 @@ class ExperimentsPage(QWidget):
         jobs = spec.jobs()
         text = (f"<b>{len(jobs)} job(s)</b> × {len(spec.rules)} rule(s) ({', '.join(spec.rules)}), "
                 f"{self.form.workers.value()} worker(s)")
+        from engine.experiments.estimate import timed_job
+
         est = self.estimate
-        if est is not None and est.config == jobs[0].config.to_dict():
-            total = est.grid_seconds(spec, self.form.workers.value())
-            text += (f" · about {format_seconds(total)} (timed from a few steps of job 0: "
-                     f"{format_seconds(est.job_seconds(jobs[0].config))} per job; the first run "
+        timed = timed_job(spec)
+        if est is not None and est.config == timed.config.to_dict():
+            total = START_S + est.grid_seconds(spec, self.form.workers.value())
+            text += (f" · about {format_seconds(total)} (timed from a few steps of job "
+                     f"{timed.index} in a worker process: "
+                     f"{format_seconds(est.job_seconds(timed.config))} per job; the first run "
                      "also starts the worker processes, which load torch)")
         elif self.estimator.is_running():
-            text += " · timing a few steps of job 0…"
+            text += f" · timing a few steps of job {timed.index}…"
         self.plan_label.setText(text)
 
     # -- running -------------------------------------------------------------------------------
@@ -387,8 +394,8 @@ class ExperimentsPage(QWidget):
 
         self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
         for i, fig in enumerate(self._figure_state):
-            panel = ExperimentFigurePanel(fig, self.figures_inner)
-            panel.setMinimumHeight(280)
+            panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
+            panel.setMinimumHeight(220)
             panel.export_requested.connect(self._export_panel_dialog)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
