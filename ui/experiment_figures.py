@@ -12,6 +12,7 @@ import html
 import math
 import os
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -188,28 +189,15 @@ class ExperimentFigurePanel(PlotPanel):
 def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
                              theme: str = "light") -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure."""
-    from ui.headless import ensure_app
-
-    app = ensure_app()
     from ui.export import export_figures
-    from ui.theme import THEMES
+    from ui.headless import offscreen_panel, settle_layout
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for fig in figures:
-        panel = ExperimentFigurePanel(fig)
-        try:
-            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            panel.resize(*SIZE)
-            panel.apply_theme(THEMES[theme])
-            panel.show()
-            app.processEvents()
+        with offscreen_panel(partial(ExperimentFigurePanel, fig), SIZE, theme) as panel:
             panel.refresh(fig, force=True)
-            app.processEvents()
+            settle_layout(panel)
             written += export_figures([panel], out, with_csv=True)
-        finally:
-            panel.close()
-            panel.deleteLater()
-            app.processEvents()
     return written

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ui.headless import ensure_app, settle_layout
+from ui.headless import offscreen_panel, settle_layout
 
 #: panel size in pixels (the sweep has six small plots, so it is wider)
 SIZES = {"sweep": (1600, 450)}
@@ -34,26 +34,12 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
 
 def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str) -> list[Path]:
     """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg``."""
-    app = ensure_app()
-    from PySide6.QtCore import Qt
-
     from ui.export import export_figures
-    from ui.theme import THEMES
 
-    panel = cls()
-    try:
-        panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        panel.resize(*SIZES.get(cls.plot_id, DEFAULT_SIZE))
-        panel.apply_theme(THEMES[theme])
-        panel.show()
-        app.processEvents()
+    with offscreen_panel(cls, SIZES.get(cls.plot_id, DEFAULT_SIZE), theme) as panel:
         panel.refresh(state, force=True)
         settle_layout(panel)
         return export_figures([panel], out, with_csv=False, prefix=prefix)
-    finally:
-        panel.close()
-        panel.deleteLater()
-        app.processEvents()
 
 
 def write_simulation_figures(

@@ -1,11 +1,14 @@
 """A QApplication for offscreen rendering (``--figures``, the Training figures), the filter
 that keeps known-harmless Qt warnings off stderr, and settle_layout (paint once before an
-export). No page, plot or window imports here, so any layer may use it."""
+export), offscreen_panel (the show / close of one panel for a figure). No page, plot or window
+imports here, so any layer may use it."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 #: harmless messages of the offscreen platform (e.g. under --screenshot or in CI)
@@ -43,3 +46,27 @@ def settle_layout(panel: Any) -> None:
     app.processEvents()
     panel.glw.grab()
     app.processEvents()
+
+
+@contextmanager
+def offscreen_panel(make: Callable[[], Any], size: tuple[int, int], theme: str = "light"
+                    ) -> Iterator[Any]:
+    """The panel ``make()`` builds (after the QApplication exists), sized, themed and shown without a window for the body; closed and deleted after
+    (a pyqtgraph widget alive at interpreter exit crashes). The one set-up of every figure writer."""
+    from PySide6.QtCore import Qt
+
+    from ui.theme import THEMES
+
+    app = ensure_app()
+    panel = make()
+    try:
+        panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        panel.resize(*size)
+        panel.apply_theme(THEMES[theme])
+        panel.show()
+        app.processEvents()
+        yield panel
+    finally:
+        panel.close()
+        panel.deleteLater()
+        app.processEvents()

@@ -15,26 +15,15 @@ SIZE = (900, 560)
 
 def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light"
                            ) -> list[Path]:
-    from ui.headless import ensure_app, settle_layout
-
-    app = ensure_app()
-    from PySide6.QtCore import Qt
-
     from ui.export import export_panel
+    from ui.headless import offscreen_panel, settle_layout
     from ui.pages.training.plots import PANEL_CLASSES, TrainingView
-    from ui.theme import THEMES
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for cls in PANEL_CLASSES:
-        panel = cls()
-        try:
-            panel.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            panel.resize(*SIZE)
-            panel.apply_theme(THEMES[theme])
-            panel.show()
-            app.processEvents()
+        with offscreen_panel(cls, SIZE, theme) as panel:
             runs = range(len(snap.rules)) if cls.uses_selection else [0]
             for r in runs:
                 panel.refresh(TrainingView(snap, run=r), force=True)
@@ -42,8 +31,4 @@ def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: st
                 name = cls.plot_id + (f"_{snap.rules[r]}" if cls.uses_selection else "")
                 for kind in ("png", "svg"):
                     written.append(export_panel(panel, out / f"{name}.{kind}", kind))
-        finally:
-            panel.close()
-            panel.deleteLater()
-            app.processEvents()
     return written
