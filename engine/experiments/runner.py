@@ -33,6 +33,7 @@ from engine.experiments.summary import (
     summary_rows,
 )
 from engine.io import ensure_writable_dir, package_versions, write_csv, write_json
+from engine.training.config import TrainingConfig
 
 EXPERIMENT_FILE = "experiment.json"
 JOBS_DIR = "jobs"
@@ -66,6 +67,8 @@ class ExperimentProgress:
     workers: int
     #: running jobs' step progress (job index -> fraction in [0, 1]) from their progress files
     job_progress: dict[int, float] = field(default_factory=dict)
+    #: with resume: one reason per job file in the folder that was not taken (rerun instead)
+    ignored: tuple[str, ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -97,22 +100,57 @@ def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
     return ExperimentSpec.from_dict(data.get("experiment", data))
 
 
-def load_results(spec: ExperimentSpec, out_dir: Path) -> dict[str, dict[str, Any]]:
-    """Finished jobs found in ``out_dir/jobs`` that belong to this spec's grid, by job key."""
+def _same_config(saved: Any, config: TrainingConfig) -> bool:
+    """A saved job config matches when it rebuilds the same TrainingConfig: a file written before
+    a field existed lacks it, and the field's default keeps the old behaviour (new knobs default
+    off), so such a job still counts."""
+    try:
+        return TrainingConfig.from_dict(saved) == config
+    except (ConfigError, TypeError, ValueError):
+        return False
+
+
+def scan_results(spec: ExperimentSpec, out_dir: Path
+                 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Finished jobs in ``out_dir/jobs`` that belong to this spec's grid, by job key, and one
+    reason per job file that does not (another grid, or a config this version cannot read)."""
     jobs = {j.index: j for j in spec.jobs()}
     found: dict[str, dict[str, Any]] = {}
+    ignored: list[str] = []
     folder = Path(out_dir) / JOBS_DIR
     if not folder.is_dir():
-        return found
+        return found, ignored
     for path in sorted(folder.glob("job-*.json")):
         try:
             res = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            continue  # (files are written atomically: only a foreign file gets here)
-        job = jobs.get(res.get("index"))
-        if job is not None and res.get("key") == job.key and res.get("config") == job.config.to_dict():
+            ignored.append(f"{path.name}: not a job file")
+            continue
+        job = jobs.get(res.get("index")) if isinstance(res, dict) else None
+        if job is None or res.get("key") != job.key:
+            ignored.append(f"{path.name}: not a job of this grid")
+        elif not _same_config(res.get("config"), job.config):
+            ignored.append(f"{path.name}: its training config differs from this experiment's "
+                           "(another version of the experiment or of the app)")
+        else:
             found[job.key] = res
-    return found
+    return found, ignored
+
+
+def _same_spec(saved: Any, spec: ExperimentSpec) -> bool:
+    """Equal after a round trip through this version (fields added since default to the old
+    behaviour)."""
+    try:
+        return ExperimentSpec.from_dict(saved).to_dict() == spec.to_dict()
+    except (ConfigError, TypeError, ValueError, AttributeError):
+        return False
+
+
+def runs_on_cuda(spec: ExperimentSpec) -> bool:
+    """Whether the jobs go to the CUDA device (then one at a time, in this process)."""
+    from engine.sampling import cuda_available
+
+    return spec.base.device != "cpu" and cuda_available()
 
 
 def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool) -> Path:
@@ -129,7 +167,7 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
             other = data.get("experiment", data)
         except (OSError, ValueError):
             raise ConfigError("resume", f"{str(saved)!r} is not an experiment file") from None
-        if other != json.loads(json.dumps(spec.to_dict())):
+        if not _same_spec(other, spec):
             raise ConfigError("resume", f"{str(out)!r} holds a different experiment "
                                         f"({other.get('name', '?')!r}); use another folder")
     elif resume and (out / JOBS_DIR).is_dir() and any((out / JOBS_DIR).iterdir()):
@@ -195,18 +233,16 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
     progress snapshot when a job finishes (and about once a second meanwhile), and a last one
     with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
     anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler."""
-    from engine.sampling import cuda_available
-
     if workers is None:
         workers = default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
     jobs = spec.jobs()
     out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
-    results: dict[str, dict[str, Any]] = load_results(spec, out) if (out and resume) else {}
+    results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
     resumed = len(results)
     pending_jobs = [j for j in jobs if j.key not in results]
-    on_cuda = spec.base.device != "cpu" and cuda_available()
+    on_cuda = runs_on_cuda(spec)
 
     owned = executor is None
     client = None
@@ -248,7 +284,8 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
             results=tuple(results.values()), elapsed_s=elapsed,
             eta_s=0.0 if finished and not was_cancelled else eta,
             finished=finished and not was_cancelled, cancelled=was_cancelled,
-            executor=kind, workers=workers, job_progress=running_progress())
+            executor=kind, workers=workers, job_progress=running_progress(),
+            ignored=tuple(ignored))
 
     def running_progress() -> dict[int, float]:
         if out is None:

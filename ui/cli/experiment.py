@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         fail(PROG, f"cannot write to {args.out!r}: {exc.strerror or exc}", "out")
 
+    if first.ignored:
+        sys.stderr.write(f"{len(first.ignored)} job file(s) in {args.out}/jobs not taken, "
+                         f"rerun instead ({first.ignored[0]}"
+                         f"{', ...' if len(first.ignored) > 1 else ''})\n")
     bar = progress_bar(first.total, spec.name, args.quiet, unit="job", unit_scale=False)
     last = first
     try:

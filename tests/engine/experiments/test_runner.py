@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 from engine.errors import ConfigError
 from engine.experiments import job as job_module
 from engine.experiments.job import run_job
-from engine.experiments.runner import load_experiment, run_experiment
+from engine.experiments.runner import load_experiment, run_experiment, scan_results
 from engine.experiments.spec import Axis, ExperimentSpec
 from engine.io import read_csv
 from engine.training.config import TrainingConfig
@@ -209,3 +209,68 @@ def test_run_job_writes_then_removes_its_progress_file(tmp_path):
     assert res["error"] is None
     assert seen and seen == sorted(seen) and seen[-1] == 1.0 and 0.0 < seen[0] < 1.0
     assert not path.exists() and read_progress(path) is None
+
+
+def _drop_new_fields(config: dict) -> dict:
+    """A config as an earlier version wrote it: before these fields existed (their defaults keep
+    the old behaviour)."""
+    return {k: v for k, v in config.items() if k not in ("warmup", "eval_lengths", "grad_clip")}
+
+
+def test_a_folder_written_before_new_fields_existed_still_resumes(tmp_path):
+    out = tmp_path / "exp"
+    _run(SPEC, out, workers=1)
+    for path in (out / "jobs").glob("job-*.json"):
+        res = json.loads(path.read_text())
+        res["config"] = _drop_new_fields(res["config"])
+        path.write_text(json.dumps(res))
+    saved = json.loads((out / "experiment.json").read_text())
+    saved["experiment"]["base"] = _drop_new_fields(saved["experiment"]["base"])
+    (out / "experiment.json").write_text(json.dumps(saved))
+    assert load_experiment(out) == SPEC
+    found, ignored = scan_results(SPEC, out)
+    assert len(found) == 4 and ignored == []
+    progress = _run(SPEC, out, workers=1, resume=True)
+    assert progress[0].resumed == 4 and progress[-1].finished and not progress[-1].ignored
+
+
+def test_job_files_that_do_not_belong_are_reported_and_rerun(tmp_path):
+    out = tmp_path / "exp"
+    _run(SPEC, out, workers=1)
+    path = out / "jobs" / "job-00001.json"
+    res = json.loads(path.read_text())
+    res["config"]["lr"] = 0.5  # written for another grid (or changed by hand)
+    path.write_text(json.dumps(res))
+    (out / "jobs" / "job-00099.json").write_text("{not json")
+    found, ignored = scan_results(SPEC, out)
+    assert len(found) == 3 and len(ignored) == 2
+    assert any("job-00001.json" in r and "differs" in r for r in ignored)
+    assert any("job-00099.json" in r and "not a job file" in r for r in ignored)
+    progress = _run(SPEC, out, workers=1, resume=True)
+    assert progress[0].resumed == 3 and len(progress[0].ignored) == 2
+    assert progress[-1].finished and progress[-1].done == 4
+    assert json.loads(path.read_text())["config"]["lr"] == SPEC.jobs()[1].config.lr
+
+
+def test_the_device_queue_runs_one_job_at_a_time_in_process_with_the_same_numbers(
+        tmp_path, monkeypatch):
+    """The CUDA path's queue (one job at a time, in this process, cancellable between steps),
+    exercised with CPU jobs: no GPU needed for its mechanics (the CUDA tests in
+    tests/engine/test_device.py and training/test_trainer.py run the device where one exists)."""
+    from engine.experiments import runner
+
+    pooled = _run(SPEC, tmp_path / "p", workers=2)[-1]
+    assert pooled.executor == "process"
+    monkeypatch.setattr(runner, "runs_on_cuda", lambda spec: True)
+    progress = _run(SPEC, tmp_path / "q", workers=2)
+    last = progress[-1]
+    assert last.finished and last.executor == "in-process" and last.workers == 1
+    assert max(p.running for p in progress) <= 1
+    assert _rows_by_job(last.results) == _rows_by_job(pooled.results)
+    # a Stop ends the running job between its steps
+    spec = ExperimentSpec("long", BASE.replace(steps=100_000, log_every=1000),
+                          (Axis("seed", (0, 1)),))
+    seen = []
+    for p in run_experiment(spec, tmp_path / "c", workers=1, cancelled=lambda: bool(seen)):
+        seen.append(p)
+    assert seen[-1].cancelled and seen[-1].done == 0

@@ -364,3 +364,27 @@ def test_a_running_job_shows_its_step_progress_bar(show_widget):
                                                job_progress={1: 1.0, 0: 0.5}), True)
     assert later[1][1].endswith("100 %") and later[0][1].endswith("50 %")
     assert table.set_statuses(later) == 2
+
+
+def test_opening_a_folder_says_which_job_files_were_not_taken(window, tmp_path):
+    import json
+
+    from engine.experiments.runner import run_experiment
+    from engine.experiments.spec import Axis, ExperimentSpec
+
+    page = _experiments_page(window)
+    spec = ExperimentSpec("two", TINY, (Axis("seed", (0, 1)),))
+    out = tmp_path / "run"
+    for _ in run_experiment(spec, out, workers=1):
+        pass
+    path = out / "jobs" / "job-00001.json"
+    res = json.loads(path.read_text())
+    res["config"]["lr"] = 0.5  # not this grid's job any more
+    path.write_text(json.dumps(res))
+    assert page.open_folder(out)
+    assert page.progress.done == 1 and page.status == "stopped"
+    assert "1 job file(s) ignored" in page.message and "job-00001.json" in page.message
+    from ui.theme import current_theme
+
+    assert current_theme().error in page.status_label.text()  # shown as an error
+    assert page.buttons["resume"].isEnabled()

@@ -458,7 +458,7 @@ class ExperimentsPage(QWidget):
     def open_folder(self, folder: str | Path) -> bool:
         """Show the finished jobs of an experiment folder (its experiment.json and job files);
         Resume then runs the missing ones there."""
-        from engine.experiments.runner import ExperimentProgress, load_experiment, load_results
+        from engine.experiments.runner import ExperimentProgress, load_experiment, scan_results
 
         if self.status in ("running", "stopping"):
             return False
@@ -468,7 +468,8 @@ class ExperimentsPage(QWidget):
         except ConfigError as exc:
             self._set_status(self.status, f"cannot open {out}: {exc.message}", error=True)
             return False
-        results = tuple(sorted(load_results(spec, out).values(), key=lambda r: r["index"]))
+        found, ignored = scan_results(spec, out)
+        results = tuple(sorted(found.values(), key=lambda r: r["index"]))
         total = len(spec.jobs())
         self._ensure_figures(spec)
         self.run_spec, self.run_out = spec, out
@@ -480,8 +481,12 @@ class ExperimentsPage(QWidget):
             eta_s=None, finished=len(results) == total, cancelled=len(results) < total,
             executor="", workers=self.form.workers.value())
         self._results_seen = None
-        self._set_status("done" if len(results) == total else "stopped",
-                         f"opened {out}: {len(results)}/{total} jobs finished")
+        message = f"opened {out}: {len(results)}/{total} jobs finished"
+        if ignored:
+            message += (f"; {len(ignored)} job file(s) ignored ({ignored[0]}"
+                        f"{', ...' if len(ignored) > 1 else ''}); Resume reruns those jobs")
+        self._set_status("done" if len(results) == total else "stopped", message,
+                         error=bool(ignored))
         return True
 
     # -- opening a job -------------------------------------------------------------------------
