@@ -14,6 +14,8 @@ from ui.theme import current_theme
 ROWS_MAX = 2000
 #: status -> text colour; "failed" takes the current theme's error red (ui.theme.current_theme)
 COLORS = {"pending": "#7F7F7F", "running": "#0072B2", "done": "#009E73", "resumed": "#009E73"}
+#: the detail column holds a different thing per status: say each
+DETAIL_HEADER = "running: steps done · done: seconds, final loss per rule · failed: the error"
 #: characters of a running job's text progress bar
 BAR_WIDTH = 12
 
@@ -60,7 +62,7 @@ class JobTable(QTableWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 4, parent)
-        self.setHorizontalHeaderLabels(["job", "values", "status", "seconds · final loss / error"])
+        self.setHorizontalHeaderLabels(["job", "values", "status", DETAIL_HEADER])
         self.setWordWrap(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
