@@ -82,8 +82,13 @@ def _retrieval(cfg: TrainingConfig, b: int, gen: torch.Generator,
                  padding_mask(lengths, t), lengths)
 
 
-def _recall(cfg: TrainingConfig, b: int, gen: torch.Generator) -> Batch:
-    p, c = cfg.pairs, cfg.classes
+def recall_batch(cfg: TrainingConfig, size: int, gen: torch.Generator, pairs: int) -> Batch:
+    """A recall batch of ``pairs`` key-value pairs (evaluation at other lengths; pairs <= classes)."""
+    return _recall(cfg, size, gen, pairs)
+
+
+def _recall(cfg: TrainingConfig, b: int, gen: torch.Generator, pairs: int | None = None) -> Batch:
+    p, c = pairs if pairs is not None else cfg.pairs, cfg.classes
     t = 2 * p + 1
     keys = torch.rand(b, c, generator=gen).argsort(dim=1)[:, :p]  # distinct keys per example
     values = torch.randint(0, c, (b, p), generator=gen)

@@ -1,8 +1,8 @@
 """The Training page's length panel: accuracy and attention entropy at each evaluation length.
 
-Retrieval runs with ``eval_lengths`` are also evaluated, without gradient, on sets of other sizes
-(engine.training.lengths). Here: the latest log of each run, against the set size (log axis),
-accuracy with its 95 % Wilson interval over the ``eval_size`` examples, and the mean entropy /
+Runs with ``eval_lengths`` are also evaluated, without gradient, on sets of other sizes (recall:
+more pairs; engine.training.lengths). Here: the latest evaluated log of each run, against the set
+size (log axis), accuracy with its 95 % Wilson interval over the ``eval_size`` examples, and the mean entropy /
 ln(n) of the query's attention row. The dotted line marks the longest training set (items_max);
 the open circles there are the probe batch (training set sizes, items_min..items_max; recall: its
 pairs), the reference the longer sets are compared with.
@@ -39,8 +39,10 @@ class LengthPanel(TrainingPanel):
     empty_text = "Accuracy and entropy at other set sizes\n(retrieval, eval_lengths)"
 
     def build(self) -> None:
-        self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
-        self.ent_plot = self.add_plot(0, 1, "items in the set", "entropy / log(n)", legend=False)
+        self.acc_plot = self.add_plot(0, 0, "items in the set (recall: pairs)",
+                                     "accuracy (evaluation set)")
+        self.ent_plot = self.add_plot(0, 1, "items in the set (recall: pairs)", "entropy / log(n)",
+                                     legend=False)
         for p in (self.acc_plot, self.ent_plot):
             p.setLogMode(x=True)
             p.setYRange(0.0, 1.0, padding=0.02)
@@ -112,12 +114,12 @@ class LengthPanel(TrainingPanel):
         if not lengths:
             self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
                                       "at the training sizes; set eval_lengths to evaluate "
-                                      "retrieval at longer sets")
+                                      "at longer sets (recall: more pairs)")
             return
         x = np.array(lengths, dtype=np.float64)
         m = cfg.eval_size
         for r, rule in enumerate(snap.rules):
-            ok = np.flatnonzero(snap.valid[:, r])
+            ok = snap.length_logs(r)  # the logs that hold an evaluation (eval_every)
             acc_item, err_item, ent_item = self.items[rule]
             if ok.size == 0:
                 for item in (acc_item, ent_item):
@@ -137,9 +139,12 @@ class LengthPanel(TrainingPanel):
                             "accuracy_lo95": float(lo), "accuracy_hi95": float(hi),
                             "entropy_norm": float(e)}
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
+        trained = (f"{cfg.items_max} items" if cfg.task == "retrieval"
+                   else f"{cfg.pairs} pairs (x: key-value pairs)")
         self.header_label.setText(
-            f"<b>{self.title}</b> &nbsp; latest log, {m} examples per size, bars: 95 % interval; "
-            f"dotted: trained up to {cfg.items_max} items (open circles: the probe batch)")
+            f"<b>{self.title}</b> &nbsp; latest evaluation, {m} examples per size, "
+            "bars: 95 % interval; "
+            f"dotted: trained up to {trained} (open circles: the probe batch)")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
