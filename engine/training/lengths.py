@@ -56,19 +56,22 @@ def _batch(cfg: TrainingConfig, size: int, gen: torch.Generator, n: int) -> Batc
 
 @torch.no_grad()
 def evaluate_lengths(model: AttentionModel, cfg: TrainingConfig, device: str | torch.device,
-                     cells: int = EVAL_CELLS_MAX) -> dict[str, float]:
-    """``accuracy_len{N}`` and ``entropy_norm_len{N}`` for every N in ``cfg.eval_lengths``."""
+                     cells: int = EVAL_CELLS_MAX, rows: int | None = None) -> dict[str, float]:
+    """``accuracy_len{N}`` and ``entropy_norm_len{N}`` for every N in ``cfg.eval_lengths``;
+    ``rows`` overrides the query rows per chunk (the examples drawn depend only on ``cells``)."""
     out: dict[str, float] = {}
     was_training = model.training
     model.eval()
     for k, n in enumerate(cfg.eval_lengths):
         gen = torch.Generator().manual_seed(stream_seed(cfg.seed, EVAL_STREAM + k))
         t = eval_tokens(cfg, n)
-        examples, rows = eval_chunks(cfg, t, cells)
+        examples, chunk_rows = eval_chunks(cfg, t, cells)
+        chunk_rows = rows or chunk_rows
         correct, ent_sum, ent_count = 0, 0.0, 0
         for start in range(0, cfg.eval_size, examples):
             batch = _batch(cfg, min(examples, cfg.eval_size - start), gen, n).to(device)
-            logits, readout_w = model.forward_streamed(batch.inputs, batch.readout, batch.mask, rows)
+            logits, readout_w = model.forward_streamed(batch.inputs, batch.readout, batch.mask,
+                                                          chunk_rows)
             correct += int((logits.argmax(dim=1) == batch.targets).sum())
             for w in readout_w:  # (B, H, t): the readout row attends to all t tokens
                 w = w.double()
