@@ -39,10 +39,8 @@ class LengthPanel(TrainingPanel):
     empty_text = "Accuracy and entropy at other set sizes\n(retrieval, eval_lengths)"
 
     def build(self) -> None:
-        self.acc_plot = self.add_plot(0, 0, "items in the set (recall: pairs)",
-                                     "accuracy (evaluation set)")
-        self.ent_plot = self.add_plot(0, 1, "items in the set (recall: pairs)", "entropy / log(n)",
-                                     legend=False)
+        self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
+        self.ent_plot = self.add_plot(0, 1, "items in the set", "entropy / log(n)", legend=False)
         for p in (self.acc_plot, self.ent_plot):
             p.setLogMode(x=True)
             p.setYRange(0.0, 1.0, padding=0.02)
@@ -111,6 +109,10 @@ class LengthPanel(TrainingPanel):
         self._rows = []
         self._sync(tuple(snap.rules) if lengths else ())
         self._draw_probe(snap)
+        x_name = "items in the set" if cfg.task == "retrieval" else "key-value pairs"
+        for p in (self.acc_plot, self.ent_plot):  # recall's lengths are pairs
+            if p.getAxis("bottom").labelText != x_name:
+                p.setLabel("bottom", x_name)
         if not lengths:
             self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
                                       "at the training sizes; set eval_lengths to evaluate "
@@ -140,7 +142,7 @@ class LengthPanel(TrainingPanel):
                             "entropy_norm": float(e)}
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
         trained = (f"{cfg.items_max} items" if cfg.task == "retrieval"
-                   else f"{cfg.pairs} pairs (x: key-value pairs)")
+                   else f"{cfg.pairs} pairs")
         self.header_label.setText(
             f"<b>{self.title}</b> &nbsp; latest evaluation, {m} examples per size, "
             "bars: 95 % interval; "
