@@ -133,10 +133,10 @@ def test_recall_evaluation_streams_rows_within_the_cell_budget(monkeypatch):
     import engine.training.model as model_mod
     from engine.training.lengths import eval_chunks, evaluate_lengths
 
-    cfg = RECALL.replace(eval_lengths=(32,), eval_size=5)
+    cfg = RECALL.replace(eval_lengths=(16,), eval_size=3)
     model = _model(cfg, "logn")
-    cells = 4096
-    t = 65
+    cells = 1024
+    t = 33
     examples, rows = eval_chunks(cfg, t, cells)
     assert examples == 1 and examples * cfg.heads * rows * t <= cells and rows < t
     sizes = []
@@ -151,9 +151,9 @@ def test_recall_evaluation_streams_rows_within_the_cell_budget(monkeypatch):
     small = evaluate_lengths(model, cfg, "cpu", cells=cells)
     assert sizes and max(sizes) <= cells
     one_row = evaluate_lengths(model, cfg, "cpu", cells=cells, rows=1)
-    assert one_row["accuracy_len32"] == small["accuracy_len32"]
-    assert one_row["entropy_norm_len32"] == pytest.approx(small["entropy_norm_len32"], rel=1e-6)
-    assert 0.0 < small["entropy_norm_len32"] <= 1.0 + 1e-9
+    assert one_row["accuracy_len16"] == small["accuracy_len16"]
+    assert one_row["entropy_norm_len16"] == pytest.approx(small["entropy_norm_len16"], rel=1e-6)
+    assert 0.0 < small["entropy_norm_len16"] <= 1.0 + 1e-9
 
 
 def test_recall_is_evaluated_at_more_pairs_every_k_logs_and_at_the_end():
