@@ -8,8 +8,9 @@ normalized entropy H / ln(n) of the readout row's attention (mean over examples,
   n = 2N + 1 tokens, row i to i + 1 (the length rules use that per-row n).
 
 Long inputs are streamed (``AttentionModel.forward_streamed``): chunks of examples and, inside an
-example, chunks of query rows, so at most ``EVAL_CELLS_MAX`` attention weights exist at once and
-memory grows like T, not T^2. ``cfg.eval_every`` says at which logs the trainer calls this.
+example, chunks of query rows (the causal mask too is built per chunk), so at most
+``EVAL_CELLS_MAX`` attention weights exist at once and memory grows like T, not T^2.
+``cfg.eval_every`` says at which logs the trainer calls this.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def eval_chunks(cfg: TrainingConfig, t: int, cells: int = EVAL_CELLS_MAX) -> tup
 def _batch(cfg: TrainingConfig, size: int, gen: torch.Generator, n: int) -> Batch:
     if cfg.task == "retrieval":
         return retrieval_batch(cfg, size, gen, n)
-    return recall_batch(cfg, size, gen, n)
+    return recall_batch(cfg, size, gen, n, causal_in_mask=False)  # causal: per row chunk
 
 
 @torch.no_grad()
@@ -71,7 +72,7 @@ def evaluate_lengths(model: AttentionModel, cfg: TrainingConfig, device: str | t
         for start in range(0, cfg.eval_size, examples):
             batch = _batch(cfg, min(examples, cfg.eval_size - start), gen, n).to(device)
             logits, readout_w = model.forward_streamed(batch.inputs, batch.readout, batch.mask,
-                                                          chunk_rows)
+                                                      chunk_rows, causal=cfg.task == "recall")
             correct += int((logits.argmax(dim=1) == batch.targets).sum())
             for w in readout_w:  # (B, H, t): the readout row attends to all t tokens
                 w = w.double()

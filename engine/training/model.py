@@ -171,10 +171,12 @@ class SelfAttention(nn.Module):
         return self.w_o(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
 
     def forward_streamed(self, x: torch.Tensor, mask: torch.Tensor | None, rows: int,
-                         readout: torch.Tensor, sink: list[torch.Tensor]) -> torch.Tensor:
+                         readout: torch.Tensor, sink: list[torch.Tensor],
+                         causal: bool = False) -> torch.Tensor:
         """``forward`` with the query rows in chunks of ``rows`` (no gradient needed): appends
         the (B, H, T) weights of each example's ``readout`` row to ``sink``. Each chunk's rows
-        keep their own mask rows, so the length rules see the same per-row n as ``forward``."""
+        keep their own mask rows, so the length rules see the same per-row n as ``forward``;
+        ``causal`` builds the causal mask's rows chunk by chunk (no T x T mask held)."""
         b, t, _ = x.shape
         split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
         q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))
@@ -184,6 +186,10 @@ class SelfAttention(nn.Module):
         for a in range(0, t, rows):
             e = min(t, a + rows)
             m = None if mask is None else (mask if mask.shape[-2] == 1 else mask[..., a:e, :])
+            if causal:  # query i (a <= i < e) sees keys 0..i
+                c = (torch.arange(a, e, device=x.device)[:, None]
+                     >= torch.arange(t, device=x.device)[None, :]).view(1, 1, e - a, t)
+                m = c if m is None else m & c
             out[:, :, a:e], _, w = attend(q[:, :, a:e], k, v, self.rule, m, self.temperature(),
                                           self.n_ref, s)
             hit = torch.nonzero((readout >= a) & (readout < e)).view(-1)
@@ -221,8 +227,9 @@ class Block(nn.Module):
         return x
 
     def forward_streamed(self, x: torch.Tensor, mask: torch.Tensor | None, rows: int,
-                         readout: torch.Tensor, sink: list[torch.Tensor]) -> torch.Tensor:
-        x = x + self.attn.forward_streamed(self.ln1(x), mask, rows, readout, sink)
+                         readout: torch.Tensor, sink: list[torch.Tensor],
+                         causal: bool = False) -> torch.Tensor:
+        x = x + self.attn.forward_streamed(self.ln1(x), mask, rows, readout, sink, causal)
         if self.mlp is not None:
             x = x + self.mlp(self.ln2(x))
         return x
@@ -306,14 +313,15 @@ class AttentionModel(nn.Module):
         return self.head(picked)
 
     def forward_streamed(self, inputs: torch.Tensor, readout: torch.Tensor,
-                         mask: torch.Tensor | None, rows: int
+                         mask: torch.Tensor | None, rows: int, causal: bool = False
                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The class logits as ``forward`` gives them, with every attention layer run ``rows``
-        query rows at a time; also returns each layer's (B, H, T) readout-row weights."""
+        query rows at a time; also returns each layer's (B, H, T) readout-row weights.
+        ``causal`` = a causal mask (and ``mask`` may then be None), built per chunk."""
         x = self.embed_inputs(inputs)
         sink: list[torch.Tensor] = []
         for blk in self.blocks:
-            x = blk.forward_streamed(x, mask, rows, readout, sink)
+            x = blk.forward_streamed(x, mask, rows, readout, sink, causal)
         x = self.ln_f(x)
         picked = x[torch.arange(x.shape[0], device=x.device), readout]
         return self.head(picked), sink

@@ -125,6 +125,16 @@ def test_the_row_streamed_forward_equals_the_full_forward(rule, rows):
         for cap, w in zip(capture, readout_w, strict=True):
             expected = cap.weights[torch.arange(3), :, b.readout, :]  # (B, H, T)
             torch.testing.assert_close(w, expected, rtol=1e-5, atol=1e-7)
+    # recall as the evaluation runs it: no T x T mask, the causal rows built per chunk
+    full_mask = recall_batch(RECALL, 3, torch.Generator().manual_seed(3), 8)
+    lazy = recall_batch(RECALL, 3, torch.Generator().manual_seed(3), 8, causal_in_mask=False)
+    assert lazy.mask.shape == (1, 1, 1, 17) and torch.equal(lazy.inputs, full_mask.inputs)
+    model = _model(RECALL, rule)
+    with torch.no_grad():
+        full = model(full_mask.inputs, full_mask.readout, full_mask.mask)
+        streamed, _ = model.forward_streamed(lazy.inputs, lazy.readout, lazy.mask, rows,
+                                             causal=True)
+    torch.testing.assert_close(streamed, full, rtol=1e-5, atol=1e-6)
 
 
 def test_recall_evaluation_streams_rows_within_the_cell_budget(monkeypatch):
