@@ -207,9 +207,18 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
                       MEAN_ERROR)
 
 
+def trained_length(base: Any) -> str:
+    """What the runs were trained on: "4-16 items" (retrieval) or "4 pairs" (recall)."""
+    if base.task == "recall":
+        return f"{base.pairs} pairs"
+    return f"{base.items_min}-{base.items_max} items"
+
+
 def length_x_label(spec: ExperimentSpec) -> str:
-    """"items in the set at evaluation (trained on 4-16)"."""
+    """"items in the set at evaluation N (trained on 4-16)"; recall: key-value pairs."""
     b = spec.base
+    if b.task == "recall":
+        return f"key-value pairs at evaluation N (trained on {b.pairs})"
     return f"items in the set at evaluation N (trained on {b.items_min}-{b.items_max})"
 
 
@@ -252,8 +261,8 @@ def _longest_length(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
         parts.append(text + _describe(metric, p_long))
         if p_long is not None:
             at_long[rule] = (p_long[0], p_long[0] - p_long[1])
-    line = (f"{label(metric + '_len')} after training (trained on {b.items_min}-{b.items_max} "
-            f"items; mean ± 1 SE over seeds), N = "
+    line = (f"{label(metric + '_len')} after training (trained on {trained_length(b)}; "
+            "mean ± 1 SE over seeds), N = "
             + (f"{short} -> {long}" if short != long else f"{long}") + ": " + "; ".join(parts))
     ref = spec.rules[0]
     diffs = [f"{rule} {y - at_long[ref][0]:+.3g} ± {math.hypot(se, at_long[ref][1]):.2g}"

@@ -63,14 +63,17 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
 
 
 def length_results(snap: Any, r: int, ok: Any, div: int) -> dict[str, float | None]:
-    """``accuracy_len{N}`` and ``entropy_norm_len{N}`` of run ``r`` at its last valid log (None
+    """``accuracy_len{N}`` and ``entropy_norm_len{N}`` of run ``r`` at its last evaluated log (None
     after a divergence, like the final figures; empty without evaluation lengths)."""
     from engine.training.observe import length_columns
 
     columns = length_columns(snap.config.eval_lengths)
     if not ok.size or div >= 0:
         return dict.fromkeys(columns)
-    return {c: _finite(snap.scalars[c][ok[-1], r]) for c in columns}
+    at = snap.length_logs(r) if hasattr(snap, "length_logs") else ok  # (eval_every: some logs)
+    if not at.size:
+        return dict.fromkeys(columns)
+    return {c: _finite(snap.scalars[c][at[-1], r]) for c in columns}
 
 
 def write_progress(path: str, step: int, steps: int) -> None:

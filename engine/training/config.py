@@ -29,6 +29,11 @@ OPTIMIZERS = ("adam", "sgd")
 #: learning-rate decay after the warmup
 DECAYS = ("none", "cosine")
 DEVICES = ("auto", "cpu", "cuda")
+#: recall: how a token learns its position (retrieval has none: its items form a set).
+#: ``learned`` = one embedding per trained position (only the trained length exists);
+#: ``sinusoidal`` = the fixed sin/cos code of Vaswani et al. 2017 (any length);
+#: ``none`` = no position signal but the causal mask itself (any length)
+POSITIONS = ("learned", "sinusoidal", "none")
 
 D_MODEL_MAX = 4096
 HEADS_MAX = 64
@@ -64,6 +69,8 @@ class TrainingConfig(ConfigMethods):
     classes: int = 16
     #: recall: key-value pairs per sequence (sequence length = 2 * pairs + 1)
     pairs: int = 8
+    #: recall: position encoding (POSITIONS); learned only covers the trained 2 * pairs + 1 tokens
+    positions: str = "learned"
     # model
     d_model: int = 256
     heads: int = 1
@@ -102,11 +109,15 @@ class TrainingConfig(ConfigMethods):
     saturation_threshold: float = 0.99
     collapse_threshold: float = 0.05  #: entropy / log(n) below this ...
     collapse_logs: int = 3  #: ... at this many consecutive logs marks a head as collapsed
-    #: retrieval: set sizes (items) also evaluated at every log, without gradient (length
-    #: generalization; e.g. 4x, 16x, 64x items_max); empty = none
+    #: lengths also evaluated without gradient (length generalization): retrieval set sizes
+    #: (items, e.g. 4x, 16x, 64x items_max) or recall key-value pairs (e.g. 4x, 16x pairs);
+    #: empty = none
     eval_lengths: tuple[int, ...] = ()
     #: examples per evaluation length
     eval_size: int = 128
+    #: evaluate the lengths at every K-th log (log steps 0, K * log_every, ...) and always at the
+    #: last step; 1 = at every log
+    eval_every: int = 1
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -119,6 +130,7 @@ class TrainingConfig(ConfigMethods):
         s(self, "noise", check_float("noise", self.noise, 0.0, 10.0))
         s(self, "classes", check_int("classes", self.classes, 2, 4096))
         s(self, "pairs", check_int("pairs", self.pairs, 1, 256))
+        check_choice("positions", self.positions, POSITIONS)
         if self.task == "recall" and self.pairs > self.classes:
             raise ConfigError("pairs", f"must be <= classes ({self.classes}) so keys are distinct, "
                               f"got {self.pairs}")
@@ -211,7 +223,7 @@ class TrainingConfig(ConfigMethods):
         if self.layernorm:
             layer += 2 * d  # ln1
         embed = (self.in_features * d + d if self.task == "retrieval"
-                 else self.vocab * d + self.seq_len * d)
+                 else self.vocab * d + (self.seq_len * d if self.positions == "learned" else 0))
         return embed + self.layers * layer + (2 * d if self.layernorm else 0) + d * c + c
 
     @property
@@ -233,6 +245,15 @@ class TrainingConfig(ConfigMethods):
             factor = self.lr_floor + (1.0 - self.lr_floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
         return factor
 
+    def evaluates_lengths_at(self, s: int) -> bool:
+        """The evaluation lengths are measured at log step s: every ``eval_every``-th regular
+        log (0, eval_every * log_every, ...) and always at the last step."""
+        if not self.eval_lengths:
+            return False
+        if s == self.steps:
+            return True
+        return s % self.log_every == 0 and (s // self.log_every) % self.eval_every == 0
+
     @property
     def log_steps(self) -> tuple[int, ...]:
         """Steps at which the runs are observed: 0, log_every, 2*log_every, ..., and the last."""
@@ -242,19 +263,27 @@ class TrainingConfig(ConfigMethods):
         return tuple(steps)
 
 
-#: most items in an evaluation set (its attention maps: eval chunks keep memory bounded)
+#: most items (retrieval) or pairs (recall) in an evaluation example: evaluation streams the
+#: examples and the query rows in chunks (engine.training.lengths), so memory stays bounded
 EVAL_ITEMS_MAX = 4096
 
 
 def _check_eval_lengths(cfg: TrainingConfig) -> None:
     s = object.__setattr__
     s(cfg, "eval_size", check_int("eval_size", cfg.eval_size, 1, 65_536))
+    s(cfg, "eval_every", check_int("eval_every", cfg.eval_every, 1, STEPS_MAX))
     lengths = tuple(check_int("eval_lengths", n, 1, EVAL_ITEMS_MAX) for n in cfg.eval_lengths)
     if len(set(lengths)) != len(lengths):
         raise ConfigError("eval_lengths", "lists a length twice")
-    if lengths and cfg.task != "retrieval":
-        raise ConfigError("eval_lengths", "only the retrieval task is evaluated at other lengths "
-                          "(recall learns one position embedding per trained position)")
+    if lengths and cfg.task == "recall":
+        if max(lengths) > cfg.classes:
+            raise ConfigError("eval_lengths", f"recall: pairs must be <= classes ({cfg.classes}) "
+                              f"so keys are distinct, got {max(lengths)}")
+        if cfg.positions == "learned" and max(lengths) > cfg.pairs:
+            raise ConfigError("positions", f"learned positions exist only for the trained "
+                              f"{cfg.seq_len} tokens ({cfg.pairs} pairs), so eval_lengths up to "
+                              f"{max(lengths)} pairs cannot be evaluated: choose positions "
+                              "sinusoidal or none")
     s(cfg, "eval_lengths", lengths)
 
 
@@ -267,6 +296,9 @@ FIELD_HELP: dict[str, str] = {
     "noise": "retrieval: std of the query's noise relative to a key's entries, 0..10",
     "classes": "labels (retrieval), or key tokens and value tokens (recall), 2..4096",
     "pairs": "recall: key-value pairs per sequence, <= classes",
+    "positions": "recall: position encoding: learned (one embedding per trained position, so "
+                 "only the trained length), sinusoidal (fixed sin/cos, any length) or none (the "
+                 "causal mask only, any length)",
     "d_model": "model width, 1..4096",
     "heads": "attention heads per layer, 1..64",
     "d_k": "head width d_k; 0 = d_model / heads",
@@ -298,8 +330,12 @@ FIELD_HELP: dict[str, str] = {
     "saturation_threshold": "a row is saturated when its top weight exceeds this",
     "collapse_threshold": "a head whose entropy / log(n) stays below this is marked collapsed",
     "collapse_logs": "... for this many consecutive logs",
-    "eval_lengths": "retrieval: set sizes also evaluated (no gradient) at every log, e.g. 64 256 "
-                    "1024 for 4x, 16x, 64x items_max = 16: accuracy_len{N}, entropy_norm_len{N} "
-                    "(each log runs the model on eval_size sets of each size: long sets cost)",
+    "eval_lengths": "lengths also evaluated (no gradient): retrieval set sizes N (items, e.g. "
+                    "64 256 1024 for 4x, 16x, 64x items_max = 16) or recall pairs N (<= classes, "
+                    "e.g. 32 128 for 4x, 16x pairs = 8; needs positions sinusoidal or none "
+                    "beyond pairs): accuracy_len{N}, entropy_norm_len{N} (long lengths cost: "
+                    "see eval_every)",
     "eval_size": "examples per evaluation length",
+    "eval_every": "evaluate the lengths at every K-th log and always at the last step "
+                  "(1 = every log); the columns are empty at the other logs",
 }

@@ -11,6 +11,12 @@ per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at ``cosine_
 and the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals ``sqrt`` there.
 
 Masks (padding, causal) go on the logits after scaling, before the softmax.
+
+Recall positions (``cfg.positions``): ``learned`` adds one trained embedding per position (so only
+the trained length exists), ``sinusoidal`` the fixed sin/cos code (any length), ``none`` nothing
+(the causal mask alone tells a token where it is). ``forward_streamed`` is the evaluation pass at
+long lengths: the same math, query rows in chunks, keeping only the readout row's weights, so
+memory grows like T instead of T^2.
 """
 
 from __future__ import annotations
@@ -96,6 +102,18 @@ def attend(
     return used @ v, logits, weights  # (B, H, T, d_k)
 
 
+def sinusoidal_positions(t: int, d: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, d) fixed position code (Vaswani et al. 2017): entry 2i is sin(pos / 10000^(2i/d)),
+    entry 2i + 1 the cos at the same frequency; defined at any length."""
+    pos = torch.arange(t, dtype=torch.float32, device=device)[:, None]
+    freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32, device=device)
+                     * (-math.log(10000.0) / d))
+    pe = torch.zeros(t, d, device=device)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[: d // 2])
+    return pe
+
+
 def causal_mask(t: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(1, 1, T, T) bool: query i sees keys 0..i."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril().view(1, 1, t, t)
@@ -152,6 +170,34 @@ class SelfAttention(nn.Module):
         # re-assemble the heads side by side: (B, H, T, d_k) -> (B, T, H * d_k) -> (B, T, d_model)
         return self.w_o(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
 
+    def forward_streamed(self, x: torch.Tensor, mask: torch.Tensor | None, rows: int,
+                         readout: torch.Tensor, sink: list[torch.Tensor],
+                         causal: bool = False) -> torch.Tensor:
+        """``forward`` with the query rows in chunks of ``rows`` (no gradient needed): appends
+        the (B, H, T) weights of each example's ``readout`` row to ``sink``. Each chunk's rows
+        keep their own mask rows, so the length rules see the same per-row n as ``forward``;
+        ``causal`` builds the causal mask's rows chunk by chunk (no T x T mask held)."""
+        b, t, _ = x.shape
+        split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
+        q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))
+        s = self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT
+        out = torch.empty_like(q)
+        picked = torch.zeros(b, self.heads, t, dtype=q.dtype, device=x.device)
+        for a in range(0, t, rows):
+            e = min(t, a + rows)
+            m = None if mask is None else (mask if mask.shape[-2] == 1 else mask[..., a:e, :])
+            if causal:  # query i (a <= i < e) sees keys 0..i
+                c = (torch.arange(a, e, device=x.device)[:, None]
+                     >= torch.arange(t, device=x.device)[None, :]).view(1, 1, e - a, t)
+                m = c if m is None else m & c
+            out[:, :, a:e], _, w = attend(q[:, :, a:e], k, v, self.rule, m, self.temperature(),
+                                          self.n_ref, s)
+            hit = torch.nonzero((readout >= a) & (readout < e)).view(-1)
+            if hit.numel():  # (hits, H, T): the readout row of each example in this chunk
+                picked[hit] = w[hit, :, readout[hit] - a, :]
+        sink.append(picked)
+        return self.w_o(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
+
 
 class MLP(nn.Module):
     def __init__(self, d_model: int) -> None:
@@ -180,12 +226,20 @@ class Block(nn.Module):
             x = x + self.mlp(self.ln2(x))
         return x
 
+    def forward_streamed(self, x: torch.Tensor, mask: torch.Tensor | None, rows: int,
+                         readout: torch.Tensor, sink: list[torch.Tensor],
+                         causal: bool = False) -> torch.Tensor:
+        x = x + self.attn.forward_streamed(self.ln1(x), mask, rows, readout, sink, causal)
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2(x))
+        return x
+
 
 class AttentionModel(nn.Module):
     """Embedding -> layers of blocks -> (LayerNorm) -> linear classifier read at one position.
 
-    Inputs: ``features`` (B, T, F) floats (retrieval) or ``tokens`` (B, T) ints (recall; learned
-    position embeddings are added). ``readout`` (B,) is the position whose output is classified.
+    Inputs: ``features`` (B, T, F) floats (retrieval) or ``tokens`` (B, T) ints (recall; the
+    ``positions`` code is added). ``readout`` (B,) is the position whose output is classified.
     """
 
     def __init__(self, cfg: TrainingConfig, rule: str, in_features: int, vocab: int) -> None:
@@ -198,7 +252,7 @@ class AttentionModel(nn.Module):
         else:
             self.embed = None
             self.tok = nn.Embedding(vocab, cfg.d_model)
-            self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
+            self.pos = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg, rule) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.classes)
@@ -218,7 +272,8 @@ class AttentionModel(nn.Module):
             nn.init.zeros_(self.embed.bias)
         else:
             normal_(self.tok.weight, 1.0)
-            normal_(self.pos.weight, 1.0)
+            if self.pos is not None:
+                normal_(self.pos.weight, 1.0)
         for blk in self.blocks:
             a = blk.attn
             normal_(a.w_q.weight, cfg.qk_init / math.sqrt(d))
@@ -233,15 +288,40 @@ class AttentionModel(nn.Module):
         normal_(self.head.weight, 1.0 / math.sqrt(d))
         nn.init.zeros_(self.head.bias)
 
+    def embed_inputs(self, inputs: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) token states before the first block."""
+        if self.embed is not None:
+            return self.embed(inputs)
+        t = inputs.shape[1]
+        x = self.tok(inputs)
+        if self.cfg.positions == "learned":
+            if t > self.pos.num_embeddings:
+                raise ValueError(f"{t} tokens, but learned positions exist only for "
+                                 f"{self.pos.num_embeddings}: use positions sinusoidal or none")
+            x = x + self.pos(torch.arange(t, device=inputs.device))[None]
+        elif self.cfg.positions == "sinusoidal":
+            x = x + sinusoidal_positions(t, self.cfg.d_model, inputs.device)[None]
+        return x
+
     def forward(self, inputs: torch.Tensor, readout: torch.Tensor, mask: torch.Tensor | None,
                 capture: list[AttentionCapture] | None = None) -> torch.Tensor:
-        if self.embed is not None:
-            x = self.embed(inputs)
-        else:
-            t = inputs.shape[1]
-            x = self.tok(inputs) + self.pos(torch.arange(t, device=inputs.device))[None]
+        x = self.embed_inputs(inputs)
         for blk in self.blocks:
             x = blk(x, mask, capture)
         x = self.ln_f(x)
         picked = x[torch.arange(x.shape[0], device=x.device), readout]
         return self.head(picked)
+
+    def forward_streamed(self, inputs: torch.Tensor, readout: torch.Tensor,
+                         mask: torch.Tensor | None, rows: int, causal: bool = False
+                         ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The class logits as ``forward`` gives them, with every attention layer run ``rows``
+        query rows at a time; also returns each layer's (B, H, T) readout-row weights.
+        ``causal`` = a causal mask (and ``mask`` may then be None), built per chunk."""
+        x = self.embed_inputs(inputs)
+        sink: list[torch.Tensor] = []
+        for blk in self.blocks:
+            x = blk.forward_streamed(x, mask, rows, readout, sink, causal)
+        x = self.ln_f(x)
+        picked = x[torch.arange(x.shape[0], device=x.device), readout]
+        return self.head(picked), sink

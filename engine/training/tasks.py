@@ -82,8 +82,18 @@ def _retrieval(cfg: TrainingConfig, b: int, gen: torch.Generator,
                  padding_mask(lengths, t), lengths)
 
 
-def _recall(cfg: TrainingConfig, b: int, gen: torch.Generator) -> Batch:
-    p, c = cfg.pairs, cfg.classes
+def recall_batch(cfg: TrainingConfig, size: int, gen: torch.Generator, pairs: int,
+                 causal_in_mask: bool = True) -> Batch:
+    """A recall batch of ``pairs`` key-value pairs (evaluation at other lengths; pairs <= classes).
+    ``causal_in_mask=False`` leaves the causal part to the caller (a (1, 1, 1, T) all-visible
+    mask instead of the T x T one: ``AttentionModel.forward_streamed(causal=True)`` builds it
+    per row chunk); the examples are the same."""
+    return _recall(cfg, size, gen, pairs, causal_in_mask)
+
+
+def _recall(cfg: TrainingConfig, b: int, gen: torch.Generator, pairs: int | None = None,
+            causal_in_mask: bool = True) -> Batch:
+    p, c = pairs if pairs is not None else cfg.pairs, cfg.classes
     t = 2 * p + 1
     keys = torch.rand(b, c, generator=gen).argsort(dim=1)[:, :p]  # distinct keys per example
     values = torch.randint(0, c, (b, p), generator=gen)
@@ -94,4 +104,5 @@ def _recall(cfg: TrainingConfig, b: int, gen: torch.Generator) -> Batch:
     tokens[:, 1:2 * p:2] = values + c
     tokens[:, -1] = keys[rows, pick]
     return Batch(tokens, torch.full((b,), t - 1, dtype=torch.long), values[rows, pick],
-                 causal_mask(t), torch.full((b,), t, dtype=torch.long))
+                 causal_mask(t) if causal_in_mask else torch.ones(1, 1, 1, t, dtype=torch.bool),
+                 torch.full((b,), t, dtype=torch.long))

@@ -71,6 +71,16 @@ class TrainingSnapshot:
     diverged_step: np.ndarray  #: (R,) int, -1 while the run is healthy
     collapse_step: np.ndarray  #: (R, L, H) int: start of a collapse that has lasted, else -1
     percentiles: tuple[float, ...] = PERCENTILES
+    #: (n,) bool: the evaluation lengths were measured at this log (``eval_every``); the
+    #: ``*_len{N}`` scalars are 0 where not. None = at every log
+    length_evaluated: np.ndarray | None = None
+
+    def length_logs(self, r: int) -> np.ndarray:
+        """Indices of the logs of run ``r`` that hold an evaluation at the lengths."""
+        ok = self.valid[:, r]
+        if self.length_evaluated is not None:
+            ok = ok & self.length_evaluated
+        return np.flatnonzero(ok)
 
     @property
     def csv_columns(self) -> tuple[str, ...]:
@@ -105,8 +115,11 @@ class TrainingSnapshot:
         for r, rule in enumerate(self.rules):
             for i in np.flatnonzero(self.valid[:, r]):
                 row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i])}
-                for name in (*SCALARS, *length_columns(self.config)):
+                for name in SCALARS:
                     row[name] = float(self.scalars[name][i, r])
+                evaluated = self.length_evaluated is None or bool(self.length_evaluated[i])
+                for name in length_columns(self.config):  # empty between evaluations
+                    row[name] = float(self.scalars[name][i, r]) if evaluated else ""
                 h = {k: float(v[i, r].mean()) for k, v in self.heads.items()}
                 row.update(entropy_norm_mean=h["entropy_norm"], logit_std=h["logit_std"],
                            logit_mean=h["logit_mean"], top_weight_mean=h["top_weight"],
@@ -145,6 +158,8 @@ class TrainingSnapshot:
                "logit_outside": self.logit_outside, "logit_percentiles": self.logit_percentiles,
                "percentiles": np.array(self.percentiles), "probe_weights": self.probe_weights,
                "diverged_step": self.diverged_step, "collapse_step": self.collapse_step}
+        if self.length_evaluated is not None:
+            out["length_evaluated"] = self.length_evaluated
         for name, arr in self.scalars.items():
             out[name] = arr
         for name, arr in self.heads.items():
@@ -233,6 +248,7 @@ class Trainer:
         cap = len(cfg.log_steps) + 4
         self._steps = _Growable((), np.int64, cap)
         self._valid = _Growable((r,), bool, cap)
+        self._evaluated = _Growable((), bool, cap)
         self._scalars = {k: _Growable((r,), np.float64, cap) for k in (*SCALARS, *length_columns(cfg))}
         self._heads = {k: _Growable((r, layers, heads), np.float64, cap) for k in HEAD_METRICS}
         self.edges = logit_edges(cfg.hist_range, cfg.hist_bins)
@@ -339,6 +355,7 @@ class Trainer:
         pct = np.zeros((r_n, layers, heads, len(PERCENTILES)))
         probe = self.probe
         lengths = probe.lengths.cpu().numpy()
+        evaluate = cfg.evaluates_lengths_at(s)
         for i, run in enumerate(self.runs):
             if not run.alive or i not in grads:
                 continue
@@ -359,8 +376,9 @@ class Trainer:
             scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
             run.loss_sum = run.acc_sum = 0.0
             run.count = 0
-            for key, value in evaluate_lengths(run.model, cfg, self.device).items():
-                scal[key][i] = value
+            if evaluate:
+                for key, value in evaluate_lengths(run.model, cfg, self.device).items():
+                    scal[key][i] = value
             for key, arr in grads[i].items():
                 head[key][i] = arr
             for layer, cap in enumerate(capture):
@@ -392,6 +410,7 @@ class Trainer:
         self._below_since = np.where(below, np.where(self._below_since < 0, s, self._below_since), -1)
         self._steps.append(np.int64(s))
         self._valid.append(valid)
+        self._evaluated.append(np.bool_(evaluate))
         for k, v in scal.items():
             self._scalars[k].append(v)
         for k, v in head.items():
@@ -416,7 +435,7 @@ class Trainer:
             has_temperature=np.array([run.model.blocks[0].attn.log_t is not None
                                       for run in self.runs]),
             diverged_step=np.array([run.diverged_step for run in self.runs], dtype=np.int64),
-            collapse_step=collapse,
+            collapse_step=collapse, length_evaluated=self._evaluated.view(),
         )
 
     def iterate(self, cancelled: Callable[[], bool] | None = None,

@@ -24,3 +24,10 @@ def test_the_builtin_length_experiment_keeps_its_own_figures():
     spec = _spec("length")
     assert [f.kind for f in spec.figures].count("vs_length") == 2
     assert spec.verdict.kind == "longest_length"
+
+
+def test_the_builtin_recall_length_experiment_takes_cli_overrides():
+    spec = _spec("recall_length", "--eval-every", "1", "--positions", "none")
+    assert spec.base.task == "recall" and spec.base.positions == "none"
+    assert spec.base.eval_every == 1 and spec.base.eval_lengths == (4, 16, 64)
+    assert [f.kind for f in spec.figures].count("vs_length") == 2

@@ -24,6 +24,7 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "noise": (float, "S"),
     "classes": (int, "C"),
     "pairs": (int, "P"),
+    "positions": (str, None),
     "d_model": (int, "D"),
     "heads": (int, "H"),
     "d_k": (int, "D"),
@@ -50,6 +51,7 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "collapse_threshold": (float, "E"),
     "collapse_logs": (int, "N"),
     "eval_size": (int, "N"),
+    "eval_every": (int, "K"),
 }
 
 TABLE = [("scaling", "rule"), ("accuracy", "accuracy"), ("probe_accuracy", "probe acc"),

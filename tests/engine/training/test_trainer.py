@@ -255,10 +255,13 @@ def test_eval_lengths_is_validated():
     from engine.errors import ConfigError
 
     for bad in ({"eval_lengths": (0,)}, {"eval_lengths": (64, 64)},
-                {"eval_lengths": (64,), "task": "recall"}):
+                {"eval_lengths": (64,), "task": "recall", "positions": "none"}):  # > classes
         with pytest.raises(ConfigError) as exc:
             TrainingConfig(**bad)
         assert exc.value.field == "eval_lengths"
+    with pytest.raises(ConfigError) as exc:  # recall: learned positions end at the trained length
+        TrainingConfig(task="recall", eval_lengths=(16,))
+    assert exc.value.field == "positions"
 
 
 def test_ssmax_logs_its_learned_s_per_head():

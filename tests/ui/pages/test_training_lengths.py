@@ -42,3 +42,31 @@ def test_length_panel_draws_the_latest_log_per_rule(qtbot):
     panel.refresh(TrainingView(plain), force=True)
     assert "eval_lengths" in panel.header_label.text()
     assert {r["set"] for r in panel.data_rows()} == {"probe (training sizes)"}
+
+
+def test_length_panel_shows_recall_pairs_at_the_latest_evaluated_log(qtbot):
+    """eval_every = 2: after logs 0 and 1 only log 0 holds an evaluation; the x axis is pairs."""
+    from engine.training.config import TrainingConfig
+    from engine.training.trainer import Trainer
+    from ui.pages.training.length_plot import LengthPanel
+    from ui.pages.training.plots import TrainingView
+
+    cfg = TrainingConfig(task="recall", d_model=16, heads=2, layers=2, classes=32, pairs=2,
+                         positions="sinusoidal", steps=4, log_every=1, batch=4, probe_size=2,
+                         scalings=("sqrt", "logn"), eval_lengths=(8, 32), eval_size=10,
+                         eval_every=2, hist_bins=20, device="cpu", lr=0.05)
+    trainer = Trainer(cfg)
+    trainer.advance()
+    trainer.advance()
+    snap = trainer.snapshot()
+    assert snap.length_evaluated.tolist() == [True, False]
+    panel = LengthPanel()
+    qtbot.addWidget(panel)
+    panel.refresh(TrainingView(snap), force=True)
+    rows = [r for r in panel.data_rows() if r["set"] == "evaluation"]
+    assert len(rows) == 4 and {r["step"] for r in rows} == {0}
+    for r in rows:
+        i = snap.rules.index(r["scaling"])
+        assert r["accuracy"] == snap.scalars[f"accuracy_len{r['items']}"][0, i]
+    assert panel.acc_plot.getAxis("bottom").labelText == "key-value pairs"
+    assert "2 pairs" in panel.header_label.text()

@@ -31,6 +31,7 @@ from engine.training.config import (
     HEADS_MAX,
     LAYERS_MAX,
     OPTIMIZERS,
+    POSITIONS,
     TASKS,
     TRAINING_RULES,
     TrainingConfig,
@@ -49,6 +50,7 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "noise": ("float", 0.0, 10.0, 3, 0.05),
     "classes": ("int", 2, 4096),
     "pairs": ("int", 1, 256),
+    "positions": ("choice", POSITIONS),
     "d_model": ("int", 1, D_MODEL_MAX),
     "heads": ("int", 1, HEADS_MAX),
     "d_k": ("int", 0, D_MODEL_MAX),
@@ -73,21 +75,24 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "collapse_logs": ("int", 1, 10_000),
     "eval_lengths": ("ints",),
     "eval_size": ("int", 1, 65_536),
+    "eval_every": ("int", 1, 1_000_000),
 }
 GROUPS = (
-    ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs")),
+    ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs",
+              "positions")),
     ("Model", ("d_model", "heads", "d_k", "layers", "mlp", "layernorm", "qk_init")),
     ("Rules", ("temperature", "cosine_temperature")),
     ("Optimisation", ("optimizer", "lr", "batch", "steps", "seed", "device")),
     ("Observation", ("log_every", "probe_size", "hist_bins", "hist_range",
                      "saturation_threshold", "collapse_threshold", "collapse_logs")),
-    ("Evaluation at other lengths", ("eval_lengths", "eval_size")),
+    ("Evaluation at other lengths", ("eval_lengths", "eval_size", "eval_every")),
 )
 LABELS = {"d_k": "d_k (0 = d_model/heads)", "qk_init": "W_Q/W_K init gain",
           "cosine_temperature": "cosine T (initial)", "lr": "learning rate",
           "hist_range": "histogram range ±", "hist_bins": "histogram bins",
           "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs",
-          "eval_lengths": "set sizes (items)", "eval_size": "examples per size"}
+          "eval_lengths": "set sizes (items; recall: pairs)", "eval_size": "examples per size",
+          "eval_every": "evaluate every K logs"}
 
 
 def parse_ints(text: str, field: str) -> tuple[int, ...]:

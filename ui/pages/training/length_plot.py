@@ -1,8 +1,8 @@
 """The Training page's length panel: accuracy and attention entropy at each evaluation length.
 
-Retrieval runs with ``eval_lengths`` are also evaluated, without gradient, on sets of other sizes
-(engine.training.lengths). Here: the latest log of each run, against the set size (log axis),
-accuracy with its 95 % Wilson interval over the ``eval_size`` examples, and the mean entropy /
+Runs with ``eval_lengths`` are also evaluated, without gradient, on sets of other sizes (recall:
+more pairs; engine.training.lengths). Here: the latest evaluated log of each run, against the set
+size (log axis), accuracy with its 95 % Wilson interval over the ``eval_size`` examples, and the mean entropy /
 ln(n) of the query's attention row. The dotted line marks the longest training set (items_max);
 the open circles there are the probe batch (training set sizes, items_min..items_max; recall: its
 pairs), the reference the longer sets are compared with.
@@ -109,15 +109,19 @@ class LengthPanel(TrainingPanel):
         self._rows = []
         self._sync(tuple(snap.rules) if lengths else ())
         self._draw_probe(snap)
+        x_name = "items in the set" if cfg.task == "retrieval" else "key-value pairs"
+        for p in (self.acc_plot, self.ent_plot):  # recall's lengths are pairs
+            if p.getAxis("bottom").labelText != x_name:
+                p.setLabel("bottom", x_name)
         if not lengths:
             self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
                                       "at the training sizes; set eval_lengths to evaluate "
-                                      "retrieval at longer sets")
+                                      "at longer sets (recall: more pairs)")
             return
         x = np.array(lengths, dtype=np.float64)
         m = cfg.eval_size
         for r, rule in enumerate(snap.rules):
-            ok = np.flatnonzero(snap.valid[:, r])
+            ok = snap.length_logs(r)  # the logs that hold an evaluation (eval_every)
             acc_item, err_item, ent_item = self.items[rule]
             if ok.size == 0:
                 for item in (acc_item, ent_item):
@@ -137,9 +141,12 @@ class LengthPanel(TrainingPanel):
                             "accuracy_lo95": float(lo), "accuracy_hi95": float(hi),
                             "entropy_norm": float(e)}
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
+        trained = (f"{cfg.items_max} items" if cfg.task == "retrieval"
+                   else f"{cfg.pairs} pairs")
         self.header_label.setText(
-            f"<b>{self.title}</b> &nbsp; latest log, {m} examples per size, bars: 95 % interval; "
-            f"dotted: trained up to {cfg.items_max} items (open circles: the probe batch)")
+            f"<b>{self.title}</b> &nbsp; latest evaluation, {m} examples per size, "
+            "bars: 95 % interval; "
+            f"dotted: trained up to {trained} (open circles: the probe batch)")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
