@@ -70,3 +70,30 @@ def test_length_panel_shows_recall_pairs_at_the_latest_evaluated_log(qtbot):
         assert r["accuracy"] == snap.scalars[f"accuracy_len{r['items']}"][0, i]
     assert panel.acc_plot.getAxis("bottom").labelText == "key-value pairs"
     assert "2 pairs" in panel.header_label.text()
+
+
+def test_logged_rows_with_evaluation_lengths_rebuild_the_length_panel(qtbot):
+    """An experiment job's metrics rows (e.g. of the ``length`` experiment) opened in the
+    Training page: the length columns and which logs hold them survive the rebuild."""
+    from engine.training.config import TrainingConfig
+    from engine.training.trainer import run_training
+    from ui.pages.training.length_plot import LengthPanel
+    from ui.pages.training.metrics_view import snapshot_from_rows
+    from ui.pages.training.plots import TrainingView
+
+    cfg = TrainingConfig(d_model=16, items_max=4, classes=4, key_dim=4, steps=4, log_every=1,
+                         batch=4, probe_size=2, scalings=("sqrt", "logn"), eval_lengths=(16,),
+                         eval_size=20, eval_every=3, device="cpu")
+    _, snap = run_training(cfg)
+    rebuilt = snapshot_from_rows(snap.metrics_rows(), cfg)
+    for r in range(2):
+        assert list(rebuilt.length_logs(r)) == list(snap.length_logs(r))
+        i = snap.length_logs(r)[-1]
+        assert rebuilt.scalars["accuracy_len16"][i, r] == snap.scalars["accuracy_len16"][i, r]
+    panel = LengthPanel()
+    qtbot.addWidget(panel)
+    panel.refresh(TrainingView(rebuilt), force=True)
+    got = {(row["scaling"], row["items"]): row["accuracy"] for row in panel.data_rows()
+           if row["set"] == "evaluation"}
+    assert got == {(rule, 16): snap.scalars["accuracy_len16"][snap.length_logs(r)[-1], r]
+                   for r, rule in enumerate(snap.rules)}

@@ -34,7 +34,13 @@ def snapshot_from_rows(rows: Iterable[Mapping[str, Any]], config: Any,
                        seconds: float = 0.0, device: str = "") -> Any:
     """A done TrainingSnapshot (L = H = 1) of ``rows``; ``diverged`` maps a rule to the step it
     diverged at (the loss plot marks it)."""
-    from engine.training.observe import HEAD_METRICS, PERCENTILES, SCALARS, logit_edges
+    from engine.training.observe import (
+        HEAD_METRICS,
+        PERCENTILES,
+        SCALARS,
+        length_columns,
+        logit_edges,
+    )
     from engine.training.trainer import TrainingSnapshot
 
     rows = [r for r in rows if r.get("scaling") in config.scalings]
@@ -45,14 +51,19 @@ def snapshot_from_rows(rows: Iterable[Mapping[str, Any]], config: Any,
     at = {s: i for i, s in enumerate(steps)}
     n, n_rules = len(steps), len(rules)
     valid = np.zeros((n, n_rules), dtype=bool)
-    scalars = {k: np.zeros((n, n_rules)) for k in SCALARS}
+    lengths = length_columns(tuple(getattr(config, "eval_lengths", ()) or ()))
+    scalars = {k: np.zeros((n, n_rules)) for k in (*SCALARS, *lengths)}
+    #: a log holds the evaluation at the lengths where its row has them (``eval_every``)
+    evaluated = np.zeros(n, dtype=bool)
     heads = {k: np.zeros((n, n_rules, 1, 1)) for k in HEAD_METRICS}
     has_t = np.zeros(n_rules, dtype=bool)
     for row in rows:
         i, r = at[int(row["step"])], rules.index(row["scaling"])
         valid[i, r] = True
-        for k in SCALARS:
+        for k in (*SCALARS, *lengths):
             scalars[k][i, r] = _number(row.get(k))
+        if lengths and row.get(lengths[0]) not in (None, ""):
+            evaluated[i] = True
         for k in HEAD_METRICS:
             heads[k][i, r, 0, 0] = _number(row.get(ROW_COLUMN.get(k, k)))
         if row.get("temperature") not in (None, ""):
@@ -69,4 +80,5 @@ def snapshot_from_rows(rows: Iterable[Mapping[str, Any]], config: Any,
         logit_outside=np.zeros((n, n_rules, 1, 1, 2), dtype=np.int64),
         logit_percentiles=np.zeros((n, n_rules, 1, 1, len(PERCENTILES))),
         probe_weights=np.zeros((n_rules, 1, 1, 1, 1)), has_temperature=has_t,
-        diverged_step=div, collapse_step=np.full((n_rules, 1, 1), -1, dtype=np.int64))
+        diverged_step=div, collapse_step=np.full((n_rules, 1, 1), -1, dtype=np.int64),
+        length_evaluated=evaluated if lengths else None)
