@@ -292,13 +292,14 @@ def _median_steps(metric: str, results: list[dict[str, Any]], rule: str) -> str:
 
 def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     """One line computed from the results, with the uncertainty of every number."""
-    results = ok_results(results)
+    v = spec.verdict
+    results = [r for r in ok_results(results) if _matches(r, dict(v.at))]
     if not results:
         return "no finished jobs yet"
-    v = spec.verdict
     metric = v.metric
     what = (f"reached {spec.target:.0%} training accuracy" if metric == "success"
             else label(metric))
+    what += "".join(f" at {k}={_fmt(x)}" for k, x in v.at)
     parts = []
     if v.kind == "longest_length":
         return _longest_length(spec, results)

@@ -127,14 +127,24 @@ class FigureSpec:
 class VerdictSpec:
     """The verdict line: ``metric`` per rule over all jobs (``by_rule``), at the first and last
     value of the axis ``over`` (``ends_of_axis``), or (``accuracy`` or ``entropy_norm``) at the
-    longest evaluation length after training (``longest_length``), each with its uncertainty."""
+    longest evaluation length after training (``longest_length``), each with its uncertainty.
+    ``at`` restricts it to the jobs at some axis values (e.g. one learning rate, where pooling all
+    of them would let the largest dominate); given as a mapping, kept as (axis, value) pairs."""
 
     kind: str = "by_rule"
     metric: str = "success"
     over: str = ""
+    at: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.kind, VERDICT_KINDS)
+        at = self.at.items() if isinstance(self.at, dict) else self.at
+        try:
+            pairs = tuple((str(k), v) for k, v in at)
+        except (TypeError, ValueError):
+            raise ConfigError("verdict", f"at must map axes to one value each, got {self.at!r}"
+                              ) from None
+        object.__setattr__(self, "at", pairs)
         if self.kind == "ends_of_axis" and not self.over:
             raise ConfigError("verdict", "ends_of_axis needs over (an axis)")
         if self.kind == "longest_length":
@@ -196,6 +206,13 @@ class ExperimentSpec:
                                               "needs evaluation lengths in the base config")
         if self.verdict.over and self.verdict.over not in names:
             raise ConfigError("verdict", f"over={self.verdict.over!r} is not an axis")
+        for name, value in self.verdict.at:
+            axis = next((a for a in axes if a.field == name), None)
+            if axis is None or name == self.verdict.over:
+                raise ConfigError("verdict", f"at: {name!r} is not an axis other than over")
+            if value not in axis.values:
+                raise ConfigError("verdict", f"at: {name}={value!r} is not one of the axis's "
+                                             f"values {list(axis.values)}")
         for axis in axes:  # each value alone first: the error names that value
             for v in axis.values:
                 try:

@@ -105,3 +105,20 @@ def test_builtin_experiments_are_valid_data():
         assert spec.title and len(spec.description) > 100 and spec.figures
     with pytest.raises(ConfigError):
         builtin("nope")
+
+
+@pytest.mark.parametrize("at, needle", [({"batch": 8}, "'batch' is not an axis"),
+                                        ({"lr": 0.5}, "lr=0.5 is not one of"),
+                                        ({"seed": 0}, "not an axis other than over"),
+                                        (5, "at must map")])
+def test_a_verdict_at_names_an_axis_and_one_of_its_values(at, needle):
+    with pytest.raises(ConfigError) as exc:
+        ExperimentSpec("t", BASE, (Axis("lr", (1e-3, 1e-2)), Axis("seed", (0, 1))),
+                       verdict=VerdictSpec("ends_of_axis", "success", "seed", at=at))
+    assert exc.value.field == "verdict" and needle in exc.value.message
+
+
+def test_a_verdict_at_survives_the_json_round_trip():
+    spec = builtin("warmup")
+    assert spec.verdict.at == (("lr", 0.01),)
+    assert ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec

@@ -108,3 +108,17 @@ def test_figure_data_carries_the_uncertainty_and_the_verdict_is_computed():
     text = verdict(SPEC, _fake_results())
     assert "none 0/3" in text and "1/2" in text and "sqrt 3/3" in text and "95 % CI" in text
     assert verdict(SPEC, []) == "no finished jobs yet"
+
+
+def test_a_verdict_at_one_axis_value_uses_only_those_jobs():
+    """E.g. the warmup experiment's verdict at one learning rate: pooling every rate would let
+    the largest dominate the means."""
+    from dataclasses import replace
+
+    spec = replace(SPEC, axes=(Axis("lr", (1e-3, 1e-2)), Axis("seed", (0, 1, 2))),
+                   verdict=VerdictSpec("by_rule", "success", at={"lr": 1e-2}))
+    text = verdict(spec, _fake_results())
+    assert text.startswith("reached 90% training accuracy at lr=0.01: ")
+    assert "none 1/2" in text and "sqrt 2/2" in text  # job 5 (lr 1e-2, seed 2) raised
+    pooled = verdict(replace(spec, verdict=VerdictSpec("by_rule", "success")), _fake_results())
+    assert "none 1/5" in pooled and "sqrt 5/5" in pooled
