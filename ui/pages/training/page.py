@@ -134,6 +134,8 @@ class TrainingPage(QWidget):
         inner = QWidget(scroll)
         _grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=250, margin=2, spacing=4)
         self.panels: dict[str, TrainingPanel] = panels
+        for panel in panels.values():  # each panel's ⋯ menu (and right-click) exports it
+            panel.export_requested.connect(self._export_panel_dialog)
         scroll.setWidget(inner)
         right.addWidget(scroll, 1)
         root.addLayout(right, 1)
@@ -460,6 +462,34 @@ class TrainingPage(QWidget):
         return text
 
     # -- export --------------------------------------------------------------------------------
+    def export_panel(self, plot_id: str, path: str | Path, kind: str) -> Path:
+        """One panel as PNG, SVG or its data as CSV (its ⋯ menu); ExportError says why not."""
+        from ui.export import ExportError, export_panel
+
+        if self.view is None:
+            raise ExportError("Nothing to export yet: start a training run first.")
+        if self._viewing_rows() and plot_id in NOT_IN_ROWS:
+            raise ExportError(f"{self.panels[plot_id].title}: not in the logged rows shown.")
+        panel = self.panels[plot_id]
+        panel.refresh(self.view, force=True)
+        return export_panel(panel, path, kind)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        from ui.export import ExportError
+
+        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
+        if kind not in filters:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
+                                              f"{panel.plot_id}.{kind}", filters[kind])
+        if not path:
+            return
+        try:
+            out = self.export_panel(panel.plot_id, path, kind)
+            self._update_status_text(f"wrote {out}")
+        except ExportError as exc:
+            self._update_status_text(str(exc), error=True)
+
     def _export_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
         if folder:
