@@ -10,6 +10,7 @@ pairs), the reference the longer sets are compared with.
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -110,9 +111,8 @@ class LengthPanel(TrainingPanel):
         self._sync(tuple(snap.rules) if lengths else ())
         self._draw_probe(snap)
         if not lengths:
-            self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
-                                      "at the training sizes; set eval_lengths to evaluate "
-                                      "retrieval at longer sets")
+            self._caption("open circles: the probe batch at the training sizes; set eval_lengths "
+                          "to evaluate retrieval at longer sets")
             return
         x = np.array(lengths, dtype=np.float64)
         m = cfg.eval_size
@@ -137,9 +137,13 @@ class LengthPanel(TrainingPanel):
                             "accuracy_lo95": float(lo), "accuracy_hi95": float(hi),
                             "entropy_norm": float(e)}
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
-        self.header_label.setText(
-            f"<b>{self.title}</b> &nbsp; latest log, {m} examples per size, bars: 95 % interval; "
-            f"dotted: trained up to {cfg.items_max} items (open circles: the probe batch)")
+        self._caption(f"latest log, {m} examples per size, bars: 95 % interval; dotted: trained "
+                      f"up to {cfg.items_max} items (open circles: the probe batch)")
+
+    def _caption(self, text: str) -> None:
+        """The header: title and caption (a narrow panel cuts the caption; its tooltip has it)."""
+        self.header_label.setText(f"<b>{self.title}</b> &nbsp; {html.escape(text)}")
+        self.header_label.setToolTip(text)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
