@@ -77,6 +77,10 @@ def run_gui(args: Any) -> int:
         window.shutdown()
         window.deleteLater()
         return 2
+    if not screenshot and window.persist:  # the very first start offers the tour (once)
+        from ui.pages.tour.first_start import offer_tour_once
+
+        offer_tour_once(window, window.settings, window.show_tour)
     _timing("window shown")
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     window.rerun()
