@@ -317,6 +317,8 @@ def test_a_question_step_shows_its_plot_only_after_the_answer(asking_panel) -> N
     assert STEPS[index].question.correct.label in panel.question.result.text()
     assert panel._text.isVisible()
     assert not panel.answer(0)  # answered once
+    panel.go_to(index)  # coming back does not ask again
+    assert not panel.asking and rec.take() == expected_events(index)
 
 
 def test_right_reveals_then_moves_on_and_digits_answer(asking_panel, qtbot) -> None:

@@ -59,6 +59,7 @@ class TourPanel(QWidget):
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self._steps: list[TourStep] = []
         self._index = -1
+        self._answered: set[int] = set()
         #: a step with a question asks it before it shows its plot (the check box turns it off)
         self.ask_check = QCheckBox("Ask before showing")
         self.ask_check.setObjectName("tourAsk")
@@ -148,6 +149,7 @@ class TourPanel(QWidget):
     def set_steps(self, steps: list[TourStep]) -> None:
         self._steps = list(steps)
         self._index = -1
+        self._answered: set[int] = set()  #: steps whose question was answered (or skipped)
         self._show(0 if self._steps else -1)
 
     @property
@@ -174,7 +176,8 @@ class TourPanel(QWidget):
         index = max(0, min(index, len(self._steps) - 1))
         self._show(index)
         step = self.current_step
-        ask = step is not None and step.question is not None and self.ask_check.isChecked()
+        ask = (step is not None and step.question is not None and self.ask_check.isChecked()
+               and index not in self._answered)  # coming back to a step does not ask again
         self.question.ask(step.question if ask else None)
         self._text.setVisible(not self.question.asking)  # the explanation comes with the answer
         if self.question.asking:  # Next first reveals the answer, even on the last step
@@ -205,6 +208,7 @@ class TourPanel(QWidget):
             self.question.show_measured(step.question.measured(snapshot))
 
     def _on_answered(self, _index: int) -> None:
+        self._answered.add(self._index)
         self._text.setVisible(True)
         self.next_button.setEnabled(self._index < len(self._steps) - 1)
         self._emit_step()
