@@ -50,7 +50,7 @@ GRID = {
     "train_loss": (0, 0, 1), "train_accuracy": (0, 1, 1), "train_entropy": (0, 2, 1),
     "train_logit_std": (0, 3, 1),
     "train_grads": (1, 0, 1), "train_jacobian": (1, 1, 1), "train_logit_dist": (1, 2, 2),
-    "train_probe_attention": (2, 0, 1), "train_lengths": (2, 1, 3),
+    "train_probe_attention": (2, 0, 2), "train_lengths": (2, 2, 2),
 }
 COLUMNS = 4
 PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
