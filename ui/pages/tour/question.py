@@ -7,12 +7,13 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ui.pages.tour.steps import Question
 from ui.theme import current_theme
 
 SKIPPED = -1  #: "just show me": no choice made
+COLUMNS = 2  #: choice buttons per row
 
 
 class QuestionBox(QWidget):
@@ -33,7 +34,9 @@ class QuestionBox(QWidget):
         font = self.prompt.font()
         font.setBold(True)
         self.prompt.setFont(font)
-        self._row = QHBoxLayout()
+        #: the choices in two columns: a row of four long labels would widen the tour's dock
+        #: (and squeeze the plots, worst in presentation mode's larger text)
+        self._row = QGridLayout()
         self._row.setSpacing(4)
         self.buttons: list[QPushButton] = []
         self.result = QLabel()
@@ -56,6 +59,7 @@ class QuestionBox(QWidget):
         self.question, self.chosen, self.measured = question, None, None
         for b in self.buttons:
             self._row.removeWidget(b)
+            b.hide()  # at once: deleteLater waits for the event loop
             b.deleteLater()
         self.buttons = []
         if question is None:
@@ -67,7 +71,7 @@ class QuestionBox(QWidget):
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # the keys stay with the tour
             b.setToolTip(f"Answer {choice.label} (key {i + 1})")
             b.clicked.connect(lambda _c=False, k=i: self.answer(k))
-            self._row.addWidget(b)
+            self._row.addWidget(b, i // COLUMNS, i % COLUMNS)
             self.buttons.append(b)
         self.result.setText("Choose an answer to see the plot (or press Right / Next to just "
                             "see it).")
