@@ -37,7 +37,7 @@ def wilson(k: float, m: int) -> tuple[float, float]:
 class LengthPanel(TrainingPanel):
     plot_id = "train_lengths"
     title = "Accuracy and entropy at other lengths"
-    empty_text = "Accuracy and entropy at other set sizes\n(retrieval, eval_lengths)"
+    empty_text = "Accuracy at other\nset sizes (retrieval,\neval_lengths)"
 
     def build(self) -> None:
         self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
