@@ -1,5 +1,5 @@
-"""At 1280x720 (a common projector) the Simulation, Training and Real model pages show every
-plot panel whole, without scrolling (the forms beside them may scroll)."""
+"""At 1280x720 (a common projector) the Simulation, Training, Real model and Experiments pages
+show every plot panel whole, without scrolling (the forms beside them may scroll)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def _panels(page) -> list[PlotPanel]:
     return [p for p in page.findChildren(PlotPanel) if p.isVisibleTo(page)]
 
 
-@pytest.mark.parametrize("title", ["Simulation", "Training", "Real model"])
+@pytest.mark.parametrize("title", ["Simulation", "Training", "Real model", "Experiments"])
 def test_every_panel_is_whole_at_1280x720(window, qtbot, title):
     window.resize(1280, 720)
     assert window.open_page_titled(title)
