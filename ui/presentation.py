@@ -83,12 +83,14 @@ class Presenter(QObject):
             w.tabs.setCurrentWidget(w.page)
             self._scale_plots(LINE_SCALE, TICK_SCALE)
             self.show_plot(self.index)
+            self.bar.allowed = True
             self.bar.show()
             self.sync_bar()
             self._bar_timer.start()
         else:
             self.stop()
             self._bar_timer.stop()
+            self.bar.allowed = False
             self.bar.hide()
             app.setFont(self._saved.get("font", app.font()))
             if self._saved.get("dock", True):

@@ -29,6 +29,10 @@ class ParamBar(QToolBar):
         self.setObjectName("presentation_bar")
         self.setMovable(False)
         self.setFloatable(False)
+        #: shown only in presentation mode: a window state saved in that mode (restoreState) or
+        #: the tool bars' context menu must not bring it back outside it
+        self.allowed = False
+        self.toggleViewAction().setVisible(False)
         self.spins: dict[str, QSpinBox] = {}
         for field, label, lo, hi in FIELDS:
             self.addWidget(QLabel(f" {label} "))
@@ -52,6 +56,9 @@ class ParamBar(QToolBar):
         self.addWidget(self.plot_label)
         self.next_button = self._button("▶", "Next plot, or the tour's next step (Right)",
                                         lambda: self.step_requested.emit(1))
+
+    def setVisible(self, visible: bool) -> None:  # Qt's name: show(), hide() and restoreState()
+        super().setVisible(visible and self.allowed)
 
     def _button(self, text: str, tip: str, slot: Any) -> QToolButton:
         b = QToolButton(self)

@@ -73,8 +73,11 @@ def test_the_compact_bar_replaces_the_panel_and_sets_the_parameters(qtbot, windo
     qtbot.waitUntil(lambda: bar.spins["n_keys"].value() == 16, timeout=2_000)
     qtbot.mouseClick(bar.next_button, Qt.MouseButton.LeftButton)
     assert window.presenter.shown == SEQUENCE[1] and SEQUENCE[1].split("_")[0] in bar.plot_label.text()
+    state = window.saveState()  # a window state saved in presentation mode ...
     window.set_presentation(False)
     assert not bar.isVisible() and window.params_dock.isVisible()
+    window.restoreState(state)  # ... does not bring the bar back outside it
+    assert not bar.isVisible()
 
 
 def test_arrow_keys_step_through_the_tour_while_it_runs(qtbot, window):
