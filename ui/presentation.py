@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication
 
@@ -60,6 +60,14 @@ class Presenter(QObject):
         self._bar_timer = QTimer(self)
         self._bar_timer.setInterval(BAR_SYNC_MS)
         self._bar_timer.timeout.connect(self.sync_bar)
+        window.installEventFilter(self)  # leave the mode before the window saves its layout
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt's name
+        """Closing in presentation mode leaves it first, so that the layout the window saves (and
+        the next start restores) has the parameter dock back and no bar."""
+        if event.type() == QEvent.Type.Close and self.active and watched is self.window:
+            self.window.set_presentation(False)
+        return False
 
     @property
     def window(self) -> Any:

@@ -98,3 +98,24 @@ def test_arrow_keys_step_through_the_tour_while_it_runs(qtbot, window):
     tour.leave()  # the tour closed: the arrows step through the plots again
     qtbot.keyClick(window, Qt.Key.Key_Right)
     assert tour.index == 0 and window.presenter.shown == SEQUENCE[1]
+
+
+def test_closing_in_presentation_mode_saves_the_normal_layout(qtbot, window):
+    window.set_presentation(True)
+    assert not window.params_dock.isVisible()
+    window.close()  # saves the window state first
+    assert not window.presenter.active and not window.present_action.isChecked()
+    assert window.params_dock.isVisible() or not window.isVisible()
+    from PySide6.QtCore import QByteArray
+
+    state = window.settings.value("window_state")
+    assert isinstance(state, QByteArray) and not state.isEmpty()
+    fresh = type(window)(theme="light", restore=False)
+    qtbot.addWidget(fresh)
+    fresh.show()
+    fresh.restoreState(state)
+    try:
+        assert fresh.params_dock.isVisible() and not fresh.presenter.bar.isVisible()
+    finally:
+        fresh.close()
+        fresh.deleteLater()
