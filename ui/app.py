@@ -43,6 +43,20 @@ def _save_png_atomically(pixmap: Any, path: str) -> bool:
     return True
 
 
+def _paint_everything(app: Any, window: Any) -> None:
+    """Every panel of the shown page drawn now (a page's redraw may take a panel budget)."""
+    import inspect
+
+    app.processEvents()
+    window.page.redraw(budget=len(window.page.panels))
+    current = window.tabs.currentWidget()
+    redraw = getattr(current, "redraw", None)
+    if current is not window.page and callable(redraw):
+        takes_budget = "budget" in inspect.signature(redraw).parameters
+        redraw(**({"budget": 99} if takes_budget else {}))
+    app.processEvents()
+
+
 def run_gui(args: Any) -> int:
     """Open the main window; returns the process exit code."""
     screenshot = getattr(args, "screenshot", None)
@@ -77,24 +91,28 @@ def run_gui(args: Any) -> int:
         window.shutdown()
         window.deleteLater()
         return 2
+    if not screenshot and window.persist:  # the very first start offers the tour (once)
+        from ui.pages.tour.first_start import offer_tour_once
+
+        offer_tour_once(window, window.settings, window.show_tour)
     _timing("window shown")
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     window.rerun()
     code = {"value": 0}
     if screenshot:
         def save() -> None:
-            app.processEvents()
-            window.page.redraw(budget=len(window.page.panels))
-            current = window.tabs.currentWidget()
-            if current is not window.page and hasattr(current, "redraw"):
-                current.redraw(budget=99)
-            app.processEvents()
-            ok = _save_png_atomically(window.grab(), screenshot)
-            if not ok:
-                sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
+            try:
+                _paint_everything(app, window)
+                ok = _save_png_atomically(window.grab(), screenshot)
+                if not ok:
+                    sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
+                    code["value"] = 1
+            except Exception as exc:  # never hang: a failed picture still ends the process
+                sys.stderr.write(f"attention-lab: error: --screenshot: {type(exc).__name__}: {exc}\n")
                 code["value"] = 1
-            window.close()
-            app.quit()
+            finally:
+                window.close()
+                app.quit()
 
         def timed_out() -> None:
             sys.stderr.write("attention-lab: error: --screenshot: results did not complete in time\n")

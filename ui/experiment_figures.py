@@ -61,6 +61,8 @@ class ExperimentFigurePanel(PlotPanel):
         self.caption.setMinimumWidth(1)  # (cut in a narrow panel, its tooltip has it whole)
         self.caption.setVisible(compact)
         self.header.insertWidget(2, self.caption)  # after the title and the stretch, before ⋯
+        if compact:  # a long title is cut in a narrow panel (its tooltip has it) instead of
+            self.header_label.setMinimumWidth(1)  # widening the row past a 1280x720 window
         self._items: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._figure = None
         if figure is not None:

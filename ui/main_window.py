@@ -390,6 +390,10 @@ class MainWindow(QMainWindow):
             if hasattr(self.tour, "open_inspector"):
                 self.tour.open_inspector.connect(self._tour_open_inspector)
             self.tour.finished.connect(self._leave_tour)
+            self.tour.highlight.connect(self.presenter.follow)  # presentation: show the step's plot
+            if hasattr(self.tour, "show_result"):  # what the step's run measured, for its question
+                self.results_complete.connect(
+                    lambda: self.tour.show_result(self.state.snapshot if self.state else None))
             self.tour_dock = QDockWidget("Guided tour", self)
             self.tour_dock.setObjectName("tour_dock")
             self.tour_dock.setWidget(self.tour)

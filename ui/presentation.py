@@ -1,8 +1,10 @@
 """Presentation mode (View -> Presentation mode, ``--present``): the Simulation page for a projector.
 
-Larger text, thicker lines, the parameter dock out of the way, one plot at a time filling the
-page with the sweep always visible underneath; Left/Right step through the plots, and Play walks
-d_k through the sweep's values so the whole page animates. Leaving restores everything.
+Larger text, thicker lines, the parameter dock out of the way (a compact bar of the key
+parameters instead: d_k, n, the rules, trials), one plot at a time filling the page with the
+sweep always visible underneath; Left/Right step through the plots, or through the tour's steps
+while the tour is open (each step then shows its own plot), and Play walks d_k through the
+sweep's values so the whole page animates. Leaving restores everything.
 """
 
 from __future__ import annotations
@@ -10,16 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication
+
+from ui.presentation_bar import ParamBar
 
 FONT_SCALE = 1.4  #: widget text
 TICK_SCALE = 1.2  #: tick labels (the six sweep plots stay narrow)
 LINE_SCALE = 1.8  #: curve widths
+BAR_SYNC_MS = 250  #: how often the compact bar shows the window's current parameters
 PLAY_MS = 1600  #: time per d_k while playing (each step reruns the simulation)
 #: the plots shown one at a time (the sweep stays visible below them)
 SEQUENCE = ("scores", "weights", "top_weight", "entropy", "jacobian")
+#: what the bar calls each plot
+PLOT_TITLES = {"scores": "scores / logits", "weights": "attention weights",
+               "top_weight": "top weight", "entropy": "entropy", "jacobian": "Jacobian size"}
 
 
 class Presenter(QObject):
@@ -42,6 +50,24 @@ class Presenter(QObject):
             sc.activated.connect(lambda s=step: self.step(s))
             sc.setEnabled(False)
             self._shortcuts.append(sc)
+        self.bar = ParamBar(window)
+        window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.bar)
+        self.bar.hide()
+        self.bar.edited.connect(window.apply_config)
+        self.bar.step_requested.connect(self.step)
+        # the parameters change from many places (presets, the tour, Play, a session): the bar
+        # looks at the window's values a few times a second while it is shown
+        self._bar_timer = QTimer(self)
+        self._bar_timer.setInterval(BAR_SYNC_MS)
+        self._bar_timer.timeout.connect(self.sync_bar)
+        window.installEventFilter(self)  # leave the mode before the window saves its layout
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt's name
+        """Closing in presentation mode leaves it first, so that the layout the window saves (and
+        the next start restores) has the parameter dock back and no bar."""
+        if event.type() == QEvent.Type.Close and self.active and watched is self.window:
+            self.window.set_presentation(False)
+        return False
 
     @property
     def window(self) -> Any:
@@ -65,8 +91,15 @@ class Presenter(QObject):
             w.tabs.setCurrentWidget(w.page)
             self._scale_plots(LINE_SCALE, TICK_SCALE)
             self.show_plot(self.index)
+            self.bar.allowed = True
+            self.bar.show()
+            self.sync_bar()
+            self._bar_timer.start()
         else:
             self.stop()
+            self._bar_timer.stop()
+            self.bar.allowed = False
+            self.bar.hide()
             app.setFont(self._saved.get("font", app.font()))
             if self._saved.get("dock", True):
                 w.params_dock.show()
@@ -105,6 +138,7 @@ class Presenter(QObject):
             panel.setVisible(pid == "sweep" or pid == SEQUENCE[self.index])
         page.results.hide()
         self._place(SEQUENCE[self.index])
+        self.bar.plot_label.setText(f" {self.index + 1}/{len(SEQUENCE)} {PLOT_TITLES[self.shown]} ")
 
     def _place(self, plot_id: str | None) -> None:
         """The shown plot spans the two plot rows and all three columns (None: every plot back
@@ -123,9 +157,32 @@ class Presenter(QObject):
             else:
                 grid.addWidget(panel, row, col, 1, span)
 
+    @property
+    def tour(self) -> Any:
+        """The guided tour while it is open (its dock shown), else None."""
+        w = self.window
+        dock = getattr(w, "tour_dock", None)
+        return w.tour if dock is not None and dock.isVisible() else None
+
     def step(self, delta: int) -> None:
-        if self.active:
+        """Left/Right: the tour's previous/next step while the tour is open (a step still asking
+        its question shows its answer first), otherwise the previous/next plot."""
+        if not self.active:
+            return
+        tour = self.tour
+        if tour is not None:
+            tour.next() if delta > 0 else tour.back()
+        else:
             self.show_plot(self.index + delta)
+
+    def follow(self, plot_id: str) -> None:
+        """A tour step's plot to watch: shown (the sweep is always in view)."""
+        if self.active and plot_id in SEQUENCE:
+            self.show_plot(SEQUENCE.index(plot_id))
+
+    def sync_bar(self) -> None:
+        if self.bar.isVisible():
+            self.bar.sync(self.window.params.widget_values())
 
     @property
     def shown(self) -> str:
@@ -143,6 +200,7 @@ class Presenter(QObject):
         self._next_d_k()
 
     def stop(self) -> None:
+        """Stop playing."""
         self.timer.stop()
 
     @property

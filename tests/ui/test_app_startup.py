@@ -106,3 +106,16 @@ def test_size_must_be_width_x_height():
     proc = subprocess.run([sys.executable, "main.py", "--size", "big", "--screenshot", "x.png"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--size" in proc.stderr
+
+
+@pytest.mark.slow
+def test_screenshot_of_the_experiments_page_finishes(tmp_path):
+    """Its page redraws without a panel budget: the screenshot used to raise in the save slot
+    and then wait forever (the time-out called the same failing save)."""
+    out = tmp_path / "experiments.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTENTION_LAB_SETTINGS": "memory"}
+    proc = subprocess.run([sys.executable, "main.py", "--screenshot", str(out), "--size", "1280x720",
+                           "--page", "Experiments"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and out.stat().st_size > 0

@@ -264,8 +264,11 @@ def test_escape_stops_the_run_but_leaves_the_tour_when_the_tour_has_focus(qtbot,
     _press_escape(qtbot, window, window.tour)
     assert not window.tour_dock.isVisible()
     assert stopped == []
-    # also with the focus on the step text (the user clicked it to select words)
+    # also with the focus on the step text (the user clicked it to select words; a step that
+    # asks first shows its text with the answer)
     window.show_tour()
+    if window.tour.asking:
+        window.tour.answer(0)
     _press_escape(qtbot, window, window.tour._text)
     assert not window.tour_dock.isVisible()
     assert stopped == []
@@ -282,6 +285,10 @@ def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, w
     tour = window.tour
     step = next(i for i, s in enumerate(tour.steps) if s.inspector is not None)
     tour.go_to(step)
+    assert tour.asking == (tour.steps[step].question is not None)
+    if tour.asking:  # the step shows its plot with the answer
+        assert not window.page.panels[tour.steps[step].plot].highlighted
+        tour.answer(tour.steps[step].question.answer)
     # the step highlights its plot on the Simulation page and stays there
     assert window.tabs.currentWidget() is window.page
     assert window.page.panels[tour.steps[step].plot].highlighted
@@ -295,6 +302,8 @@ def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, w
     window.tabs.setCurrentWidget(window.page)
     later = next(i for i, s in enumerate(tour.steps) if i > step and s.inspector is not None)
     tour.go_to(later)
+    if tour.asking:
+        tour.answer(0)
     assert window.tabs.currentWidget() is window.page
     assert list(page.result.scores) == list(tour.steps[later].inspector.scores)
 

@@ -53,3 +53,69 @@ def test_play_walks_d_k_through_the_sweep(qtbot, window, wait_complete):
     finally:
         window.play_action.setChecked(False)
     assert not window.presenter.playing
+
+
+def test_the_compact_bar_replaces_the_panel_and_sets_the_parameters(qtbot, window):
+    from ui.presentation_bar import ParamBar
+
+    bar = window.findChild(ParamBar, "presentation_bar")
+    assert bar is not None and not bar.isVisible()
+    window.set_presentation(True)
+    assert bar.isVisible() and not window.params_dock.isVisible()
+    values = window.params.widget_values()
+    assert bar.values() == {k: values[k] for k in ("d_k", "n_keys", "trials")} | {
+        "scalings": list(values["scalings"])}
+    bar.spins["d_k"].setValue(128)
+    assert window.params.widget_values()["d_k"] == 128
+    qtbot.mouseClick(bar.rule_buttons["dk"], Qt.MouseButton.LeftButton)
+    assert "dk" in window.params.widget_values()["scalings"]
+    window.apply_config({"n_keys": 16})  # changed elsewhere (a preset, the tour): the bar follows
+    qtbot.waitUntil(lambda: bar.spins["n_keys"].value() == 16, timeout=2_000)
+    qtbot.mouseClick(bar.next_button, Qt.MouseButton.LeftButton)
+    assert window.presenter.shown == SEQUENCE[1] and SEQUENCE[1].split("_")[0] in bar.plot_label.text()
+    state = window.saveState()  # a window state saved in presentation mode ...
+    window.set_presentation(False)
+    assert not bar.isVisible() and window.params_dock.isVisible()
+    window.restoreState(state)  # ... does not bring the bar back outside it
+    assert not bar.isVisible()
+
+
+def test_arrow_keys_step_through_the_tour_while_it_runs(qtbot, window):
+    window.set_presentation(True)
+    window.show_tour()
+    tour = window.tour
+    assert tour.index == 0 and tour.asking  # the first step asks before it shows
+    qtbot.keyClick(window, Qt.Key.Key_Right)  # reveals step 1's answer and its plot
+    assert tour.index == 0 and not tour.asking
+    assert window.presenter.shown == tour.current_step.plot == "scores"
+    qtbot.keyClick(window, Qt.Key.Key_Right)  # step 2
+    assert tour.index == 1
+    if tour.asking:
+        qtbot.keyClick(window, Qt.Key.Key_Right)
+    assert window.presenter.shown == tour.current_step.plot == "jacobian"
+    qtbot.keyClick(window, Qt.Key.Key_Left)  # back: answered before, so shown at once
+    assert tour.index == 0 and not tour.asking and window.presenter.shown == "scores"
+    tour.leave()  # the tour closed: the arrows step through the plots again
+    qtbot.keyClick(window, Qt.Key.Key_Right)
+    assert tour.index == 0 and window.presenter.shown == SEQUENCE[1]
+
+
+def test_closing_in_presentation_mode_saves_the_normal_layout(qtbot, window):
+    window.set_presentation(True)
+    assert not window.params_dock.isVisible()
+    window.close()  # saves the window state first
+    assert not window.presenter.active and not window.present_action.isChecked()
+    assert window.params_dock.isVisible() or not window.isVisible()
+    from PySide6.QtCore import QByteArray
+
+    state = window.settings.value("window_state")
+    assert isinstance(state, QByteArray) and not state.isEmpty()
+    fresh = type(window)(theme="light", restore=False)
+    qtbot.addWidget(fresh)
+    fresh.show()
+    fresh.restoreState(state)
+    try:
+        assert fresh.params_dock.isVisible() and not fresh.presenter.bar.isVisible()
+    finally:
+        fresh.close()
+        fresh.deleteLater()

@@ -512,7 +512,8 @@ class EmptyHint:
 
     def hide(self) -> None:
         self.item.hide()
-        if self.plot.legend is not None:
+        # a legend kept off the screen (the page's rule strip names the rules) stays off
+        if self.plot.legend is not None and getattr(self.plot.legend, "_lab_attached", True):
             self.plot.legend.show()
 
     @property

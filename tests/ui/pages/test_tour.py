@@ -110,7 +110,8 @@ def test_bad_tour_data_is_refused_with_a_message(tmp_path) -> None:
 # -- the panel -------------------------------------------------------------------------------
 @pytest.fixture
 def panel(qtbot):
-    w = TourPanel()
+    """A tour that does not ask its questions (the navigation tests); see ``asking_panel``."""
+    w = TourPanel(ask=False)
     qtbot.addWidget(w)
     w.resize(420, 380)
     w.show()
@@ -254,3 +255,110 @@ def test_the_length_steps_claims() -> None:
     assert as_scale.weights.max() == pytest.approx(as_rule.weights.max(), abs=1e-5)
     # every older step keeps its sweep along d_k
     assert sum(s.sweep_axis == "n_keys" for s in STEPS) == 3
+
+
+# -- questions asked before a step shows -----------------------------------------------------
+QUESTION_STEPS = [i for i, s in enumerate(STEPS) if s.question is not None]
+
+
+def test_at_least_four_steps_ask_first() -> None:
+    assert len(QUESTION_STEPS) >= 4
+
+
+@pytest.mark.parametrize("index", QUESTION_STEPS)
+def test_each_answer_is_the_choice_closest_to_what_the_engine_measures(index) -> None:
+    """The right answer is computed, not asserted: run the step's own simulation and the
+    answer must be the choice nearest the measured value, across its 95 % interval."""
+    from engine.simulate import run_simulation
+
+    step = STEPS[index]
+    q = step.question
+    snap = run_simulation(SimulationConfig.from_dict({**DEFAULTS, **step.config}))
+    mean, se = q.measured(snap)
+    assert math.isfinite(mean) and se >= 0
+    for value in (mean - 1.96 * se, mean, mean + 1.96 * se):
+        assert q.closest(value) == q.answer, (step.title, mean, se, q.correct)
+
+
+def test_bad_questions_are_refused_with_a_message() -> None:
+    good = json.loads(default_tour_path().read_text(encoding="utf-8"))
+    step = next(s for s in good["steps"] if "question" in s)
+    q = step["question"]
+    for bad, match in ((dict(q, answer=9), "answer"), (dict(q, choices=[1]), "choices"),
+                       (dict(q, measure={"rule": "logn", "statistic": "top_weight"}), "scalings"),
+                       (dict(q, measure={"rule": q["measure"]["rule"], "statistic": "mood"}), "statistic"),
+                       (dict(q, colour=1), "unknown key"), (dict(q, choices=[1, 1, 2]), "same value")):
+        with pytest.raises(TourError, match=match):
+            parse_tour({"base": good["base"], "steps": [dict(step, question=bad)]})
+
+
+@pytest.fixture
+def asking_panel(qtbot):
+    w = TourPanel()
+    qtbot.addWidget(w)
+    w.resize(420, 480)
+    w.show()
+    return w
+
+
+def test_a_question_step_shows_its_plot_only_after_the_answer(asking_panel) -> None:
+    panel = asking_panel
+    rec = Recorder(panel)
+    index = QUESTION_STEPS[0]
+    panel.start(index)
+    assert panel.asking and rec.take() == []  # nothing shown yet
+    assert panel.question.isVisible() and not panel._text.isVisible()
+    assert [b.text().split(": ", 1)[1] for b in panel.question.buttons] == \
+        [c.label for c in STEPS[index].question.choices]
+    wrong = (STEPS[index].question.answer + 1) % len(STEPS[index].question.choices)
+    panel.question.buttons[wrong].click()
+    assert not panel.asking and rec.take() == expected_events(index)
+    assert "Not quite" in panel.question.result.text()
+    assert STEPS[index].question.correct.label in panel.question.result.text()
+    assert panel._text.isVisible()
+    assert not panel.answer(0)  # answered once
+    panel.go_to(index)  # coming back does not ask again
+    assert not panel.asking and rec.take() == expected_events(index)
+
+
+def test_right_reveals_then_moves_on_and_digits_answer(asking_panel, qtbot) -> None:
+    panel = asking_panel
+    rec = Recorder(panel)
+    first, second = QUESTION_STEPS[:2]
+    panel.start(first)
+    panel.setFocus()
+    qtbot.keyClick(panel, Qt.Key.Key_Right)  # reveal (skipped: just the answer)
+    assert panel.index == first and not panel.asking
+    assert rec.take() == expected_events(first)
+    assert "The answer" in panel.question.result.text()
+    panel.go_to(second)
+    assert panel.asking and rec.take() == []
+    right = STEPS[second].question.answer
+    qtbot.keyClick(panel, getattr(Qt.Key, f"Key_{right + 1}"))
+    assert not panel.asking and "Right" in panel.question.result.text()
+    assert rec.take() == expected_events(second)
+
+
+def test_the_measured_value_is_shown_for_the_steps_own_run(asking_panel) -> None:
+    from engine.simulate import run_simulation
+
+    panel = asking_panel
+    index = QUESTION_STEPS[0]
+    panel.start(index)
+    panel.answer(STEPS[index].question.answer)
+    other = run_simulation(SimulationConfig(trials=50))  # another step's parameters: ignored
+    panel.show_result(other)
+    assert "Measured" not in panel.question.result.text()
+    mine = run_simulation(SimulationConfig.from_dict({**DEFAULTS, **STEPS[index].config,
+                                                      "trials": 200}))
+    panel.show_result(mine)
+    mean, _se = STEPS[index].question.measured(mine)
+    assert f"{mean:.3g}" in panel.question.result.text()
+
+
+def test_unchecking_ask_shows_question_steps_at_once(asking_panel) -> None:
+    panel = asking_panel
+    rec = Recorder(panel)
+    panel.ask_check.setChecked(False)
+    panel.start(QUESTION_STEPS[0])
+    assert not panel.asking and rec.take() == expected_events(QUESTION_STEPS[0])

@@ -327,3 +327,41 @@ def test_probe_attention_ticks_sit_at_cell_centres_one_per_cell(page, qtbot):
     assert ticks == list(range(n_k))  # one tick per cell, at its centre (never n_k itself)
     page.reset()
     assert panel.hint.visible
+
+
+def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypatch):
+    """The ⋯ menu of every panel is connected: PNG, SVG and CSV land where the dialog said."""
+    from PySide6.QtWidgets import QFileDialog, QToolButton
+
+    _use(page, TINY)
+    page.start()
+    qtbot.waitUntil(lambda: page.status == "done", timeout=60_000)
+    asked = []
+
+    def save_as(_parent, _title, suggested, _filter):
+        asked.append(suggested)
+        return str(tmp_path / suggested), ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
+    for pid, panel in page.panels.items():
+        button = next(b for b in panel.findChildren(QToolButton) if b.text() == "⋯")
+        actions = [a for a in button.menu().actions() if a.text()]
+        assert [a.text().split()[-1] for a in actions] == ["PNG…", "SVG…", "CSV…"]
+        for action in actions:
+            action.trigger()
+        for kind in ("png", "svg", "csv"):
+            out = tmp_path / f"{pid}.{kind}"
+            assert out.is_file() and out.stat().st_size > 0, out
+    assert len(asked) == 3 * len(page.panels)
+    png = (tmp_path / "train_loss.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    header = (tmp_path / "train_loss.csv").read_text().splitlines()[0]
+    assert "step" in header
+
+
+def test_a_panel_export_before_any_run_says_why(page, tmp_path):
+    from ui.export import ExportError
+
+    with pytest.raises(ExportError, match="start a training run"):
+        page.export_panel("train_loss", tmp_path / "x.png", "png")
+    assert not (tmp_path / "x.png").exists()

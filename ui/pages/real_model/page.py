@@ -19,12 +19,14 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -226,15 +228,27 @@ class RealModelPage(QWidget):
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(self.grid_panel)
         right.addWidget(bottom)
-        right.setStretchFactor(0, 1)
-        right.setStretchFactor(1, 1)
+        # the head detail (two stacked histograms, a heatmap over a curve) needs more height than
+        # the per-head grids: 2:3, so that at 1280x720 its histograms keep a readable height
+        right.setStretchFactor(0, 2)
+        right.setStretchFactor(1, 3)
+        right.setSizes([400, 600])
         self.tabs = QTabWidget(self)
         self.tabs.addTab(right, "Per head")
         self.tabs.addTab(self.audit_panel, "Scale audit")
         self.tabs.addTab(self.whatif_panel, "What-if")
         self.tabs.currentChanged.connect(lambda _i: self._refresh_audit_views())
+        # a short window scrolls the form (after Analyze its texts grow) instead of overlapping it
+        side_scroll = QScrollArea(self)
+        side_scroll.setObjectName("real_model_form")
+        side_scroll.setWidgetResizable(True)
+        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side_scroll.setWidget(side)
+        side_scroll.setMinimumWidth(side.minimumWidth() + 14)
+        side_scroll.setMaximumWidth(side.maximumWidth() + 14)
         outer = QSplitter(Qt.Orientation.Horizontal, self)
-        outer.addWidget(side)
+        outer.addWidget(side_scroll)
         outer.addWidget(self.tabs)
         outer.setStretchFactor(1, 1)
         layout = QHBoxLayout(self)

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QWidget
+from PySide6.QtWidgets import QScrollArea, QWidget
 
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
-from ui.plots.base import RULE_STYLES, panel_grid, rule_label
-from ui.theme import LIGHT, Theme, rule_color
-
-#: how each line pattern reads in the strip
-_PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
-             Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
+from ui.plots.base import panel_grid
+from ui.plots.rule_strip import SEPARATOR, rule_parts, strip_label
+from ui.theme import LIGHT, Theme
 
 #: plot_id -> (row, column, column span) in the grid
 GRID = {
@@ -35,13 +31,10 @@ PANELS_PER_TICK = 1
 
 def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
     """Each rule's line (its colour and pattern) and label, then the series that are not rules."""
-    parts = []
-    for rule in rules:
-        line = _PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
-        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
+    parts = rule_parts(rules)
     parts.append(f'<span style="color:{theme.raw}"><b>━━━</b> raw q·k</span>')
     parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
-    return "&nbsp;&nbsp; ".join(parts)
+    return SEPARATOR.join(parts)
 
 
 class SimulationPage(QScrollArea):
@@ -57,14 +50,7 @@ class SimulationPage(QScrollArea):
             panel.set_legend_on_screen(False)  # the strip above names every series once
         #: one legend for the whole page: each rule's colour and line pattern, the grey raw
         #: q·k and the dashed theory (exported figures carry their own legends)
-        self.rule_strip = QLabel(inner)
-        self.rule_strip.setObjectName("rule_strip")
-        self.rule_strip.setTextFormat(Qt.TextFormat.RichText)
-        # one line of fixed height: a strip that re-wrapped when the rules changed moved every
-        # plot under it (and an open hover read-out with them); it never asks for width either
-        self.rule_strip.setWordWrap(False)
-        self.rule_strip.setFixedHeight(self.rule_strip.fontMetrics().height() + 6)
-        self.rule_strip.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.rule_strip = strip_label(inner)  # one line: it never moves the plots under it
         grid.addWidget(self.rule_strip, STRIP_ROW, 0, 1, 3)
         self._strip_rules: tuple[str, ...] | None = None
         self.panels: dict[str, PlotPanel] = panels

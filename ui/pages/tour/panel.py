@@ -14,6 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.pages.tour.question import SKIPPED, QuestionBox
 from ui.pages.tour.steps import TourError, TourStep, load_steps
 
 INSPECTOR_LINK = "inspector"
@@ -50,12 +52,22 @@ class TourPanel(QWidget):
     open_inspector = Signal(list, float)
     finished = Signal()  #: the user left the tour (the settings stay)
 
-    def __init__(self, parent: QWidget | None = None, path: str | Path | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, path: str | Path | None = None,
+                 ask: bool = True) -> None:
         super().__init__(parent)
         self.setObjectName("tourPanel")
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self._steps: list[TourStep] = []
         self._index = -1
+        self._answered: set[int] = set()
+        #: a step with a question asks it before it shows its plot (the check box turns it off)
+        self.ask_check = QCheckBox("Ask before showing")
+        self.ask_check.setObjectName("tourAsk")
+        self.ask_check.setToolTip("Steps with a question ask it first; the plot follows the answer")
+        self.ask_check.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.ask_check.setChecked(ask)
+        self.question = QuestionBox()
+        self.question.answered.connect(self._on_answered)
 
         self._counter = QLabel()
         self._counter.setObjectName("tourCounter")
@@ -105,6 +117,7 @@ class TourPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self._counter)
         layout.addWidget(self._title)
+        layout.addWidget(self.question)
         scroll = QScrollArea()  # a short dock scrolls the text instead of clipping it
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -114,6 +127,7 @@ class TourPanel(QWidget):
         layout.addWidget(scroll, 1)
         layout.addWidget(self._plot_hint)
         layout.addLayout(buttons)
+        layout.addWidget(self.ask_check)
 
         self.load_steps(path)
 
@@ -135,6 +149,7 @@ class TourPanel(QWidget):
     def set_steps(self, steps: list[TourStep]) -> None:
         self._steps = list(steps)
         self._index = -1
+        self._answered: set[int] = set()  #: steps whose question was answered (or skipped)
         self._show(0 if self._steps else -1)
 
     @property
@@ -160,10 +175,49 @@ class TourPanel(QWidget):
             return
         index = max(0, min(index, len(self._steps) - 1))
         self._show(index)
+        step = self.current_step
+        ask = (step is not None and step.question is not None and self.ask_check.isChecked()
+               and index not in self._answered)  # coming back to a step does not ask again
+        self.question.ask(step.question if ask else None)
+        self._text.setVisible(not self.question.asking)  # the explanation comes with the answer
+        if self.question.asking:  # Next first reveals the answer, even on the last step
+            self.next_button.setEnabled(True)
+        else:
+            self._emit_step()
+
+    @property
+    def asking(self) -> bool:
+        """The current step's question waits for an answer (its plot is not shown yet)."""
+        return self.question.asking
+
+    def answer(self, index: int) -> bool:
+        """Answer the current step's question (index of a choice); the step then shows."""
+        return self.question.answer(index)
+
+    def show_result(self, snapshot: object) -> None:
+        """A finished simulation: if it is this step's (same parameters), show what it measured
+        for the question."""
+        step = self.current_step
+        if step is None or step.question is None or snapshot is None:
+            return
+        cfg = getattr(snapshot, "config", None)
+        have = cfg.to_dict() if cfg is not None else {}
+        same = all((list(have.get(k)) if isinstance(have.get(k), tuple) else have.get(k)) == v
+                   for k, v in step.config.items())
+        if same:
+            self.question.show_measured(step.question.measured(snapshot))
+
+    def _on_answered(self, _index: int) -> None:
+        self._answered.add(self._index)
+        self._text.setVisible(True)
+        self.next_button.setEnabled(self._index < len(self._steps) - 1)
         self._emit_step()
 
     def next(self) -> None:
-        if self._index < len(self._steps) - 1:
+        """The next step; on a step still asking, Next (Right) first shows its answer and plot."""
+        if self.question.asking:
+            self.question.answer(SKIPPED)
+        elif self._index < len(self._steps) - 1:
             self.go_to(self._index + 1)
 
     def back(self) -> None:
@@ -183,7 +237,11 @@ class TourPanel(QWidget):
         return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() == Qt.Key.Key_Right:
+        key = event.key()
+        digit = getattr(key, "value", key) - Qt.Key.Key_1.value
+        if self.question.asking and 0 <= digit < 9:
+            self.question.answer(digit)
+        elif event.key() == Qt.Key.Key_Right:
             self.next()
         elif event.key() == Qt.Key.Key_Left:
             self.back()

@@ -16,7 +16,13 @@ from typing import Any
 #: the plot ids a step may point at (the main window maps them to its plots)
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
 
-_STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector", "sweep_axis"})
+_STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector", "sweep_axis", "question"})
+_QUESTION_KEYS = frozenset({"ask", "choices", "answer", "measure", "explain"})
+#: what a question's answer is measured as: a rule's statistic of the final simulation snapshot
+#: (engine.simulate.RuleResult) or, with rule "raw", the spread of the raw scores q·k
+STATISTICS = ("top_weight", "saturated_frac", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
+              "logit_std", "target_weight")
+RAW_STATISTICS = ("raw_std",)
 #: what a step's sweep runs along (the Simulation page's switch)
 SWEEP_AXES = ("d_k", "n_keys")
 
@@ -47,6 +53,49 @@ class InspectorExample:
 
 
 @dataclass(frozen=True)
+class Choice:
+    label: str  #: what the button reads
+    value: float  #: the number it stands for (compared with the measured value)
+
+
+@dataclass(frozen=True)
+class Question:
+    """Asked before the step shows its plot: "at d_k = 512 the top weight will be about ...".
+
+    The answer is not just asserted: ``measure`` names the statistic the step's own simulation
+    measures, and the tests check that the answer is the choice closest to it."""
+
+    ask: str
+    choices: tuple[Choice, ...]
+    answer: int  #: index into ``choices``
+    rule: str  #: the rule whose statistic is measured ("raw": the raw scores)
+    statistic: str
+    explain: str = ""  #: said with the answer (why it comes out so)
+
+    @property
+    def correct(self) -> Choice:
+        return self.choices[self.answer]
+
+    def measured(self, snapshot: Any) -> tuple[float, float] | None:
+        """(mean, standard error) of the measured statistic in a simulation snapshot; None if
+        the snapshot does not have it (another rule set, or no snapshot yet)."""
+        if snapshot is None:
+            return None
+        if self.rule == "raw":
+            est = getattr(snapshot, self.statistic, None)
+        else:
+            result = getattr(snapshot, "rules", {}).get(self.rule)
+            est = getattr(result, self.statistic, None) if result is not None else None
+        if est is None:
+            return None
+        return float(est.mean), float(est.se)
+
+    def closest(self, value: float) -> int:
+        """The index of the choice nearest to ``value``."""
+        return min(range(len(self.choices)), key=lambda i: abs(self.choices[i].value - value))
+
+
+@dataclass(frozen=True)
 class TourStep:
     title: str
     text: str
@@ -55,6 +104,7 @@ class TourStep:
     plot: str = "scores"
     inspector: InspectorExample | None = None
     sweep_axis: str = "d_k"  #: the sweep runs along d_k or along n_keys (the length)
+    question: Question | None = None  #: asked before the step shows its plot
 
 
 def load_steps(path: str | Path | None = None) -> list[TourStep]:
@@ -107,7 +157,55 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
         plot=plot,
         inspector=_parse_example(where, raw.get("inspector")),
         sweep_axis=axis,
+        question=_parse_question(where, raw.get("question"), {**base, **config}),
     )
+
+
+def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question | None:
+    if raw is None:
+        return None
+    where = f"{where}: question"
+    if not isinstance(raw, Mapping):
+        raise TourError(f"{where} must be an object with 'ask', 'choices', 'answer', 'measure'")
+    unknown = sorted(set(raw) - _QUESTION_KEYS)
+    if unknown:
+        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_QUESTION_KEYS))})")
+    ask = raw.get("ask")
+    if not isinstance(ask, str) or not ask.strip():
+        raise TourError(f"{where}: 'ask' must be a non-empty string")
+    raw_choices = raw.get("choices")
+    if not isinstance(raw_choices, Sequence) or isinstance(raw_choices, str) \
+            or not 2 <= len(raw_choices) <= 5:
+        raise TourError(f"{where}: 'choices' must be a list of 2 to 5 choices")
+    choices = []
+    for c in raw_choices:
+        if _is_finite_number(c):
+            c = {"label": f"{c:g}", "value": c}
+        if not isinstance(c, Mapping) or not isinstance(c.get("label"), str) \
+                or not _is_finite_number(c.get("value")):
+            raise TourError(f"{where}: each choice must be a number or {{'label': text, 'value': number}}")
+        choices.append(Choice(c["label"].strip(), float(c["value"])))
+    if len({c.value for c in choices}) != len(choices):
+        raise TourError(f"{where}: two choices have the same value")
+    answer = raw.get("answer")
+    if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(choices):
+        raise TourError(f"{where}: 'answer' must be the index of a choice (0..{len(choices) - 1})")
+    measure = raw.get("measure")
+    if not isinstance(measure, Mapping) or set(measure) != {"rule", "statistic"}:
+        raise TourError(f"{where}: 'measure' must be {{'rule': ..., 'statistic': ...}}")
+    rule, stat = measure["rule"], measure["statistic"]
+    if rule == "raw":
+        if stat not in RAW_STATISTICS:
+            raise TourError(f"{where}: with rule 'raw' the statistic must be one of {', '.join(RAW_STATISTICS)}")
+    else:
+        if rule not in config.get("scalings", ()):
+            raise TourError(f"{where}: measured rule {rule!r} is not among the step's scalings")
+        if stat not in STATISTICS:
+            raise TourError(f"{where}: 'statistic' must be one of {', '.join(STATISTICS)}; got {stat!r}")
+    explain = raw.get("explain", "")
+    if not isinstance(explain, str):
+        raise TourError(f"{where}: 'explain' must be a string")
+    return Question(ask.strip(), tuple(choices), answer, rule, stat, explain.strip())
 
 
 def _parse_example(where: str, raw: Any) -> InspectorExample | None:

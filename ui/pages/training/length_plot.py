@@ -10,6 +10,7 @@ pairs), the reference the longer sets are compared with.
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -36,7 +37,7 @@ def wilson(k: float, m: int) -> tuple[float, float]:
 class LengthPanel(TrainingPanel):
     plot_id = "train_lengths"
     title = "Accuracy and entropy at other lengths"
-    empty_text = "Accuracy and entropy at other set sizes\n(retrieval, eval_lengths)"
+    empty_text = "Accuracy at other\nset sizes (retrieval,\neval_lengths)"
 
     def build(self) -> None:
         self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
@@ -114,9 +115,8 @@ class LengthPanel(TrainingPanel):
             if p.getAxis("bottom").labelText != x_name:
                 p.setLabel("bottom", x_name)
         if not lengths:
-            self.header_label.setText(f"<b>{self.title}</b> &nbsp; open circles: the probe batch "
-                                      "at the training sizes; set eval_lengths to evaluate "
-                                      "at longer sets (recall: more pairs)")
+            self._caption("open circles: the probe batch at the training sizes; set eval_lengths "
+                          "to evaluate at longer sets (recall: more pairs)")
             return
         x = np.array(lengths, dtype=np.float64)
         m = cfg.eval_size
@@ -143,10 +143,13 @@ class LengthPanel(TrainingPanel):
                            for n, a, (lo, hi), e in zip(lengths, acc, lo_hi, ent, strict=True)]
         trained = (f"{cfg.items_max} items" if cfg.task == "retrieval"
                    else f"{cfg.pairs} pairs")
-        self.header_label.setText(
-            f"<b>{self.title}</b> &nbsp; latest evaluation, {m} examples per size, "
-            "bars: 95 % interval; "
-            f"dotted: trained up to {trained} (open circles: the probe batch)")
+        self._caption(f"latest evaluation, {m} examples per size, bars: 95 % interval; dotted: "
+                      f"trained up to {trained} (open circles: the probe batch)")
+
+    def _caption(self, text: str) -> None:
+        """The header: title and caption (a narrow panel cuts the caption; its tooltip has it)."""
+        self.header_label.setText(f"<b>{self.title}</b> &nbsp; {html.escape(text)}")
+        self.header_label.setToolTip(text)
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)

@@ -36,6 +36,7 @@ from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
 from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.plots.base import panel_grid
+from ui.plots.rule_strip import rule_parts, show_parts, strip_label
 from ui.theme import current_theme, error_css
 from ui.worker import Worker
 
@@ -43,13 +44,16 @@ REDRAW_MS = 33
 PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
 SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
 JOIN_S = 10.0
-#: plot_id -> (row, column, column span)
+#: plot_id -> (row, column, column span): four columns, three rows, so that every panel fits a
+#: 1280x720 projector beside the form without scrolling (the two wide views get more columns)
 GRID = {
     "train_loss": (0, 0, 1), "train_accuracy": (0, 1, 1), "train_entropy": (0, 2, 1),
-    "train_logit_std": (1, 0, 1), "train_grads": (1, 1, 1), "train_jacobian": (1, 2, 1),
-    "train_logit_dist": (2, 0, 2), "train_probe_attention": (2, 2, 1),
-    "train_lengths": (3, 0, 3),
+    "train_logit_std": (0, 3, 1),
+    "train_grads": (1, 0, 1), "train_jacobian": (1, 1, 1), "train_logit_dist": (1, 2, 2),
+    "train_probe_attention": (2, 0, 2), "train_lengths": (2, 2, 2),
 }
+COLUMNS = 4
+PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
 
 
 class TrainingPage(QWidget):
@@ -128,12 +132,28 @@ class TrainingPage(QWidget):
         self.status_label = QLabel(self)
         self.status_label.setWordWrap(True)
         right.addWidget(self.status_label)
+        #: the on-screen legend of every plot: each rule's colour and line pattern, once (the
+        #: plots keep their legends for exported figures)
+        self.rule_strip = strip_label(self)
+        self._strip_rules: tuple[str, ...] = ()
+        right.addWidget(self.rule_strip)
 
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         inner = QWidget(scroll)
-        _grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=250, margin=2, spacing=4)
+        grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=PANEL_MIN_HEIGHT, margin=2,
+                                  spacing=4)
+        for c in range(COLUMNS):
+            grid.setColumnStretch(c, 1)
+        for r in range(3):
+            grid.setRowStretch(r, 1)
         self.panels: dict[str, TrainingPanel] = panels
+        for panel in panels.values():
+            panel.set_legend_on_screen(False)  # the rule strip above names the rules
+            # a long header caption is cut in a narrow column instead of widening the grid
+            panel.header_label.setMinimumWidth(1)
+        for panel in panels.values():  # each panel's ⋯ menu (and right-click) exports it
+            panel.export_requested.connect(self._export_panel_dialog)
         scroll.setWidget(inner)
         right.addWidget(scroll, 1)
         root.addLayout(right, 1)
@@ -210,6 +230,7 @@ class TrainingPage(QWidget):
         self.view = None
         for panel in self.panels.values():
             panel.clear_data()
+        self._show_rules(())
         self._set_status("idle")
 
     def shutdown(self) -> None:
@@ -390,6 +411,12 @@ class TrainingPage(QWidget):
             return
         self.view = TrainingView(self.snapshot, max(self.run_box.currentIndex(), 0),
                                  self.layer_box.value(), self.head_box.value())
+        if tuple(self.snapshot.rules) != self._strip_rules:
+            self._show_rules(tuple(self.snapshot.rules))
+
+    def _show_rules(self, rules: tuple[str, ...]) -> None:
+        self._strip_rules = rules
+        show_parts(self.rule_strip, rule_parts(rules))
 
     # -- status --------------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -460,6 +487,34 @@ class TrainingPage(QWidget):
         return text
 
     # -- export --------------------------------------------------------------------------------
+    def export_panel(self, plot_id: str, path: str | Path, kind: str) -> Path:
+        """One panel as PNG, SVG or its data as CSV (its ⋯ menu); ExportError says why not."""
+        from ui.export import ExportError, export_panel
+
+        if self.view is None:
+            raise ExportError("Nothing to export yet: start a training run first.")
+        if self._viewing_rows() and plot_id in NOT_IN_ROWS:
+            raise ExportError(f"{self.panels[plot_id].title}: not in the logged rows shown.")
+        panel = self.panels[plot_id]
+        panel.refresh(self.view, force=True)
+        return export_panel(panel, path, kind)
+
+    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+        from ui.export import ExportError
+
+        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
+        if kind not in filters:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
+                                              f"{panel.plot_id}.{kind}", filters[kind])
+        if not path:
+            return
+        try:
+            out = self.export_panel(panel.plot_id, path, kind)
+            self._update_status_text(f"wrote {out}")
+        except ExportError as exc:
+            self._update_status_text(str(exc), error=True)
+
     def _export_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
         if folder:
@@ -501,4 +556,5 @@ class TrainingPage(QWidget):
         for panel in self.panels.values():
             panel.apply_theme(theme)
         self.controls.apply_theme(theme)
+        self._show_rules(self._strip_rules)
         self._update_status_text()

@@ -28,7 +28,7 @@ class TrainingPanel(PlotPanel):
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self.glw.setMinimumSize(180, 170)  # three columns fit beside the form on a laptop
+        self.glw.setMinimumSize(160, 130)  # four columns, three rows fit beside the form at 1280x720
         self.hint = EmptyHint(self.plot_items()[0])
         self.show_empty()
 

@@ -1,0 +1,43 @@
+"""One line naming each rule by its colour and line pattern: the on-screen legend of a page
+(the plots keep their own legends for exported figures, where they must name their series)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from ui.plots.base import RULE_STYLES, rule_label
+from ui.theme import rule_color
+
+#: how each line pattern reads in the strip
+PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
+            Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
+SEPARATOR = "&nbsp;&nbsp; "
+
+
+def rule_parts(rules: Iterable[str]) -> list[str]:
+    """Each rule's line (its colour and pattern) and label, as HTML spans."""
+    parts = []
+    for rule in rules:
+        line = PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
+        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
+    return parts
+
+
+def strip_label(parent: QWidget | None = None, name: str = "rule_strip") -> QLabel:
+    """A one-line label of fixed height: a strip that re-wrapped when the rules changed would
+    move every plot under it; it never asks for width either (the tooltip has the whole text)."""
+    label = QLabel(parent)
+    label.setObjectName(name)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setWordWrap(False)
+    label.setFixedHeight(label.fontMetrics().height() + 6)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    return label
+
+
+def show_parts(label: QLabel, parts: list[str]) -> None:
+    label.setText(SEPARATOR.join(parts))
+    label.setToolTip("<br>".join(parts))
