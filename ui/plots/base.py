@@ -393,8 +393,11 @@ class PlotPanel(QFrame):
     def _svg_bytes(self) -> bytes:
         from pyqtgraph.exporters import SVGExporter
 
+        from ui.svg_portable import portable_svg
+
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
-        data = out if isinstance(out, bytes) else bytes(out)
+        # drawn alike by every renderer (resvg, librsvg, browsers), not only by Qt's
+        data = portable_svg(out if isinstance(out, bytes) else bytes(out))
         meta = self.figure_metadata()
         return data if meta is None else svg_with_metadata(data, meta)
 

@@ -87,8 +87,10 @@ class _Series:
                  symbol: str = "o") -> None:
         self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
                                      symbolPen=pg.mkPen(colour), name=name)
-        self.lo = pg.PlotDataItem(pen=None)
-        self.hi = pg.PlotDataItem(pen=None)
+        # invisible edges, but a pen (NoPen), not None: with pen=None pyqtgraph never builds the
+        # edge curve's path, and the band between them stayed empty
+        self.lo = pg.PlotDataItem(pen=pg.mkPen(None))
+        self.hi = pg.PlotDataItem(pen=pg.mkPen(None))
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
         for item in (self.band, self.lo, self.hi, self.curve):
             plot.addItem(item)
