@@ -123,7 +123,7 @@ def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
                                   **{"font-size": f"{spec['label_px']}px",
                                      "color": panel.theme.foreground})
             title = plot.titleLabel.text if plot.titleLabel is not None else ""
-            if i == 0:  # the panel's own title on the figure
+            if i == 0 and clone.title not in title:  # the panel's own title on the figure
                 title = f"<b>{clone.title}</b>" + (f": {title}" if title else "")
             if title:
                 plot.setTitle(title, size=f"{spec['title_px']}px", color=panel.theme.foreground)
