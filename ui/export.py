@@ -153,7 +153,11 @@ def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
         clone.apply_theme(panel.theme)
         clone.show()
         app.processEvents()
+        if getattr(panel, "is_log", False) and getattr(clone, "log_box", None) is not None:
+            clone.log_box.setChecked(True)
         clone.refresh(state, force=True)
+        if getattr(panel, "fixed_axes", False):  # the figure shows the frame the user fixed
+            clone.set_fixed_axes(True, panel.view_range())
         style_panel(clone, preset)
         settle_layout(clone)
         return styled_bytes(clone, spec["kind"], (width, height))
