@@ -222,3 +222,33 @@ def test_heatmap_cells_stay_crisp_in_a_smoothing_renderer(figures, state):
                     smooth_images=True)
     assert np.abs(_heat_area(blurred, rect) - qt).mean() > max(2.0, 2 * crisp)
     assert not same_picture(png, blurred)
+
+
+def test_png_legend_scales_with_the_export_width(state, qapp):
+    """pyqtgraph's legends ignore transformations: a PNG exported at twice the screen's width
+    drew the legend's text at screen size (and one narrower than the screen cut an entry off).
+    The legend's dark text must be twice as tall, like everything else."""
+    from pyqtgraph.exporters import ImageExporter
+
+    from ui.headless import offscreen_panel, settle_layout
+    from ui.plots.histograms import ScoresPanel
+
+    def text_rows(img: np.ndarray, top: float, bottom: float, scale: float) -> int:
+        band = img[max(0, round(scale * top) - 4): round(scale * bottom) + 4]
+        dark = (band < 90).all(axis=2).any(axis=1)  # rows with the foreground's text
+        rows = np.nonzero(dark)[0]
+        return int(rows[-1] - rows[0] + 1) if rows.size else 0
+
+    with offscreen_panel(ScoresPanel, (900, 560)) as panel:
+        panel.refresh(state, force=True)
+        settle_layout(panel)
+        source = ImageExporter(panel.glw.scene()).getSourceRect()
+        legend = panel.plot.legend.sceneBoundingRect().translated(-source.left(), -source.top())
+        width = source.width()
+        one = text_rows(_png(panel.png_bytes(round(width))), legend.top(), legend.bottom(), 1)
+        two = text_rows(_png(panel.png_bytes(round(2 * width))), legend.top(), legend.bottom(), 2)
+        assert one > 5
+        assert two == pytest.approx(2 * one, rel=0.2)
+        # the on-screen legend is left as pyqtgraph has it
+        flag = panel.plot.legend.GraphicsItemFlag.ItemIgnoresTransformations
+        assert panel.plot.legend.flags() & flag

@@ -366,6 +366,22 @@ class PlotPanel(QFrame):
             return self._svg_bytes()
 
     def _png_bytes(self, width: int, height: int | None = None) -> bytes:
+
+        # pyqtgraph's legends ignore transformations (they float over a view box); ours sit in
+        # the layout, and a PNG wider or narrower than the screen drew them unscaled: tiny, or
+        # too large for their row (an entry was cut off)
+        flag = pg.GraphicsObject.GraphicsItemFlag.ItemIgnoresTransformations
+        legends = [i for i in self.glw.scene().items()
+                   if isinstance(i, pg.LegendItem) and i.flags() & flag]
+        for legend in legends:
+            legend.setFlag(flag, False)
+        try:
+            return self._png_bytes_scaled(width, height)
+        finally:
+            for legend in legends:
+                legend.setFlag(flag, True)
+
+    def _png_bytes_scaled(self, width: int, height: int | None) -> bytes:
         from pyqtgraph.exporters import ImageExporter
 
         exp = ImageExporter(self.glw.scene())
