@@ -8,10 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-resvg_py = pytest.importorskip("resvg_py")
-
-from engine.config import SimulationConfig, SweepConfig  # noqa: E402
-from engine.simulate import run_simulation, sweep  # noqa: E402
+from engine.config import SimulationConfig, SweepConfig
+from engine.simulate import run_simulation, sweep
 
 #: block size (px) of the grey-level comparison, and what "the same picture" allows: text is
 #: hinted differently by each renderer, so single glyphs differ; a wrong element differs widely
@@ -44,7 +42,9 @@ def _blocks(a: np.ndarray) -> np.ndarray:
 
 
 def resvg(svg: bytes, shape: tuple[int, int], smooth_images: bool = False) -> np.ndarray:
-    """``svg`` rasterized by resvg at ``shape`` (rows, columns), with Qt's own sans-serif font."""
+    """``svg`` rasterized by resvg at ``shape`` (rows, columns), with Qt's own sans-serif font
+    (resvg-py comes with the ``test`` extra)."""
+    resvg_py = pytest.importorskip("resvg_py")
     from ui.svg_portable import qt_font_family
 
     family = qt_font_family("Sans Serif")
