@@ -58,6 +58,7 @@ def test_simulation_figures_in_each_style(qapp, tmp_path, sim, style, size, tick
         assert b"Score histograms" in (tmp_path / "scores.svg").read_bytes()
 
 
+@pytest.mark.slow  # two CLI runs drawing every figure
 def test_simulate_cli_defaults_to_the_slide_style(tmp_path):
     r = run("simulate", "--d-k", "16", "--trials", "100", "--scaling", "sqrt", "--out",
             str(tmp_path), "--figures", "--quiet")

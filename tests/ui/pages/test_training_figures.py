@@ -24,6 +24,7 @@ def test_figures_for_every_plot(tmp_path, qapp):
                 assert path.stat().st_size > 1000, path
 
 
+@pytest.mark.slow  # two training runs drawing every figure
 def test_train_figures_use_the_figure_style(tmp_path, qapp):
     """Default slide (the GUI's preset: 1920x1080, tick text 18 px); --figure-style paper."""
     import xml.etree.ElementTree as ET
