@@ -189,17 +189,19 @@ class ExperimentFigurePanel(PlotPanel):
 
 
 def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
-                             theme: str = "light") -> list[Path]:
-    """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure."""
-    from ui.export import export_figures
+                             theme: str = "light", style: str = "screen") -> list[Path]:
+    """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
+    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    from ui.export import style_size, write_styled_figures
     from ui.headless import offscreen_panel, settle_layout
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for fig in figures:
-        with offscreen_panel(partial(ExperimentFigurePanel, fig), SIZE, theme) as panel:
+        with offscreen_panel(partial(ExperimentFigurePanel, fig), style_size(SIZE, style),
+                             theme) as panel:
             panel.refresh(fig, force=True)
             settle_layout(panel)
-            written += export_figures([panel], out, with_csv=True)
+            written += write_styled_figures(panel, out, panel.plot_id, style, with_csv=True)
     return written

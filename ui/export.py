@@ -89,11 +89,53 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: ``--figure-style`` of the CLI figure writers: "screen" (as on screen, PNG 1200 px wide) or a
+#: preset's type sizes, line widths, title and size (PNG and SVG alike)
+FIGURE_STYLES = ("screen", *PRESETS)
+
+
+def style_panel(panel: PlotPanel, preset: str) -> None:
+    """Restyle ``panel`` in place to the preset's type sizes and line widths, with the panel's
+    title on the figure. Call after the last ``refresh`` (a redraw resets titles)."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QFont
+
+    spec = PRESETS[preset]
+    tick = QFont()
+    tick.setPixelSize(spec["tick_px"])
+    plots = panel.plot_items()
+    # a row of narrow plots (the sweep): titles at the label size, or long ones are cut
+    title_px = spec["title_px"] if len(plots) <= 2 else spec["label_px"]
+    # every axis of the scene: the plots' and a colour bar's
+    for axis in [i for i in panel.glw.scene().items() if isinstance(i, pg.AxisItem)]:
+        if not axis.isVisible():
+            continue
+        axis.setStyle(tickFont=tick)
+        if axis.labelText:
+            axis.setLabel(axis.labelText, units=axis.labelUnits or None,
+                          **{"font-size": f"{spec['label_px']}px",
+                             "color": panel.theme.foreground})
+    for i, plot in enumerate(plots):
+        title = plot.titleLabel.text if plot.titleLabel is not None else ""
+        if i == 0 and panel.title not in title:  # the panel's own title on the figure
+            title = f"<b>{panel.title}</b>" + (f": {title}" if title else "")
+        if title:
+            plot.setTitle(title, size=f"{title_px}px", color=panel.theme.foreground)
+        for item in plot.listDataItems():
+            pen = item.opts.get("pen")
+            if pen is not None and hasattr(item, "setPen"):
+                pen = pg.mkPen(pen)
+                pen.setWidthF(max(1.0, pen.widthF() * spec["line"]))
+                item.setPen(pen)
+    for legend in panel.legends():
+        legend.opts["labelTextSize"] = f"{spec['legend_px']}px"
+        for _sample, label in legend.items:
+            label.setText(label.text, size=f"{spec['legend_px']}px")
+
+
 def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
     """``panel``'s current picture redrawn offscreen at the preset's size and type sizes."""
-    import pyqtgraph as pg
     from PySide6.QtCore import Qt
-    from PySide6.QtGui import QFont
 
     from ui.headless import ensure_app, settle_layout
 
@@ -111,40 +153,65 @@ def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
         clone.apply_theme(panel.theme)
         clone.show()
         app.processEvents()
+        if getattr(panel, "is_log", False) and getattr(clone, "log_box", None) is not None:
+            clone.log_box.setChecked(True)
         clone.refresh(state, force=True)
-        tick = QFont()
-        tick.setPixelSize(spec["tick_px"])
-        for i, plot in enumerate(clone.plot_items()):
-            for name in ("left", "bottom"):
-                axis = plot.getAxis(name)
-                axis.setStyle(tickFont=tick)
-                if axis.labelText:
-                    axis.setLabel(axis.labelText, units=axis.labelUnits or None,
-                                  **{"font-size": f"{spec['label_px']}px",
-                                     "color": panel.theme.foreground})
-            title = plot.titleLabel.text if plot.titleLabel is not None else ""
-            if i == 0:  # the panel's own title on the figure
-                title = f"<b>{clone.title}</b>" + (f": {title}" if title else "")
-            if title:
-                plot.setTitle(title, size=f"{spec['title_px']}px", color=panel.theme.foreground)
-            for item in plot.listDataItems():
-                pen = item.opts.get("pen")
-                if pen is not None and hasattr(item, "setPen"):
-                    pen = pg.mkPen(pen)
-                    pen.setWidthF(max(1.0, pen.widthF() * spec["line"]))
-                    item.setPen(pen)
-        for legend in clone.legends():
-            legend.opts["labelTextSize"] = f"{spec['legend_px']}px"
-            for _sample, label in legend.items:
-                label.setText(label.text, size=f"{spec['legend_px']}px")
+        if getattr(panel, "fixed_axes", False):  # the figure shows the frame the user fixed
+            clone.set_fixed_axes(True, panel.view_range())
+        style_panel(clone, preset)
         settle_layout(clone)
-        if spec["kind"] == "png":
-            return clone._png_bytes(width, height)  # exactly the slide's size
-        return clone._svg_bytes()
+        return styled_bytes(clone, spec["kind"], (width, height))
     finally:
         clone.close()
         clone.deleteLater()
         app.processEvents()
+
+
+def styled_bytes(panel: PlotPanel, kind: str, size: tuple[int, int]) -> bytes:
+    """PNG (exactly ``size``) or SVG of a panel as it is now: no redraw, which would undo a
+    style; hover read-outs hidden and off-screen legends shown, as in every export."""
+    with panel._without_hover():
+        if kind == "png":
+            return panel._png_bytes(*size)
+        return panel._svg_bytes()
+
+
+def write_styled_figures(panel: PlotPanel, out_dir: Path, name: str, style: str,
+                         with_csv: bool = False) -> list[Path]:
+    """``<name>.png`` and ``.svg`` (and ``.csv``) of a drawn panel in ``style`` (FIGURE_STYLES):
+    the CLI figure writers' one path. A preset style restyles the panel (size it with
+    :func:`style_size` first); "screen" writes it as the window's Export does."""
+    from engine.io import atomic_write_bytes
+
+    if style not in FIGURE_STYLES:
+        raise ValueError(f"unknown figure style {style!r} (one of {', '.join(FIGURE_STYLES)})")
+    if style == "screen":
+        kinds = (*FIGURE_KINDS, *(("csv",) if with_csv else ()))
+        return [export_panel(panel, out_dir / f"{name}.{kind}", kind) for kind in kinds]
+    from ui.headless import settle_layout
+
+    style_panel(panel, style)
+    settle_layout(panel)
+    size = PRESETS[style]["size"]
+    written = []
+    try:
+        for kind in FIGURE_KINDS:
+            written.append(atomic_write_bytes(out_dir / f"{name}.{kind}",
+                                              styled_bytes(panel, kind, size)))
+        if with_csv:
+            written.append(export_panel(panel, out_dir / f"{name}.csv", "csv"))
+    except OSError as exc:
+        raise ExportError(f"Cannot write into {out_dir}: {exc.strerror or exc}") from exc
+    return written
+
+
+def style_size(screen_size: tuple[int, int], style: str) -> tuple[int, int]:
+    """The size to draw a panel at for ``style``: its screen size, or the preset's figure size
+    plus room for the panel's header (not part of the figure)."""
+    if style == "screen":
+        return screen_size
+    width, height = PRESETS[style]["size"]
+    return width + 4, height + 36
 
 
 def export_preset(panel: PlotPanel, path: str | Path, preset: str) -> Path:

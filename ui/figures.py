@@ -32,14 +32,16 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(points)
 
 
-def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str) -> list[Path]:
-    """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg``."""
-    from ui.export import export_figures
+def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str, style: str) -> list[Path]:
+    """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg`` in
+    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    from ui.export import style_size, write_styled_figures
 
-    with offscreen_panel(cls, SIZES.get(cls.plot_id, DEFAULT_SIZE), theme) as panel:
+    size = style_size(SIZES.get(cls.plot_id, DEFAULT_SIZE), style)
+    with offscreen_panel(cls, size, theme) as panel:
         panel.refresh(state, force=True)
         settle_layout(panel)
-        return export_figures([panel], out, with_csv=False, prefix=prefix)
+        return write_styled_figures(panel, out, prefix + panel.plot_id, style)
 
 
 def write_simulation_figures(
@@ -49,6 +51,7 @@ def write_simulation_figures(
     theme: str = "light",
     prefix: str = "",
     with_sweep: bool = True,
+    style: str = "screen",
 ) -> list[Path]:
     """Render every plot of ``snapshot`` to ``<prefix><plot_id>.png`` / ``.svg`` in ``out_dir``
     (and the sweep plot, unprefixed, when ``with_sweep``); returns the paths."""
@@ -63,15 +66,15 @@ def write_simulation_figures(
     for cls in PANEL_CLASSES:
         if cls.plot_id == "sweep":
             if with_sweep:
-                written += _render(cls, state, out, "", theme)
+                written += _render(cls, state, out, "", theme, style)
         else:
-            written += _render(cls, state, out, prefix, theme)
+            written += _render(cls, state, out, prefix, theme, style)
     return written
 
 
 def write_sweep_figure_sets(points: Sequence[Any], out_dir: str | os.PathLike[str],
-                            theme: str = "light", sweep_points: Sequence[Any] | None = None
-                            ) -> list[Path]:
+                            theme: str = "light", sweep_points: Sequence[Any] | None = None,
+                            style: str = "screen") -> list[Path]:
     """One figure set per point, named ``d{d_k}_<plot_id>`` like the arrays of histograms.npz
     (e.g. ``d64_scores.png``; with several key counts ``d{d_k}_n{n}_<plot_id>``), plus the sweep
     figures once (``sweep.png``, ``sweep.svg``) drawn from ``sweep_points`` (default: all points;
@@ -85,5 +88,5 @@ def write_sweep_figure_sets(points: Sequence[Any], out_dir: str | os.PathLike[st
         prefix = f"d{c.d_k}_n{c.n_keys}_" if several_n else f"d{c.d_k}_"
         # the sweep is drawn with the last point's marker (the one the table ends on)
         written += write_simulation_figures(point.snapshot, curve, out_dir, theme, prefix=prefix,
-                                            with_sweep=i == len(points) - 1)
+                                            with_sweep=i == len(points) - 1, style=style)
     return written

@@ -83,6 +83,7 @@ def test_config_json_reproduces_the_run(tmp_path: Path) -> None:
     (["--saturation-threshold", "1"], "--saturation-threshold"),
     (["--backend", "numpy", "--device", "cuda"], "--device"),
     (["--figures"], "--figures"),
+    (["--figures", "--out", "x", "--figure-style", "huge"], "--figure-style"),
 ])
 def test_bad_input_exits_2_with_one_line(args: list[str], names: str) -> None:
     r = run("simulate", "--quiet", *args)

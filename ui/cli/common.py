@@ -20,6 +20,19 @@ class LabArgumentParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+#: --figure-style choices (ui.export.FIGURE_STYLES; repeated here: --help must not import Qt)
+FIGURE_STYLES = ("screen", "slide", "paper")
+
+
+def add_figure_style(p: argparse.ArgumentParser) -> None:
+    """``--figure-style``: the figures' look, the GUI's export presets (default slide)."""
+    p.add_argument("--figure-style", choices=FIGURE_STYLES, default="slide",
+                   help="look of the --figures: slide (1920x1080, text at least 18 px, thick "
+                        "lines, the title on the figure; the GUI's slide preset), paper "
+                        "(700x460, small type) or screen (as the window shows it) "
+                        "(default: slide)")
+
+
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",

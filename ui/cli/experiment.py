@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from ui.cli.common import fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, fail, format_table, progress_bar
 
 PROG = "attention-lab experiment"
 
@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue the experiment in --out: skip its finished jobs (alone: rerun "
                         "the experiment saved there)")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of the figures")
+    add_figure_style(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -147,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
         from engine.experiments.figures import figure_data
         from ui.experiment_figures import write_experiment_figures
 
-        paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir)
+        paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir,
+                                         style=args.figure_style)
         print(f"wrote {len(paths)} figure files to {last.out_dir}")
     return 0
 

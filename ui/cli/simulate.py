@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from ui.cli.common import fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, fail, format_table, progress_bar
 
 DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", "dk"])
 
@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out: one set per point "
                    "(d64_scores.png, ...; with several --keys d64_n8_scores.png, ...) and the "
                    "sweep (sweep.png)")
+    add_figure_style(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -144,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
                 # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)
                 last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
                         ] if points[-1].axis == "d_k" else points
-                paths += write_sweep_figure_sets(points, out, sweep_points=last)
+                paths += write_sweep_figure_sets(points, out, sweep_points=last,
+                                                 style=args.figure_style)
         except OSError as exc:
             fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")

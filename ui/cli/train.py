@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, fail, format_table, progress_bar
 
 PROG = "attention-lab train"
 
@@ -65,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
+    add_figure_style(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             if args.figures:
                 from ui.pages.training.figures import write_training_figures
 
-                paths += write_training_figures(snap, out)
+                paths += write_training_figures(snap, out, style=args.figure_style)
         except OSError as exc:
             fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
         print(f"wrote {', '.join(p.name for p in paths)} to {out}")

@@ -366,6 +366,22 @@ class PlotPanel(QFrame):
             return self._svg_bytes()
 
     def _png_bytes(self, width: int, height: int | None = None) -> bytes:
+
+        # pyqtgraph's legends ignore transformations (they float over a view box); ours sit in
+        # the layout, and a PNG wider or narrower than the screen drew them unscaled: tiny, or
+        # too large for their row (an entry was cut off)
+        flag = pg.GraphicsObject.GraphicsItemFlag.ItemIgnoresTransformations
+        legends = [i for i in self.glw.scene().items()
+                   if isinstance(i, pg.LegendItem) and i.flags() & flag]
+        for legend in legends:
+            legend.setFlag(flag, False)
+        try:
+            return self._png_bytes_scaled(width, height)
+        finally:
+            for legend in legends:
+                legend.setFlag(flag, True)
+
+    def _png_bytes_scaled(self, width: int, height: int | None) -> bytes:
         from pyqtgraph.exporters import ImageExporter
 
         exp = ImageExporter(self.glw.scene())
@@ -393,8 +409,11 @@ class PlotPanel(QFrame):
     def _svg_bytes(self) -> bytes:
         from pyqtgraph.exporters import SVGExporter
 
+        from ui.svg_portable import portable_svg
+
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
-        data = out if isinstance(out, bytes) else bytes(out)
+        # drawn alike by every renderer (resvg, librsvg, browsers), not only by Qt's
+        data = portable_svg(out if isinstance(out, bytes) else bytes(out))
         meta = self.figure_metadata()
         return data if meta is None else svg_with_metadata(data, meta)
 

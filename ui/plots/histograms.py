@@ -47,6 +47,9 @@ class RuleHistogramPanel(PlotPanel):
     x_label = ""
     x_units: str | None = None
     log_toggle = False  #: a "log y" box in the header (a tall spike beside a flat, wide curve)
+    #: a "fixed axes" box in the header: the view keeps its range when d_k changes, so the
+    #: spread is seen growing instead of the axes rescaling
+    fixed_toggle = False
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, self.x_label, "probability density", x_units=self.x_units)
@@ -60,6 +63,14 @@ class RuleHistogramPanel(PlotPanel):
                                     "large d_k) stays visible beside a tall, narrow one")
             self.log_box.toggled.connect(self._set_log)
             self.header.insertWidget(2, self.log_box)
+        self.fixed_box: QCheckBox | None = None
+        if self.fixed_toggle:
+            self.fixed_box = QCheckBox("fixed axes", self)
+            self.fixed_box.setObjectName(f"{self.plot_id}_fixed_axes")
+            self.fixed_box.setToolTip("Keep the current x and y ranges when d_k (or anything else) "
+                                      "changes: the histograms widen and narrow in a fixed frame")
+            self.fixed_box.toggled.connect(self.set_fixed_axes)
+            self.header.insertWidget(2, self.fixed_box)
         self.hover = pg.TextItem(anchor=(0, 0))
         self.hover.setZValue(100)
         self.plot.addItem(self.hover, ignoreBounds=True)
@@ -74,9 +85,38 @@ class RuleHistogramPanel(PlotPanel):
         return self.log_box is not None and self.log_box.isChecked()
 
     def _set_log(self, on: bool) -> None:
-        self.plot.setLogMode(y=on)
+        x_range = self.view_range()[0] if self.fixed_axes else None
+        self.plot.setLogMode(y=on)  # (pyqtgraph turns auto-range back on for both axes)
         self.plot.enableAutoRange(y=True)
         self.invalidate()
+        if x_range is not None:  # a new y scale is fitted once, then kept; x stays as fixed
+            self.plot.getViewBox().updateAutoRange()
+            self.plot.disableAutoRange()
+            self.plot.setXRange(*x_range, padding=0)
+
+    # -- fixed axes ----------------------------------------------------------------------------
+    @property
+    def fixed_axes(self) -> bool:
+        return self.fixed_box is not None and self.fixed_box.isChecked()
+
+    def set_fixed_axes(self, on: bool, view_range: Any = None) -> None:
+        """Keep the view's range (``view_range`` [[x0, x1], [y0, y1]], default the current one)
+        through every redraw, or follow the data again."""
+        if self.fixed_box is not None and self.fixed_box.isChecked() != on:
+            self.fixed_box.blockSignals(True)
+            self.fixed_box.setChecked(on)
+            self.fixed_box.blockSignals(False)
+        if on:
+            self.plot.disableAutoRange()
+            if view_range is not None:
+                (x0, x1), (y0, y1) = view_range
+                self.plot.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
+        else:
+            self.plot.enableAutoRange()
+            self.invalidate()
+
+    def view_range(self) -> list[list[float]]:
+        return self.plot.getViewBox().viewRange()
 
     def y_values(self, density: np.ndarray, floor: float) -> np.ndarray:
         """Densities as drawn: on a log axis, empty bins sit at ``floor`` (log 0 does not exist)."""
@@ -186,6 +226,7 @@ class ScoresPanel(RuleHistogramPanel):
     title = "Score histograms"
     x_label = "score q·k / logit (dimensionless)"
     log_toggle = True
+    fixed_toggle = True
 
     def build(self) -> None:
         super().build()

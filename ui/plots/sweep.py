@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QSizePolicy
+from PySide6.QtWidgets import QComboBox, QMenu, QSizePolicy
 
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
@@ -87,8 +87,10 @@ class _Series:
                  symbol: str = "o") -> None:
         self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
                                      symbolPen=pg.mkPen(colour), name=name)
-        self.lo = pg.PlotDataItem(pen=None)
-        self.hi = pg.PlotDataItem(pen=None)
+        # invisible edges, but a pen (NoPen), not None: with pen=None pyqtgraph never builds the
+        # edge curve's path, and the band between them stayed empty
+        self.lo = pg.PlotDataItem(pen=pg.mkPen(None))
+        self.hi = pg.PlotDataItem(pen=pg.mkPen(None))
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
         for item in (self.band, self.lo, self.hi, self.curve):
             plot.addItem(item)
@@ -120,6 +122,9 @@ class SweepPanel(PlotPanel):
     #: a point of a sweep along n was clicked: its n (the window sets n_keys, the page follows)
     n_clicked = Signal(int)
 
+    #: the measures drawn, one small plot each (a single-measure panel has one: export_single)
+    metrics: tuple[Metric, ...] = METRICS
+
     def build(self) -> None:
         self.axis = "d_k"
         self.axis_box = QComboBox(self)
@@ -131,7 +136,7 @@ class SweepPanel(PlotPanel):
             lambda i: self.axis_requested.emit(("d_k", "n_keys")[i]))
         self.header.insertWidget(1, self.axis_box)
         self.plots: list[pg.PlotItem] = []
-        for i, m in enumerate(METRICS):
+        for i, m in enumerate(self.metrics):
             p = self.add_plot(0, i, "d_k", m.y_label, legend=False)
             p.setLogMode(x=True, y=m.log_y)
             p.setTitle(m.title, size="9pt")
@@ -140,15 +145,19 @@ class SweepPanel(PlotPanel):
                 p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
             if self.plots:
                 p.setXLink(self.plots[0])
+            if len(self.metrics) > 1:  # right-click in a plot: export that plot alone
+                p.getViewBox().menu.addSeparator()
+                sub = self._submenu(p.getViewBox().menu, f"Export only “{m.title}”")
+                self._add_single_actions(sub, i)
             self.plots.append(p)
         # one legend for the six plots, in its own row under them: never over a curve
         self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
                                     frame=False)
         # its width never moves the plots' columns (its columns follow the panel's width instead)
         self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.glw.addItem(self.legend, row=1, col=0, colspan=len(METRICS))
+        self.glw.addItem(self.legend, row=1, col=0, colspan=len(self.metrics))
         set_legend_slot(self.legend,
-                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(METRICS)),
+                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(self.metrics)),
                         lambda: self.glw.ci.removeItem(self.legend))
         self.plots[0].legend = self.legend
 
@@ -157,16 +166,16 @@ class SweepPanel(PlotPanel):
         self.theory_key = pg.PlotDataItem(pen=pg.mkPen("#808080", width=1.5, style=Qt.PenStyle.DashLine))
         self._theory_in_legend = False
         self.raw: _Series | None = None
-        self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
+        self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in self.metrics]
         for p, line in zip(self.plots, self.markers, strict=False):
             p.addItem(line)
         # the hovered d_k, marked in all six plots at once (linked views)
-        self.hover_lines = [pg.InfiniteLine(angle=90, movable=False) for _ in METRICS]
+        self.hover_lines = [pg.InfiniteLine(angle=90, movable=False) for _ in self.metrics]
         for p, line in zip(self.plots, self.hover_lines, strict=False):
             p.addItem(line, ignoreBounds=True)
             line.hide()
         self.glw.scene().sigMouseClicked.connect(self._on_click)
-        self.hover = [pg.TextItem(anchor=(0, 0)) for _ in METRICS]
+        self.hover = [pg.TextItem(anchor=(0, 0)) for _ in self.metrics]
         for p, t in zip(self.plots, self.hover, strict=False):
             # placed in the view box's own pixels (not data coordinates): the read-out sits in
             # a top corner whatever the view range does
@@ -177,6 +186,48 @@ class SweepPanel(PlotPanel):
         self._rows: list[dict[str, Any]] = []
         self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
         self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
+
+    def _raw_plot(self) -> int | None:
+        """Index of the score-std plot, where the raw q·k std is drawn (None: not shown)."""
+        keys = [m.key for m in self.metrics]
+        return keys.index("logit_std") if "logit_std" in keys else None
+
+    def export_menu(self, parent: Any) -> Any:
+        menu = super().export_menu(parent)
+        if len(self.metrics) > 1:
+            menu.addSeparator()
+            one = self._submenu(menu, "Export one panel")
+            for i, m in enumerate(self.metrics):
+                self._add_single_actions(self._submenu(one, m.title), i)
+        return menu
+
+    def _submenu(self, menu: Any, title: str) -> Any:
+        """A submenu parented to ``menu`` and kept referenced (PySide deleted the C++ object of
+        one made by ``addMenu(title)`` once its Python wrapper went)."""
+        sub = QMenu(title, menu)
+        menu.addMenu(sub)
+        if not hasattr(self, "_submenus"):
+            self._submenus: list[Any] = []
+        self._submenus.append(sub)
+        return sub
+
+    def _add_single_actions(self, menu: Any, index: int) -> None:
+        for text, kind in SINGLE_EXPORTS:
+            menu.addAction(text, lambda k=kind, i=index: self.export_single(i, k))
+
+    def export_single(self, index: int, kind: str) -> None:
+        """Ask the owner to export plot ``index`` alone (``export_requested`` with a panel of
+        that one measure, drawn offscreen at SINGLE_SIZE from the same results; it lives until
+        the owner's handler returns). ``kind``: png, svg, csv, slide or paper."""
+        from ui.headless import offscreen_panel, settle_layout
+
+        if self._state is None or not getattr(self._state, "sweep", ()):
+            return
+        with offscreen_panel(single_metric_panel(self.metrics[index].key), SINGLE_SIZE,
+                             self.theme.name) as single:
+            single.refresh(self._state, force=True)
+            settle_layout(single)
+            self.export_requested.emit(single, kind)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
@@ -230,13 +281,13 @@ class SweepPanel(PlotPanel):
                     self.series[(i, name)] = _Series(p, rule_color(name), rule_pen(name),
                                                      rule_label(name) if i == 0 else None,
                                                      RULE_SYMBOLS.get(name, "o"))
-        if self.raw is None:
-            self.raw = _Series(self.plots[0], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
+        if self.raw is None and self._raw_plot() is not None:
+            self.raw = _Series(self.plots[self._raw_plot()], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
                                "raw q·k")
         for key in [k for k in self.theory if k[1] not in rules]:
             item = self.theory.pop(key)
             self.plots[key[0]].removeItem(item)
-        for i, m in enumerate(METRICS):
+        for i, m in enumerate(self.metrics):
             if m.key in THEORY:
                 for name in rules:
                     if (i, name) not in self.theory:
@@ -255,8 +306,8 @@ class SweepPanel(PlotPanel):
                     th = length_theory(p.snapshot.config, name)
                     if th is not None and th.reliable:
                         xs.append(p.x)
-                        ys.append(getattr(th, THEORY[METRICS[i].key]))
-            ok = [k for k, y in enumerate(ys) if math.isfinite(y) and (y > 0 or not METRICS[i].log_y)]
+                        ys.append(getattr(th, THEORY[self.metrics[i].key]))
+            ok = [k for k, y in enumerate(ys) if math.isfinite(y) and (y > 0 or not self.metrics[i].log_y)]
             item.setData(np.array([xs[k] for k in ok], dtype=float), np.array([ys[k] for k in ok]))
             shown = shown or bool(ok)
         legend = self.plots[0].legend
@@ -286,9 +337,9 @@ class SweepPanel(PlotPanel):
         fit_legend_columns(self.legend, room=0.95 * self.glw.width())
         x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
-        assert self.raw is not None
-        self.raw.set(x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
-        for i, m in enumerate(METRICS):
+        if self.raw is not None:
+            self.raw.set(x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
+        for i, m in enumerate(self.metrics):
             for name in rules:
                 ests = [m.get(p.snapshot.rules[name]) for p in points]
                 mean = finite([e.mean for e in ests])
@@ -296,8 +347,9 @@ class SweepPanel(PlotPanel):
                 self.series[(i, name)].set(x, mean, se, m.log_y)
                 self._rows += [{"metric": m.key, "rule": name, field: int(d), "mean": float(a),
                                 "se": float(b)} for d, a, b in zip(x, mean, se, strict=False)]
-        self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
-                        "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
+        if self.raw is not None:
+            self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
+                            "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
         # the d_k range (and the current d_k's marker) with room for the end tick labels, which
         # pyqtgraph hides when they would overflow the axis
         span = [x.min(), x.max()] + ([getattr(snap.config, field)] if snap is not None else [])
@@ -360,11 +412,11 @@ class SweepPanel(PlotPanel):
         xs = np.log10([p.x for p in self._points])
         j = int(np.argmin(np.abs(xs - log10_dk)))
         point = self._points[j]
-        m = METRICS[plot_index]
+        m = self.metrics[plot_index]
         trials = point.snapshot.trials_done
         value = f"{point.x:,}" if self.axis == "n_keys" else str(point.x)
         lines = [f"<b>{AXES[self.axis][2]} = {value}</b>"]
-        if plot_index == 0:
+        if plot_index == self._raw_plot():
             e = point.snapshot.raw_std
             lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
         for name, r in point.snapshot.rules.items():
@@ -388,3 +440,48 @@ class SweepPanel(PlotPanel):
         t.show()
         self.hover_text = "\n".join(lines)
         return self.hover_text
+
+
+#: the exports of one sweep plot alone: (menu text, kind for ``export_requested``)
+SINGLE_EXPORTS = (("as PNG…", "png"), ("as SVG…", "svg"), ("data as CSV…", "csv"),
+                  ("for a slide (1920×1080 PNG)…", "slide"),
+                  ("for a paper (single-column SVG)…", "paper"))
+#: on-screen size of a single-plot panel drawn for export (a plot's own aspect, not the strip's)
+SINGLE_SIZE = (760, 540)
+_SINGLE: dict[str, type[SweepPanel]] = {}
+
+
+def single_metric_panel(key: str) -> type[SweepPanel]:
+    """A SweepPanel class drawing only the measure ``key`` (one class per measure, so that
+    ``type(panel)()`` rebuilds it, as the export presets do); plot id ``sweep_<key>``."""
+    if key not in _SINGLE:
+        metric = next(m for m in METRICS if m.key == key)
+
+        class SingleSweepPanel(SweepPanel):
+            plot_id = f"sweep_{key}"
+            title = f"{metric.title} vs d_k"
+            metrics = (metric,)
+            export_presets = True
+
+            def build(self) -> None:
+                super().build()
+                self.axis_box.hide()
+                self._show_title()
+
+            def _show_title(self) -> None:
+                """The figure is the plot alone: its title says what it is and along what."""
+                self.title = f"{metric.title} vs {'d_k' if self.axis == 'd_k' else 'keys n'}"
+                self.plots[0].setTitle(self.title, color=self.theme.foreground, size="11pt")
+
+            def _use_axis(self, axis: str) -> None:
+                super()._use_axis(axis)
+                if not self.plots[0].titleLabel.text.startswith(self.title):
+                    self._show_title()
+
+            def theme_changed(self, theme: Theme) -> None:
+                super().theme_changed(theme)
+                self._show_title()
+
+        SingleSweepPanel.__name__ = SingleSweepPanel.__qualname__ = f"SweepPanel_{key}"
+        _SINGLE[key] = SingleSweepPanel
+    return _SINGLE[key]
