@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import ConfigError
+from engine.training.config import TrainingConfig
 from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
 from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
@@ -242,6 +243,17 @@ class TrainingPage(QWidget):
     def current_config(self) -> Any:
         """The form's TrainingConfig (raises ConfigError naming the field if it is invalid)."""
         return self.controls.config_from_widgets()
+
+    def session_params(self) -> dict[str, Any]:
+        """The form's parameters for a session (ConfigError if the form is invalid)."""
+        return self.controls.config_from_widgets().to_dict()
+
+    def apply_session_params(self, data: dict[str, Any]) -> bool:
+        """Put a session's parameters into the form; False while a run owns the form."""
+        if self.status not in ("idle", "stopped", "done", "error", "viewing"):
+            return False
+        self.controls.set_config(TrainingConfig.from_dict(data))
+        return True
 
     def show_metrics(self, rows: list[dict[str, Any]], title: str, config: Any,
                      diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
