@@ -52,6 +52,7 @@ def _check_real_model(data: Any) -> None:
 #: ``apply_session_params(data) -> bool``, False while it is busy and cannot take them yet)
 PAGE_PARAMS = (
     PageParams("training", "TrainingPage", _check_training),
+    PageParams("real_model", "RealModelPage", _check_real_model),
 )
 
 

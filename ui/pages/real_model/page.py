@@ -567,6 +567,23 @@ class RealModelPage(QWidget):
     def rule(self) -> str:
         return self.rule_box.currentData()
 
+    def session_params(self) -> dict[str, Any]:
+        """The page's parameters for a session: the model folder (None: bundled), the text and
+        the scale of the detail plots."""
+        return {"model": self.model_dir, "text": self.text_edit.toPlainText(), "rule": self.rule}
+
+    def apply_session_params(self, data: dict[str, Any]) -> bool:
+        """Take a session's parameters (validated by the caller); False while a job runs. A model
+        folder that is not here is refused with the page's message; text and rule still apply."""
+        if self.worker.is_running():
+            return False
+        self.text_edit.setPlainText(str(data.get("text", "")))
+        index = self.rule_box.findData(data.get("rule", "model"))
+        if index >= 0:
+            self.rule_box.setCurrentIndex(index)
+        self.set_model_dir(data.get("model"))
+        return True
+
     def _update_view(self) -> None:
         res = self.result
         if res is None:
