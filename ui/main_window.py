@@ -31,11 +31,11 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
-from ui.pages.simulation.run import LabState, SweepCache, lab_run
 from ui.params.panel import ParamPanel
 from ui.presentation import Presenter
 from ui.sessions import Sessions
 from ui.settings import open_settings, settings_location
+from ui.simulation_run import LabState, SweepCache, lab_run
 from ui.theme import THEMES, apply_app_theme
 from ui.window_exports import WindowExports
 from ui.window_settings import WindowSettings
@@ -94,7 +94,22 @@ class MainWindow(QMainWindow):
         self.exports = WindowExports(self)
         self._run_started = 0.0
         self._closing = False
+        self._build_tabs()
+        self._build_params_dock()
+        self._build_run_loop()
+        self._build_status_bar()
+        self._build_menus()
+        self.theme_name = "light"
+        self.resize(*DEFAULT_SIZE)
+        if restore:
+            self.window_settings.restore()
+        saved_theme = self.settings.value("theme") if restore else None
+        self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
+        self.redraw_timer.start()
 
+    # -- construction --------------------------------------------------------------------------
+    def _build_tabs(self) -> None:
+        """The Simulation page, and a tab for each other page (built the first time it is shown)."""
         self.page = SimulationPage(self)
         for panel in self.page.panels.values():
             panel.export_requested.connect(self.exports.export_panel_dialog)
@@ -117,6 +132,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self._sync_status_bar())
         self.setCentralWidget(self.tabs)
 
+    def _build_params_dock(self) -> None:
         self.params = ParamPanel(self)
         self.params_dock = QDockWidget("Parameters", self)
         self.params_dock.setObjectName("params_dock")
@@ -130,6 +146,8 @@ class MainWindow(QMainWindow):
         self._params_dock_wanted = True
         self._was_on_simulation = True
 
+    def _build_run_loop(self) -> None:
+        """The worker thread, the debounce after a widget changes and the ~30 Hz redraw timer."""
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
@@ -144,17 +162,6 @@ class MainWindow(QMainWindow):
         self.redraw_timer.setInterval(REDRAW_MS)
         self.redraw_timer.timeout.connect(self.tick)
 
-        self._build_status_bar()
-        self._build_menus()
-        self.theme_name = "light"
-        self.resize(*DEFAULT_SIZE)
-        if restore:
-            self.window_settings.restore()
-        saved_theme = self.settings.value("theme") if restore else None
-        self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
-        self.redraw_timer.start()
-
-    # -- construction --------------------------------------------------------------------------
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.status_label = QLabel("ready")

@@ -17,14 +17,12 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QScrollArea,
     QSpinBox,
     QVBoxLayout,
@@ -33,14 +31,13 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from engine.training.config import TrainingConfig
+from ui.pages.base import LivePage, PanelRedraw
 from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
-from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.plots.base import panel_grid
+from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.theme import current_theme, error_css
-from ui.worker import Worker
 
-REDRAW_MS = 33
 PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
 SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
 JOIN_S = 10.0
@@ -53,10 +50,11 @@ GRID = {
 }
 
 
-class TrainingPage(QWidget):
+class TrainingPage(LivePage, PanelRedraw):
     #: "idle" | "starting" | "running" | "paused" | "stopped" | "done" | "error" | "viewing"
     #: ("viewing": logged rows shown by ``show_metrics``, no trainer)
     state_changed = Signal(str)
+    join_s = JOIN_S
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,8 +62,6 @@ class TrainingPage(QWidget):
         self.trainer: Any = None
         self.snapshot: Any = None
         self.status = "idle"
-        self._closing = False
-        self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: None)
@@ -82,9 +78,27 @@ class TrainingPage(QWidget):
         root.addWidget(side)
 
         right = QVBoxLayout()
+        right.addLayout(self._build_bar())
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        right.addWidget(self.status_label)
+        right.addWidget(self._build_plots(), 1)
+        root.addLayout(right, 1)
+
+        self.view: TrainingView | None = None
+        self.timer.start()
+        self.controls.changed.connect(self._validate)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        self._set_status("idle")
+        self._validate()
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_bar(self) -> QHBoxLayout:
+        """The run buttons, why Start is refused, and the heatmaps' run/layer/head choice."""
         bar = QHBoxLayout()
-        self.buttons: dict[str, QPushButton] = {}
-        for key, text, tip in (
+        self.buttons = self.add_buttons(bar, (
             ("start", "Start", "Train every checked rule from step 0 (same initial weights, same batches)"),
             ("pause", "Pause", "Pause or resume training (the state is kept)"),
             ("step", "Step", "One training step (observed), while paused or before starting"),
@@ -92,17 +106,13 @@ class TrainingPage(QWidget):
             ("reset", "Reset", "Forget the run: the next Start re-creates the same initial weights"),
             ("export", "Export all…", "PNG/SVG of every plot, metrics.csv, metrics_heads.csv, "
                                        "histograms.npz, config.json and the trained weights"),
-        ):
-            b = QPushButton(text, self)
-            b.setToolTip(tip)
-            bar.addWidget(b)
-            self.buttons[key] = b
+        ))
         self.buttons["start"].clicked.connect(self.start)
         self.buttons["pause"].clicked.connect(self.toggle_pause)
         self.buttons["step"].clicked.connect(self.step)
         self.buttons["stop"].clicked.connect(self.stop)
         self.buttons["reset"].clicked.connect(self.reset)
-        self.buttons["export"].clicked.connect(self._export_dialog)
+        self.buttons["export"].clicked.connect(self.export_all_dialog)
         #: why Start is refused, next to it (the form's own message sits at its bottom)
         self.start_reason = QLabel(self)
         self.start_reason.setObjectName("start_reason")
@@ -125,32 +135,19 @@ class TrainingPage(QWidget):
         self.layer_box.valueChanged.connect(self._selection_changed)
         self.head_box.valueChanged.connect(self._selection_changed)
         bar.addStretch(1)
-        right.addLayout(bar)
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        right.addWidget(self.status_label)
+        return bar
 
+    def _build_plots(self) -> QScrollArea:
+        """The plot panels in a scrollable grid; each exports through the page."""
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         inner = QWidget(scroll)
         _grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=250, margin=2, spacing=4)
         self.panels: dict[str, TrainingPanel] = panels
+        for panel in panels.values():
+            panel.export_requested.connect(self.export_panel_dialog)
         scroll.setWidget(inner)
-        right.addWidget(scroll, 1)
-        root.addLayout(right, 1)
-
-        self.view: TrainingView | None = None
-        self._next = 0
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self._tick)
-        self.timer.start()
-        self.controls.changed.connect(self._validate)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
-        self._set_status("idle")
-        self._validate()
+        return scroll
 
     # -- controls ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -212,32 +209,6 @@ class TrainingPage(QWidget):
         for panel in self.panels.values():
             panel.clear_data()
         self._set_status("idle")
-
-    def shutdown(self) -> None:
-        """Stop the timer and the training thread; safe to call twice (closing the window)."""
-        if self._closing:
-            return
-        self._closing = True
-        self.timer.stop()
-        self.worker.stop()
-        self.worker.join(JOIN_S)
-
-    def closeEvent(self, event: Any) -> None:
-        self.shutdown()
-        super().closeEvent(event)
-
-    def showEvent(self, event: Any) -> None:
-        """Inside a main window, closing that window must also end a running training."""
-        top = self.window()
-        if top is not self and not getattr(self, "_watching", False):
-            top.installEventFilter(self)
-            self._watching = True
-        super().showEvent(event)
-
-    def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() == QEvent.Type.Close and obj is self.window():
-            self.shutdown()
-        return False
 
     # -- the API other pages use (through the window) -------------------------------------------
     def current_config(self) -> Any:
@@ -353,32 +324,20 @@ class TrainingPage(QWidget):
             self._sync_selection()
             self._update_view()
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         self._take()
         self.redraw()
 
     def redraw(self, budget: int = PANELS_PER_TICK) -> list[str]:
         """Redraw at most ``budget`` changed, visible panels, taking turns."""
-        if self.view is None:
-            return []
-        ids = [pid for pid in self.panels if not (self._viewing_rows() and pid in NOT_IN_ROWS)]
-        drawn: list[str] = []
-        for k in range(len(ids)):
-            if len(drawn) >= budget:
-                break
-            pid = ids[(self._next + k) % len(ids)]
-            if self.panels[pid].refresh(self.view):
-                drawn.append(pid)
-                self._next = (ids.index(pid) + 1) % len(ids)
-        return drawn
+        return self.redraw_panels(budget)
 
-    def stale(self) -> list[str]:
-        """Visible panels not yet showing the current view."""
-        if self.view is None:
-            return []
-        return [pid for pid, p in self.panels.items()
-                if p.is_on_screen() and p.data_key(self.view) != p._drawn_key
-                and not (self._viewing_rows() and pid in NOT_IN_ROWS)]
+    def redraw_source(self) -> Any:
+        return self.view
+
+    def drawn_ids(self) -> list[str]:
+        """Logged rows (``show_metrics``) have no logit histograms or probe weights."""
+        return [pid for pid in self.panels if not (self._viewing_rows() and pid in NOT_IN_ROWS)]
 
     def _sync_selection(self) -> None:
         snap = self.snapshot
@@ -472,14 +431,8 @@ class TrainingPage(QWidget):
         return text
 
     # -- export --------------------------------------------------------------------------------
-    def _export_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
-        if folder:
-            try:
-                out = self.export_all(folder)
-                self._update_status_text(f"exported to {out}")
-            except Exception as exc:
-                self._update_status_text(f"export failed: {exc}", error=True)
+    def report(self, text: str, error: bool = False) -> None:
+        self._update_status_text(text, error=error)
 
     def export_all(self, parent: str | Path) -> Path:
         """Figures (PNG, SVG, CSV) and the result files into a new time-stamped folder under
@@ -509,8 +462,6 @@ class TrainingPage(QWidget):
                 self.resume()
         return out
 
-    def apply_theme(self, theme: Any) -> None:
-        for panel in self.panels.values():
-            panel.apply_theme(theme)
+    def theme_changed(self, theme: Any) -> None:
         self.controls.apply_theme(theme)
         self._update_status_text()

@@ -11,8 +11,8 @@ pytest.importorskip("torch")
 def test_length_panel_draws_the_latest_log_per_rule(qtbot):
     from engine.training.config import TrainingConfig
     from engine.training.trainer import run_training
-    from ui.pages.training.length_plot import LengthPanel, wilson
-    from ui.pages.training.plots import PANEL_CLASSES, TrainingView
+    from ui.plots.training.lengths import LengthPanel, wilson
+    from ui.plots.training.panels import PANEL_CLASSES, TrainingView
 
     assert LengthPanel in PANEL_CLASSES
     cfg = TrainingConfig(d_model=16, items_max=4, classes=4, key_dim=4, steps=2, log_every=1,
