@@ -15,8 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QTimer
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QHBoxLayout,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ui.theme import Theme, current_theme
 from ui.worker import Worker
@@ -83,6 +91,9 @@ class LivePage(QWidget):
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self.tick)
+        app = QApplication.instance()
+        if app is not None:  # quitting ends the page's work too
+            app.aboutToQuit.connect(self.shutdown)
 
     # -- hooks for the pages -------------------------------------------------------------------
     def tick(self) -> None:
@@ -103,6 +114,22 @@ class LivePage(QWidget):
 
     def stop_work(self) -> None:
         """Anything besides the worker to stop when the page shuts down (a cancel flag, timers)."""
+
+    def form_beside(self, form: QWidget, min_width: int, max_width: int) -> QVBoxLayout:
+        """The page's layout: ``form`` in a scrollable side column on the left; returns the
+        column on the right (for the buttons, status and plots)."""
+        root = QHBoxLayout(self)
+        root.setContentsMargins(2, 2, 2, 2)
+        side = QScrollArea(self)
+        side.setWidgetResizable(True)
+        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side.setWidget(form)
+        side.setMinimumWidth(min_width)
+        side.setMaximumWidth(max_width)
+        root.addWidget(side)
+        right = QVBoxLayout()
+        root.addLayout(right, 1)
+        return right
 
     def add_buttons(self, bar: QHBoxLayout, specs: tuple[tuple[str, str, str], ...]
                     ) -> dict[str, QPushButton]:

@@ -19,7 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
@@ -81,31 +80,17 @@ class ExperimentsPage(LivePage):
         self.estimator = Worker(self)
         self.estimator.error.connect(lambda _g, exc: self._show_estimate(error=exc))
 
-        root = QHBoxLayout(self)
-        root.setContentsMargins(2, 2, 2, 2)
         self.form = ExperimentForm()
-        side = QScrollArea(self)
-        side.setWidgetResizable(True)
-        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side.setWidget(self.form)
-        side.setMinimumWidth(300)
-        side.setMaximumWidth(380)
-        root.addWidget(side)
-
-        right = QVBoxLayout()
+        right = self.form_beside(self.form, 300, 380)
         right.addLayout(self._build_bar())
         self._build_status_lines(right)
         right.addWidget(self._build_results(), 1)
-        root.addLayout(right, 1)
 
         self.estimate_timer = QTimer(self)
         self.estimate_timer.setSingleShot(True)
         self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
         self.estimate_timer.timeout.connect(self._start_estimate)
         self.form.changed.connect(self._validate)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
         self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
         self._validate()
         self._update_buttons()

@@ -17,15 +17,13 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QComboBox,
     QHBoxLayout,
     QLabel,
     QScrollArea,
     QSpinBox,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -66,31 +64,17 @@ class TrainingPage(LivePage, PanelRedraw):
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: None)
 
-        root = QHBoxLayout(self)
-        root.setContentsMargins(2, 2, 2, 2)
         self.controls = TrainingControls()
-        side = QScrollArea(self)
-        side.setWidgetResizable(True)
-        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side.setWidget(self.controls)
-        side.setMinimumWidth(250)
-        side.setMaximumWidth(330)
-        root.addWidget(side)
-
-        right = QVBoxLayout()
+        right = self.form_beside(self.controls, 250, 330)
         right.addLayout(self._build_bar())
         self.status_label = QLabel(self)
         self.status_label.setWordWrap(True)
         right.addWidget(self.status_label)
         right.addWidget(self._build_plots(), 1)
-        root.addLayout(right, 1)
 
         self.view: TrainingView | None = None
         self.timer.start()
         self.controls.changed.connect(self._validate)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
         self._set_status("idle")
         self._validate()
 
