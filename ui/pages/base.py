@@ -57,13 +57,14 @@ class PanelRedraw:
         budget = self.panels_per_tick if budget is None else budget
         ids = self.drawn_ids()
         drawn: list[str] = []
+        start = self._next_panel  # fixed for this pass: moving it mid-pass skipped a panel
         for k in range(len(ids)):
             if len(drawn) >= budget:
                 break
-            pid = ids[(self._next_panel + k) % len(ids)]
+            pid = ids[(start + k) % len(ids)]
             if self.panels[pid].refresh(source):
                 drawn.append(pid)
-                self._next_panel = (ids.index(pid) + 1) % len(ids)
+                self._next_panel = (start + k + 1) % len(ids)
         return drawn
 
     def stale(self) -> list[str]:
