@@ -57,6 +57,57 @@ def _paint_everything(app: Any, window: Any) -> None:
     app.processEvents()
 
 
+def _open_window(args: Any, screenshot: str | None) -> Any:
+    """The main window, shown as the arguments ask; None (message written) for a bad --page."""
+    from ui.main_window import MainWindow
+
+    # a screenshot starts from the defaults and must leave the user's settings untouched
+    window = MainWindow(theme=getattr(args, "theme", None), restore=not screenshot,
+                        reset=bool(getattr(args, "reset_settings", False)), persist=not screenshot)
+    size = getattr(args, "size", None)
+    if size:
+        window.resize(*size)
+    window.show()
+    if getattr(args, "present", False):
+        window.set_presentation(True)
+    page = getattr(args, "page", None)
+    if page and not window.open_page_titled(page):
+        sys.stderr.write(f"attention-lab: error: --page: no page titled {page!r}\n")
+        window.shutdown()
+        window.deleteLater()
+        return None
+    return window
+
+
+def _schedule_screenshot(app: Any, window: Any, screenshot: str, code: dict[str, int]) -> None:
+    """Grab the window once the results are complete (or after the time-out), then quit;
+    ``code["value"]`` becomes 1 on a failure."""
+    from PySide6.QtCore import QTimer
+
+    def save() -> None:
+        try:
+            _paint_everything(app, window)
+            ok = _save_png_atomically(window.grab(), screenshot)
+            if not ok:
+                sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
+                code["value"] = 1
+        except Exception as exc:  # never hang: a failed picture still ends the process
+            sys.stderr.write(f"attention-lab: error: --screenshot: {type(exc).__name__}: {exc}\n")
+            code["value"] = 1
+        finally:
+            window.close()
+            app.quit()
+
+    def timed_out() -> None:
+        sys.stderr.write("attention-lab: error: --screenshot: results did not complete in time\n")
+        code["value"] = 1
+        save()
+        code["value"] = 1
+
+    window.results_complete.connect(lambda: QTimer.singleShot(300, save))
+    QTimer.singleShot(int(SCREENSHOT_TIMEOUT_S * 1000), timed_out)
+
+
 def run_gui(args: Any) -> int:
     """Open the main window; returns the process exit code."""
     screenshot = getattr(args, "screenshot", None)
@@ -74,22 +125,8 @@ def run_gui(args: Any) -> int:
     app.setApplicationName("Attention Scaling Lab")
     app.setOrganizationName("AttentionScalingLab")
     _timing("QApplication")
-    from ui.main_window import MainWindow
-
-    # a screenshot starts from the defaults and must leave the user's settings untouched
-    window = MainWindow(theme=getattr(args, "theme", None), restore=not screenshot,
-                        reset=bool(getattr(args, "reset_settings", False)), persist=not screenshot)
-    size = getattr(args, "size", None)
-    if size:
-        window.resize(*size)
-    window.show()
-    if getattr(args, "present", False):
-        window.set_presentation(True)
-    page = getattr(args, "page", None)
-    if page and not window.open_page_titled(page):
-        sys.stderr.write(f"attention-lab: error: --page: no page titled {page!r}\n")
-        window.shutdown()
-        window.deleteLater()
+    window = _open_window(args, screenshot)
+    if window is None:
         return 2
     if not screenshot and window.persist:  # the very first start offers the tour (once)
         from ui.pages.tour.first_start import offer_tour_once
@@ -100,28 +137,7 @@ def run_gui(args: Any) -> int:
     window.rerun()
     code = {"value": 0}
     if screenshot:
-        def save() -> None:
-            try:
-                _paint_everything(app, window)
-                ok = _save_png_atomically(window.grab(), screenshot)
-                if not ok:
-                    sys.stderr.write(f"attention-lab: error: --screenshot: cannot write {screenshot}\n")
-                    code["value"] = 1
-            except Exception as exc:  # never hang: a failed picture still ends the process
-                sys.stderr.write(f"attention-lab: error: --screenshot: {type(exc).__name__}: {exc}\n")
-                code["value"] = 1
-            finally:
-                window.close()
-                app.quit()
-
-        def timed_out() -> None:
-            sys.stderr.write("attention-lab: error: --screenshot: results did not complete in time\n")
-            code["value"] = 1
-            save()
-            code["value"] = 1
-
-        window.results_complete.connect(lambda: QTimer.singleShot(300, save))
-        QTimer.singleShot(int(SCREENSHOT_TIMEOUT_S * 1000), timed_out)
+        _schedule_screenshot(app, window, screenshot, code)
     rc = app.exec()
     window.shutdown()
     window.deleteLater()

@@ -1,7 +1,10 @@
-"""Every plot of a simulation as PNG and SVG, rendered offscreen with the window's own panels.
+"""Every plot of a simulation or a training run as PNG and SVG, rendered offscreen with the
+app's own panels (the headless commands' figure writers).
 
-Used by ``simulate --figures``: no window is shown (panels render with WA_DontShowOnScreen; with
-no display the Qt platform defaults to offscreen).
+Used by ``simulate --figures`` and ``train --figures``: no window is shown (panels render with
+WA_DontShowOnScreen; with no display the Qt platform defaults to offscreen). The training heatmaps
+are written once per run (``train_logit_dist_<rule>.png``, ``train_probe_attention_<rule>.png``),
+for layer 0, head 0.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ui.headless import offscreen_panel, settle_layout
 #: panel size in pixels (the sweep has six small plots, so it is wider)
 SIZES = {"sweep": (1600, 450)}
 DEFAULT_SIZE = (900, 600)
+TRAINING_SIZE = (900, 560)
 
 
 def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
@@ -55,8 +59,8 @@ def write_simulation_figures(
 ) -> list[Path]:
     """Render every plot of ``snapshot`` to ``<prefix><plot_id>.png`` / ``.svg`` in ``out_dir``
     (and the sweep plot, unprefixed, when ``with_sweep``); returns the paths."""
-    from ui.pages.simulation.run import LabState
     from ui.plots import PANEL_CLASSES
+    from ui.simulation_run import LabState
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -89,4 +93,25 @@ def write_sweep_figure_sets(points: Sequence[Any], out_dir: str | os.PathLike[st
         # the sweep is drawn with the last point's marker (the one the table ends on)
         written += write_simulation_figures(point.snapshot, curve, out_dir, theme, prefix=prefix,
                                             with_sweep=i == len(points) - 1, style=style)
+    return written
+
+
+def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light",
+                           style: str = "screen") -> list[Path]:
+    """Every Training plot of ``snap`` (a TrainingSnapshot) to ``<plot_id>[_<rule>].png/.svg``;
+    ``style``: ui.export.FIGURE_STYLES (the GUI's slide and paper presets, or as on screen)."""
+    from ui.export import style_size, write_styled_figures
+    from ui.plots.training.panels import PANEL_CLASSES, TrainingView
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for cls in PANEL_CLASSES:
+        runs = range(len(snap.rules)) if cls.uses_selection else [0]
+        for r in runs:  # a fresh panel per figure: a style is applied once
+            with offscreen_panel(cls, style_size(TRAINING_SIZE, style), theme) as panel:
+                panel.refresh(TrainingView(snap, run=r), force=True)
+                settle_layout(panel)
+                name = cls.plot_id + (f"_{snap.rules[r]}" if cls.uses_selection else "")
+                written += write_styled_figures(panel, out, name, style)
     return written

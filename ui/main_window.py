@@ -8,18 +8,16 @@ a 30 Hz timer takes it and the page redraws what changed and is visible.
 from __future__ import annotations
 
 import importlib
-import json
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
-    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -31,15 +29,16 @@ from PySide6.QtWidgets import (
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
-from engine.io import write_json
-from ui.export import PRESETS, ExportError, export_all, export_panel, export_preset
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
-from ui.pages.simulation.run import LabState, SweepCache, lab_run
 from ui.params.panel import ParamPanel
 from ui.presentation import Presenter
-from ui.settings import load_json, open_settings, save_json, settings_location
+from ui.sessions import Sessions
+from ui.settings import open_settings, settings_location
+from ui.simulation_run import LabState, SweepCache, lab_run
 from ui.theme import THEMES, apply_app_theme
+from ui.window_exports import WindowExports
+from ui.window_settings import WindowSettings
 from ui.worker import Worker
 
 DEBOUNCE_MS = 200
@@ -90,14 +89,30 @@ class MainWindow(QMainWindow):
         self.sweep_axis = "d_k"  #: what the sweep runs along: "d_k" or "n_keys" (the length)
         self.last_message = ""  #: last user-facing message (tests read it)
         self.redraw_count = 0
-        #: a session's Training parameters, waiting for that page to be built
-        self._pending_training: dict | None = None
+        self.window_settings = WindowSettings(self)
+        self.sessions = Sessions(self)
+        self.exports = WindowExports(self)
         self._run_started = 0.0
         self._closing = False
+        self._build_tabs()
+        self._build_params_dock()
+        self._build_run_loop()
+        self._build_status_bar()
+        self._build_menus()
+        self.theme_name = "light"
+        self.resize(*DEFAULT_SIZE)
+        if restore:
+            self.window_settings.restore()
+        saved_theme = self.settings.value("theme") if restore else None
+        self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
+        self.redraw_timer.start()
 
+    # -- construction --------------------------------------------------------------------------
+    def _build_tabs(self) -> None:
+        """The Simulation page, and a tab for each other page (built the first time it is shown)."""
         self.page = SimulationPage(self)
         for panel in self.page.panels.values():
-            panel.export_requested.connect(self._export_panel_dialog)
+            panel.export_requested.connect(self.exports.export_panel_dialog)
         self.page.panels["sweep"].axis_requested.connect(self.set_sweep_axis)
         # clicking a point of the sweep sets its value (d_k, or n along n): the whole page follows
         self.page.panels["sweep"].d_k_clicked.connect(lambda d: self.apply_config({"d_k": d}))
@@ -117,6 +132,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self._sync_status_bar())
         self.setCentralWidget(self.tabs)
 
+    def _build_params_dock(self) -> None:
         self.params = ParamPanel(self)
         self.params_dock = QDockWidget("Parameters", self)
         self.params_dock.setObjectName("params_dock")
@@ -130,6 +146,8 @@ class MainWindow(QMainWindow):
         self._params_dock_wanted = True
         self._was_on_simulation = True
 
+    def _build_run_loop(self) -> None:
+        """The worker thread, the debounce after a widget changes and the ~30 Hz redraw timer."""
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
@@ -144,17 +162,6 @@ class MainWindow(QMainWindow):
         self.redraw_timer.setInterval(REDRAW_MS)
         self.redraw_timer.timeout.connect(self.tick)
 
-        self._build_status_bar()
-        self._build_menus()
-        self.theme_name = "light"
-        self.resize(*DEFAULT_SIZE)
-        if restore:
-            self._restore_settings()
-        saved_theme = self.settings.value("theme") if restore else None
-        self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
-        self.redraw_timer.start()
-
-    # -- construction --------------------------------------------------------------------------
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.status_label = QLabel("ready")
@@ -193,14 +200,14 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         mb = self.menuBar()
         f = mb.addMenu("&File")
-        self.open_action = self._action(f, "&Open session…", self._open_session_dialog,
+        self.open_action = self._action(f, "&Open session…", self.sessions.open_dialog,
                                         QKeySequence.StandardKey.Open,
                                         "Open saved parameters, an exported config.json, or an "
                                         "exported figure (PNG/SVG carry their parameters)")
-        self.save_action = self._action(f, "&Save session…", self._save_session_dialog,
+        self.save_action = self._action(f, "&Save session…", self.sessions.save_dialog,
                                         QKeySequence.StandardKey.Save, "Save the parameters as JSON")
         f.addSeparator()
-        self.export_all_action = self._action(f, "&Export all…", self._export_all_dialog, "Ctrl+E",
+        self.export_all_action = self._action(f, "&Export all…", self.exports.export_all_dialog, "Ctrl+E",
                                               "Every figure (PNG, SVG), its data, summary.csv, histograms.npz and config.json")
         plots_menu = f.addMenu("Export plot")
         for panel in self.page.panels.values():
@@ -277,7 +284,7 @@ class MainWindow(QMainWindow):
         old.deleteLater()
         self.pages[cls] = page
         self._connect_page(cls, page)
-        self._apply_pending_training()
+        self.sessions.apply_pending()
         if hasattr(page, "apply_theme"):
             page.apply_theme(THEMES[self.theme_name])
 
@@ -548,8 +555,7 @@ class MainWindow(QMainWindow):
             if hasattr(page, "apply_theme"):
                 page.apply_theme(theme)
         self.theme_actions[name].setChecked(True)
-        if self.persist:
-            self.settings.setValue("theme", name)
+        self.window_settings.save_theme(name)
 
     def message(self, title: str, text: str, error: bool = False) -> None:
         """Tell the user something without blocking (status bar and a non-modal box)."""
@@ -565,175 +571,21 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, "Attention Scaling Lab",
                           HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
 
-    # -- sessions ------------------------------------------------------------------------------
+    # -- sessions, exports, settings (each in its own module; the window keeps its API) -------
     def save_session(self, path: str | Path) -> Path:
-        """The Simulation parameters, and the Training form's when that page was opened (or a
-        session brought them in)."""
-        cfg = self.params.config_from_widgets()
-        data: dict[str, Any] = {"app": "attention-scaling-lab", "kind": "session",
-                                "config": cfg.to_dict(), "sweep_axis": self.sweep_axis}
-        training = self.pages.get("TrainingPage")
-        if training is not None and hasattr(training, "controls"):
-            try:
-                data["training"] = training.controls.config_from_widgets().to_dict()
-            except ConfigError:
-                pass  # an invalid form is not saved; the simulation still is
-        elif self._pending_training is not None:
-            data["training"] = self._pending_training
-        return write_json(path, data)
+        return self.sessions.save(path)
 
     def open_session(self, path: str | Path) -> SimulationConfig:
-        """Load a session, an exported config.json (the config is under "config") or an exported
-        figure (PNG or SVG: the parameters it carries), and rerun."""
-        if Path(path).suffix.lower() in (".png", ".svg"):
-            from ui.plots.base import read_figure_metadata
+        return self.sessions.open(path)
 
-            data = read_figure_metadata(path)
-            if data is None:
-                raise ValueError("this image carries no Attention Scaling Lab parameters")
-            if "config" not in data:  # a Training figure: the simulation stays as it is
-                data = {**data, "config": self.params.widget_values()}
-        else:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        if not isinstance(data, dict):
-            raise ValueError("not a session file (expected a JSON object)")
-        cfg_dict = data.get("config", data)
-        if not isinstance(cfg_dict, dict):
-            raise ValueError('"config" is not a JSON object')
-        cfg = SimulationConfig.from_dict(cfg_dict)
-        training = data.get("training")
-        if training is not None:
-            from engine.training.config import TrainingConfig
-
-            TrainingConfig.from_dict(training)  # refuse a bad file before changing anything
-        self.params.set_config(cfg)
-        if data.get("sweep_axis") in ("d_k", "n_keys"):  # sessions before the n sweep have none
-            self.set_sweep_axis(data["sweep_axis"], rerun=False)
-        if training is not None:
-            self._pending_training = dict(training)
-            self._apply_pending_training()
-        self.rerun()
-        return cfg
-
-    def _apply_pending_training(self) -> None:
-        """Put a session's Training parameters into that page's form (once the page exists)."""
-        page = self.pages.get("TrainingPage")
-        if self._pending_training is None or page is None or not hasattr(page, "controls"):
-            return
-        from engine.training.config import TrainingConfig
-
-        if getattr(page, "status", "idle") in ("idle", "stopped", "done", "error", "viewing"):
-            page.controls.set_config(TrainingConfig.from_dict(self._pending_training))
-            self._pending_training = None
-
-    def _save_session_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save session", str(self._last_dir() / "session.json"),
-                                              "Session (*.json)")
-        if not path:
-            return
-        try:
-            self.save_session(path)
-            self._remember_dir(Path(path).parent)
-            self.statusBar().showMessage(f"saved {path}", 5000)
-        except ConfigError as exc:
-            self.message("Save session", f"The parameters are invalid: {exc}", error=True)
-        except OSError as exc:
-            self.message("Save session", f"Cannot write {path}: {exc.strerror or exc}", error=True)
-
-    def _open_session_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open a session, config.json or exported figure", str(self._last_dir()),
-            "Session, config or figure (*.json *.png *.svg);;JSON (*.json);;Figure (*.png *.svg)")
-        if not path:
-            return
-        try:
-            self.open_session(path)
-            self._remember_dir(Path(path).parent)
-        except (OSError, ValueError) as exc:  # ConfigError is a ValueError
-            self.message("Open session", f"Cannot open {path}: {exc}", error=True)
-
-    # -- export --------------------------------------------------------------------------------
     def export_all_to(self, parent: str | Path) -> Path:
-        out = export_all(self.page.panels.values(), self.state, parent)
-        self.message("Export all", f"Exported every plot and the results to {out}")
-        return out
+        return self.exports.export_all_to(parent)
 
     def export_plot(self, plot_id: str, path: str | Path, kind: str) -> Path:
-        return export_panel(self.page.panels[plot_id], path, kind)
-
-    def _export_all_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export all into folder", str(self._last_dir()))
-        if not folder:
-            return
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # rendering 12 figures takes ~1 s
-        try:
-            self.export_all_to(folder)
-            self._remember_dir(Path(folder))
-        except ExportError as exc:
-            self.message("Export all", str(exc), error=True)
-        finally:
-            QApplication.restoreOverrideCursor()
-
-    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
-        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
-                   "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
-        suffix = PRESETS[kind]["kind"] if kind in PRESETS else kind
-        name = f"{panel.plot_id}_{kind}" if kind in PRESETS else panel.plot_id
-        suggested = self._last_dir() / f"{name}.{suffix}"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}", str(suggested), filters[kind])
-        if not path:
-            return
-        try:
-            if kind in PRESETS:
-                export_preset(panel, path, kind)
-            else:
-                export_panel(panel, path, kind)
-            self._remember_dir(Path(path).parent)
-            self.statusBar().showMessage(f"wrote {path}", 5000)
-        except ExportError as exc:
-            self.message("Export", str(exc), error=True)
-
-    def _last_dir(self) -> Path:
-        d = self.settings.value("last_dir")
-        return Path(d) if d and Path(d).is_dir() else Path.home()
-
-    def _remember_dir(self, d: Path) -> None:
-        if self.persist:
-            self.settings.setValue("last_dir", str(d))
-
-    # -- settings and closing ------------------------------------------------------------------
-    def _restore_settings(self) -> None:
-        geo = self.settings.value("geometry")
-        if isinstance(geo, QByteArray) and not geo.isEmpty():
-            self.restoreGeometry(geo)
-        state = self.settings.value("window_state")
-        if isinstance(state, QByteArray) and not state.isEmpty():
-            self.restoreState(state)
-        data = load_json(self.settings, "config")
-        if isinstance(data, dict):
-            try:
-                self.params.set_config(SimulationConfig.from_dict(data))
-            except (ConfigError, TypeError):
-                pass  # a stale or hand-edited value: keep the defaults
+        return self.exports.export_plot(plot_id, path, kind)
 
     def save_settings(self) -> None:
-        if not self.persist:
-            return
-        self.settings.setValue("geometry", self.saveGeometry())
-        if self.tabs.currentWidget() is not self.page:  # save the layout as the Simulation tab has it
-            self.params_dock.setVisible(self._params_dock_wanted)
-        self.settings.setValue("window_state", self.saveState())
-        try:
-            save_json(self.settings, "config", self.params.config_from_widgets().to_dict())
-        except ConfigError:
-            pass
-        if self._remember:
-            for page in self.pages.values():
-                save = getattr(page, "save_settings", None)
-                if callable(save):
-                    save(self.settings)
-        self.settings.sync()
+        self.window_settings.save()
 
     def shutdown(self) -> None:
         """Stop timers and the worker thread; safe to call twice."""

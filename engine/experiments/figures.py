@@ -171,32 +171,53 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
     if fig.kind == "vs_length":
         return _vs_length(spec, fig, fid, results)
     if fig.kind == "vs_axis":
-        values = next(a.values for a in spec.axes if a.field == fig.x)
-        for rule in rules:
-            for where in _other_points(spec, results, (fig.x,)):
-                pts = []
-                for v in values:
-                    sel = [r for r in results if _matches(r, {**where, fig.x: v})]
-                    p = point(sel, rule, fig.y)
-                    if p is not None and not (fig.x_log and float(v) <= 0):
-                        pts.append((float(v), p))
-                name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
-                series.append(_series(name, rule, pts, fig.y_log))
-        return FigureData(fid, fig.kind, fig.title, label(fig.x), y_label, fig.x_log, fig.y_log,
-                          tuple(series), RATE_ERROR if fig.y == "success" else MEAN_ERROR)
-    # vs_step: the mean curve over seeds (band: ± 1 standard error), per rule and value of x
+        return _vs_axis(spec, fig, fid, y_label, results)
+    return _vs_step(spec, fig, fid, y_label, results)
+
+
+def _vs_axis(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
+             results: list[dict[str, Any]]) -> FigureData:
+    """The measure along one axis, a series per rule and per value of the other axes."""
+    values = next(a.values for a in spec.axes if a.field == fig.x)
+    series: list[Series] = []
+    for rule in spec.rules:
+        for where in _other_points(spec, results, (fig.x,)):
+            pts = []
+            for v in values:
+                sel = [r for r in results if _matches(r, {**where, fig.x: v})]
+                p = point(sel, rule, fig.y)
+                if p is not None and not (fig.x_log and float(v) <= 0):
+                    pts.append((float(v), p))
+            name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
+            series.append(_series(name, rule, pts, fig.y_log))
+    return FigureData(fid, fig.kind, fig.title, label(fig.x), y_label, fig.x_log, fig.y_log,
+                      tuple(series), RATE_ERROR if fig.y == "success" else MEAN_ERROR)
+
+
+def _per_step(results: list[dict[str, Any]], where: dict[str, Any], rule: str, y: str
+              ) -> dict[int, list[float]]:
+    """Every seed's finite value of ``y`` at each logged step, for ``rule`` in the jobs matching
+    ``where``."""
+    per_step: dict[int, list[float]] = {}
+    for res in results:
+        if not _matches(res, where):
+            continue
+        for row in res["rows"]:
+            v = row.get(y)
+            if row["scaling"] == rule and isinstance(v, (int, float)) and math.isfinite(v):
+                per_step.setdefault(int(row["step"]), []).append(float(v))
+    return per_step
+
+
+def _vs_step(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
+             results: list[dict[str, Any]]) -> FigureData:
+    """The mean curve over seeds (band: ± 1 standard error), per rule and value of x."""
     splits = [{fig.x: v} for v in next(a.values for a in spec.axes if a.field == fig.x)] \
         if fig.x else [{}]
-    for rule in rules:
+    series: list[Series] = []
+    for rule in spec.rules:
         for where in splits:
-            per_step: dict[int, list[float]] = {}
-            for res in results:
-                if not _matches(res, where):
-                    continue
-                for row in res["rows"]:
-                    v = row.get(fig.y)
-                    if row["scaling"] == rule and isinstance(v, (int, float)) and math.isfinite(v):
-                        per_step.setdefault(int(row["step"]), []).append(float(v))
+            per_step = _per_step(results, where, rule, fig.y)
             pts = []
             for step in sorted(per_step):
                 m, se = mean_se(per_step[step])

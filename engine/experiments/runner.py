@@ -225,6 +225,51 @@ def stop_executor(executor: cf.Executor, owned: bool, futures: list[cf.Future]) 
         p.join(timeout=1.0)
 
 
+@dataclass
+class _Run:
+    """The bookkeeping of one run_experiment call (its progress snapshots read it)."""
+
+    spec: ExperimentSpec
+    out: Path | None
+    total: int
+    results: dict[str, dict[str, Any]]
+    kind: str
+    workers: int
+    resumed: int = 0
+    ignored: tuple[str, ...] = ()  #: job files in the folder not taken (rerun instead)
+    futures: dict[cf.Future, Job] = field(default_factory=dict)
+    latest: dict[str, Any] | None = None
+    done_now: int = 0
+    was_cancelled: bool = False
+    stop: bool = False  #: asks in-process jobs to stop
+    start: float = field(default_factory=time.perf_counter)
+
+    def job_cancelled(self) -> bool:
+        return self.stop
+
+    def running_progress(self) -> dict[int, float]:
+        if self.out is None:
+            return {}
+        got = {job.index: read_progress(progress_file(self.out, job.index))
+               for job in self.futures.values()}
+        return {i: f for i, f in got.items() if f is not None}
+
+    def snapshot(self, finished: bool = False) -> ExperimentProgress:
+        elapsed = time.perf_counter() - self.start
+        remaining = self.total - len(self.results)
+        eta = elapsed / self.done_now * remaining if self.done_now else None
+        results = self.results
+        return ExperimentProgress(
+            spec=self.spec, out_dir=self.out, total=self.total, done=len(results),
+            failed=sum(1 for r in results.values() if r.get("error")),
+            running=sum(1 for f in self.futures if f.running()), resumed=self.resumed,
+            latest=self.latest, results=tuple(results.values()), elapsed_s=elapsed,
+            eta_s=0.0 if finished and not self.was_cancelled else eta,
+            finished=finished and not self.was_cancelled, cancelled=self.was_cancelled,
+            executor=self.kind, workers=self.workers, job_progress=self.running_progress(),
+            ignored=self.ignored)
+
+
 def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                    workers: int | None = None, executor: cf.Executor | None = None,
                    resume: bool = False, cancelled: Callable[[], bool] | None = None,
@@ -240,107 +285,91 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
     jobs = spec.jobs()
     out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
     results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
-    resumed = len(results)
     pending_jobs = [j for j in jobs if j.key not in results]
     on_cuda = runs_on_cuda(spec)
 
     owned = executor is None
-    client = None
-    kind = "given"
-    in_process = False
+    client, kind, in_process = None, "given", False
     if executor is None and pending_jobs:
-        if scheduler:
-            client, executor = _dask_executor(scheduler)
-            kind = "dask"
-        elif on_cuda:  # one job at a time on the device, in this process
-            executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="experiment-job")
-            kind, workers, in_process = "in-process", 1, True
-        else:
-            executor = process_pool(min(workers, len(pending_jobs)))
-            kind = "process"
+        executor, client, kind, workers, in_process = _make_executor(
+            scheduler, on_cuda, workers, len(pending_jobs))
     if out is not None:
         _write_experiment(out, spec, "running", len(jobs), results, workers, kind)
         (out / JOBS_DIR).mkdir(exist_ok=True)
-
-    start = time.perf_counter()
-    futures: dict[cf.Future, Job] = {}
-    stop_flag = {"stop": False}
-
-    def job_cancelled() -> bool:
-        return stop_flag["stop"]
-
-    latest: dict[str, Any] | None = None
-    done_now = 0
-    was_cancelled = False
-
-    def snapshot(finished: bool = False) -> ExperimentProgress:
-        elapsed = time.perf_counter() - start
-        remaining = len(jobs) - len(results)
-        eta = elapsed / done_now * remaining if done_now else None
-        return ExperimentProgress(
-            spec=spec, out_dir=out, total=len(jobs), done=len(results),
-            failed=sum(1 for r in results.values() if r.get("error")),
-            running=sum(1 for f in futures if f.running()), resumed=resumed, latest=latest,
-            results=tuple(results.values()), elapsed_s=elapsed,
-            eta_s=0.0 if finished and not was_cancelled else eta,
-            finished=finished and not was_cancelled, cancelled=was_cancelled,
-            executor=kind, workers=workers, job_progress=running_progress(),
-            ignored=tuple(ignored))
-
-    def running_progress() -> dict[int, float]:
-        if out is None:
-            return {}
-        got = {job.index: read_progress(progress_file(out, job.index)) for job in futures.values()}
-        return {i: f for i, f in got.items() if f is not None}
-
+    run = _Run(spec, out, len(jobs), results, kind, workers, resumed=len(results),
+               ignored=tuple(ignored))
     try:
-        for job in pending_jobs:
-            args: tuple[Any, ...] = (job.config.to_dict(), spec.target)
-            args += (job_cancelled if in_process else None,)
-            path = str(progress_file(out, job.index)) if out is not None else None
-            futures[executor.submit(run_job, *args, progress_path=path)] = job
-        last_yield = time.perf_counter()
-        while futures:
-            if cancelled is not None and cancelled():
-                was_cancelled = True
-                stop_flag["stop"] = True
-                break
-            finished_now, _ = cf.wait(list(futures), timeout=POLL_S,
-                                      return_when=cf.FIRST_COMPLETED)
-            for fut in finished_now:
-                job = futures.pop(fut)
-                res = _result_of(fut, job)
-                if res.get("cancelled"):
-                    continue
-                res.update(index=job.index, key=job.key, values=job.values)
-                if out is not None and not res.get("worker_failed"):  # (a resume reruns those)
-                    write_json(job_file(out, job.index), res)
-                if out is not None:  # (a killed worker leaves its file)
-                    progress_file(out, job.index).unlink(missing_ok=True)
-                results[job.key] = res
-                latest = res
-                done_now += 1
-            now = time.perf_counter()
-            if finished_now or now - last_yield >= 1.0:
-                last_yield = now
-                yield snapshot()
+        yield from _drive(run, executor, pending_jobs, in_process, cancelled)
     finally:
-        if futures or was_cancelled:
-            stop_flag["stop"] = True
+        if run.futures or run.was_cancelled:
+            run.stop = True
             if executor is not None:
-                stop_executor(executor, owned, list(futures))
+                stop_executor(executor, owned, list(run.futures))
             if out is not None:  # the killed jobs' progress files
-                for job in futures.values():
+                for job in run.futures.values():
                     progress_file(out, job.index).unlink(missing_ok=True)
         elif owned and executor is not None:
             executor.shutdown(wait=True)
         if client is not None:
             client.close()
-    futures.clear()
+    run.futures.clear()
     if out is not None:
         write_outputs(out, spec, list(results.values()),
-                      "cancelled" if was_cancelled else "finished", workers, kind)
-    yield snapshot(finished=True)
+                      "cancelled" if run.was_cancelled else "finished", workers, kind)
+    yield run.snapshot(finished=True)
+
+
+def _drive(run: _Run, executor: cf.Executor, pending_jobs: list[Job], in_process: bool,
+           cancelled: Callable[[], bool] | None) -> Iterator[ExperimentProgress]:
+    """Submit the pending jobs, then collect them as they finish, yielding progress (at least
+    about once a second) until all are done or ``cancelled()``."""
+    out = run.out
+    for job in pending_jobs:
+        args: tuple[Any, ...] = (job.config.to_dict(), run.spec.target)
+        args += (run.job_cancelled if in_process else None,)
+        path = str(progress_file(out, job.index)) if out is not None else None
+        run.futures[executor.submit(run_job, *args, progress_path=path)] = job
+    last_yield = time.perf_counter()
+    while run.futures:
+        if cancelled is not None and cancelled():
+            run.was_cancelled = run.stop = True
+            return
+        finished_now, _ = cf.wait(list(run.futures), timeout=POLL_S,
+                                  return_when=cf.FIRST_COMPLETED)
+        for fut in finished_now:
+            res = _record_job(fut, run.futures.pop(fut), out)
+            if res is not None:
+                run.results[res["key"]] = run.latest = res
+                run.done_now += 1
+        now = time.perf_counter()
+        if finished_now or now - last_yield >= 1.0:
+            last_yield = now
+            yield run.snapshot()
+
+
+def _make_executor(scheduler: str | None, on_cuda: bool, workers: int, pending: int
+                   ) -> tuple[cf.Executor, Any, str, int, bool]:
+    """(executor, dask client or None, its kind, workers, whether jobs run in this process)."""
+    if scheduler:
+        client, executor = _dask_executor(scheduler)
+        return executor, client, "dask", workers, False
+    if on_cuda:  # one job at a time on the device, in this process
+        executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="experiment-job")
+        return executor, None, "in-process", 1, True
+    return process_pool(min(workers, pending)), None, "process", workers, False
+
+
+def _record_job(fut: cf.Future, job: Job, out: Path | None) -> dict[str, Any] | None:
+    """A finished job's result, its file written (None: the job was cancelled)."""
+    res = _result_of(fut, job)
+    if res.get("cancelled"):
+        return None
+    res.update(index=job.index, key=job.key, values=job.values)
+    if out is not None and not res.get("worker_failed"):  # (a resume reruns those)
+        write_json(job_file(out, job.index), res)
+    if out is not None:  # (a killed worker leaves its file)
+        progress_file(out, job.index).unlink(missing_ok=True)
+    return res
 
 
 def _result_of(fut: cf.Future, job: Job) -> dict[str, Any]:

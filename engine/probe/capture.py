@@ -71,42 +71,17 @@ def _fallback_scale(loaded: LoadedModel, module: Any, layer: int) -> float:
     return 1.0 / math.sqrt(d_k)
 
 
-def capture(
-    loaded: LoadedModel,
-    input_ids: Sequence[int],
-    attention_mask: Sequence[int] | None = None,
-) -> Capture:
-    """Run the model once on one sequence; return q, k and attention of its valid tokens.
-
-    ``attention_mask`` (1 = token, 0 = padding) may mark padding anywhere; padding tokens are
-    dropped from every returned array, and the model's weight on them is reported in
-    ``masked_mass`` so a test can check that the model gave them none.
-    """
-    import torch  # lazy: the GUI imports this module before any model is loaded
-
-    info, spec = loaded.info, loaded.spec
-    n_heads, d_k = info.n_heads, info.d_k
-    ids = torch.as_tensor([list(input_ids)], dtype=torch.long)
-    n_all = ids.shape[1]
-    if attention_mask is None:
-        mask = torch.ones_like(ids)
-    else:
-        mask = torch.as_tensor([list(attention_mask)], dtype=torch.long)
-        if mask.shape != ids.shape:
-            raise ValueError("attention_mask must have one entry per token")
-    valid = mask[0].numpy().astype(bool)
-    if valid.sum() < 1:
-        raise ValueError("no valid token")
-
-    qs: list[np.ndarray] = []
-    ks: list[np.ndarray] = []
-    scales: list[float] = []
+def _register_hooks(loaded: LoadedModel, n_all: int, qs: list[np.ndarray], ks: list[np.ndarray],
+                    scales: list[float]) -> list[Any]:
+    """Forward hooks on every attention layer's q and k projections (or the fused qkv one) that
+    append each layer's per-head q, k (H, n, d_k) and its scale; returns the hook handles."""
+    spec, n_heads, d_k = loaded.spec, loaded.info.n_heads, loaded.info.d_k
+    width = n_heads * d_k
     handles = []
 
     def heads(t: Any) -> np.ndarray:  # (1, n, H*d) -> (H, n, d)
         return t[0].detach().float().reshape(n_all, n_heads, d_k).permute(1, 0, 2).cpu().numpy()
 
-    width = n_heads * d_k
     for mod in _attention_modules(loaded):
         if spec.fused is not None:
             def fused_hook(_m: Any, _inp: Any, out: Any, parent: Any = mod) -> None:
@@ -125,6 +100,39 @@ def capture(
 
             handles.append(getattr(mod, spec.query).register_forward_hook(q_hook))
             handles.append(getattr(mod, spec.key).register_forward_hook(k_hook))
+    return handles
+
+
+def capture(
+    loaded: LoadedModel,
+    input_ids: Sequence[int],
+    attention_mask: Sequence[int] | None = None,
+) -> Capture:
+    """Run the model once on one sequence; return q, k and attention of its valid tokens.
+
+    ``attention_mask`` (1 = token, 0 = padding) may mark padding anywhere; padding tokens are
+    dropped from every returned array, and the model's weight on them is reported in
+    ``masked_mass`` so a test can check that the model gave them none.
+    """
+    import torch  # lazy: the GUI imports this module before any model is loaded
+
+    spec, n_heads = loaded.spec, loaded.info.n_heads
+    ids = torch.as_tensor([list(input_ids)], dtype=torch.long)
+    n_all = ids.shape[1]
+    if attention_mask is None:
+        mask = torch.ones_like(ids)
+    else:
+        mask = torch.as_tensor([list(attention_mask)], dtype=torch.long)
+        if mask.shape != ids.shape:
+            raise ValueError("attention_mask must have one entry per token")
+    valid = mask[0].numpy().astype(bool)
+    if valid.sum() < 1:
+        raise ValueError("no valid token")
+
+    qs: list[np.ndarray] = []
+    ks: list[np.ndarray] = []
+    scales: list[float] = []
+    handles = _register_hooks(loaded, n_all, qs, ks, scales)
     t0 = time.perf_counter()
     try:
         with torch.inference_mode():

@@ -77,7 +77,7 @@ def test_a_window_that_does_not_persist_writes_no_settings(qtbot, tmp_path, monk
     w.show()
     w.set_theme("dark")
     w.set_theme("light")
-    w._remember_dir(tmp_path)
+    w.window_settings.remember_dir(tmp_path)
     w.close()
     w.deleteLater()
     qtbot.wait(10)

@@ -11,7 +11,7 @@ from engine.simulate import run_simulation
 
 @pytest.fixture(scope="module")
 def states():
-    from ui.pages.simulation.run import LabState
+    from ui.simulation_run import LabState
 
     out = {}
     for d_k in (16, 256):

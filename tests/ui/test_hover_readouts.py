@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QApplication
 
 from engine.config import SimulationConfig, SweepConfig
 from engine.simulate import sweep
-from ui.pages.simulation.run import LabState
 from ui.plots.sweep import SweepPanel
+from ui.simulation_run import LabState
 
 D_KS = (4, 64, 512)
 

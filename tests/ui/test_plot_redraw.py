@@ -8,8 +8,8 @@ from PySide6.QtCore import QEvent, QObject
 
 from engine.config import SimulationConfig
 from engine.simulate import run_simulation
-from ui.pages.simulation.run import LabState
 from ui.plots.histograms import ScoresPanel, TopWeightPanel
+from ui.simulation_run import LabState
 
 
 class PaintCounter(QObject):

@@ -85,7 +85,7 @@ def same_picture(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.fixture(scope="module")
 def state():
-    from ui.pages.simulation.run import LabState
+    from ui.simulation_run import LabState
 
     cfg = SimulationConfig(trials=400, n_keys=12, scalings=("none", "sqrt", "dk"))
     snap = run_simulation(cfg)

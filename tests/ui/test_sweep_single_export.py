@@ -17,7 +17,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 @pytest.fixture(scope="module")
 def state():
-    from ui.pages.simulation.run import LabState
+    from ui.simulation_run import LabState
 
     cfg = SimulationConfig(trials=40, n_keys=12, scalings=("none", "sqrt"))
     points = tuple(sweep(SweepConfig(cfg, (1, 16, 256))))

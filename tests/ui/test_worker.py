@@ -111,7 +111,7 @@ def test_soak_10000_emissions_through_the_window(qtbot, window):
     """10,000+ snapshots through the window's real path (worker slot -> redraw timer -> page)
     without a crash, and no growing memory trend (tracemalloc, after a warm-up)."""
     snaps = list(simulate(SimulationConfig(trials=3000, scalings=("none", "sqrt", "dk"))))
-    from ui.pages.simulation.run import LabState
+    from ui.simulation_run import LabState
 
     states = [LabState(s.config, s, (), 0, "simulation") for s in snaps]
     n = 12_000

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 from ui.cli.common import fail, format_table, progress_bar, text_arg
 
@@ -83,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
         return 130
     bar.close()
     assert result is not None
+    _report(args, result, out, discard)
+    return 0
+
+
+def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: Any) -> None:
+    """The truncation notice, the summary table and (``--out``) the files."""
     if result.truncated_from is not None:
         limit = ("--max-tokens is" if args.max_tokens is not None and
                  result.n_tokens == args.max_tokens else "the model takes")
@@ -99,7 +106,6 @@ def run(args: argparse.Namespace) -> int:
             fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}; nothing written",
                  "out")
         print(f"wrote {', '.join(p.name for p in paths.values())} to {out}")
-    return 0
 
 
 def _print_summary(result) -> None:

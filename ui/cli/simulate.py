@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from ui.cli.common import add_figure_style, fail, format_table, progress_bar
 
@@ -80,11 +81,9 @@ TABLE = [("d_k", "d_k"), ("n_keys", "n"), ("scaling", "rule"), ("raw_score_var",
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.errors import Cancelled, ConfigError
-    from engine.export import write_simulation_outputs
+    from engine.errors import ConfigError
     from engine.io import ensure_writable_dir
     from engine.sampling import resolve_backend
-    from engine.simulate import sweep
 
     prog = "attention-lab simulate"
     if args.figures and not args.out:
@@ -97,6 +96,13 @@ def run(args: argparse.Namespace) -> int:
         out = ensure_writable_dir(args.out) if args.out else None
     except ConfigError as exc:
         fail(prog, exc)
+    return _run_sweeps(args, prog, sweeps, out)
+
+
+def _run_sweeps(args: argparse.Namespace, prog: str, sweeps: list, out: Any) -> int:
+    """Run the validated sweeps with a progress bar, print the table, write the outputs."""
+    from engine.errors import Cancelled, ConfigError
+    from engine.simulate import sweep
 
     total = sum(s.base.trials * len(s.values) for s in sweeps)
     bar = progress_bar(total, "simulate", args.quiet)
@@ -136,18 +142,26 @@ def run(args: argparse.Namespace) -> int:
           f"{first.method}, backend {first.backend} ({first.device}, {first.config.dtype}); "
           f"{elapsed:.2f} s")
     if out is not None:
-        try:
-            paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
-            if args.figures:
-                from ui.figures import write_sweep_figure_sets
-
-                # one figure set per point; the sweep figure shows one curve per rule along one
-                # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)
-                last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
-                        ] if points[-1].axis == "d_k" else points
-                paths += write_sweep_figure_sets(points, out, sweep_points=last,
-                                                 style=args.figure_style)
-        except OSError as exc:
-            fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
-        print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+        _write_outputs(args, prog, out, snapshots, points)
     return 0
+
+
+def _write_outputs(args: argparse.Namespace, prog: str, out: Any, snapshots: list, points: list
+                   ) -> None:
+    """summary.csv, histograms.npz, config.json and (``--figures``) the figures into ``out``."""
+    from engine.export import write_simulation_outputs
+
+    try:
+        paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
+        if args.figures:
+            from ui.figures import write_sweep_figure_sets
+
+            # one figure set per point; the sweep figure shows one curve per rule along one
+            # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)
+            last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
+                    ] if points[-1].axis == "d_k" else points
+            paths += write_sweep_figure_sets(points, out, sweep_points=last,
+                                             style=args.figure_style)
+    except OSError as exc:
+        fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+    print(f"wrote {', '.join(p.name for p in paths)} to {out}")

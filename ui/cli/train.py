@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
             paths = write_training_outputs(out, trainer, snap, {"wall_s": elapsed})
             if args.figures:
-                from ui.pages.training.figures import write_training_figures
+                from ui.figures import write_training_figures
 
                 paths += write_training_figures(snap, out, style=args.figure_style)
         except OSError as exc:

@@ -19,13 +19,34 @@ from PySide6.QtWidgets import (
     QAbstractSlider,
     QAbstractSpinBox,
     QApplication,
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QGridLayout,
     QSpinBox,
     QWidget,
 )
 
 WHEEL_TYPES = (QAbstractSpinBox, QComboBox, QAbstractSlider)
+
+
+def rule_check_boxes(box: QWidget, rules: tuple[str, ...], changed: Any,
+                     tips: dict[str, str] | None = None) -> tuple[QGridLayout, dict[str, QCheckBox]]:
+    """A grid of one check box per rule in ``box`` (two columns, each in its rule's colour, which
+    follows the theme); each toggle calls ``changed``. Returns the grid and the boxes by rule."""
+    from ui.theme import color_rule_widget
+
+    grid = QGridLayout(box)
+    checks: dict[str, QCheckBox] = {}
+    for i, rule in enumerate(rules):
+        cb = QCheckBox(rule, box)
+        if tips is not None:
+            cb.setToolTip(tips.get(rule, ""))
+        color_rule_widget(cb, rule)
+        cb.toggled.connect(changed)
+        grid.addWidget(cb, i // 2, i % 2)
+        checks[rule] = cb
+    return grid, checks
 
 
 class WheelGuard(QObject):

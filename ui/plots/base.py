@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from engine.io import atomic_write_bytes, csv_text
 from engine.rules import rule_label  # the one definition, re-exported for the plots
+from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
 from ui.theme import LIGHT, Theme, rule_color
 
 EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
@@ -147,6 +148,8 @@ class PlotPanel(QFrame):
         self._flash_timer = QTimer(self)
         self._flash_timer.setSingleShot(True)
         self._flash_timer.timeout.connect(self._unflash)
+        #: the colour bars of this panel's heatmaps (themed with it)
+        self.colorbars: list[pg.ColorBarItem] = []
         self.build()
         self.apply_theme(self.theme)
 
@@ -200,6 +203,15 @@ class PlotPanel(QFrame):
                            ("Export plot data as CSV…", "csv")):
             vb.menu.addAction(text, lambda k=kind: self.export_requested.emit(self, k))
         return plot
+
+    def add_heatmap(self, plot: pg.PlotItem, label: str | None = None,
+                    colormap: str | pg.ColorMap = "viridis", values: tuple[float, float] = (0.0, 1.0),
+                    width: int = 12, row_major: bool = False) -> tuple[pg.ImageItem, pg.ColorBarItem]:
+        """A heatmap with its colour bar in ``plot`` (see ui.plots.heatmap); the bar follows the
+        panel's theme."""
+        image, bar = heatmap_with_colorbar(plot, label, colormap, values, width, row_major)
+        self.colorbars.append(bar)
+        return image, bar
 
     def export_menu(self, parent: QWidget) -> QMenu:
         menu = QMenu(f"{self.title}", parent)
@@ -275,6 +287,8 @@ class PlotPanel(QFrame):
                     label.setText(label.text)
                 legend.setBrush(pg.mkBrush(theme.background + "00"))  # outside the data: no box
                 legend.setPen(pg.mkPen(None))
+        for bar in self.colorbars:
+            theme_colorbar(bar, theme)
         self.theme_changed(theme)
         self._set_frame_style(self.highlighted)
         self.invalidate()

@@ -41,11 +41,7 @@ class WeightsPanel(PlotPanel):
 
         self.heat = self.add_plot(0, 0, "key rank (sorted by weight)", "sample row", legend=False)
         self.heat.invertY(True)
-        self.image = pg.ImageItem()
-        self.heat.addItem(self.image)
-        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                    label="weight p", interactive=False, width=12)
-        self.cbar.setImageItem(self.image, insert_in=self.heat)
+        self.image, self.cbar = self.add_heatmap(self.heat, "weight p")
         # marks the row the bar chart shows: thin, dashed, and says what it is
         self.row_marker = pg.InfiniteLine(
             angle=0, movable=False, label="row {value:.0f} → bars",

@@ -204,7 +204,7 @@ def test_the_status_line_names_diverged_and_collapsed_runs(page):
 
 
 def test_diverged_and_collapse_markers_are_drawn(qtbot):
-    from ui.pages.training.plots import EntropyPanel, LossPanel, TrainingView
+    from ui.plots.training.panels import EntropyPanel, LossPanel, TrainingView
 
     snap = _diverged_and_collapsed()
     loss, entropy = LossPanel(), EntropyPanel()
@@ -223,7 +223,7 @@ def test_logit_heatmap_rows_are_the_engine_bins_and_lines_sit_on_them(qtbot):
     """The heatmap is drawn in bin-index space (asinh bins): the median line of each step lies in
     the bin that holds the median, and the axis labels are logit values, increasing."""
     from engine.training.trainer import run_training
-    from ui.pages.training.plots import LogitDistributionPanel, TrainingView
+    from ui.plots.training.panels import LogitDistributionPanel, TrainingView
 
     _, snap = run_training(TINY)
     panel = LogitDistributionPanel()

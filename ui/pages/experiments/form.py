@@ -13,7 +13,6 @@ from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFileDialog,
     QGridLayout,
@@ -33,7 +32,8 @@ from engine.experiments.spec import ExperimentSpec
 from engine.training.config import TRAINING_RULES
 from ui.pages.experiments.axes import AxesEditor
 from ui.pages.experiments.custom import describe_base, form_spec
-from ui.theme import error_css, rule_color
+from ui.params.fields import rule_check_boxes
+from ui.theme import error_css
 
 CUSTOM_DESCRIPTION = ("A grid of your own: the base configuration (take it from the Training "
                       "page), the rules trained side by side in every job, and the axes. Every "
@@ -69,7 +69,28 @@ class ExperimentForm(QWidget):
         self.description.setWordWrap(True)
         self.description.setStyleSheet(NOTE_STYLE)
         outer.addWidget(self.description)
+        base_box = self._build_base_box()
+        outer.addWidget(base_box)
+        rules_box = self._build_rules_box()
+        outer.addWidget(rules_box)
+        axes_box = QGroupBox("Axes (the grid is their product)", self)
+        axes_layout = QVBoxLayout(axes_box)
+        self.axes = AxesEditor(axes_box)
+        self.axes.changed.connect(self.changed)
+        axes_layout.addWidget(self.axes)
+        outer.addWidget(axes_box)
+        run_box = self._build_run_box()
+        outer.addWidget(run_box)
+        outer.addStretch(1)
+        self._run_box, self._editable = run_box, [self.choice, base_box, rules_box, axes_box, run_box]
+        self._set_rules(self.base.scalings)
+        self.choice.setCurrentIndex(1)  # the first built-in experiment
+        self.choice.currentIndexChanged.connect(self._choice_changed)
+        self._choice_changed()
 
+    # -- construction --------------------------------------------------------------------------
+    def _build_base_box(self) -> QGroupBox:
+        """The base configuration: what it is, and a button taking the Training page's."""
         base_box = QGroupBox("Base configuration", self)
         base_layout = QVBoxLayout(base_box)
         self.base_label = QLabel(base_box)
@@ -86,31 +107,21 @@ class ExperimentForm(QWidget):
         self.base_error.setStyleSheet(error_css() + " font-size: 9pt;")
         self.base_error.hide()
         base_layout.addWidget(self.base_error)
-        outer.addWidget(base_box)
+        return base_box
 
+    def _build_rules_box(self) -> QGroupBox:
+        """One check box per rule (in its colour) and the box's error line."""
         rules_box = QGroupBox("Rules (trained side by side in every job)", self)
-        grid = QGridLayout(rules_box)
-        self.rule_checks: dict[str, QCheckBox] = {}
-        for i, rule in enumerate(TRAINING_RULES):
-            cb = QCheckBox(rule, rules_box)
-            cb.setStyleSheet(f"QCheckBox {{ color: {rule_color(rule)}; font-weight: bold; }}")
-            cb.toggled.connect(self.changed)
-            grid.addWidget(cb, i // 2, i % 2)
-            self.rule_checks[rule] = cb
+        grid, self.rule_checks = rule_check_boxes(rules_box, TRAINING_RULES, self.changed)
         self.rules_error = QLabel(rules_box)
         self.rules_error.setStyleSheet(error_css() + " font-size: 9pt;")
         self.rules_error.setWordWrap(True)
         self.rules_error.hide()
         grid.addWidget(self.rules_error, len(TRAINING_RULES) // 2 + 1, 0, 1, 2)
-        outer.addWidget(rules_box)
+        return rules_box
 
-        axes_box = QGroupBox("Axes (the grid is their product)", self)
-        axes_layout = QVBoxLayout(axes_box)
-        self.axes = AxesEditor(axes_box)
-        self.axes.changed.connect(self.changed)
-        axes_layout.addWidget(self.axes)
-        outer.addWidget(axes_box)
-
+    def _build_run_box(self) -> QGroupBox:
+        """Worker processes and the output folder."""
         run_box = QGroupBox("Run", self)
         run_layout = QGridLayout(run_box)
         run_layout.addWidget(QLabel("workers"), 0, 0)
@@ -131,13 +142,7 @@ class ExperimentForm(QWidget):
         choose.clicked.connect(self._choose_out)
         run_layout.addWidget(choose, 1, 2)
         run_layout.setColumnStretch(1, 1)
-        outer.addWidget(run_box)
-        outer.addStretch(1)
-        self._run_box, self._editable = run_box, [self.choice, base_box, rules_box, axes_box, run_box]
-        self._set_rules(self.base.scalings)
-        self.choice.setCurrentIndex(1)  # the first built-in experiment
-        self.choice.currentIndexChanged.connect(self._choice_changed)
-        self._choice_changed()
+        return run_box
 
     # -- choices -------------------------------------------------------------------------------
     @property

@@ -17,15 +17,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
-    QPushButton,
     QScrollArea,
     QSplitter,
     QVBoxLayout,
@@ -34,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.experiment_figures import ExperimentFigurePanel
+from ui.pages.base import LivePage
 from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
@@ -44,7 +43,6 @@ from ui.settings import load_json, save_json
 from ui.theme import current_theme, error_css
 from ui.worker import Worker
 
-REDRAW_MS = 33
 ESTIMATE_DEBOUNCE_MS = 400
 JOIN_S = 10.0
 ESTIMATE_JOIN_S = 2.0
@@ -52,7 +50,8 @@ FIGURE_COLUMNS = 3
 SETTINGS_KEY = "experiments/form"
 
 
-class ExperimentsPage(QWidget):
+class ExperimentsPage(LivePage):
+    join_s = JOIN_S
     #: a finished job's result (plain dict) and a title: the window shows it in the Training page
     open_job = Signal(object, str)
     #: "idle" | "running" | "stopping" | "stopped" | "done" | "error"
@@ -68,7 +67,6 @@ class ExperimentsPage(QWidget):
         self.progress: Any = None  #: latest ExperimentProgress of the run shown
         self.estimate: Estimate | None = None
         self.message = ""  #: the last message shown (tests read it)
-        self._closing = False
         self._cancel = threading.Event()
         self._results_seen: Any = None
         self._grid_state: Any = None
@@ -76,28 +74,33 @@ class ExperimentsPage(QWidget):
         self.figure_panels: list[ExperimentFigurePanel] = []
         self._figures_key: Any = None
 
-        self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(self._on_cancelled)
         self.estimator = Worker(self)
         self.estimator.error.connect(lambda _g, exc: self._show_estimate(error=exc))
 
-        root = QHBoxLayout(self)
-        root.setContentsMargins(2, 2, 2, 2)
         self.form = ExperimentForm()
-        side = QScrollArea(self)
-        side.setWidgetResizable(True)
-        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side.setWidget(self.form)
-        side.setMinimumWidth(300)
-        side.setMaximumWidth(380)
-        root.addWidget(side)
+        right = self.form_beside(self.form, 300, 380)
+        right.addLayout(self._build_bar())
+        self._build_status_lines(right)
+        right.addWidget(self._build_results(), 1)
 
-        right = QVBoxLayout()
+        self.estimate_timer = QTimer(self)
+        self.estimate_timer.setSingleShot(True)
+        self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
+        self.estimate_timer.timeout.connect(self._start_estimate)
+        self.form.changed.connect(self._validate)
+        self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
+        self._validate()
+        self._update_buttons()
+        self.timer.start()
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_bar(self) -> QHBoxLayout:
+        """Start, Stop, Resume, Export all, Open folder, and why Start is refused."""
         bar = QHBoxLayout()
-        self.buttons: dict[str, QPushButton] = {}
-        for key, text, tip in (
+        self.buttons = self.add_buttons(bar, (
             ("start", "Start", "Run every job of the grid in the background (a new output folder)"),
             ("stop", "Stop", "Stop now: finished jobs are kept (Resume continues)"),
             ("resume", "Resume", "Continue the stopped experiment in its folder (finished jobs "
@@ -106,21 +109,20 @@ class ExperimentsPage(QWidget):
                                       "experiment.json into a new folder"),
             ("open", "Open folder…", "Show an experiment folder's finished jobs (Resume then "
                                      "continues it)"),
-        ):
-            b = QPushButton(text, self)
-            b.setToolTip(tip)
-            bar.addWidget(b)
-            self.buttons[key] = b
+        ))
         self.buttons["start"].clicked.connect(self.start)
         self.buttons["stop"].clicked.connect(self.stop)
         self.buttons["resume"].clicked.connect(self.resume)
-        self.buttons["export"].clicked.connect(self._export_dialog)
+        self.buttons["export"].clicked.connect(self.export_all_dialog)
         self.buttons["open"].clicked.connect(self._open_dialog)
         self.reason_label = QLabel(self)
         self.reason_label.setWordWrap(True)
         self.reason_label.setStyleSheet(error_css())
         bar.addWidget(self.reason_label, 1)
-        right.addLayout(bar)
+        return bar
+
+    def _build_status_lines(self, right: QVBoxLayout) -> None:
+        """The plan (jobs, estimated time), progress, status and verdict lines."""
         self.plan_label = QLabel(self)
         self.plan_label.setWordWrap(True)
         right.addWidget(self.plan_label)
@@ -141,12 +143,14 @@ class ExperimentsPage(QWidget):
                                       "every number (engine.experiments.figures.verdict)")
         right.addWidget(self.verdict_label)
 
+    def _build_results(self) -> QSplitter:
+        """The grid and the job list above, the figures below."""
         split = QSplitter(Qt.Orientation.Vertical, self)
         top = QSplitter(Qt.Orientation.Horizontal, split)
         self.grid_panel = GridPanel(top)
         self.grid_panel.choice_changed.connect(self._grid_choice_changed)
         self.grid_panel.job_clicked.connect(self.open_job_index)
-        self.grid_panel.export_requested.connect(self._export_panel_dialog)
+        self.grid_panel.export_requested.connect(self.export_panel_dialog)
         self.jobs = JobTable(top)
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
@@ -160,24 +164,7 @@ class ExperimentsPage(QWidget):
         split.addWidget(top)
         split.addWidget(figures_scroll)
         split.setSizes([450, 500])  # the figures get a real share (the splitter keeps the ratio)
-        right.addWidget(split, 1)
-        root.addLayout(right, 1)
-
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self._tick)
-        self.estimate_timer = QTimer(self)
-        self.estimate_timer.setSingleShot(True)
-        self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
-        self.estimate_timer.timeout.connect(self._start_estimate)
-        self.form.changed.connect(self._validate)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
-        self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
-        self._validate()
-        self._update_buttons()
-        self.timer.start()
+        return split
 
     # -- wiring by the window ------------------------------------------------------------------
     def set_base_config_source(self, source: Any) -> None:
@@ -330,7 +317,7 @@ class ExperimentsPage(QWidget):
         self._show_progress()
         return True
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         self._take()
         if self.estimator.take_latest() is not None:
             self.estimate = self.estimator.peek_latest().item
@@ -396,12 +383,10 @@ class ExperimentsPage(QWidget):
         for i, fig in enumerate(self._figure_state):
             panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
             panel.setMinimumHeight(220)
-            panel.export_requested.connect(self._export_panel_dialog)
+            panel.export_requested.connect(self.export_panel_dialog)
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
-            theme = getattr(self, "_theme", None)
-            if theme is not None:
-                panel.apply_theme(theme)
+            panel.apply_theme(self.theme)
 
     def _show_progress(self) -> None:
         p = self.progress
@@ -500,24 +485,8 @@ class ExperimentsPage(QWidget):
         return True
 
     # -- export --------------------------------------------------------------------------------
-    def _export_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
-        if folder:
-            self.export_all(folder)
-
-    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
-        """One plot as PNG, SVG or CSV (its ⋯ menu or right-click)."""
-        from ui.export import ExportError, export_panel
-
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
-                                              f"{panel.plot_id}.{kind}", f"*.{kind}")
-        if not path:
-            return
-        try:
-            export_panel(panel, path, kind)
-            self._set_status(self.status, f"wrote {path}")
-        except ExportError as exc:
-            self._set_status(self.status, str(exc), error=True)
+    def report(self, text: str, error: bool = False) -> None:
+        self._set_status(self.status, text, error=error)
 
     def export_all(self, parent: str | Path) -> Path | None:
         """Figures, the grid and the result files into a new folder under ``parent``."""
@@ -538,37 +507,15 @@ class ExperimentsPage(QWidget):
         return out
 
     # -- theme and closing ---------------------------------------------------------------------
-    def apply_theme(self, theme: Any) -> None:
-        self._theme = theme
-        for panel in (self.grid_panel, *self.figure_panels):
-            panel.apply_theme(theme)
+    def themed_panels(self) -> list[Any]:
+        return [self.grid_panel, *self.figure_panels]
 
-    def shutdown(self) -> None:
-        """Cancel the run (the pool ends), stop the timers and join both threads; safe twice."""
-        if self._closing:
-            return
-        self._closing = True
-        self.timer.stop()
+    def stop_work(self) -> None:
+        """Cancel the run (the pool ends) and the estimate; ``shutdown`` joins the run's thread."""
         self.estimate_timer.stop()
         self._cancel.set()
-        self.worker.stop()
         self.estimator.stop()
-        self.worker.join(JOIN_S)
+
+    def shutdown(self) -> None:
+        super().shutdown()
         self.estimator.join(ESTIMATE_JOIN_S)  # only timing steps: not worth a long wait
-
-    def closeEvent(self, event: Any) -> None:
-        self.shutdown()
-        super().closeEvent(event)
-
-    def showEvent(self, event: Any) -> None:
-        """Inside a main window, closing that window must also end a running experiment."""
-        top = self.window()
-        if top is not self and not getattr(self, "_watching", False):
-            top.installEventFilter(self)
-            self._watching = True
-        super().showEvent(event)
-
-    def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() == QEvent.Type.Close and obj is self.window():
-            self.shutdown()
-        return False

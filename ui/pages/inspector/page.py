@@ -78,8 +78,23 @@ class InspectorPage(QWidget):
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
+        inputs = self._build_inputs()
+        formula = QLabel("p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_i(δ_ij − p_j))")
+        formula.setObjectName("inspectorFormula")
+        splitter = self._build_views()
+        bottom = self._build_export_row()
+        layout = QVBoxLayout(self)
+        layout.addLayout(inputs)
+        layout.addWidget(formula)
+        layout.addWidget(splitter, 1)
+        layout.addLayout(bottom)
+        self.theme: Theme = LIGHT
+        self.apply_theme(LIGHT)
+        self.refresh()
 
-        # -- inputs ---------------------------------------------------------------------------
+    # -- construction --------------------------------------------------------------------------
+    def _build_inputs(self) -> QGridLayout:
+        """The scores and scale fields (with their error labels) and the worked examples."""
         self.scores_edit = QLineEdit("8, 0, -8")
         self.scores_edit.setPlaceholderText("e.g. 8, 0, -8 or 3, -2*999 (2 to 65,536 numbers; V*K repeats V)")
         self.scores_edit.setToolTip("The raw scores s_i of one query row (q·k_i).")
@@ -110,10 +125,10 @@ class InspectorPage(QWidget):
         inputs.addWidget(self.scores_error, 1, 1)
         inputs.addWidget(self.scale_error, 1, 2, 1, 3)
         inputs.setColumnStretch(1, 1)
-        formula = QLabel("p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_i(δ_ij − p_j))")
-        formula.setObjectName("inspectorFormula")
+        return inputs
 
-        # -- views ----------------------------------------------------------------------------
+    def _build_views(self) -> QSplitter:
+        """Weights, gauge and summary on the left; the Jacobian heatmap and its table right."""
         self.weights_plot = WeightsPlot()
         self.gauge = MaxEntryGauge()
         self.heatmap = JacobianHeatmap()
@@ -129,7 +144,29 @@ class InspectorPage(QWidget):
         self.table.setModel(self.model)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setDefaultSectionSize(20)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.weights_plot, 3)
+        left_layout.addWidget(self.log_weights)
+        left_layout.addWidget(self.gauge)
+        left_layout.addLayout(self._build_summary())
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.heatmap, 3)
+        hover_row = QHBoxLayout()
+        hover_row.addWidget(self.hover_label, 1)
+        hover_row.addWidget(self.fit_colors)
+        right_layout.addLayout(hover_row)
+        right_layout.addWidget(self.table, 2)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setChildrenCollapsible(False)
+        return splitter
 
+    def _build_summary(self) -> QFormLayout:
         self.summary: dict[str, QLabel] = {}
         summary = QFormLayout()
         for key, label in (
@@ -145,29 +182,10 @@ class InspectorPage(QWidget):
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             summary.addRow(label, value)
             self.summary[key] = value
+        return summary
 
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(self.weights_plot, 3)
-        left_layout.addWidget(self.log_weights)
-        left_layout.addWidget(self.gauge)
-        left_layout.addLayout(summary)
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(self.heatmap, 3)
-        hover_row = QHBoxLayout()
-        hover_row.addWidget(self.hover_label, 1)
-        hover_row.addWidget(self.fit_colors)
-        right_layout.addLayout(hover_row)
-        right_layout.addWidget(self.table, 2)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(left)
-        splitter.addWidget(right)
-        splitter.setChildrenCollapsible(False)
-
-        # -- export ---------------------------------------------------------------------------
+    def _build_export_row(self) -> QHBoxLayout:
+        """The status line and the two save buttons."""
         self.status = QLabel()
         self.status.setObjectName("inspectorStatus")
         save_png = QPushButton("Save plots (PNG, SVG)…")
@@ -179,15 +197,7 @@ class InspectorPage(QWidget):
         bottom.addWidget(self.status, 1)
         bottom.addWidget(save_png)
         bottom.addWidget(save_csv)
-
-        layout = QVBoxLayout(self)
-        layout.addLayout(inputs)
-        layout.addWidget(formula)
-        layout.addWidget(splitter, 1)
-        layout.addLayout(bottom)
-        self.theme: Theme = LIGHT
-        self.apply_theme(LIGHT)
-        self.refresh()
+        return bottom
 
     # -- public API ---------------------------------------------------------------------------
     @property

@@ -18,6 +18,7 @@ from engine.io import atomic_write_bytes
 from engine.softmax import JACOBIAN_ENTRY_MAX
 from ui.pages.inspector.fmt import cell
 from ui.plots.base import outside_legend
+from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
 from ui.theme import LIGHT, Theme
 
 #: above this many scores the heatmap shows no numbers in the cells (hover shows them)
@@ -33,8 +34,7 @@ def apply_plot_theme(plot: pg.PlotWidget, theme: Theme) -> None:
     axes = [item.getAxis(name) for name in ("left", "bottom", "right", "top")]
     colorbar = getattr(plot, "colorbar", None)
     if colorbar is not None:
-        axes.append(colorbar.axis)
-        colorbar.getAxis("left").setLabel("J_ij", color=theme.foreground)  # the bar's title
+        theme_colorbar(colorbar, theme)
     for axis in axes:
         axis.setPen(fg)
         axis.setTextPen(fg)
@@ -165,13 +165,8 @@ class JacobianHeatmap(pg.PlotWidget):
         item.setLabel("left", "row i")
         item.setAspectLocked(True)
         item.invertY(True)
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.image.setColorMap(_DIVERGING)
-        item.addItem(self.image)
-        self.colorbar = pg.ColorBarItem(values=(-JACOBIAN_ENTRY_MAX, JACOBIAN_ENTRY_MAX),
-                                        colorMap=_DIVERGING, interactive=False, width=14,
-                                        label="J_ij")
-        self.colorbar.setImageItem(self.image, insert_in=item)
+        self.image, self.colorbar = heatmap_with_colorbar(
+            item, "J_ij", _DIVERGING, (-JACOBIAN_ENTRY_MAX, JACOBIAN_ENTRY_MAX), 14, row_major=True)
         # short tick labels (-2e-4, 0.10): the bar's axis is narrow and would clip -0.0002
         self.colorbar.axis.tickStrings = lambda values, scale, spacing: [
             cell(v * scale, compact=True) for v in values]

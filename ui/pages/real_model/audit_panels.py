@@ -26,7 +26,7 @@ from engine.probe.audit import AuditResult
 from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
-from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend, theme_colorbar
+from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend
 from ui.plots.base import PlotPanel, finite
 from ui.theme import Theme, rule_color
 
@@ -113,12 +113,9 @@ class AuditPanel(PlotPanel):
         self.plot = self.add_plot(0, 0, "head", "layer", legend=False)
         self.plot.invertY(True)
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.plot.addItem(self.image)
-        self.bar = pg.ColorBarItem(values=(-MIN_LOG2_SPAN, MIN_LOG2_SPAN),
-                                   colorMap=pg.colormap.get("CET-D1"), interactive=False, width=12,
-                                   label="log2(s·√d_k): 0 = 1/√d_k, −1 = half, +1 = double")
-        self.bar.setImageItem(self.image, insert_in=self.plot)
+        self.image, self.bar = self.add_heatmap(
+            self.plot, "log2(s·√d_k): 0 = 1/√d_k, −1 = half, +1 = double", "CET-D1",
+            (-MIN_LOG2_SPAN, MIN_LOG2_SPAN), row_major=True)
         self.placeholder = Placeholder(self.plot, "")
         self.glw.scene().sigMouseMoved.connect(self._on_move)
         self._leave = _LeaveFilter(self, self.reset_hover)
@@ -148,7 +145,6 @@ class AuditPanel(PlotPanel):
 
     def theme_changed(self, theme: Theme) -> None:
         self.placeholder.recolour(theme.foreground)
-        theme_colorbar(self.bar, theme)
 
     def data_key(self, state: Any) -> Any:
         return None if state is None else id(state.result)
@@ -235,6 +231,15 @@ class WhatIfPanel(PlotPanel):
         for i, w in enumerate((self.layer_box, self.run_button, QLabel("grids at"), self.slider,
                                self.m_label)):
             self.header.insertWidget(1 + i, w)
+        self._build_curves()
+        self._build_grids()
+        self.placeholder = Placeholder(self.attn_plot, "")
+        self._rows: list[dict[str, Any]] = []
+        self._relabel_legend(causal=False)
+        self.show_empty()
+
+    def _build_curves(self) -> None:
+        """The two plots along m, their legends and the marks (model's scale, 1/√d_k, grids)."""
         # the legends get their own row above the plots: inside, they covered the curves of a
         # narrow window (the similarity peaks in the middle and falls to both sides)
         self.attn_legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
@@ -270,6 +275,9 @@ class WhatIfPanel(PlotPanel):
             self.model_lines.append(own)
             self.std_lines.append(std)
             self.pick_lines.append(pick)
+
+    def _build_grids(self) -> None:
+        """Per-head heatmaps (entropy, saturation) at the m the slider picks."""
         self.grid_plots = []
         self.grid_images = []
         self.grid_bars = []
@@ -278,20 +286,12 @@ class WhatIfPanel(PlotPanel):
             p.invertY(True)
             p.getViewBox().setMouseEnabled(x=False, y=False)
             p.setTitle(title, size="9pt")
-            img = pg.ImageItem(axisOrder="row-major")
-            p.addItem(img)
-            bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                  interactive=False, width=10)
-            bar.setImageItem(img, insert_in=p)
+            img, bar = self.add_heatmap(p, width=10, row_major=True)
             self.grid_plots.append(p)
             self.grid_images.append(img)
             self.grid_bars.append(bar)
         self.glw.ci.layout.setRowStretchFactor(1, 1)
         self.glw.ci.layout.setRowStretchFactor(2, 1)
-        self.placeholder = Placeholder(self.attn_plot, "")
-        self._rows: list[dict[str, Any]] = []
-        self._relabel_legend(causal=False)
-        self.show_empty()
 
     def set_layers(self, n_layers: int) -> None:
         keep = self.layer_box.currentData()
@@ -346,8 +346,6 @@ class WhatIfPanel(PlotPanel):
             line.setPen(pg.mkPen(theme.highlight + "A0", width=4))
             line.label.setColor(theme.highlight)
             line.setZValue(-1)
-        for bar in self.grid_bars:
-            theme_colorbar(bar, theme)
 
     def data_key(self, state: Any) -> Any:
         return None if state is None else (id(state.result), state.index, state.standard_m)

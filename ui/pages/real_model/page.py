@@ -51,6 +51,7 @@ from engine.probe.loader import (
 from engine.probe.summary import summarize
 from engine.probe.texts import load_text_presets
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot, whatif
+from ui.pages.base import LivePage
 from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel, WhatIfView
 from ui.pages.real_model.panels import (
     PROBE_NAMES,
@@ -59,22 +60,17 @@ from ui.pages.real_model.panels import (
     HeadScoresPanel,
     ProbeView,
 )
-from ui.theme import LIGHT, Theme
 
-REDRAW_MS = 33
 TOKENS_DEBOUNCE_MS = 250
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
 
 
-class RealModelPage(QWidget):
+class RealModelPage(LivePage):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("real_model_page")
-        from ui.worker import Worker
-
-        self.theme: Theme = LIGHT
         self.model_dir: str | None = None  #: None = the bundled MiniLM
         self._models: dict[str | None, Any] = {}  #: the loaded model (one), filled by the worker
         self.result: ProbeResult | None = None
@@ -90,7 +86,6 @@ class RealModelPage(QWidget):
         self.bugs: dict[int, str] = {}  #: planted by "break it" (layer -> kind)
         self._job = "probe"  #: what the worker runs now: probe, audit or whatif
 
-        self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: self._set_running(False, "stopped"))
@@ -100,9 +95,6 @@ class RealModelPage(QWidget):
         self.token_timer.setInterval(TOKENS_DEBOUNCE_MS)
         self.token_timer.timeout.connect(self.show_tokens)
         self.text_edit.textChanged.connect(self.token_timer.start)
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self.tick)
         self.timer.start()
         self._update_availability()
         self._show_empty()
@@ -112,7 +104,33 @@ class RealModelPage(QWidget):
         side = QWidget(self)
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(4, 4, 4, 4)
+        side_layout.addWidget(self._build_model_box(side))
+        side_layout.addWidget(self._build_text_box(side), 1)
+        side_layout.addWidget(self._build_tokens_box(side), 0)
+        side_layout.addWidget(self._build_detail_box(side))
+        side.setMinimumWidth(280)
+        side.setMaximumWidth(420)
+        self._build_panels()
+        # a short window scrolls the form (after Analyze its texts grow) instead of overlapping it
+        side_scroll = QScrollArea(self)
+        side_scroll.setObjectName("real_model_form")
+        side_scroll.setWidgetResizable(True)
+        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side_scroll.setWidget(side)
+        side_scroll.setMinimumWidth(side.minimumWidth() + 14)
+        side_scroll.setMaximumWidth(side.maximumWidth() + 14)
+        outer = QSplitter(Qt.Orientation.Horizontal, self)
+        outer.addWidget(side_scroll)
+        outer.addWidget(self.tabs)
+        outer.setStretchFactor(1, 1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(outer)
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.analyze)
 
+    def _build_model_box(self, side: QWidget) -> QGroupBox:
+        """Which model: its name, open a folder or go back to the bundled one, install hints."""
         model_box = QGroupBox("Model", side)
         mb = QVBoxLayout(model_box)
         self.model_label = QLabel(model_box)
@@ -133,8 +151,10 @@ class RealModelPage(QWidget):
         self.hint_label.setWordWrap(True)
         self.hint_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         mb.addWidget(self.hint_label)
-        side_layout.addWidget(model_box)
+        return model_box
 
+    def _build_text_box(self, side: QWidget) -> QGroupBox:
+        """The text (or a preset), Analyze / Stop, progress and the status line."""
         text_box = QGroupBox("Text", side)
         tb = QVBoxLayout(text_box)
         self.presets = load_text_presets()
@@ -166,8 +186,9 @@ class RealModelPage(QWidget):
         self.status_label = QLabel("", text_box)
         self.status_label.setWordWrap(True)
         tb.addWidget(self.status_label)
-        side_layout.addWidget(text_box, 1)
+        return text_box
 
+    def _build_tokens_box(self, side: QWidget) -> QGroupBox:
         tokens_box = QGroupBox("Tokens, as the model sees the text", side)
         tk = QVBoxLayout(tokens_box)
         self.tokens_count = QLabel("shown after the model is loaded (first Analyze)", tokens_box)
@@ -177,8 +198,10 @@ class RealModelPage(QWidget):
         self.tokens_view.setReadOnly(True)
         self.tokens_view.setMaximumHeight(110)
         tk.addWidget(self.tokens_view)
-        side_layout.addWidget(tokens_box, 0)
+        return tokens_box
 
+    def _build_detail_box(self, side: QWidget) -> QGroupBox:
+        """The scale of the detail plots, the head's summary and Export all."""
         detail_box = QGroupBox("Head detail", side)
         db = QVBoxLayout(detail_box)
         row = QHBoxLayout()
@@ -199,19 +222,19 @@ class RealModelPage(QWidget):
         self.export_button.setToolTip("PNG and SVG of every plot, heads.csv, scores.npz and "
                                       "config.json into a new folder")
         self.export_button.setEnabled(False)
-        self.export_button.clicked.connect(self._export_dialog)
+        self.export_button.clicked.connect(self.export_all_dialog)
         db.addWidget(self.export_button)
-        side_layout.addWidget(detail_box)
-        side.setMinimumWidth(280)
-        side.setMaximumWidth(420)
+        return detail_box
 
+    def _build_panels(self) -> None:
+        """The per-head plots, the Scale audit and the What-if views, in ``self.tabs``."""
         self.grid_panel = HeadGridPanel(self)
         self.grid_panel.head_clicked.connect(self.select_head)
         self.scores_panel = HeadScoresPanel(self)
         self.attention_panel = HeadAttentionPanel(self)
         self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
         for panel in self.panels:
-            panel.export_requested.connect(self._export_panel_dialog)
+            panel.export_requested.connect(self.export_panel_dialog)
         self.audit_panel = AuditPanel(self)
         self.audit_panel.run_requested.connect(self.run_audit)
         self.audit_panel.inject_requested.connect(self.break_layer)
@@ -221,7 +244,7 @@ class RealModelPage(QWidget):
         self.whatif_panel.index_changed.connect(self.set_whatif_index)
         self.audit_panels = (self.audit_panel, self.whatif_panel)
         for panel in self.audit_panels:
-            panel.export_requested.connect(self._export_panel_dialog)
+            panel.export_requested.connect(self.export_panel_dialog)
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.scores_panel)
         bottom.addWidget(self.attention_panel)
@@ -238,23 +261,6 @@ class RealModelPage(QWidget):
         self.tabs.addTab(self.audit_panel, "Scale audit")
         self.tabs.addTab(self.whatif_panel, "What-if")
         self.tabs.currentChanged.connect(lambda _i: self._refresh_audit_views())
-        # a short window scrolls the form (after Analyze its texts grow) instead of overlapping it
-        side_scroll = QScrollArea(self)
-        side_scroll.setObjectName("real_model_form")
-        side_scroll.setWidgetResizable(True)
-        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side_scroll.setWidget(side)
-        side_scroll.setMinimumWidth(side.minimumWidth() + 14)
-        side_scroll.setMaximumWidth(side.maximumWidth() + 14)
-        outer = QSplitter(Qt.Orientation.Horizontal, self)
-        outer.addWidget(side_scroll)
-        outer.addWidget(self.tabs)
-        outer.setStretchFactor(1, 1)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(outer)
-        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.analyze)
 
     # -- model choice --------------------------------------------------------------------------
     def _update_availability(self) -> None:
@@ -581,6 +587,23 @@ class RealModelPage(QWidget):
     def rule(self) -> str:
         return self.rule_box.currentData()
 
+    def session_params(self) -> dict[str, Any]:
+        """The page's parameters for a session: the model folder (None: bundled), the text and
+        the scale of the detail plots."""
+        return {"model": self.model_dir, "text": self.text_edit.toPlainText(), "rule": self.rule}
+
+    def apply_session_params(self, data: dict[str, Any]) -> bool:
+        """Take a session's parameters (validated by the caller); False while a job runs. A model
+        folder that is not here is refused with the page's message; text and rule still apply."""
+        if self.worker.is_running():
+            return False
+        self.text_edit.setPlainText(str(data.get("text", "")))
+        index = self.rule_box.findData(data.get("rule", "model"))
+        if index >= 0:
+            self.rule_box.setCurrentIndex(index)
+        self.set_model_dir(data.get("model"))
+        return True
+
     def _update_view(self) -> None:
         res = self.result
         if res is None:
@@ -590,29 +613,12 @@ class RealModelPage(QWidget):
         for panel in self.panels:
             panel.refresh(self.view)
 
-    # -- theme, export, shutdown ---------------------------------------------------------------
-    def apply_theme(self, theme: Theme) -> None:
-        self.theme = theme
-        for panel in (*self.panels, *self.audit_panels):
-            panel.apply_theme(theme)
+    # -- theme, export -------------------------------------------------------------------------
+    def themed_panels(self) -> list[Any]:
+        return [*self.panels, *self.audit_panels]
 
-    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
-        from ui.export import ExportError, export_panel
-
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
-                                              f"{panel.plot_id}.{kind}", f"*.{kind}")
-        if not path:
-            return
-        try:
-            export_panel(panel, path, kind)
-            self._message(f"wrote {path}")
-        except ExportError as exc:
-            self._message(str(exc), error=True)
-
-    def _export_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
-        if folder:
-            self.export_all(folder)
+    def report(self, text: str, error: bool = False) -> None:
+        self._message(text, error)
 
     def export_all(self, parent: str | Path) -> Path | None:
         """Every plot (each grid group) as PNG and SVG, plus heads.csv, scores.npz, config.json."""
@@ -630,9 +636,3 @@ class RealModelPage(QWidget):
             return None
         self._message(f"exported to {out}")
         return out
-
-    def shutdown(self) -> None:
-        """Stop the timer and the worker thread (the window calls this when it closes)."""
-        self.timer.stop()
-        self.worker.stop()
-        self.worker.join(5.0)

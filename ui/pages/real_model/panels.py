@@ -71,16 +71,6 @@ def _int_ticks(count: int, most: int) -> list[list[tuple[float, str]]]:
     return [[(i, str(i)) for i in range(0, count, step)], []]
 
 
-def theme_colorbar(bar: pg.ColorBarItem, theme: Theme) -> None:
-    """Axis, tick labels and label of a colour bar in the theme's foreground."""
-    for name in ("left", "right", "bottom", "top"):  # a ColorBarItem (a PlotItem) has all four
-        axis = bar.getAxis(name)
-        axis.setPen(theme.foreground)
-        axis.setTextPen(theme.foreground)
-        if axis.labelText:
-            axis.setLabel(axis.labelText, color=theme.foreground)
-
-
 def recolour_legend(legend: pg.LegendItem | None, colour: str) -> None:
     """Legend labels in ``colour`` for a legend outside a PlotItem (the base panel themes those
     inside): pyqtgraph 0.14's setLabelTextColor keeps the drawn text grey until it is set again."""
@@ -153,11 +143,7 @@ class HeadGridPanel(PlotPanel):
             plot.invertY(True)
             plot.setMenuEnabled(True)
             plot.getViewBox().setMouseEnabled(x=False, y=False)
-            image = pg.ImageItem(axisOrder="row-major")
-            plot.addItem(image)
-            bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                  interactive=False, width=10)
-            bar.setImageItem(image, insert_in=plot)
+            image, bar = self.add_heatmap(plot, width=10, row_major=True)
             mark = QGraphicsRectItem(QRectF(-0.5, -0.5, 1, 1))
             mark.setZValue(10)
             mark.setVisible(False)  # no head is selected before the first result
@@ -212,8 +198,6 @@ class HeadGridPanel(PlotPanel):
         self.placeholder.recolour(theme.foreground)
         for mark in self.marks:
             mark.setPen(pg.mkPen(theme.highlight, width=3))
-        for bar in self.bars:
-            theme_colorbar(bar, theme)
 
     def data_key(self, state: Any) -> Any:
         if state is None:
@@ -389,11 +373,8 @@ class HeadAttentionPanel(PlotPanel):
         self.matrix_plot = self.add_plot(0, 0, "key token", "query token", legend=False)
         self.matrix_plot.invertY(True)
         self.matrix_plot.getViewBox().setAspectLocked(False)
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.matrix_plot.addItem(self.image)
-        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                    label="weight p", interactive=False, width=10)
-        self.cbar.setImageItem(self.image, insert_in=self.matrix_plot)
+        self.image, self.cbar = self.add_heatmap(self.matrix_plot, "weight p", width=10,
+                                                 row_major=True)
         # the legend gets its own row between the two plots: inside the plot it would cover curves
         self.jac_legend = pg.LegendItem(colCount=3, labelTextSize="8pt")
         self.glw.addItem(self.jac_legend, row=1, col=0)
@@ -430,7 +411,6 @@ class HeadAttentionPanel(PlotPanel):
     def theme_changed(self, theme: Theme) -> None:
         self.placeholder.recolour(theme.foreground)
         recolour_legend(self.jac_legend, theme.foreground)
-        theme_colorbar(self.cbar, theme)
         self.jac_legend.setBrush(pg.mkBrush(theme.background + "00"))
         self.jac_legend.setPen(pg.mkPen(None))
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QScrollArea, QWidget
 
+from ui.pages.base import PanelRedraw
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
 from ui.plots.base import panel_grid
@@ -37,7 +38,9 @@ def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
     return SEPARATOR.join(parts)
 
 
-class SimulationPage(QScrollArea):
+class SimulationPage(QScrollArea, PanelRedraw):
+    panels_per_tick = PANELS_PER_TICK
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("simulation_page")
@@ -62,7 +65,6 @@ class SimulationPage(QScrollArea):
         self.setWidget(inner)
         self.state: Any = None
         self.theme: Theme = LIGHT
-        self._next = 0
 
     def set_state(self, state: Any) -> None:
         self.state = state
@@ -72,15 +74,7 @@ class SimulationPage(QScrollArea):
         turns (round robin) so one tick never pays for painting all six; returns the ids drawn."""
         if self.state is None:
             return []
-        ids = list(self.panels)
-        drawn: list[str] = []
-        for k in range(len(ids)):
-            pid = ids[(self._next + k) % len(ids)]
-            if len(drawn) >= budget:
-                break
-            if self.panels[pid].refresh(self.state):
-                drawn.append(pid)
-                self._next = (ids.index(pid) + 1) % len(ids)
+        drawn = self.redraw_panels(budget)
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
         snap = self.state.snapshot
@@ -94,12 +88,8 @@ class SimulationPage(QScrollArea):
         self.rule_strip.setText(rule_strip_html(rules, self.theme))
         self.rule_strip.setToolTip(rule_strip_html(rules, self.theme).replace("&nbsp;&nbsp; ", "<br>"))
 
-    def stale(self) -> list[str]:
-        """Visible panels not yet showing the current state (0 once the page caught up)."""
-        if self.state is None:
-            return []
-        return [pid for pid, p in self.panels.items()
-                if p.is_on_screen() and p.data_key(self.state) != p._drawn_key]
+    def redraw_source(self) -> Any:
+        return self.state
 
     def apply_theme(self, theme: Theme) -> None:
         self.theme = theme

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
-    QGridLayout,
     QGroupBox,
     QLabel,
     QLineEdit,
@@ -37,9 +36,9 @@ from engine.training.config import (
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
-from ui.pages.training.plots import rule_label
-from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel
-from ui.theme import Theme, color_rule_widget, current_theme, error_css
+from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, rule_check_boxes
+from ui.plots.training.panels import rule_label
+from ui.theme import Theme, current_theme, error_css
 
 #: field -> (kind, lo, hi, decimals or step); kind: int | float | choice | bool
 FIELDS: dict[str, tuple[Any, ...]] = {
@@ -137,29 +136,11 @@ class TrainingControls(QWidget):
         outer.addWidget(QLabel("<b>Preset</b>"))
         outer.addWidget(self.preset_box)
         outer.addWidget(self.preset_text)
-        rules_box = QGroupBox("Scaling rules (trained side by side)", self)
-        grid = QGridLayout(rules_box)
-        self.rule_checks: dict[str, QCheckBox] = {}
-        for i, rule in enumerate(TRAINING_RULES):
-            cb = QCheckBox(rule, rules_box)
-            cb.setToolTip(f"{rule_label(rule)}. {FIELD_HELP['scalings']}")
-            color_rule_widget(cb, rule)
-            cb.toggled.connect(self.changed)
-            grid.addWidget(cb, i // 2, i % 2)
-            self.rule_checks[rule] = cb
+        rules_box = self._build_rules_box()
         outer.addWidget(rules_box)
         self._lockable: list[QWidget] = [self.preset_box, rules_box]
         for title, names in GROUPS:
-            box = QGroupBox(title, self)
-            form = QFormLayout(box)
-            form.setContentsMargins(6, 4, 6, 4)
-            for name in names:
-                w = self._make(name, box)
-                w.setToolTip(FIELD_HELP[name])
-                label = QLabel(LABELS.get(name, name.replace("_", " ")), box)
-                label.setToolTip(FIELD_HELP[name])
-                form.addRow(label, w)
-                self.widgets[name] = w
+            box = self._build_group(title, names)
             outer.addWidget(box)
             self._lockable.append(box)
         self.error_label = QLabel(self)
@@ -173,6 +154,27 @@ class TrainingControls(QWidget):
         self.preset_box.currentIndexChanged.connect(self._load_preset)
         self._load_preset()
         guard_wheel(self)  # scrolling the long form must not change the field under the pointer
+
+    def _build_rules_box(self) -> QGroupBox:
+        """One check box per rule, in its colour."""
+        rules_box = QGroupBox("Scaling rules (trained side by side)", self)
+        tips = {rule: f"{rule_label(rule)}. {FIELD_HELP['scalings']}" for rule in TRAINING_RULES}
+        _grid, self.rule_checks = rule_check_boxes(rules_box, TRAINING_RULES, self.changed, tips)
+        return rules_box
+
+    def _build_group(self, title: str, names: tuple[str, ...]) -> QGroupBox:
+        """A titled box of fields, each with its label and help."""
+        box = QGroupBox(title, self)
+        form = QFormLayout(box)
+        form.setContentsMargins(6, 4, 6, 4)
+        for name in names:
+            w = self._make(name, box)
+            w.setToolTip(FIELD_HELP[name])
+            label = QLabel(LABELS.get(name, name.replace("_", " ")), box)
+            label.setToolTip(FIELD_HELP[name])
+            form.addRow(label, w)
+            self.widgets[name] = w
+        return box
 
     def _make(self, name: str, parent: QWidget) -> QWidget:
         spec = FIELDS[name]

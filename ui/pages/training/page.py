@@ -17,30 +17,26 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QScrollArea,
     QSpinBox,
-    QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import ConfigError
+from engine.training.config import TrainingConfig
+from ui.pages.base import LivePage, PanelRedraw
 from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
-from ui.pages.training.plots import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.plots.base import panel_grid
 from ui.plots.rule_strip import rule_parts, show_parts, strip_label
+from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.theme import current_theme, error_css
-from ui.worker import Worker
 
-REDRAW_MS = 33
 PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
 SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
 JOIN_S = 10.0
@@ -56,10 +52,11 @@ COLUMNS = 4
 PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
 
 
-class TrainingPage(QWidget):
+class TrainingPage(LivePage, PanelRedraw):
     #: "idle" | "starting" | "running" | "paused" | "stopped" | "done" | "error" | "viewing"
     #: ("viewing": logged rows shown by ``show_metrics``, no trainer)
     state_changed = Signal(str)
+    join_s = JOIN_S
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -67,27 +64,34 @@ class TrainingPage(QWidget):
         self.trainer: Any = None
         self.snapshot: Any = None
         self.status = "idle"
-        self._closing = False
-        self.worker = Worker(self)
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: None)
 
-        root = QHBoxLayout(self)
-        root.setContentsMargins(2, 2, 2, 2)
         self.controls = TrainingControls()
-        side = QScrollArea(self)
-        side.setWidgetResizable(True)
-        side.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side.setWidget(self.controls)
-        side.setMinimumWidth(250)
-        side.setMaximumWidth(330)
-        root.addWidget(side)
+        right = self.form_beside(self.controls, 250, 330)
+        right.addLayout(self._build_bar())
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        right.addWidget(self.status_label)
+        #: the on-screen legend of every plot: each rule's colour and line pattern, once (the
+        #: plots keep their legends for exported figures)
+        self.rule_strip = strip_label(self)
+        self._strip_rules: tuple[str, ...] = ()
+        right.addWidget(self.rule_strip)
+        right.addWidget(self._build_plots(), 1)
 
-        right = QVBoxLayout()
+        self.view: TrainingView | None = None
+        self.timer.start()
+        self.controls.changed.connect(self._validate)
+        self._set_status("idle")
+        self._validate()
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_bar(self) -> QHBoxLayout:
+        """The run buttons, why Start is refused, and the heatmaps' run/layer/head choice."""
         bar = QHBoxLayout()
-        self.buttons: dict[str, QPushButton] = {}
-        for key, text, tip in (
+        self.buttons = self.add_buttons(bar, (
             ("start", "Start", "Train every checked rule from step 0 (same initial weights, same batches)"),
             ("pause", "Pause", "Pause or resume training (the state is kept)"),
             ("step", "Step", "One training step (observed), while paused or before starting"),
@@ -95,17 +99,13 @@ class TrainingPage(QWidget):
             ("reset", "Reset", "Forget the run: the next Start re-creates the same initial weights"),
             ("export", "Export all…", "PNG/SVG of every plot, metrics.csv, metrics_heads.csv, "
                                        "histograms.npz, config.json and the trained weights"),
-        ):
-            b = QPushButton(text, self)
-            b.setToolTip(tip)
-            bar.addWidget(b)
-            self.buttons[key] = b
+        ))
         self.buttons["start"].clicked.connect(self.start)
         self.buttons["pause"].clicked.connect(self.toggle_pause)
         self.buttons["step"].clicked.connect(self.step)
         self.buttons["stop"].clicked.connect(self.stop)
         self.buttons["reset"].clicked.connect(self.reset)
-        self.buttons["export"].clicked.connect(self._export_dialog)
+        self.buttons["export"].clicked.connect(self.export_all_dialog)
         #: why Start is refused, next to it (the form's own message sits at its bottom)
         self.start_reason = QLabel(self)
         self.start_reason.setObjectName("start_reason")
@@ -128,16 +128,10 @@ class TrainingPage(QWidget):
         self.layer_box.valueChanged.connect(self._selection_changed)
         self.head_box.valueChanged.connect(self._selection_changed)
         bar.addStretch(1)
-        right.addLayout(bar)
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        right.addWidget(self.status_label)
-        #: the on-screen legend of every plot: each rule's colour and line pattern, once (the
-        #: plots keep their legends for exported figures)
-        self.rule_strip = strip_label(self)
-        self._strip_rules: tuple[str, ...] = ()
-        right.addWidget(self.rule_strip)
+        return bar
 
+    def _build_plots(self) -> QScrollArea:
+        """The plot panels in a scrollable grid; each exports through the page."""
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         inner = QWidget(scroll)
@@ -152,24 +146,9 @@ class TrainingPage(QWidget):
             panel.set_legend_on_screen(False)  # the rule strip above names the rules
             # a long header caption is cut in a narrow column instead of widening the grid
             panel.header_label.setMinimumWidth(1)
-        for panel in panels.values():  # each panel's ⋯ menu (and right-click) exports it
-            panel.export_requested.connect(self._export_panel_dialog)
+            panel.export_requested.connect(self.export_panel_dialog)  # its ⋯ menu, right-click
         scroll.setWidget(inner)
-        right.addWidget(scroll, 1)
-        root.addLayout(right, 1)
-
-        self.view: TrainingView | None = None
-        self._next = 0
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self._tick)
-        self.timer.start()
-        self.controls.changed.connect(self._validate)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
-        self._set_status("idle")
-        self._validate()
+        return scroll
 
     # -- controls ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -233,36 +212,21 @@ class TrainingPage(QWidget):
         self._show_rules(())
         self._set_status("idle")
 
-    def shutdown(self) -> None:
-        """Stop the timer and the training thread; safe to call twice (closing the window)."""
-        if self._closing:
-            return
-        self._closing = True
-        self.timer.stop()
-        self.worker.stop()
-        self.worker.join(JOIN_S)
-
-    def closeEvent(self, event: Any) -> None:
-        self.shutdown()
-        super().closeEvent(event)
-
-    def showEvent(self, event: Any) -> None:
-        """Inside a main window, closing that window must also end a running training."""
-        top = self.window()
-        if top is not self and not getattr(self, "_watching", False):
-            top.installEventFilter(self)
-            self._watching = True
-        super().showEvent(event)
-
-    def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() == QEvent.Type.Close and obj is self.window():
-            self.shutdown()
-        return False
-
     # -- the API other pages use (through the window) -------------------------------------------
     def current_config(self) -> Any:
         """The form's TrainingConfig (raises ConfigError naming the field if it is invalid)."""
         return self.controls.config_from_widgets()
+
+    def session_params(self) -> dict[str, Any]:
+        """The form's parameters for a session (ConfigError if the form is invalid)."""
+        return self.controls.config_from_widgets().to_dict()
+
+    def apply_session_params(self, data: dict[str, Any]) -> bool:
+        """Put a session's parameters into the form; False while a run owns the form."""
+        if self.status not in ("idle", "stopped", "done", "error", "viewing"):
+            return False
+        self.controls.set_config(TrainingConfig.from_dict(data))
+        return True
 
     def show_metrics(self, rows: list[dict[str, Any]], title: str, config: Any,
                      diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
@@ -362,32 +326,20 @@ class TrainingPage(QWidget):
             self._sync_selection()
             self._update_view()
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         self._take()
         self.redraw()
 
     def redraw(self, budget: int = PANELS_PER_TICK) -> list[str]:
         """Redraw at most ``budget`` changed, visible panels, taking turns."""
-        if self.view is None:
-            return []
-        ids = [pid for pid in self.panels if not (self._viewing_rows() and pid in NOT_IN_ROWS)]
-        drawn: list[str] = []
-        for k in range(len(ids)):
-            if len(drawn) >= budget:
-                break
-            pid = ids[(self._next + k) % len(ids)]
-            if self.panels[pid].refresh(self.view):
-                drawn.append(pid)
-                self._next = (ids.index(pid) + 1) % len(ids)
-        return drawn
+        return self.redraw_panels(budget)
 
-    def stale(self) -> list[str]:
-        """Visible panels not yet showing the current view."""
-        if self.view is None:
-            return []
-        return [pid for pid, p in self.panels.items()
-                if p.is_on_screen() and p.data_key(self.view) != p._drawn_key
-                and not (self._viewing_rows() and pid in NOT_IN_ROWS)]
+    def redraw_source(self) -> Any:
+        return self.view
+
+    def drawn_ids(self) -> list[str]:
+        """Logged rows (``show_metrics``) have no logit histograms or probe weights."""
+        return [pid for pid in self.panels if not (self._viewing_rows() and pid in NOT_IN_ROWS)]
 
     def _sync_selection(self) -> None:
         snap = self.snapshot
@@ -487,9 +439,19 @@ class TrainingPage(QWidget):
         return text
 
     # -- export --------------------------------------------------------------------------------
+    def report(self, text: str, error: bool = False) -> None:
+        self._update_status_text(text, error=error)
+
     def export_panel(self, plot_id: str, path: str | Path, kind: str) -> Path:
         """One panel as PNG, SVG or its data as CSV (its ⋯ menu); ExportError says why not."""
-        from ui.export import ExportError, export_panel
+        from ui.export import export_panel
+
+        panel = self._panel_to_export(plot_id)
+        return export_panel(panel, path, kind)
+
+    def _panel_to_export(self, plot_id: str) -> Any:
+        """The panel drawn with the latest view; ExportError when there is nothing to draw."""
+        from ui.export import ExportError
 
         if self.view is None:
             raise ExportError("Nothing to export yet: start a training run first.")
@@ -497,32 +459,18 @@ class TrainingPage(QWidget):
             raise ExportError(f"{self.panels[plot_id].title}: not in the logged rows shown.")
         panel = self.panels[plot_id]
         panel.refresh(self.view, force=True)
-        return export_panel(panel, path, kind)
+        return panel
 
-    def _export_panel_dialog(self, panel: Any, kind: str) -> None:
+    def export_panel_dialog(self, panel: Any, kind: str) -> None:
+        """The shared dialog, once the panel has something to draw (else it says why)."""
         from ui.export import ExportError
 
-        filters = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)"}
-        if kind not in filters:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {panel.title}",
-                                              f"{panel.plot_id}.{kind}", filters[kind])
-        if not path:
-            return
         try:
-            out = self.export_panel(panel.plot_id, path, kind)
-            self._update_status_text(f"wrote {out}")
+            self._panel_to_export(panel.plot_id)
         except ExportError as exc:
-            self._update_status_text(str(exc), error=True)
-
-    def _export_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
-        if folder:
-            try:
-                out = self.export_all(folder)
-                self._update_status_text(f"exported to {out}")
-            except Exception as exc:
-                self._update_status_text(f"export failed: {exc}", error=True)
+            self.report(str(exc), True)
+            return
+        super().export_panel_dialog(panel, kind)
 
     def export_all(self, parent: str | Path) -> Path:
         """Figures (PNG, SVG, CSV) and the result files into a new time-stamped folder under
@@ -552,9 +500,7 @@ class TrainingPage(QWidget):
                 self.resume()
         return out
 
-    def apply_theme(self, theme: Any) -> None:
-        for panel in self.panels.values():
-            panel.apply_theme(theme)
+    def theme_changed(self, theme: Any) -> None:
         self.controls.apply_theme(theme)
         self._show_rules(self._strip_rules)
         self._update_status_text()

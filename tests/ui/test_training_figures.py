@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 
 def test_figures_for_every_plot(tmp_path, qapp):
     from main import main
-    from ui.pages.training.plots import PANEL_CLASSES
+    from ui.plots.training.panels import PANEL_CLASSES
 
     args = ["train", "--d-model", "16", "--heads", "1", "--items-max", "5", "--steps", "4",
             "--log-every", "2", "--batch", "4", "--probe-size", "2", "--scaling", "none", "sqrt",

@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from engine.rules import rule_label
-from ui.pages.training.panel_base import TrainingPanel
+from ui.plots.training.base import TrainingPanel
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964

@@ -15,9 +15,9 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
 from engine.rules import rule_label
-from ui.pages.training.length_plot import LengthPanel
-from ui.pages.training.panel_base import TrainingPanel, TrainingView
 from ui.plots.base import finite, log_ticks
+from ui.plots.training.base import TrainingPanel, TrainingView
+from ui.plots.training.lengths import LengthPanel
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
 
 #: per-head curves drawn per run at most (more heads: their mean only)
@@ -275,11 +275,7 @@ class LogitDistributionPanel(TrainingPanel):
     def build(self) -> None:
         # y is drawn in bin-index space (the engine's bins are asinh-spaced), labelled in logits
         self.plot = self.add_plot(0, 0, "step", "pre-softmax logit (asinh scale)", legend=False)
-        self.image = pg.ImageItem()
-        self.plot.addItem(self.image)
-        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                    label="fraction of logits per bin", interactive=False, width=12)
-        self.cbar.setImageItem(self.image, insert_in=self.plot)
+        self.image, self.cbar = self.add_heatmap(self.plot, "fraction of logits per bin")
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
 
@@ -364,11 +360,7 @@ class ProbeAttentionPanel(TrainingPanel):
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "key position", "query position", legend=False)
         self.plot.invertY(True)
-        self.image = pg.ImageItem()
-        self.plot.addItem(self.image)
-        self.cbar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("viridis"),
-                                    label="weight p", interactive=False, width=12)
-        self.cbar.setImageItem(self.image, insert_in=self.plot)
+        self.image, self.cbar = self.add_heatmap(self.plot, "weight p")
         self._rows: list[dict[str, Any]] = []
 
     def draw(self, state: Any) -> None:

@@ -11,8 +11,8 @@ pytest.importorskip("torch")
 def test_length_panel_draws_the_latest_log_per_rule(qtbot):
     from engine.training.config import TrainingConfig
     from engine.training.trainer import run_training
-    from ui.pages.training.length_plot import LengthPanel, wilson
-    from ui.pages.training.plots import PANEL_CLASSES, TrainingView
+    from ui.plots.training.lengths import LengthPanel, wilson
+    from ui.plots.training.panels import PANEL_CLASSES, TrainingView
 
     assert LengthPanel in PANEL_CLASSES
     cfg = TrainingConfig(d_model=16, items_max=4, classes=4, key_dim=4, steps=2, log_every=1,
@@ -48,8 +48,8 @@ def test_length_panel_shows_recall_pairs_at_the_latest_evaluated_log(qtbot):
     """eval_every = 2: after logs 0 and 1 only log 0 holds an evaluation; the x axis is pairs."""
     from engine.training.config import TrainingConfig
     from engine.training.trainer import Trainer
-    from ui.pages.training.length_plot import LengthPanel
-    from ui.pages.training.plots import TrainingView
+    from ui.plots.training.lengths import LengthPanel
+    from ui.plots.training.panels import TrainingView
 
     cfg = TrainingConfig(task="recall", d_model=16, heads=2, layers=2, classes=32, pairs=2,
                          positions="sinusoidal", steps=4, log_every=1, batch=4, probe_size=2,
@@ -77,9 +77,9 @@ def test_logged_rows_with_evaluation_lengths_rebuild_the_length_panel(qtbot):
     Training page: the length columns and which logs hold them survive the rebuild."""
     from engine.training.config import TrainingConfig
     from engine.training.trainer import run_training
-    from ui.pages.training.length_plot import LengthPanel
     from ui.pages.training.metrics_view import snapshot_from_rows
-    from ui.pages.training.plots import TrainingView
+    from ui.plots.training.lengths import LengthPanel
+    from ui.plots.training.panels import TrainingView
 
     cfg = TrainingConfig(d_model=16, items_max=4, classes=4, key_dim=4, steps=4, log_every=1,
                          batch=4, probe_size=2, scalings=("sqrt", "logn"), eval_lengths=(16,),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.config import SimulationConfig
 from engine.simulate import run_simulation
 from ui.pages.simulation.presets import load_presets
-from ui.pages.simulation.run import SWEEP_D_KS, SweepCache, lab_run
+from ui.simulation_run import SWEEP_D_KS, SweepCache, lab_run
 
 
 def _never() -> bool:

@@ -1,0 +1,37 @@
+"""The "export this plot" dialog every page shares: ask for a file, write the plot, report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from ui.export import PRESETS, ExportError, export_panel, export_preset
+
+FILTERS = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
+           "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
+
+
+def export_panel_dialog(parent: QWidget, panel: Any, kind: str, folder: Path | None,
+                        report: Callable[[str, bool], None]) -> Path | None:
+    """Ask where, then write ``panel`` as ``kind`` (png, svg, csv or a preset); ``report(text,
+    error)`` tells the user what happened. Returns the path written (None: cancelled or failed)."""
+    suffix = PRESETS[kind]["kind"] if kind in PRESETS else kind
+    name = f"{panel.plot_id}_{kind}" if kind in PRESETS else panel.plot_id
+    suggested = f"{name}.{suffix}" if folder is None else str(folder / f"{name}.{suffix}")
+    path, _ = QFileDialog.getSaveFileName(parent, f"Export {panel.title}", suggested,
+                                          FILTERS.get(kind, f"*.{suffix}"))
+    if not path:
+        return None
+    try:
+        if kind in PRESETS:
+            export_preset(panel, path, kind)
+        else:
+            export_panel(panel, path, kind)
+    except ExportError as exc:
+        report(str(exc), True)
+        return None
+    report(f"wrote {path}", False)
+    return Path(path)

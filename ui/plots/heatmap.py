@@ -1,0 +1,34 @@
+"""A heatmap with its colour bar, set up one way for every page: an image item in a plot, a
+non-interactive colour bar beside it (inside the plot's layout), and the bar's axis themed with
+the panel. Pages call :meth:`ui.plots.base.PlotPanel.add_heatmap` (which themes the bar) or,
+outside a panel, :func:`heatmap_with_colorbar` and :func:`theme_colorbar`."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+from ui.theme import Theme
+
+
+def heatmap_with_colorbar(plot: pg.PlotItem, label: str | None = None,
+                          colormap: str | pg.ColorMap = "viridis",
+                          values: tuple[float, float] = (0.0, 1.0), width: int = 12,
+                          row_major: bool = False) -> tuple[pg.ImageItem, pg.ColorBarItem]:
+    """An image in ``plot`` and its colour bar (``label`` on the bar, range ``values``).
+    ``row_major``: the image's first index is the row (y), as NumPy prints a matrix."""
+    image = pg.ImageItem(axisOrder="row-major") if row_major else pg.ImageItem()
+    plot.addItem(image)
+    cmap = pg.colormap.get(colormap) if isinstance(colormap, str) else colormap
+    bar = pg.ColorBarItem(values=values, colorMap=cmap, label=label, interactive=False, width=width)
+    bar.setImageItem(image, insert_in=plot)
+    return image, bar
+
+
+def theme_colorbar(bar: pg.ColorBarItem, theme: Theme) -> None:
+    """Axis, tick labels and label of a colour bar in the theme's foreground."""
+    for name in ("left", "right", "bottom", "top"):  # a ColorBarItem (a PlotItem) has all four
+        axis = bar.getAxis(name)
+        axis.setPen(theme.foreground)
+        axis.setTextPen(theme.foreground)
+        if axis.labelText:
+            axis.setLabel(axis.labelText, color=theme.foreground)

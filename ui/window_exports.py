@@ -1,0 +1,61 @@
+"""The main window's exports: every Simulation plot and the results at once (Ctrl+E), or one
+plot (its menu), through dialogs that report a clear error instead of a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QApplication, QFileDialog
+
+from ui.export import ExportError, export_all, export_panel
+from ui.export_dialog import export_panel_dialog
+
+
+class WindowExports(QObject):
+    """Export actions of the main window (its Simulation page's plots and state)."""
+
+    @property
+    def window(self) -> Any:
+        return self.parent()
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+
+    def export_all_to(self, parent: str | Path) -> Path:
+        w = self.window
+        out = export_all(w.page.panels.values(), w.state, parent)
+        w.message("Export all", f"Exported every plot and the results to {out}")
+        return out
+
+    def export_plot(self, plot_id: str, path: str | Path, kind: str) -> Path:
+        return export_panel(self.window.page.panels[plot_id], path, kind)
+
+    def export_all_dialog(self) -> None:
+        w = self.window
+        folder = QFileDialog.getExistingDirectory(w, "Export all into folder",
+                                                  str(w.window_settings.last_dir()))
+        if not folder:
+            return
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # rendering 12 figures takes ~1 s
+        try:
+            self.export_all_to(folder)
+            w.window_settings.remember_dir(Path(folder))
+        except ExportError as exc:
+            w.message("Export all", str(exc), error=True)
+        finally:
+            QApplication.restoreOverrideCursor()
+
+    def export_panel_dialog(self, panel: Any, kind: str) -> None:
+        w = self.window
+
+        def report(text: str, error: bool) -> None:
+            if error:
+                w.message("Export", text, error=True)
+            else:
+                w.statusBar().showMessage(text, 5000)
+
+        path = export_panel_dialog(w, panel, kind, w.window_settings.last_dir(), report)
+        if path is not None:
+            w.window_settings.remember_dir(path.parent)

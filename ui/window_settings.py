@@ -1,0 +1,75 @@
+"""What the main window remembers between runs (QSettings): layout, parameters, pages' choices,
+the last folder used. A window that does not persist (``--screenshot``, tests) writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QObject
+
+from engine.config import SimulationConfig
+from engine.errors import ConfigError
+from ui.settings import load_json, save_json
+
+
+class WindowSettings(QObject):
+    """Loads and saves the main window's remembered state through its ``settings``."""
+
+    @property
+    def window(self) -> Any:
+        return self.parent()
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+
+    @property
+    def settings(self) -> Any:
+        return self.window.settings
+
+    def restore(self) -> None:
+        """Geometry, dock layout and the last Simulation parameters (a stale value: defaults)."""
+        w = self.window
+        geo = self.settings.value("geometry")
+        if isinstance(geo, QByteArray) and not geo.isEmpty():
+            w.restoreGeometry(geo)
+        state = self.settings.value("window_state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            w.restoreState(state)
+        data = load_json(self.settings, "config")
+        if isinstance(data, dict):
+            try:
+                w.params.set_config(SimulationConfig.from_dict(data))
+            except (ConfigError, TypeError):
+                pass  # a stale or hand-edited value: keep the defaults
+
+    def save(self) -> None:
+        w = self.window
+        if not w.persist:
+            return
+        self.settings.setValue("geometry", w.saveGeometry())
+        if w.tabs.currentWidget() is not w.page:  # save the layout as the Simulation tab has it
+            w.params_dock.setVisible(w._params_dock_wanted)
+        self.settings.setValue("window_state", w.saveState())
+        try:
+            save_json(self.settings, "config", w.params.config_from_widgets().to_dict())
+        except ConfigError:
+            pass  # invalid parameters are not remembered; the last valid ones stay
+        if w._remember:
+            for page in w.pages.values():
+                save = getattr(page, "save_settings", None)
+                if callable(save):
+                    save(self.settings)
+        self.settings.sync()
+
+    def save_theme(self, name: str) -> None:
+        if self.window.persist:
+            self.settings.setValue("theme", name)
+
+    def last_dir(self) -> Path:
+        d = self.settings.value("last_dir")
+        return Path(d) if d and Path(d).is_dir() else Path.home()
+
+    def remember_dir(self, d: Path) -> None:
+        if self.window.persist:
+            self.settings.setValue("last_dir", str(d))
