@@ -136,20 +136,8 @@ class SweepPanel(PlotPanel):
             lambda i: self.axis_requested.emit(("d_k", "n_keys")[i]))
         self.header.insertWidget(1, self.axis_box)
         self.plots: list[pg.PlotItem] = []
-        for i, m in enumerate(self.metrics):
-            p = self.add_plot(0, i, "d_k", m.y_label, legend=False)
-            p.setLogMode(x=True, y=m.log_y)
-            p.setTitle(m.title, size="9pt")
-            p.getAxis("bottom").setTicks(D_K_TICKS)
-            if m.log_y:
-                p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
-            if self.plots:
-                p.setXLink(self.plots[0])
-            if len(self.metrics) > 1:  # right-click in a plot: export that plot alone
-                p.getViewBox().menu.addSeparator()
-                sub = self._submenu(p.getViewBox().menu, f"Export only “{m.title}”")
-                self._add_single_actions(sub, i)
-            self.plots.append(p)
+        for i, m in enumerate(self.metrics):  # (each links its x to the first)
+            self.plots.append(self._add_metric_plot(i, m))
         # one legend for the six plots, in its own row under them: never over a curve
         self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
                                     frame=False)
@@ -186,6 +174,22 @@ class SweepPanel(PlotPanel):
         self._rows: list[dict[str, Any]] = []
         self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
         self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
+
+    def _add_metric_plot(self, i: int, m: Metric) -> pg.PlotItem:
+        """Plot ``i`` of the row (measure ``m``), x linked to the first one."""
+        p = self.add_plot(0, i, "d_k", m.y_label, legend=False)
+        p.setLogMode(x=True, y=m.log_y)
+        p.setTitle(m.title, size="9pt")
+        p.getAxis("bottom").setTicks(D_K_TICKS)
+        if m.log_y:
+            p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
+        if self.plots:
+            p.setXLink(self.plots[0])
+        if len(self.metrics) > 1:  # right-click in a plot: export that plot alone
+            p.getViewBox().menu.addSeparator()
+            sub = self._submenu(p.getViewBox().menu, f"Export only “{m.title}”")
+            self._add_single_actions(sub, i)
+        return p
 
     def _raw_plot(self) -> int | None:
         """Index of the score-std plot, where the raw q·k std is drawn (None: not shown)."""
