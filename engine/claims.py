@@ -312,15 +312,17 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
     """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
     runs once per check, on the cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
     from engine.errors import Cancelled
-    from engine.experiments.runner import run_experiment
+    from engine.experiments.runner import load_results, run_experiment
 
     spec = experiment_of(claim)
 
     def run() -> list[dict[str, Any]]:
         out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
+        cached = load_results(spec, out) if out is not None else {}
+        pending = len(cached) < len(spec.jobs())  # (no pool for an experiment all in the cache)
         progress = run_experiment(spec, out, workers=cache.workers or None,
-                                  executor=cache.executor(), resume=out is not None,
-                                  cancelled=cache.cancelled)
+                                  executor=cache.executor() if pending else None,
+                                  resume=out is not None, cancelled=cache.cancelled)
         last = deque(progress, maxlen=1)[0]  # (the last snapshot holds every result)
         if last.cancelled:
             raise Cancelled
