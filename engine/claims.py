@@ -1,7 +1,7 @@
 """Published numbers, checked: every figure the README, presets and tour state, measured again.
 
 A claim is data (``resources/claims.json``): where it is published, what produces it (a
-simulation, the inspector, a training run), the published value as printed, and how close the
+simulation, the inspector, an experiment over seeds, the real model), the published value as printed, and how close the
 measurement must come. The tolerance is half a unit of the last printed digit (rounding), plus a
 multiple of the measured standard error for Monte-Carlo figures (default 3 SE): a changed random
 stream may move a figure by its noise, a changed formula or threshold moves it by more.
@@ -30,7 +30,8 @@ from typing import Any
 from engine.errors import ConfigError
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
-KINDS = ("simulate", "inspect", "train", "probe", "experiment")
+#: no kind for a single training run: a training claim rests on seeds (an experiment)
+KINDS = ("simulate", "inspect", "probe", "experiment")
 #: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
 #: ... and for experiments: none (their runs are reproducible bit for bit, see above)
@@ -42,9 +43,8 @@ class Claim:
     id: str
     where: str  #: the file and section that publish it
     text: str  #: the sentence as published (short)
-    kind: str  #: "simulate", "inspect", "train", "probe" or "experiment"
-    #: the config of the run (SimulationConfig / TrainingConfig fields, or scores and scale; for
-    #: an experiment ``{"experiment": NAME}`` (built-in) or ``{"spec": {...}}`` (its from_dict))
+    kind: str  #: "simulate", "inspect", "probe" or "experiment"
+    #: the config of the run (SimulationConfig fields, or scores and scale; for an experiment ``{"experiment": NAME}`` (built-in) or ``{"spec": {...}}`` (its from_dict))
     params: dict[str, Any]
     measure: dict[str, Any]  #: what to read from the run (see the measurers below)
     published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
@@ -199,9 +199,15 @@ class _Cache:
             self.pool = process_pool(self.workers or default_workers())
         return self.pool
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Shut the pool; ``abort`` (cancelled, Ctrl-C, an error) ends its workers at once."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            if abort:
+                from engine.experiments.runner import stop_executor
+
+                stop_executor(self.pool, True, [])
+            else:
+                self.pool.shutdown(wait=True)
             self.pool = None
 
 
@@ -240,43 +246,6 @@ def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
     for part in str(claim.measure["value"]).split("."):
         value = value[int(part)] if isinstance(value, list) else value[part]
     return float(value), 0.0
-
-
-def _measure_train(claim: Claim, cache: _Cache) -> tuple[float, float]:
-    """``first_step_at``: the first logged step at which ``metric`` of ``rule`` reaches
-    ``threshold`` (inf if never); ``at_step``: the metric at a logged step."""
-    import numpy as np
-
-    from engine.training.config import TrainingConfig
-    from engine.training.presets import preset
-    from engine.training.trainer import run_training
-
-    params = dict(claim.params)
-    name = params.pop("preset", None)
-    base = preset(name).config if name is not None else TrainingConfig()
-
-    def run() -> Any:  # one torch thread: the published runs used it, and results depend on it
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return run_training(base.replace(**params))[1]
-        finally:
-            torch.set_num_threads(before)
-
-    snap = cache.get({"train": claim.params}, run)
-    m = claim.measure
-    r = snap.run_index(m["rule"])
-    series = snap.scalars[m.get("metric", "accuracy")][:, r]
-    steps = snap.log_steps
-    if "at_step" in m:
-        idx = np.flatnonzero(steps == int(m["at_step"]))
-        if idx.size == 0:
-            raise ConfigError("claims", f"claim {claim.id!r}: step {m['at_step']} was not logged")
-        return float(series[idx[0]]), 0.0
-    reached = np.flatnonzero(snap.valid[:, r] & (series >= float(m["threshold"])))
-    return (float(steps[reached[0]]) if reached.size else math.inf), 0.0
 
 
 class Unavailable(Exception):
@@ -372,8 +341,8 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
 
 
 MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
-    "simulate": _measure_simulate, "inspect": _measure_inspect, "train": _measure_train,
-    "probe": _measure_probe, "experiment": _measure_experiment,
+    "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
+    "experiment": _measure_experiment,
 }
 
 
@@ -405,5 +374,7 @@ def check_claims(claims: list[Claim], fast: bool = False,
                 yield ClaimCheck(claim, None, 0.0, math.nan, "FAIL", str(exc))
                 continue
             yield judge(claim, value * claim.scale, se * abs(claim.scale))
-    finally:
-        cache.close()
+    except BaseException:  # (GeneratorExit too: a consumer that stops early)
+        cache.close(abort=True)
+        raise
+    cache.close()

@@ -17,7 +17,7 @@ PROG = "attention-lab reproduce"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fast", action="store_true", help="skip the slow claims (training runs)")
+    p.add_argument("--fast", action="store_true", help="skip the slow claims (training experiments, the real model)")
     p.add_argument("--out", metavar="DIR", help="also write claims.csv (the table) into DIR")
     p.add_argument("--claims", metavar="FILE",
                    help="the claims file (default: resources/claims.json)")
