@@ -60,6 +60,8 @@ class Selector:
         if "stat" not in data:
             raise ConfigError("measure", "needs stat (one of " + ", ".join(STATS) + ")")
         rule = data.get("rule", ())
+        if not isinstance(rule, (str, list, tuple)):
+            raise ConfigError("measure", "rule must be a rule's name or a list of them")
         rules = (rule,) if isinstance(rule, str) else tuple(rule)
         at = data.get("at", {})
         if not isinstance(at, dict):

@@ -203,6 +203,7 @@ def test_a_value_at_a_step_reads_that_logged_row() -> None:
     ({"stat": "n"}, "selects 2 points"),
     ({"stat": "n", "across": "median"}, "across must be one of"),
     ({"stat": "n", "rule": "sqrt", "where": 1}, "unknown key"),
+    ({"stat": "n", "rule": 1}, "rule must be"),
 ])
 def test_a_bad_experiment_claim_is_refused_naming_it(tmp_path: Path, measure: dict, says: str) -> None:
     item = {"id": "tiny.bad", "where": "test", "text": "t", "kind": "experiment",
