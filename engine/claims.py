@@ -180,6 +180,7 @@ class _Cache:
     cache_dir: Path | None = None
     cancelled: Callable[[], bool] | None = None
     pool: Any = None
+    note: Callable[[str], None] | None = None  #: told when an experiment starts its jobs
 
     def get(self, key: Mapping[str, Any], make: Callable[[], Any]) -> Any:
         k = json.dumps(key, sort_keys=True)
@@ -288,7 +289,12 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
     def run() -> list[dict[str, Any]]:
         out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
         cached = load_results(spec, out) if out is not None else {}
-        pending = len(cached) < len(spec.jobs())  # (no pool for an experiment all in the cache)
+        pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
+        if pending and cache.note is not None:
+            from engine.experiments.runner import default_workers
+
+            cache.note(f"experiment {spec.name}: running {pending} of {len(spec.jobs())} jobs on "
+                       f"{cache.workers or default_workers()} worker(s)")
         progress = run_experiment(spec, out, workers=cache.workers or None,
                                   executor=cache.executor() if pending else None,
                                   resume=out is not None, cancelled=cache.cancelled)
@@ -348,14 +354,16 @@ MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
 
 def check_claims(claims: list[Claim], fast: bool = False,
                  cancelled: Callable[[], bool] | None = None, workers: int | None = None,
-                 cache_dir: str | Path | None = None) -> Iterator[ClaimCheck]:
+                 cache_dir: str | Path | None = None,
+                 note: Callable[[str], None] | None = None) -> Iterator[ClaimCheck]:
     """Measure and judge each claim in turn (runs shared by several claims are done once);
     under ``fast`` the slow ones are reported as skipped. Experiments run their jobs on a pool
     of ``workers`` processes (default: one per core); with ``cache_dir`` each experiment's
-    finished jobs are kept in ``cache_dir/NAME`` and reused by the next check."""
+    finished jobs are kept in ``cache_dir/NAME`` and reused by the next check; ``note`` is told
+    when an experiment starts running (minutes of silence otherwise)."""
     from engine.errors import Cancelled
 
-    cache = _Cache(workers=workers, cancelled=cancelled,
+    cache = _Cache(workers=workers, cancelled=cancelled, note=note,
                    cache_dir=Path(cache_dir) if cache_dir is not None else None)
     try:
         for claim in claims:

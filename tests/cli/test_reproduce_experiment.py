@@ -46,6 +46,7 @@ def test_an_experiment_claim_that_fails_exits_1_and_is_named(tmp_path: Path) -> 
     assert "FAIL     tiny.accuracy: published 5" in r.stdout
     assert "1 ok, 1 failed, 0 skipped (of 2 claims)" in r.stdout
     assert "tiny.accuracy" in r.stderr
+    assert "experiment tiny: running 2 of 2 jobs on 1 worker(s)" in r.stderr
     rows = {row["id"]: row for row in read_csv(tmp_path / "out" / "claims.csv")}
     assert rows["tiny.runs"]["status"] == "ok" and rows["tiny.accuracy"]["status"] == "FAIL"
     assert 0.0 <= float(rows["tiny.accuracy"]["measured"]) <= 1.0

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
             out = ensure_writable_dir(args.out)
         checks = []
-        for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache):
+        note = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+        for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,
+                                  note=note):
             checks.append(check)
             if not args.quiet or check.status == "FAIL":
                 _print_line(check)
