@@ -1,17 +1,26 @@
 """Published numbers, checked: every figure the README, presets and tour state, measured again.
 
 A claim is data (``resources/claims.json``): where it is published, what produces it (a
-simulation, the inspector, a training run), the published value as printed, and how close the
+simulation, the inspector, an experiment over seeds, the real model), the published value as printed, and how close the
 measurement must come. The tolerance is half a unit of the last printed digit (rounding), plus a
 multiple of the measured standard error for Monte-Carlo figures (default 3 SE): a changed random
 stream may move a figure by its noise, a changed formula or threshold moves it by more.
 ``published`` may also be a bound, ``">0.5"`` or ``"<0.05"``.
+
+Training claims are ``experiment`` claims: a figure over seeds (a success count, a Wilson bound,
+median steps, a mean or its standard error; ``engine.experiments.select``) of a built-in
+experiment or of an experiment spec written in the claim. Their tolerance is the rounding alone
+(``se_multiple`` 0): every training step runs single-threaded with subnormals flushed
+(``engine/training/numerics.py``), so rerunning the same experiment gives the same numbers bit
+for bit, and any change beyond the printed digits means the code, not the noise, moved. Each
+experiment runs once per check (its jobs on a process pool), whatever the number of its claims.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -21,9 +30,12 @@ from typing import Any
 from engine.errors import ConfigError
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
-KINDS = ("simulate", "inspect", "train", "probe")
+#: no kind for a single training run: a training claim rests on seeds (an experiment)
+KINDS = ("simulate", "inspect", "probe", "experiment")
 #: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
+#: ... and for experiments: none (their runs are reproducible bit for bit, see above)
+EXPERIMENT_SE_MULTIPLE = 0.0
 
 
 @dataclass(frozen=True)
@@ -31,14 +43,20 @@ class Claim:
     id: str
     where: str  #: the file and section that publish it
     text: str  #: the sentence as published (short)
-    kind: str  #: "simulate", "inspect", "train" or "probe"
-    params: dict[str, Any]  #: the config of the run (SimulationConfig / TrainingConfig fields, or scores and scale)
+    kind: str  #: "simulate", "inspect", "probe" or "experiment"
+    #: the config of the run (SimulationConfig fields, or scores and scale; for an experiment ``{"experiment": NAME}`` (built-in) or ``{"spec": {...}}`` (its from_dict))
+    params: dict[str, Any]
     measure: dict[str, Any]  #: what to read from the run (see the measurers below)
     published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
     printed: str = ""  #: how the source writes it, when not as ``published`` ("1/d_k", "3.4·10⁻⁴")
     scale: float = 1.0  #: the measurement times this is compared (100 for a percentage)
-    se_multiple: float = DEFAULT_SE_MULTIPLE
+    se_multiple: float | None = None  #: default: DEFAULT_SE_MULTIPLE (experiments: 0)
     slow: bool = False  #: skipped under --fast
+
+    def __post_init__(self) -> None:
+        if self.se_multiple is None:
+            object.__setattr__(self, "se_multiple", EXPERIMENT_SE_MULTIPLE
+                               if self.kind == "experiment" else DEFAULT_SE_MULTIPLE)
 
     @property
     def command(self) -> str:
@@ -110,7 +128,13 @@ def _claim(item: Any, index: int) -> Claim:
         _parse_published(str(item["published"]))
     except ValueError as exc:
         raise ConfigError("claims", f"{where}: {exc}") from None
-    return Claim(**{**item, "published": str(item["published"])})
+    claim = Claim(**{**item, "published": str(item["published"])})
+    if claim.kind == "experiment":  # torch-free: a typo is refused before anything runs
+        try:
+            selector_of(claim).check(experiment_of(claim))
+        except ConfigError as exc:
+            raise ConfigError("claims", f"{where}: {exc.field}: {exc.message}") from None
+    return claim
 
 
 def _parse_published(text: str) -> tuple[str, float, float]:
@@ -139,7 +163,7 @@ def judge(claim: Claim, measured: float, se: float) -> ClaimCheck:
         return ClaimCheck(claim, measured, se, math.nan, "ok" if measured > value else "FAIL")
     if op == "<":
         return ClaimCheck(claim, measured, se, math.nan, "ok" if measured < value else "FAIL")
-    tol = half + claim.se_multiple * se
+    tol = half + (claim.se_multiple or 0.0) * se
     ok = abs(measured - value) <= tol * (1 + 1e-9)
     return ClaimCheck(claim, measured, se, tol, "ok" if ok else "FAIL")
 
@@ -147,13 +171,45 @@ def judge(claim: Claim, measured: float, se: float) -> ClaimCheck:
 # -- measurers: one per kind; each returns (value, standard error) before scaling -------------------
 @dataclass
 class _Cache:
+    """The runs of one check, by their parameters (each is made once), and what experiments need:
+    the number of worker processes, the pool (made at the first experiment, shut at the end), a
+    folder whose finished jobs are reused, the cancel flag."""
+
     runs: dict[str, Any] = field(default_factory=dict)
+    workers: int | None = None
+    cache_dir: Path | None = None
+    cancelled: Callable[[], bool] | None = None
+    pool: Any = None
+    note: Callable[[str], None] | None = None  #: told when an experiment starts its jobs
 
     def get(self, key: Mapping[str, Any], make: Callable[[], Any]) -> Any:
         k = json.dumps(key, sort_keys=True)
         if k not in self.runs:
-            self.runs[k] = make()
+            try:
+                self.runs[k] = make()
+            except MeasurementFailed as exc:  # remembered: the other claims of it fail alike
+                self.runs[k] = exc
+        if isinstance(self.runs[k], MeasurementFailed):
+            raise self.runs[k]
         return self.runs[k]
+
+    def executor(self) -> Any:
+        if self.pool is None:
+            from engine.experiments.runner import default_workers, process_pool
+
+            self.pool = process_pool(self.workers or default_workers())
+        return self.pool
+
+    def close(self, abort: bool = False) -> None:
+        """Shut the pool; ``abort`` (cancelled, Ctrl-C, an error) ends its workers at once."""
+        if self.pool is not None:
+            if abort:
+                from engine.experiments.runner import stop_executor
+
+                stop_executor(self.pool, True, [])
+            else:
+                self.pool.shutdown(wait=True)
+            self.pool = None
 
 
 def _measure_simulate(claim: Claim, cache: _Cache) -> tuple[float, float]:
@@ -193,45 +249,66 @@ def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
     return float(value), 0.0
 
 
-def _measure_train(claim: Claim, cache: _Cache) -> tuple[float, float]:
-    """``first_step_at``: the first logged step at which ``metric`` of ``rule`` reaches
-    ``threshold`` (inf if never); ``at_step``: the metric at a logged step."""
-    import numpy as np
-
-    from engine.training.config import TrainingConfig
-    from engine.training.presets import preset
-    from engine.training.trainer import run_training
-
-    params = dict(claim.params)
-    name = params.pop("preset", None)
-    base = preset(name).config if name is not None else TrainingConfig()
-
-    def run() -> Any:  # one torch thread: the published runs used it, and results depend on it
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return run_training(base.replace(**params))[1]
-        finally:
-            torch.set_num_threads(before)
-
-    snap = cache.get({"train": claim.params}, run)
-    m = claim.measure
-    r = snap.run_index(m["rule"])
-    series = snap.scalars[m.get("metric", "accuracy")][:, r]
-    steps = snap.log_steps
-    if "at_step" in m:
-        idx = np.flatnonzero(steps == int(m["at_step"]))
-        if idx.size == 0:
-            raise ConfigError("claims", f"claim {claim.id!r}: step {m['at_step']} was not logged")
-        return float(series[idx[0]]), 0.0
-    reached = np.flatnonzero(snap.valid[:, r] & (series >= float(m["threshold"])))
-    return (float(steps[reached[0]]) if reached.size else math.inf), 0.0
-
-
 class Unavailable(Exception):
     """What a claim needs is not installed here (e.g. the real model): reported as skipped."""
+
+
+class MeasurementFailed(Exception):
+    """The run behind a claim failed (e.g. a job of its experiment raised): reported as FAIL."""
+
+
+def experiment_of(claim: Claim) -> Any:
+    """The claim's experiment (a built-in one by name, or a spec in the claim), on the CPU: the
+    published figures were measured there and CUDA's arithmetic differs."""
+    import dataclasses
+
+    from engine.experiments.builtin import builtin
+    from engine.experiments.spec import ExperimentSpec
+
+    p = claim.params
+    if set(p) not in ({"experiment"}, {"spec"}):
+        raise ConfigError("params", "needs exactly one of experiment (a built-in name) or spec")
+    spec = builtin(p["experiment"]) if "experiment" in p else ExperimentSpec.from_dict(p["spec"])
+    return dataclasses.replace(spec, base=spec.base.replace(device="cpu"))
+
+
+def selector_of(claim: Claim) -> Any:
+    from engine.experiments.select import Selector
+
+    return Selector.from_dict(claim.measure)
+
+
+def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
+    runs once per check, on the cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
+    from engine.errors import Cancelled
+    from engine.experiments.runner import load_results, run_experiment
+
+    spec = experiment_of(claim)
+
+    def run() -> list[dict[str, Any]]:
+        out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
+        cached = load_results(spec, out) if out is not None else {}
+        pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
+        if pending and cache.note is not None:
+            from engine.experiments.runner import default_workers
+
+            cache.note(f"experiment {spec.name}: running {pending} of {len(spec.jobs())} jobs on "
+                       f"{cache.workers or default_workers()} worker(s)")
+        progress = run_experiment(spec, out, workers=cache.workers or None,
+                                  executor=cache.executor() if pending else None,
+                                  resume=out is not None, cancelled=cache.cancelled)
+        last = deque(progress, maxlen=1)[0]  # (the last snapshot holds every result)
+        if last.cancelled:
+            raise Cancelled
+        failed = [r for r in last.results if r.get("error")]
+        if failed:
+            raise MeasurementFailed(f"{len(failed)} of {last.total} jobs of {spec.name!r} "
+                                    f"failed: {failed[0]['error']}")
+        return list(last.results)
+
+    results = cache.get({"experiment": spec.to_dict()}, run)
+    return selector_of(claim).measure(spec, results)
 
 
 def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
@@ -270,27 +347,42 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
 
 
 MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
-    "simulate": _measure_simulate, "inspect": _measure_inspect, "train": _measure_train,
-    "probe": _measure_probe,
+    "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
+    "experiment": _measure_experiment,
 }
 
 
 def check_claims(claims: list[Claim], fast: bool = False,
-                 cancelled: Callable[[], bool] | None = None) -> Iterator[ClaimCheck]:
+                 cancelled: Callable[[], bool] | None = None, workers: int | None = None,
+                 cache_dir: str | Path | None = None,
+                 note: Callable[[str], None] | None = None) -> Iterator[ClaimCheck]:
     """Measure and judge each claim in turn (runs shared by several claims are done once);
-    under ``fast`` the slow ones are reported as skipped."""
+    under ``fast`` the slow ones are reported as skipped. Experiments run their jobs on a pool
+    of ``workers`` processes (default: one per core); with ``cache_dir`` each experiment's
+    finished jobs are kept in ``cache_dir/NAME`` and reused by the next check; ``note`` is told
+    when an experiment starts running (minutes of silence otherwise)."""
     from engine.errors import Cancelled
 
-    cache = _Cache()
-    for claim in claims:
-        if cancelled is not None and cancelled():
-            raise Cancelled
-        if fast and claim.slow:
-            yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", "slow: skipped under --fast")
-            continue
-        try:
-            value, se = MEASURERS[claim.kind](claim, cache)
-        except Unavailable as exc:
-            yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", f"unavailable: {exc}")
-            continue
-        yield judge(claim, value * claim.scale, se * abs(claim.scale))
+    cache = _Cache(workers=workers, cancelled=cancelled, note=note,
+                   cache_dir=Path(cache_dir) if cache_dir is not None else None)
+    try:
+        for claim in claims:
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            if fast and claim.slow:
+                yield ClaimCheck(claim, None, 0.0, math.nan, "skipped",
+                                 "slow: skipped under --fast")
+                continue
+            try:
+                value, se = MEASURERS[claim.kind](claim, cache)
+            except Unavailable as exc:
+                yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", f"unavailable: {exc}")
+                continue
+            except MeasurementFailed as exc:
+                yield ClaimCheck(claim, None, 0.0, math.nan, "FAIL", str(exc))
+                continue
+            yield judge(claim, value * claim.scale, se * abs(claim.scale))
+    except BaseException:  # (GeneratorExit too: a consumer that stops early)
+        cache.close(abort=True)
+        raise
+    cache.close()

@@ -64,7 +64,8 @@ def test_rounding_and_standard_errors_set_the_tolerance() -> None:
 
 
 def test_slow_claims_are_skipped_under_fast() -> None:
-    slow = _claim("1", kind="train", params={"preset": "demo"}, measure={"rule": "sqrt"}, slow=True)
+    slow = _claim("1", kind="experiment", params={"experiment": "seeds"},
+                  measure={"stat": "n", "rule": "sqrt"}, slow=True)
     (check,) = check_claims([slow], fast=True)
     assert check.status == "skipped" and check.measured is None
 

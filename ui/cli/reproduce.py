@@ -2,7 +2,9 @@
 
 Prints one line per claim (published, measured, tolerance, ok/FAIL/skipped) and exits 1 when
 any claim fails, so CI catches docs that drift from the code. ``--fast`` skips the slow claims
-(training runs).
+(training experiments over seeds, the real model). Each experiment behind the training claims
+runs once, its jobs on ``--workers`` processes; ``--cache DIR`` keeps its finished jobs and
+reuses them next time. ``--list`` names the claims without measuring anything.
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ PROG = "attention-lab reproduce"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fast", action="store_true", help="skip the slow claims (training runs)")
+    p.add_argument("--fast", action="store_true", help="skip the slow claims (training experiments, the real model)")
     p.add_argument("--out", metavar="DIR", help="also write claims.csv (the table) into DIR")
     p.add_argument("--claims", metavar="FILE",
                    help="the claims file (default: resources/claims.json)")
     p.add_argument("--only", metavar="TEXT", help="check only the claims whose id contains TEXT")
     p.add_argument("--quiet", action="store_true", help="print only the failures and the tally")
+    p.add_argument("--list", action="store_true",
+                   help="list the claims (id, kind, slow, published, where) and stop")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes for the experiments' jobs (default: one per core)")
+    p.add_argument("--cache", metavar="DIR",
+                   help="keep each experiment's finished jobs in DIR/NAME and reuse them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,12 +43,24 @@ def run(args: argparse.Namespace) -> int:
             claims = [c for c in claims if args.only in c.id]
             if not claims:
                 raise ConfigError("only", f"no claim id contains {args.only!r}")
+        if args.list:
+            _list(claims)
+            return 0
+        if args.workers is not None and not 1 <= args.workers <= 1024:
+            raise ConfigError("workers", f"must be from 1 to 1,024, got {args.workers}")
+        cache = None
+        if args.cache is not None:
+            from engine.io import ensure_writable_dir
+
+            cache = ensure_writable_dir(args.cache)
         if args.out is not None:
             from engine.io import ensure_writable_dir
 
             out = ensure_writable_dir(args.out)
         checks = []
-        for check in check_claims(claims, fast=args.fast):
+        note = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+        for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,
+                                  note=note):
             checks.append(check)
             if not args.quiet or check.status == "FAIL":
                 _print_line(check)
@@ -62,10 +82,24 @@ def run(args: argparse.Namespace) -> int:
     return 1 if tally["FAIL"] else 0
 
 
+def _list(claims) -> None:
+    from ui.cli.common import format_table
+
+    rows = [{"id": c.id, "kind": c.kind, "slow": "slow" if c.slow else "",
+             "published": c.printed or c.published, "where": c.where} for c in claims]
+    print(format_table(rows, [("id", "claim"), ("kind", "kind"), ("slow", "slow"),
+                              ("published", "published"), ("where", "published in")]))
+    print(f"{len(claims)} claims ({sum(c.slow for c in claims)} slow)")
+
+
 def _print_line(check) -> None:
     c = check.claim
     if check.status == "skipped":
         print(f"skipped  {c.id}: {check.note}")
+        return
+    if check.measured is None:  # the run behind it failed
+        print(f"{check.status:7}  {c.id}: published {c.published}, not measured: {check.note}  "
+              f"[{c.where}]")
         return
     tol = f"± {check.tolerance:.3g}" if check.tolerance == check.tolerance else "(a bound)"
     se = f", SE {check.se:.2g}" if check.se > 0 else ""

@@ -1,0 +1,186 @@
+"""One published figure of an experiment's results: which runs (rule, axis values), which
+statistic over the seeds (success count, Wilson bounds, median steps, mean ± SE, min, max), and,
+where the selection spans several points, the smallest or largest of their statistics.
+
+It computes with the same functions as the experiment's summaries (``engine.experiments.summary``)
+so a figure checked here is the figure ``experiment`` printed. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.experiments.job import RESULT_FIELDS
+from engine.experiments.spec import ExperimentSpec
+from engine.experiments.summary import (
+    SEED_AXIS,
+    mean_se,
+    ok_results,
+    result_value,
+    wilson_interval,
+)
+
+#: over the seeds of one point: runs, runs that reached the target, its rate and Wilson 95 %
+#: bounds, the median steps to target of those that reached it (need no ``value``); the mean of
+#: ``value``, its standard error, its smallest and largest value (need one)
+STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps", "mean", "se", "min",
+         "max")
+VALUE_STATS = ("mean", "se", "min", "max")
+#: how the statistics of several points (rules or axis values) become one figure
+ACROSS = ("min", "max")
+_AT_STEP = re.compile(r"^(?P<column>[a-z_0-9]+)@(?P<at>0|end|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Selector:
+    """``stat`` of the runs of ``rules`` (all the experiment's when empty) at the axis values
+    ``at`` (a list: each of those values). ``value``: a per-rule result (``final_accuracy``, ``steps_to_target``, ...) or a
+    metrics.csv column at a logged step: ``column@0`` (the first log), ``column@end`` (the last),
+    ``column@300`` (step 300). Points that ``at`` leaves open (rules, other axes' values) need
+    ``across`` (``min`` or ``max`` of their statistics)."""
+
+    stat: str
+    rules: tuple[str, ...] = ()
+    at: dict[str, Any] = field(default_factory=dict)
+    value: str = ""
+    across: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Selector:
+        known = {"stat", "rule", "at", "value", "across"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError("measure", f"unknown key(s) {', '.join(unknown)} (known: "
+                                         f"{', '.join(sorted(known))})")
+        if "stat" not in data:
+            raise ConfigError("measure", "needs stat (one of " + ", ".join(STATS) + ")")
+        rule = data.get("rule", ())
+        if not isinstance(rule, (str, list, tuple)):
+            raise ConfigError("measure", "rule must be a rule's name or a list of them")
+        rules = (rule,) if isinstance(rule, str) else tuple(rule)
+        at = data.get("at", {})
+        if not isinstance(at, dict):
+            raise ConfigError("measure", "at must map an axis to its value")
+        return cls(str(data["stat"]), rules, dict(at), str(data.get("value", "")),
+                   str(data.get("across", "")))
+
+    def check(self, spec: ExperimentSpec) -> None:
+        """Refuse, before anything runs, a selection the experiment cannot answer."""
+        if self.stat not in STATS:
+            raise ConfigError("measure", f"stat must be one of {', '.join(STATS)}, got {self.stat!r}")
+        if self.stat in VALUE_STATS and not self.value:
+            raise ConfigError("measure", f"stat {self.stat!r} needs a value")
+        if self.value:
+            _check_value(spec, self.value)
+        if self.across and self.across not in ACROSS:
+            raise ConfigError("measure", f"across must be one of {', '.join(ACROSS)}")
+        for rule in self.rules:
+            if rule not in spec.rules:
+                raise ConfigError("measure", f"rule {rule!r} is not trained in {spec.name!r} "
+                                             f"({', '.join(spec.rules)})")
+        axes = {a.field: a.values for a in spec.axes}
+        for name, given in self.at.items():
+            if name not in axes:
+                raise ConfigError("measure", f"{name!r} is not an axis of {spec.name!r}")
+            for v in given if isinstance(given, list) else [given]:
+                if v not in axes[name]:
+                    raise ConfigError("measure", f"{name}={v!r} is not a value of that axis")
+        if not self.across and len(self._points(spec)) > 1:
+            raise ConfigError("measure", f"selects {len(self._points(spec))} points of "
+                                         f"{spec.name!r}: fix them with rule and at, or give across")
+
+    def _points(self, spec: ExperimentSpec) -> list[tuple[str, dict[str, Any]]]:
+        """(rule, values of the non-seed axes) of every point the selection spans; the seed axis
+        is what each point's statistic runs over (unless ``at`` fixes a seed)."""
+        import itertools
+
+        choices = []
+        for axis in spec.axes:
+            given = self.at.get(axis.field)
+            if given is None:
+                choices.append((axis.field, [None] if axis.field == SEED_AXIS else axis.values))
+            else:
+                choices.append((axis.field, given if isinstance(given, list) else [given]))
+        names = [name for name, _ in choices]
+        combos = itertools.product(*(values for _, values in choices))
+        points = [{k: v for k, v in zip(names, combo) if v is not None} for combo in combos]
+        return [(rule, point) for rule in (self.rules or spec.rules) for point in points]
+
+    def measure(self, spec: ExperimentSpec, results: list[dict[str, Any]]) -> tuple[float, float]:
+        """(the figure, its standard error over seeds where it is a mean, else 0)."""
+        runs = ok_results(results)
+        figures = []
+        for rule, point in self._points(spec):
+            members = [r for r in runs if rule in r["rules"]
+                       and all(r["values"].get(k) == v for k, v in point.items())]
+            if not members:
+                raise ConfigError("measure", f"no finished run of {rule!r} at {point}")
+            figures.append(self._stat(members, rule))
+        if len(figures) == 1:
+            return figures[0]
+        pick = min if self.across == "min" else max
+        return pick(figures, key=lambda f: f[0])
+
+    def _stat(self, runs: list[dict[str, Any]], rule: str) -> tuple[float, float]:
+        steps = [float(v) for r in runs if (v := result_value(r, rule, "steps_to_target")) is not None]
+        k, n = len(steps), len(runs)
+        if self.stat == "n":
+            return float(n), 0.0
+        if self.stat == "successes":
+            return float(k), 0.0
+        if self.stat == "rate":
+            return k / n, 0.0
+        if self.stat in ("rate_lo", "rate_hi"):
+            return wilson_interval(k, n)[self.stat == "rate_hi"], 0.0
+        if self.stat == "median_steps":  # inf where no run reached the target: never a figure
+            return (statistics.median(steps) if steps else math.inf), 0.0
+        values = [v for r in runs if (v := run_value(r, rule, self.value)) is not None]
+        if not values:
+            return math.nan, 0.0
+        mean, se = mean_se(values)
+        if self.stat == "mean":
+            return mean, se
+        if self.stat == "se":
+            return se, 0.0
+        return (min(values) if self.stat == "min" else max(values)), 0.0
+
+
+def run_value(res: dict[str, Any], rule: str, name: str) -> float | None:
+    """``name`` of one rule in one job: as ``summary.result_value``, plus ``column@STEP`` (the
+    logged row of that step; None where it was not logged or the run diverged before it)."""
+    m = _AT_STEP.match(name)
+    if m is None or m["at"] in ("0", "end"):
+        return result_value(res, rule, name)
+    step = int(m["at"])
+    for row in res.get("rows", ()):
+        if row.get("scaling") == rule and int(row.get("step", -1)) == step:
+            v = row.get(m["column"])
+            return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+    return None
+
+
+def _check_value(spec: ExperimentSpec, name: str) -> None:
+    """A per-rule result (``success`` too) or ``column@0|end|STEP`` of a metrics.csv column."""
+    from engine.experiments.job import metrics_csv_columns
+    from engine.experiments.summary import length_fields
+
+    if name == "success" or name in RESULT_FIELDS or name in length_fields(spec):
+        return
+    m = _AT_STEP.match(name)
+    columns = metrics_csv_columns(spec.base.eval_lengths)
+    if m is None or m["column"] not in columns or m["column"] in ("scaling", "step"):
+        raise ConfigError("measure", f"value {name!r} is neither a per-rule result "
+                                     f"({', '.join(RESULT_FIELDS)}) nor COLUMN@0|end|STEP of a "
+                                     "metrics.csv column")
+    if m["at"] not in ("0", "end"):
+        step = int(m["at"])
+        for job in spec.jobs():
+            cfg = job.config
+            if step > cfg.steps or (step % cfg.log_every and step != cfg.steps):
+                raise ConfigError("measure", f"value {name!r}: step {step} is not logged in "
+                                             f"{job.key} ({cfg.steps} steps, every {cfg.log_every})")
