@@ -282,13 +282,13 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
     """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
     runs once per check, on the cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
     from engine.errors import Cancelled
-    from engine.experiments.runner import load_results, run_experiment
+    from engine.experiments.runner import run_experiment, scan_results
 
     spec = experiment_of(claim)
 
     def run() -> list[dict[str, Any]]:
         out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
-        cached = load_results(spec, out) if out is not None else {}
+        cached = scan_results(spec, out)[0] if out is not None else {}
         pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
         if pending and cache.note is not None:
             from engine.experiments.runner import default_workers
