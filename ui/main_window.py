@@ -1,9 +1,12 @@
 """The main window: the parameter dock, the pages (the page registry: the Simulation page, the
-others built the first time their tab is shown), the menus and the links between pages.
+others built the first time their tab is shown) and the menus.
 
-It hands the live run and the status bar to ``window_run.py``, the guided tour to
-``window_tour.py``, sessions to ``sessions.py``, what it remembers to ``window_settings.py`` and
-exports to ``window_exports.py``; it keeps one-line methods for what tests and other modules call.
+Each other job has its own module, a helper object that is a Qt child of the window: the live
+run and the status bar (``window_run.py``), the guided tour (``window_tour.py``), the links
+between pages (``window_links.py``), sessions (``sessions.py``), what the window remembers
+(``window_settings.py``), exports (``window_exports.py``), presentation mode
+(``presentation.py``) and the help box (``window_help.py``). The window keeps one-line methods
+for what the tests and the other modules call.
 """
 
 from __future__ import annotations
@@ -26,16 +29,17 @@ from PySide6.QtWidgets import (
 )
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.params.panel import ParamPanel
 from ui.presentation import Presenter
 from ui.sessions import Sessions
-from ui.settings import open_settings, settings_location
+from ui.settings import open_settings
 from ui.simulation_run import LabState, SweepCache
 from ui.theme import THEMES, apply_app_theme
 from ui.window_exports import WindowExports
+from ui.window_help import show_help
+from ui.window_links import PageLinks
 from ui.window_run import WindowRun
 from ui.window_settings import WindowSettings
 from ui.window_tour import WindowTour
@@ -51,18 +55,6 @@ LAZY_PAGES = (
 )
 #: (module, class) of the guided tour, built the first time it is shown
 TOUR = ("ui.pages.tour.panel", "TourPanel")
-
-HELP_TEXT = """<h3>Attention Scaling Lab</h3>
-<p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
-reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
-<table>
-<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop (in the guided tour: leave the tour)</td></tr>
-<tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
-<tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
-<tr><td>F1</td><td>this help</td></tr></table>
-<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
-point is marked in all six sweep plots); click a sweep point to set its d_k (or n, along n). Exported figures carry
-their parameters: File → Open accepts them.</p>"""
 
 
 class MainWindow(QMainWindow):
@@ -90,6 +82,7 @@ class MainWindow(QMainWindow):
         self.window_settings = WindowSettings(self)
         self.sessions = Sessions(self)
         self.exports = WindowExports(self)
+        self.page_links = PageLinks(self)
         self._closing = False
         self._build_tabs()
         self._build_params_dock()
@@ -196,17 +189,8 @@ class MainWindow(QMainWindow):
             self.theme_actions[name] = act
         v.addSeparator()
         self.presenter = Presenter(self)
-        self.present_action = QAction("&Presentation mode", self, checkable=True)
-        self.present_action.setShortcut(QKeySequence("F11"))
-        self.present_action.setStatusTip("Larger text and lines, one plot at a time with the sweep "
-                                         "below; Left/Right change the plot")
-        self.present_action.toggled.connect(self.set_presentation)
-        v.addAction(self.present_action)
-        self.play_action = QAction("&Play d_k through the sweep", self, checkable=True)
-        self.play_action.setShortcut(QKeySequence("Ctrl+P"))
-        self.play_action.setStatusTip("Step d_k (or n, along n) through the sweep's values, the page following")
-        self.play_action.toggled.connect(lambda on: self.presenter.play() if on else self.presenter.stop())
-        v.addAction(self.play_action)
+        self.presenter.add_actions(v)
+        self.present_action, self.play_action = self.presenter.present_action, self.presenter.play_action
         v.addAction(self.params_dock.toggleViewAction())
         self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
@@ -215,12 +199,7 @@ class MainWindow(QMainWindow):
 
     def set_presentation(self, on: bool) -> None:
         """Presentation mode on or off (View menu, F11, ``--present``)."""
-        if self.present_action.isChecked() != on:
-            self.present_action.setChecked(on)  # comes back here through toggled
-            return
-        self.presenter.set_active(on)
-        if not on and self.play_action.isChecked():
-            self.play_action.setChecked(False)
+        self.presenter.switch(on)
 
     # -- lazy pages ----------------------------------------------------------------------------
     def _build_lazy_tab(self, index: int) -> None:
@@ -245,18 +224,10 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
-        self._connect_page(cls, page)
+        self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()
         if hasattr(page, "apply_theme"):
             page.apply_theme(THEMES[self.theme_name])
-
-    def _connect_page(self, cls: str, page: QWidget) -> None:
-        """Links between pages go through the window (no page imports another)."""
-        if cls == "ExperimentsPage" and hasattr(page, "open_job"):
-            page.set_base_config_source(self._training_config)
-            page.open_job.connect(self._open_experiment_job)
-            if self._remember:
-                page.restore_settings(self.settings)
 
     def ensure_page(self, cls: str) -> QWidget | None:
         """The page whose class is ``cls``, built if needed, without switching tabs."""
@@ -269,30 +240,6 @@ class MainWindow(QMainWindow):
                     self.tabs.setCurrentIndex(current)
                     self.tabs.blockSignals(False)
         return self.pages.get(cls)
-
-    def _training_config(self) -> Any:
-        page = self.ensure_page("TrainingPage")
-        if page is None or not hasattr(page, "current_config"):
-            raise ConfigError("training", "the Training page is not available")
-        return page.current_config()
-
-    def _open_experiment_job(self, result: dict, title: str) -> bool:
-        """Show a finished experiment job's logged curves in the Training page."""
-        from engine.training.config import TrainingConfig
-
-        page = self.ensure_page("TrainingPage")
-        if page is None or not hasattr(page, "show_metrics"):
-            self.message("Open job", "The Training page is not available.", error=True)
-            return False
-        cfg = TrainingConfig.from_dict(result["config"])
-        diverged = {rule: r.get("diverged_step") for rule, r in result.get("rules", {}).items()}
-        if not page.show_metrics(result["rows"], title, cfg, diverged, result.get("seconds", 0.0),
-                                 result.get("device", "")):
-            self.message("Open job", "The Training page is training: stop its run first, then "
-                                     "click the job again.", error=True)
-            return False
-        self.tabs.setCurrentWidget(page)
-        return True
 
     def _sync_params_dock(self, index: int) -> None:
         on_simulation = self.tabs.widget(index) is self.page
@@ -351,9 +298,6 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         self.window_run.stop()
 
-    def tick(self) -> None:
-        self.window_run.tick()
-
     # -- the API the tour and other pages use --------------------------------------------------
     def apply_config(self, data: dict) -> bool:
         """Set the widgets from a partial dict of SimulationConfig fields, then rerun."""
@@ -394,8 +338,7 @@ class MainWindow(QMainWindow):
         box.show()
 
     def show_help(self) -> None:
-        QMessageBox.about(self, "Attention Scaling Lab",
-                          HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
+        show_help(self)
 
     # -- sessions, exports, settings (each in its own module; the window keeps its API) -------
     def save_session(self, path: str | Path) -> Path:
