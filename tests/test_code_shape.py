@@ -15,14 +15,6 @@ MAX_DEPTH = 4  #: blocks inside a function; the fifth level fails
 BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
           ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-#: functions still to split, each in a file another change was rewriting when this test came
-#: (engine/training and the tour); a fixed one must leave the list (a test checks it)
-NOT_YET_SPLIT = {
-    ("engine/training/config.py", "__post_init__"),
-    ("engine/training/trainer.py", "head_rows"),
-    ("engine/training/trainer.py", "_record"),
-    ("ui/pages/tour/panel.py", "__init__"),
-}
 
 
 def _sources() -> list[Path]:
@@ -52,12 +44,11 @@ def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return fn.end_lineno - fn.lineno + 1
 
 
-def shape_problems(text: str, name: str, skip: bool = True) -> list[str]:
-    """Each function of the source ``text`` that is too long or nested too deep (``skip``: not
-    those of NOT_YET_SPLIT)."""
+def shape_problems(text: str, name: str) -> list[str]:
+    """Each function of the source ``text`` that is too long or nested too deep."""
     problems = []
     for node in ast.walk(ast.parse(text, filename=name)):
-        if not isinstance(node, FUNCTIONS) or (skip and (name, node.name) in NOT_YET_SPLIT):
+        if not isinstance(node, FUNCTIONS):
             continue
         lines = _body_lines(node)
         if lines > MAX_LINES:
@@ -74,22 +65,15 @@ def test_the_checks_see_a_long_function_and_a_deep_nest():
     deep = ("def g(a):\n    for x in a:\n        if x:\n            while x:\n"
             "                with open(x) as f:\n                    if f:\n                        pass\n")
     fine = "def h(a):\n    if a:\n        pass\n    elif a:\n        if a:\n            pass\n"
-    found = shape_problems(f"def f():\n{body}\n{deep}\n{fine}", "probe.py")
+    just = "def k():\n" + "".join(f"    y{i} = {i}\n" for i in range(MAX_LINES - 1))  # 60 lines
+    found = shape_problems(f"def f():\n{body}\n{deep}\n{fine}\n{just}", "probe.py")
     assert any(" f: " in p and "lines" in p for p in found)
     assert any(" g: nested 5 deep" in p for p in found)
     assert not any(" h: " in p for p in found)
+    assert not any(" k: " in p for p in found)
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_long_function_and_no_deep_nesting(path):
     assert shape_problems(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))) == []
 
-
-@pytest.mark.parametrize("name,function", sorted(NOT_YET_SPLIT))
-def test_a_function_not_yet_split_is_still_listed_for_a_reason(name, function):
-    path = ROOT / name
-    if not path.exists():
-        pytest.fail(f"{name} is gone: remove it from NOT_YET_SPLIT")
-    found = shape_problems(path.read_text(encoding="utf-8"), name, skip=False)
-    assert any(f" {function}: " in p for p in found), \
-        f"{name} {function} is short and shallow now: remove it from NOT_YET_SPLIT"

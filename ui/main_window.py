@@ -1,19 +1,22 @@
-"""The main window: parameter dock, pages, menus, status bar; the live run loop.
+"""The main window: the parameter dock, the pages (the page registry: the Simulation page, the
+others built the first time their tab is shown) and the menus.
 
-Flow: a widget changes -> debounce (200 ms) -> ``config_from_widgets()`` -> the worker runs
-``lab_run`` (simulation, then the sweep along d_k or n) in a thread -> it keeps only the latest LabState ->
-a 30 Hz timer takes it and the page redraws what changed and is visible.
+Each other job has its own module, a helper object that is a Qt child of the window: the live
+run and the status bar (``window_run.py``), the guided tour (``window_tour.py``), the links
+between pages (``window_links.py``), sessions (``sessions.py``), what the window remembers
+(``window_settings.py``), exports (``window_exports.py``), presentation mode
+(``presentation.py``) and the help box (``window_help.py``). The window keeps one-line methods
+for what the tests and the other modules call.
 """
 
 from __future__ import annotations
 
 import importlib
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -21,28 +24,26 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QTabWidget,
     QWidget,
 )
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.params.panel import ParamPanel
 from ui.presentation import Presenter
 from ui.sessions import Sessions
-from ui.settings import open_settings, settings_location
-from ui.simulation_run import LabState, SweepCache, lab_run
+from ui.settings import open_settings
+from ui.simulation_run import LabState, SweepCache
 from ui.theme import THEMES, apply_app_theme
 from ui.window_exports import WindowExports
+from ui.window_help import show_help
+from ui.window_links import PageLinks
+from ui.window_run import WindowRun
 from ui.window_settings import WindowSettings
-from ui.worker import Worker
+from ui.window_tour import WindowTour
 
-DEBOUNCE_MS = 200
-REDRAW_MS = 33  #: at most ~30 redraws a second
 DEFAULT_SIZE = (1600, 1000)
 
 #: (tab title, module, class) of the other pages, built the first time their tab is shown
@@ -52,19 +53,8 @@ LAZY_PAGES = (
     ("Real model", "ui.pages.real_model.page", "RealModelPage"),
     ("Experiments", "ui.pages.experiments.page", "ExperimentsPage"),
 )
+#: (module, class) of the guided tour, built the first time it is shown
 TOUR = ("ui.pages.tour.panel", "TourPanel")
-
-HELP_TEXT = """<h3>Attention Scaling Lab</h3>
-<p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
-reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
-<table>
-<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop (in the guided tour: leave the tour)</td></tr>
-<tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
-<tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
-<tr><td>F1</td><td>this help</td></tr></table>
-<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
-point is marked in all six sweep plots); click a sweep point to set its d_k (or n, along n). Exported figures carry
-their parameters: File → Open accepts them.</p>"""
 
 
 class MainWindow(QMainWindow):
@@ -92,12 +82,12 @@ class MainWindow(QMainWindow):
         self.window_settings = WindowSettings(self)
         self.sessions = Sessions(self)
         self.exports = WindowExports(self)
-        self._run_started = 0.0
+        self.page_links = PageLinks(self)
         self._closing = False
         self._build_tabs()
         self._build_params_dock()
-        self._build_run_loop()
-        self._build_status_bar()
+        self._build_run()
+        self.window_tour = WindowTour(self)
         self._build_menus()
         self.theme_name = "light"
         self.resize(*DEFAULT_SIZE)
@@ -129,7 +119,7 @@ class MainWindow(QMainWindow):
             self._lazy[index] = (module, cls)
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
-        self.tabs.currentChanged.connect(lambda _i: self._sync_status_bar())
+        self.tabs.currentChanged.connect(lambda _i: self.window_run.sync_status_bar())
         self.setCentralWidget(self.tabs)
 
     def _build_params_dock(self) -> None:
@@ -139,53 +129,18 @@ class MainWindow(QMainWindow):
         self.params_dock.setWidget(self.params)
         self.params_dock.setMinimumWidth(300)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.params_dock)
-        self.tour_dock: QDockWidget | None = None
-        self.tour: Any = None
         #: the simulation parameters only mean something on the Simulation tab: the dock steps aside
         #: on the other pages (they have their own controls) and comes back as the user left it
         self._params_dock_wanted = True
         self._was_on_simulation = True
 
-    def _build_run_loop(self) -> None:
-        """The worker thread, the debounce after a widget changes and the ~30 Hz redraw timer."""
-        self.worker = Worker(self)
-        self.worker.finished.connect(self._on_finished)
-        self.worker.error.connect(self._on_error)
-        self.worker.cancelled.connect(self._on_cancelled)
-        self.debounce = QTimer(self)
-        self.debounce.setSingleShot(True)
-        self.debounce.setInterval(DEBOUNCE_MS)
-        self.debounce.timeout.connect(self.rerun)
-        self.params.changed.connect(self.debounce.start)
-        self.params.clamped.connect(lambda text: self.statusBar().showMessage(text, 10_000))
-        self.redraw_timer = QTimer(self)
-        self.redraw_timer.setInterval(REDRAW_MS)
-        self.redraw_timer.timeout.connect(self.tick)
-
-    def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.status_label = QLabel("ready")
-        self.status_label.setObjectName("status_run")
-        self.status_label.setToolTip("Backend, device, dtype and method of the run; trials done and time taken")
-        self.progress = QProgressBar()
-        self.progress.setObjectName("progress")
-        self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(260)
-        self.progress.setTextVisible(True)
-        self.progress.setToolTip("Progress of the simulation (first half) and the sweep along d_k or n (second half)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stop_button")
-        self.stop_button.setToolTip("Stop the running computation now (Esc)")
-        self.stop_button.clicked.connect(self.stop)
-        self.stop_button.setEnabled(False)
-        bar.addWidget(self.status_label, 1)
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.stop_button)
-        #: the status of the page shown when it is not the Simulation page (its own words)
-        self.page_status = QLabel("")
-        self.page_status.setObjectName("status_page")
-        bar.addWidget(self.page_status, 1)
-        self.page_status.hide()
+    def _build_run(self) -> None:
+        """The live run and the status bar (``window_run.py``); the window names the parts that
+        tests and the other modules reach through it."""
+        run = self.window_run = WindowRun(self)
+        self.worker, self.debounce, self.redraw_timer = run.worker, run.debounce, run.redraw_timer
+        self.status_label, self.progress = run.status_label, run.progress
+        self.stop_button, self.page_status = run.stop_button, run.page_status
 
     def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, self)
@@ -234,17 +189,8 @@ class MainWindow(QMainWindow):
             self.theme_actions[name] = act
         v.addSeparator()
         self.presenter = Presenter(self)
-        self.present_action = QAction("&Presentation mode", self, checkable=True)
-        self.present_action.setShortcut(QKeySequence("F11"))
-        self.present_action.setStatusTip("Larger text and lines, one plot at a time with the sweep "
-                                         "below; Left/Right change the plot")
-        self.present_action.toggled.connect(self.set_presentation)
-        v.addAction(self.present_action)
-        self.play_action = QAction("&Play d_k through the sweep", self, checkable=True)
-        self.play_action.setShortcut(QKeySequence("Ctrl+P"))
-        self.play_action.setStatusTip("Step d_k (or n, along n) through the sweep's values, the page following")
-        self.play_action.toggled.connect(lambda on: self.presenter.play() if on else self.presenter.stop())
-        v.addAction(self.play_action)
+        self.presenter.add_actions(v)
+        self.present_action, self.play_action = self.presenter.present_action, self.presenter.play_action
         v.addAction(self.params_dock.toggleViewAction())
         self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
@@ -253,12 +199,7 @@ class MainWindow(QMainWindow):
 
     def set_presentation(self, on: bool) -> None:
         """Presentation mode on or off (View menu, F11, ``--present``)."""
-        if self.present_action.isChecked() != on:
-            self.present_action.setChecked(on)  # comes back here through toggled
-            return
-        self.presenter.set_active(on)
-        if not on and self.play_action.isChecked():
-            self.play_action.setChecked(False)
+        self.presenter.switch(on)
 
     # -- lazy pages ----------------------------------------------------------------------------
     def _build_lazy_tab(self, index: int) -> None:
@@ -283,18 +224,10 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
-        self._connect_page(cls, page)
+        self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()
         if hasattr(page, "apply_theme"):
             page.apply_theme(THEMES[self.theme_name])
-
-    def _connect_page(self, cls: str, page: QWidget) -> None:
-        """Links between pages go through the window (no page imports another)."""
-        if cls == "ExperimentsPage" and hasattr(page, "open_job"):
-            page.set_base_config_source(self._training_config)
-            page.open_job.connect(self._open_experiment_job)
-            if self._remember:
-                page.restore_settings(self.settings)
 
     def ensure_page(self, cls: str) -> QWidget | None:
         """The page whose class is ``cls``, built if needed, without switching tabs."""
@@ -308,30 +241,6 @@ class MainWindow(QMainWindow):
                     self.tabs.blockSignals(False)
         return self.pages.get(cls)
 
-    def _training_config(self) -> Any:
-        page = self.ensure_page("TrainingPage")
-        if page is None or not hasattr(page, "current_config"):
-            raise ConfigError("training", "the Training page is not available")
-        return page.current_config()
-
-    def _open_experiment_job(self, result: dict, title: str) -> bool:
-        """Show a finished experiment job's logged curves in the Training page."""
-        from engine.training.config import TrainingConfig
-
-        page = self.ensure_page("TrainingPage")
-        if page is None or not hasattr(page, "show_metrics"):
-            self.message("Open job", "The Training page is not available.", error=True)
-            return False
-        cfg = TrainingConfig.from_dict(result["config"])
-        diverged = {rule: r.get("diverged_step") for rule, r in result.get("rules", {}).items()}
-        if not page.show_metrics(result["rows"], title, cfg, diverged, result.get("seconds", 0.0),
-                                 result.get("device", "")):
-            self.message("Open job", "The Training page is training: stop its run first, then "
-                                     "click the job again.", error=True)
-            return False
-        self.tabs.setCurrentWidget(page)
-        return True
-
     def _sync_params_dock(self, index: int) -> None:
         on_simulation = self.tabs.widget(index) is self.page
         if on_simulation:
@@ -341,24 +250,10 @@ class MainWindow(QMainWindow):
             self.params_dock.hide()
         self._was_on_simulation = on_simulation
 
-    def _sync_status_bar(self) -> None:
-        """Each page shows its own status: the simulation's run line, progress and Stop belong
-        to the Simulation page; another page shows its ``status_summary()`` (or nothing)."""
-        on_simulation = self.tabs.currentWidget() is self.page
-        for w in (self.status_label, self.progress, self.stop_button):
-            w.setVisible(on_simulation)
-        self.page_status.setVisible(not on_simulation)
-        if not on_simulation:
-            summary = getattr(self.tabs.currentWidget(), "status_summary", None)
-            text = summary() if callable(summary) else ""
-            if self.page_status.text() != text:
-                self.page_status.setText(text)
-
     @property
     def status_text(self) -> str:
         """What the status bar shows for the current page (tests read it)."""
-        label = self.status_label if self.tabs.currentWidget() is self.page else self.page_status
-        return label.text()
+        return self.window_run.status_text
 
     def open_page_titled(self, title: str) -> bool:
         """Show the page whose tab reads ``title`` (case-insensitive); False if there is none."""
@@ -379,159 +274,34 @@ class MainWindow(QMainWindow):
                 return self.pages.get(cls)
         return None
 
+    # -- the guided tour (window_tour.py) --------------------------------------------------------
     def show_tour(self) -> None:
-        if self.tour_dock is None:
-            try:
-                module = importlib.import_module(TOUR[0])
-                self.tour = getattr(module, TOUR[1])(self)
-            except Exception as exc:
-                traceback.print_exc()
-                self.message("Guided tour", f"The tour could not be loaded: {type(exc).__name__}: {exc}", error=True)
-                return
-            if hasattr(self.tour, "sweep_axis"):
-                self.tour.sweep_axis.connect(lambda axis: self.set_sweep_axis(axis, rerun=False))
-            self.tour.apply_config.connect(self.apply_config)
-            self.tour.highlight.connect(lambda plot_id: self.highlight_plot(plot_id, hold=True))
-            if hasattr(self.tour, "show_inspector"):
-                self.tour.show_inspector.connect(self._tour_inspector)
-            if hasattr(self.tour, "open_inspector"):
-                self.tour.open_inspector.connect(self._tour_open_inspector)
-            self.tour.finished.connect(self._leave_tour)
-            self.tour.highlight.connect(self.presenter.follow)  # presentation: show the step's plot
-            if hasattr(self.tour, "show_result"):  # what the step's run measured, for its question
-                self.results_complete.connect(
-                    lambda: self.tour.show_result(self.state.snapshot if self.state else None))
-            self.tour_dock = QDockWidget("Guided tour", self)
-            self.tour_dock.setObjectName("tour_dock")
-            self.tour_dock.setWidget(self.tour)
-            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.tour_dock)
-            if hasattr(self.tour, "start"):
-                self.tour.start()  # enter step 1: applies its parameters, highlights its plot
-        if not self.tour_dock.isVisible():
-            self._size_before_tour = self.size()
-        self.tour_dock.show()
-        self.tour_dock.raise_()
-        self.tour.setFocus()  # arrows step, Esc leaves the tour (elsewhere Esc stops the run)
+        self.window_tour.show(TOUR)
 
-    def _leave_tour(self) -> None:
-        """Hide the tour; if its dock made the window wider (a platform without a window manager
-        grows the window to fit), give the width back so it is not remembered."""
-        self.tour_dock.hide()
-        self.page.clear_highlight()  # the step's plot to watch was outlined until now
-        before = getattr(self, "_size_before_tour", None)
-        if before is not None and not self.isMaximized() and self.width() > before.width():
-            self.resize(before)
+    @property
+    def tour(self) -> Any:
+        """The tour panel; None until the tour is first shown (or when it failed to load)."""
+        return self.window_tour.panel
 
-    def _tour_inspector(self, scores: list, scale: float) -> None:
-        """A step's example: load it into the inspector if that page exists, without leaving the
-        plot the step highlights (the tour's link opens the inspector)."""
-        page = self.pages.get("InspectorPage")
-        if page is not None and hasattr(page, "set_scores"):
-            page.set_scores(scores, scale)
+    @property
+    def tour_dock(self) -> QDockWidget | None:
+        return self.window_tour.dock
 
-    def _tour_open_inspector(self, scores: list, scale: float) -> None:
-        page = self.open_page("InspectorPage")
-        if page is not None and hasattr(page, "set_scores"):
-            page.set_scores(scores, scale)
-
-    # -- running -------------------------------------------------------------------------------
+    # -- the live run (window_run.py) -----------------------------------------------------------
     def rerun(self) -> bool:
         """Validate the widgets and start a new generation; False (message shown) if invalid."""
-        self.debounce.stop()
-        try:
-            cfg = self.params.config_from_widgets()
-        except ConfigError as exc:
-            self.worker.stop()
-            self.stop_button.setEnabled(False)
-            self.status_label.setText(f"not run: {exc.field}: {exc.message}")
-            self.last_message = str(exc)
-            return False
-        self.config = cfg
-        cache, axis = self.sweep_cache, self.sweep_axis
-        self._run_started = time.perf_counter()
-        self.worker.start(lambda cancelled: lab_run(cfg, cancelled, cache, axis=axis))
-        self.stop_button.setEnabled(True)
-        self.progress.setValue(0)
-        self.progress.setFormat("starting…")
-        return True
+        return self.window_run.rerun()
 
     def set_sweep_axis(self, axis: str, rerun: bool = True) -> bool:
-        """Sweep along d_k or along n (the number of keys) from now on; reruns unless told not
-        to (the tour applies its parameters next, which reruns)."""
-        self.sweep_axis = axis
-        self.page.panels["sweep"].set_axis(axis)
-        return self.rerun() if rerun else True
+        return self.window_run.set_sweep_axis(axis, rerun)
 
     def stop(self) -> None:
-        if self.worker.is_running():
-            self.worker.stop()
-            self.status_label.setText(self.status_label.text() + "  — stopped")
-        self.stop_button.setEnabled(False)
-
-    def tick(self) -> None:
-        """The redraw timer: take the latest state (if new), then redraw what changed."""
-        latest = self.worker.take_latest()
-        if latest is not None:
-            self.state = latest.item
-            self.page.set_state(self.state)
-            self._show_progress(self.state)
-        if self.page.isVisible() and self.page.redraw():
-            self.redraw_count += 1
-        elif self.page_status.isVisible():
-            self._sync_status_bar()
-        if latest is not None and latest.item.complete and latest.done:
-            self.stop_button.setEnabled(False)
-            self.results_complete.emit()
-
-    def _show_progress(self, state: LabState) -> None:
-        snap = state.snapshot
-        self.progress.setValue(round(1000 * state.progress))
-        if state.phase == "simulation":
-            self.progress.setFormat(f"simulation {100 * snap.progress:.0f}%" if snap else "simulation")
-        elif state.phase == "sweep":
-            self.progress.setFormat(f"sweep {len(state.sweep)}/{state.sweep_total}")
-        else:
-            self.progress.setFormat("done")
-        if snap is not None:
-            c = snap.config
-            self.status_label.setText(
-                f"backend {snap.backend} · device {snap.device} · dtype {c.dtype} · method "
-                f"{snap.method} · {snap.trials_done:,}/{c.trials:,} trials in {snap.elapsed_s:.2f} s"
-                + (f" · sweep {len(state.sweep)}/{state.sweep_total}" if state.sweep_total else ""))
-
-    def _on_finished(self, generation: int) -> None:
-        self.stop_button.setEnabled(False)
-
-    def _on_cancelled(self, generation: int) -> None:
-        if generation == self.worker.generation:
-            self.stop_button.setEnabled(False)
-            self.progress.setFormat("stopped")
-
-    def _on_error(self, generation: int, exc: object) -> None:
-        if generation != self.worker.generation:
-            return
-        self.stop_button.setEnabled(False)
-        self.progress.setFormat("error")
-        if isinstance(exc, ConfigError):
-            self.params.show_error(exc)
-            self.status_label.setText(f"not run: {exc.field}: {exc.message}")
-            self.last_message = str(exc)
-        else:
-            self.message("Simulation error", f"{type(exc).__name__}: {exc}", error=True)
+        self.window_run.stop()
 
     # -- the API the tour and other pages use --------------------------------------------------
     def apply_config(self, data: dict) -> bool:
         """Set the widgets from a partial dict of SimulationConfig fields, then rerun."""
-        merged = {**self.params.widget_values(), **dict(data)}
-        try:
-            cfg = SimulationConfig.from_dict(merged)
-        except ConfigError as exc:
-            self.params.show_error(exc)
-            self.last_message = str(exc)
-            self.status_label.setText(f"not applied: {exc}")
-            return False
-        self.params.set_config(cfg)
-        return self.rerun()
+        return self.window_run.apply_config(data)
 
     def highlight_plot(self, plot_id: str, hold: bool = False) -> bool:
         """Bring the plot into view and outline it: for a moment, or (``hold``: the tour's plot
@@ -568,8 +338,7 @@ class MainWindow(QMainWindow):
         box.show()
 
     def show_help(self) -> None:
-        QMessageBox.about(self, "Attention Scaling Lab",
-                          HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
+        show_help(self)
 
     # -- sessions, exports, settings (each in its own module; the window keeps its API) -------
     def save_session(self, path: str | Path) -> Path:

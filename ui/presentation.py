@@ -13,7 +13,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QFont, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication
 
 from ui.presentation_bar import ParamBar
@@ -74,6 +74,32 @@ class Presenter(QObject):
         """The main window (its parent; no Python reference kept: a closed, deleted window
         must not stay referenced from here)."""
         return self.parent()
+
+    # -- the View menu's actions ---------------------------------------------------------------
+    def add_actions(self, menu: Any) -> None:
+        """Presentation mode (F11) and Play (Ctrl+P), both checkable, into the window's menu."""
+        w = self.window
+        self.present_action = QAction("&Presentation mode", w, checkable=True)
+        self.present_action.setShortcut(QKeySequence("F11"))
+        self.present_action.setStatusTip("Larger text and lines, one plot at a time with the sweep "
+                                         "below; Left/Right change the plot")
+        self.present_action.toggled.connect(self.switch)
+        menu.addAction(self.present_action)
+        self.play_action = QAction("&Play d_k through the sweep", w, checkable=True)
+        self.play_action.setShortcut(QKeySequence("Ctrl+P"))
+        self.play_action.setStatusTip("Step d_k (or n, along n) through the sweep's values, the page following")
+        self.play_action.toggled.connect(lambda on: self.play() if on else self.stop())
+        menu.addAction(self.play_action)
+
+    def switch(self, on: bool) -> None:
+        """Presentation mode on or off, its menu action checked to match (View menu, F11,
+        ``--present``); leaving it stops Play."""
+        if self.present_action.isChecked() != on:
+            self.present_action.setChecked(on)  # comes back here through toggled
+            return
+        self.set_active(on)
+        if not on and self.play_action.isChecked():
+            self.play_action.setChecked(False)
 
     # -- on / off ------------------------------------------------------------------------------
     def set_active(self, on: bool) -> None:

@@ -120,77 +120,13 @@ class TrainingConfig(ConfigMethods):
     eval_every: int = 1
 
     def __post_init__(self) -> None:
-        s = object.__setattr__
-        check_choice("task", self.task, TASKS)
-        s(self, "items_min", check_int("items_min", self.items_min, 1, 1024))
-        s(self, "items_max", check_int("items_max", self.items_max, 1, 1024))
-        if self.items_max < self.items_min:
-            raise ConfigError("items_max", f"must be >= items_min ({self.items_min}), got {self.items_max}")
-        s(self, "key_dim", check_int("key_dim", self.key_dim, 1, 4096))
-        s(self, "noise", check_float("noise", self.noise, 0.0, 10.0))
-        s(self, "classes", check_int("classes", self.classes, 2, 4096))
-        s(self, "pairs", check_int("pairs", self.pairs, 1, 256))
-        check_choice("positions", self.positions, POSITIONS)
-        if self.task == "recall" and self.pairs > self.classes:
-            raise ConfigError("pairs", f"must be <= classes ({self.classes}) so keys are distinct, "
-                              f"got {self.pairs}")
-        s(self, "d_model", check_int("d_model", self.d_model, 1, D_MODEL_MAX))
-        s(self, "heads", check_int("heads", self.heads, 1, HEADS_MAX))
-        s(self, "d_k", check_int("d_k", self.d_k, 0, D_MODEL_MAX))
-        if self.d_k == 0 and self.d_model % self.heads:
-            raise ConfigError("heads", f"must divide d_model ({self.d_model}) when d_k is 0 "
-                              f"(= d_model / heads), got {self.heads}")
-        s(self, "layers", check_int("layers", self.layers, 1, LAYERS_MAX))
-        for name in ("mlp", "layernorm"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
-        s(self, "qk_init", check_float("qk_init", self.qk_init, 0.0, 100.0, lo_open=True))
-        s(self, "scalings", check_choices("scalings", self.scalings, TRAINING_RULES))
-        s(self, "temperature", check_float("temperature", self.temperature, *TEMPERATURE_RANGE))
-        s(self, "cosine_temperature",
-          check_float("cosine_temperature", self.cosine_temperature, *TEMPERATURE_RANGE))
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        s(self, "lr", check_float("lr", self.lr, 0.0, 100.0, lo_open=True))
-        s(self, "batch", check_int("batch", self.batch, 1, BATCH_MAX))
-        s(self, "steps", check_int("steps", self.steps, 1, STEPS_MAX))
-        s(self, "seed", check_int("seed", self.seed, 0, SEED_MAX))
-        check_choice("device", self.device, DEVICES)
-        s(self, "warmup", check_int("warmup", self.warmup, 0, STEPS_MAX))
-        check_choice("decay", self.decay, DECAYS)
-        s(self, "lr_floor", check_float("lr_floor", self.lr_floor, 0.0, 1.0))
-        s(self, "weight_decay", check_float("weight_decay", self.weight_decay, 0.0, 10.0))
-        s(self, "grad_clip", check_float("grad_clip", self.grad_clip, 0.0, 1e6))
-        s(self, "log_every", check_int("log_every", self.log_every, 1, STEPS_MAX))
-        s(self, "probe_size", check_int("probe_size", self.probe_size, 1, 4096))
-        s(self, "hist_bins", check_int("hist_bins", self.hist_bins, 2, 2000))
-        s(self, "hist_range", check_float("hist_range", self.hist_range, 0.0, 1e6, lo_open=True))
-        s(self, "saturation_threshold",
-          check_float("saturation_threshold", self.saturation_threshold, 0.0, 1.0,
-                      lo_open=True, hi_open=True))
-        s(self, "collapse_threshold",
-          check_float("collapse_threshold", self.collapse_threshold, 0.0, 1.0))
-        s(self, "collapse_logs", check_int("collapse_logs", self.collapse_logs, 1, 10_000))
+        """Each group of fields in turn (the first bad field raises), then the memory guards."""
+        _check_task(self)
+        _check_model(self)
+        _check_optimisation(self)
+        _check_observation(self)
         _check_eval_lengths(self)
-        total = self.n_params * len(self.scalings)
-        if total > PARAMS_MAX:
-            raise ConfigError("d_model", f"{len(self.scalings)} rule(s) x {self.n_params:,} "
-                              f"parameters = {total:,}, more than {PARAMS_MAX:,} (memory): use a "
-                              "smaller d_model or d_k, fewer heads or layers, or fewer rules")
-        acts = self.activations_per_forward
-        if acts > ACTIVATIONS_MAX:
-            raise ConfigError("batch", f"one forward pass holds ~{acts:,} activations, more than "
-                              f"{ACTIVATIONS_MAX:,} (memory): use a smaller batch, shorter "
-                              "sequences (items_max, pairs) or a smaller model")
-        probe = self.probe_size * self.layers * self.heads * self.seq_len**2
-        if probe > PROBE_LOGITS_MAX:
-            raise ConfigError("probe_size", f"probe_size x layers x heads x tokens^2 = {probe:,} "
-                              f"logits, more than {PROBE_LOGITS_MAX:,} (memory): use a smaller "
-                              "probe batch")
-        cells = len(self.log_steps) * len(self.scalings) * self.layers * self.heads * self.hist_bins
-        if cells > HISTORY_CELLS_MAX:
-            raise ConfigError("hist_bins", f"logs x rules x layers x heads x bins = {cells:,} "
-                              f"histogram cells, more than {HISTORY_CELLS_MAX:,}: use fewer bins, "
-                              "fewer heads or a larger log_every")
+        _check_memory(self)
 
     # -- derived -------------------------------------------------------------------------------
     @property
@@ -261,6 +197,100 @@ class TrainingConfig(ConfigMethods):
         if steps[-1] != self.steps:
             steps.append(self.steps)
         return tuple(steps)
+
+
+def _check_task(cfg: TrainingConfig) -> None:
+    """The task's fields: set sizes and keys (retrieval), pairs and positions (recall)."""
+    s = object.__setattr__
+    check_choice("task", cfg.task, TASKS)
+    s(cfg, "items_min", check_int("items_min", cfg.items_min, 1, 1024))
+    s(cfg, "items_max", check_int("items_max", cfg.items_max, 1, 1024))
+    if cfg.items_max < cfg.items_min:
+        raise ConfigError("items_max", f"must be >= items_min ({cfg.items_min}), got {cfg.items_max}")
+    s(cfg, "key_dim", check_int("key_dim", cfg.key_dim, 1, 4096))
+    s(cfg, "noise", check_float("noise", cfg.noise, 0.0, 10.0))
+    s(cfg, "classes", check_int("classes", cfg.classes, 2, 4096))
+    s(cfg, "pairs", check_int("pairs", cfg.pairs, 1, 256))
+    check_choice("positions", cfg.positions, POSITIONS)
+    if cfg.task == "recall" and cfg.pairs > cfg.classes:
+        raise ConfigError("pairs", f"must be <= classes ({cfg.classes}) so keys are distinct, "
+                          f"got {cfg.pairs}")
+
+
+def _check_model(cfg: TrainingConfig) -> None:
+    """The model's shape and the scaling rules it is trained with."""
+    s = object.__setattr__
+    s(cfg, "d_model", check_int("d_model", cfg.d_model, 1, D_MODEL_MAX))
+    s(cfg, "heads", check_int("heads", cfg.heads, 1, HEADS_MAX))
+    s(cfg, "d_k", check_int("d_k", cfg.d_k, 0, D_MODEL_MAX))
+    if cfg.d_k == 0 and cfg.d_model % cfg.heads:
+        raise ConfigError("heads", f"must divide d_model ({cfg.d_model}) when d_k is 0 "
+                          f"(= d_model / heads), got {cfg.heads}")
+    s(cfg, "layers", check_int("layers", cfg.layers, 1, LAYERS_MAX))
+    for name in ("mlp", "layernorm"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}")
+    s(cfg, "qk_init", check_float("qk_init", cfg.qk_init, 0.0, 100.0, lo_open=True))
+    s(cfg, "scalings", check_choices("scalings", cfg.scalings, TRAINING_RULES))
+    s(cfg, "temperature", check_float("temperature", cfg.temperature, *TEMPERATURE_RANGE))
+    s(cfg, "cosine_temperature",
+      check_float("cosine_temperature", cfg.cosine_temperature, *TEMPERATURE_RANGE))
+
+
+def _check_optimisation(cfg: TrainingConfig) -> None:
+    """The optimizer, its schedule, the batch, the steps, the seed and the device."""
+    s = object.__setattr__
+    check_choice("optimizer", cfg.optimizer, OPTIMIZERS)
+    s(cfg, "lr", check_float("lr", cfg.lr, 0.0, 100.0, lo_open=True))
+    s(cfg, "batch", check_int("batch", cfg.batch, 1, BATCH_MAX))
+    s(cfg, "steps", check_int("steps", cfg.steps, 1, STEPS_MAX))
+    s(cfg, "seed", check_int("seed", cfg.seed, 0, SEED_MAX))
+    check_choice("device", cfg.device, DEVICES)
+    s(cfg, "warmup", check_int("warmup", cfg.warmup, 0, STEPS_MAX))
+    check_choice("decay", cfg.decay, DECAYS)
+    s(cfg, "lr_floor", check_float("lr_floor", cfg.lr_floor, 0.0, 1.0))
+    s(cfg, "weight_decay", check_float("weight_decay", cfg.weight_decay, 0.0, 10.0))
+    s(cfg, "grad_clip", check_float("grad_clip", cfg.grad_clip, 0.0, 1e6))
+
+
+def _check_observation(cfg: TrainingConfig) -> None:
+    """How the runs are observed: the logs, the probe batch, the histograms, the thresholds."""
+    s = object.__setattr__
+    s(cfg, "log_every", check_int("log_every", cfg.log_every, 1, STEPS_MAX))
+    s(cfg, "probe_size", check_int("probe_size", cfg.probe_size, 1, 4096))
+    s(cfg, "hist_bins", check_int("hist_bins", cfg.hist_bins, 2, 2000))
+    s(cfg, "hist_range", check_float("hist_range", cfg.hist_range, 0.0, 1e6, lo_open=True))
+    s(cfg, "saturation_threshold",
+      check_float("saturation_threshold", cfg.saturation_threshold, 0.0, 1.0,
+                  lo_open=True, hi_open=True))
+    s(cfg, "collapse_threshold",
+      check_float("collapse_threshold", cfg.collapse_threshold, 0.0, 1.0))
+    s(cfg, "collapse_logs", check_int("collapse_logs", cfg.collapse_logs, 1, 10_000))
+
+
+def _check_memory(cfg: TrainingConfig) -> None:
+    """Refuse, naming a field, a config whose parameters, activations, probe logits or histogram
+    history would exhaust the memory (each field is valid on its own by now)."""
+    total = cfg.n_params * len(cfg.scalings)
+    if total > PARAMS_MAX:
+        raise ConfigError("d_model", f"{len(cfg.scalings)} rule(s) x {cfg.n_params:,} "
+                          f"parameters = {total:,}, more than {PARAMS_MAX:,} (memory): use a "
+                          "smaller d_model or d_k, fewer heads or layers, or fewer rules")
+    acts = cfg.activations_per_forward
+    if acts > ACTIVATIONS_MAX:
+        raise ConfigError("batch", f"one forward pass holds ~{acts:,} activations, more than "
+                          f"{ACTIVATIONS_MAX:,} (memory): use a smaller batch, shorter "
+                          "sequences (items_max, pairs) or a smaller model")
+    probe = cfg.probe_size * cfg.layers * cfg.heads * cfg.seq_len**2
+    if probe > PROBE_LOGITS_MAX:
+        raise ConfigError("probe_size", f"probe_size x layers x heads x tokens^2 = {probe:,} "
+                          f"logits, more than {PROBE_LOGITS_MAX:,} (memory): use a smaller "
+                          "probe batch")
+    cells = len(cfg.log_steps) * len(cfg.scalings) * cfg.layers * cfg.heads * cfg.hist_bins
+    if cells > HISTORY_CELLS_MAX:
+        raise ConfigError("hist_bins", f"logs x rules x layers x heads x bins = {cells:,} "
+                          f"histogram cells, more than {HISTORY_CELLS_MAX:,}: use fewer bins, "
+                          "fewer heads or a larger log_every")
 
 
 #: most items (retrieval) or pairs (recall) in an evaluation example: evaluation streams the

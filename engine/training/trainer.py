@@ -135,20 +135,27 @@ class TrainingSnapshot:
     def head_rows(self) -> list[dict[str, object]]:
         """One row per (rule, log step, layer, head): ``metrics_heads.csv``."""
         rows = []
-        _, _, n_layers, n_heads = self.heads["entropy_norm"].shape
         for r, rule in enumerate(self.rules):
             for i in np.flatnonzero(self.valid[:, r]):
-                for layer in range(n_layers):
-                    for head in range(n_heads):
-                        row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i]),
-                                                  "layer": layer, "head": head}
-                        for name in HEAD_METRICS:
-                            row[name] = float(self.heads[name][i, r, layer, head])
-                        if not self.has_temperature[r]:
-                            row["temperature"] = ""
-                        if rule != "ssmax":
-                            row["ssmax_s"] = ""
-                        rows.append(row)
+                rows.extend(self._head_rows_at(r, rule, int(i)))
+        return rows
+
+    def _head_rows_at(self, r: int, rule: str, i: int) -> list[dict[str, object]]:
+        """The rows of every (layer, head) of run ``r`` at log ``i``; a column the rule has no
+        meaning for (a learned temperature, ssmax's s) is left empty."""
+        rows = []
+        _, _, n_layers, n_heads = self.heads["entropy_norm"].shape
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                row: dict[str, object] = {"scaling": rule, "step": int(self.log_steps[i]),
+                                          "layer": layer, "head": head}
+                for name in HEAD_METRICS:
+                    row[name] = float(self.heads[name][i, r, layer, head])
+                if not self.has_temperature[r]:
+                    row["temperature"] = ""
+                if rule != "ssmax":
+                    row["ssmax_s"] = ""
+                rows.append(row)
         return rows
 
     def histogram_arrays(self) -> dict[str, np.ndarray]:
@@ -185,6 +192,29 @@ class _Growable:
 
     def view(self) -> np.ndarray:
         return self.data[: self.n]
+
+
+class _LogRecord:
+    """One log's rows for every run, zero until the run is observed (and again if it diverges)."""
+
+    def __init__(self, cfg: TrainingConfig, runs: int) -> None:
+        layers, heads = cfg.layers, cfg.heads
+        self.valid = np.zeros(runs, dtype=bool)
+        self.scalars = {k: np.zeros(runs) for k in (*SCALARS, *length_columns(cfg))}
+        self.heads = {k: np.zeros((runs, layers, heads)) for k in HEAD_METRICS}
+        self.hist = np.zeros((runs, layers, heads, cfg.hist_bins), dtype=np.int32)
+        self.outside = np.zeros((runs, layers, heads, 2), dtype=np.int64)
+        self.pct = np.zeros((runs, layers, heads, len(PERCENTILES)))
+
+    def finite(self, i: int) -> bool:
+        """Run i's per-head values and percentiles hold no NaN/Inf."""
+        return all(np.isfinite(v[i]).all() for v in (*self.heads.values(), self.pct))
+
+    def blank(self, i: int) -> None:
+        """Run i is not valid at this log: its entries are 0."""
+        self.valid[i] = False
+        for v in (*self.scalars.values(), *self.heads.values(), self.hist, self.outside, self.pct):
+            v[i] = 0
 
 
 class _Run:
@@ -345,79 +375,95 @@ class Trainer:
         return {k: np.stack(v) for k, v in out.items()}
 
     def _record(self, s: int, grads: dict[int, dict[str, np.ndarray]]) -> None:
+        """The log at step s: every run that did its backward pass is observed on the probe batch
+        (and at the evaluation lengths when due); a run that turns non-finite diverges here."""
         cfg = self.cfg
-        r_n, layers, heads = len(self.runs), cfg.layers, cfg.heads
-        valid = np.zeros(r_n, dtype=bool)
-        scal = {k: np.zeros(r_n) for k in (*SCALARS, *length_columns(cfg))}
-        head = {k: np.zeros((r_n, layers, heads)) for k in HEAD_METRICS}
-        hist = np.zeros((r_n, layers, heads, cfg.hist_bins), dtype=np.int32)
-        outside = np.zeros((r_n, layers, heads, 2), dtype=np.int64)
-        pct = np.zeros((r_n, layers, heads, len(PERCENTILES)))
-        probe = self.probe
-        lengths = probe.lengths.cpu().numpy()
+        log = _LogRecord(cfg, len(self.runs))
+        lengths = self.probe.lengths.cpu().numpy()
         evaluate = cfg.evaluates_lengths_at(s)
         for i, run in enumerate(self.runs):
-            if not run.alive or i not in grads:
-                continue
-            capture: list[AttentionCapture] = []
-            run.model.eval()
-            with torch.no_grad():
-                out = run.model(probe.inputs, probe.readout, probe.mask, capture)
-                p_loss = float(F.cross_entropy(out, probe.targets))
-                p_acc = float((out.argmax(dim=1) == probe.targets).float().mean())
-            if not math.isfinite(p_loss) or any(
-                    not bool(torch.isfinite(c.logits).all()) for c in capture) or any(
-                    not np.isfinite(g).all() for g in grads[i].values()):
-                run.diverged_step = s  # (an Inf/NaN gradient would poison the next update)
-                continue
-            valid[i] = True
-            scal["loss"][i] = run.loss_sum / max(run.count, 1)
-            scal["accuracy"][i] = run.acc_sum / max(run.count, 1)
-            scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
-            run.loss_sum = run.acc_sum = 0.0
-            run.count = 0
-            if evaluate:
-                for key, value in evaluate_lengths(run.model, cfg, self.device).items():
-                    scal[key][i] = value
-            for key, arr in grads[i].items():
-                head[key][i] = arr
-            for layer, cap in enumerate(capture):
-                st = head_stats(cap.logits.double().cpu().numpy(), cap.mask.cpu().numpy(), lengths,
-                                self.edges, cfg.saturation_threshold)
-                head["entropy_norm"][i, layer] = st.entropy_norm
-                head["logit_mean"][i, layer] = st.logit_mean
-                head["logit_std"][i, layer] = st.logit_std
-                head["logit_max_abs"][i, layer] = st.logit_max_abs
-                head["top_weight"][i, layer] = st.top_weight
-                head["saturated_frac"][i, layer] = st.saturated_frac
-                head["jacobian_fro"][i, layer] = st.jacobian_fro
-                hist[i, layer], outside[i, layer], pct[i, layer] = (
-                    st.hist_counts, st.hist_outside, st.percentiles)
-                self._probe_w[i, layer] = st.probe_weights
-                t = run.model.blocks[layer].attn.log_t
-                if t is not None:
-                    head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
-                s_param = run.model.blocks[layer].attn.ssmax_s  # ssmax: the learned s per head
-                if s_param is not None:
-                    head["ssmax_s"][i, layer] = s_param.detach().view(-1).double().cpu().numpy()
-            if not all(np.isfinite(v[i]).all() for v in (*head.values(), pct)):
-                run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
-                valid[i] = False
-                for v in (*scal.values(), *head.values(), hist, outside, pct):
-                    v[i] = 0
-        below = (head["entropy_norm"] < cfg.collapse_threshold) & valid[:, None, None]
+            if run.alive and i in grads:
+                self._record_run(s, i, run, grads[i], log, lengths, evaluate)
+        self._append_log(s, log, evaluate)
+
+    def _record_run(self, s: int, i: int, run: _Run, grads: dict[str, np.ndarray],
+                    log: _LogRecord, lengths: np.ndarray, evaluate: bool) -> None:
+        """Run i's row of the log at step s: training means since the last log, the probe's loss
+        and accuracy, the gradient norms and the per-head statistics."""
+        cfg = self.cfg
+        p_loss, p_acc, capture = self._probe(run)
+        if not math.isfinite(p_loss) or any(
+                not bool(torch.isfinite(c.logits).all()) for c in capture) or any(
+                not np.isfinite(g).all() for g in grads.values()):
+            run.diverged_step = s  # (an Inf/NaN gradient would poison the next update)
+            return
+        log.valid[i] = True
+        scal, head = log.scalars, log.heads
+        scal["loss"][i] = run.loss_sum / max(run.count, 1)
+        scal["accuracy"][i] = run.acc_sum / max(run.count, 1)
+        scal["probe_loss"][i], scal["probe_accuracy"][i] = p_loss, p_acc
+        run.loss_sum = run.acc_sum = 0.0
+        run.count = 0
+        if evaluate:
+            for key, value in evaluate_lengths(run.model, cfg, self.device).items():
+                scal[key][i] = value
+        for key, arr in grads.items():
+            head[key][i] = arr
+        for layer, cap in enumerate(capture):
+            self._record_layer(i, layer, run, cap, log, lengths)
+        if not log.finite(i):
+            run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
+            log.blank(i)
+
+    def _probe(self, run: _Run) -> tuple[float, float, list[AttentionCapture]]:
+        """Run's loss and accuracy on the fixed probe batch, with every layer's attention."""
+        probe = self.probe
+        capture: list[AttentionCapture] = []
+        run.model.eval()
+        with torch.no_grad():
+            out = run.model(probe.inputs, probe.readout, probe.mask, capture)
+            p_loss = float(F.cross_entropy(out, probe.targets))
+            p_acc = float((out.argmax(dim=1) == probe.targets).float().mean())
+        return p_loss, p_acc, capture
+
+    def _record_layer(self, i: int, layer: int, run: _Run, cap: AttentionCapture,
+                      log: _LogRecord, lengths: np.ndarray) -> None:
+        """Per-head statistics of one layer's probe attention, and its learned parameters."""
+        head = log.heads
+        st = head_stats(cap.logits.double().cpu().numpy(), cap.mask.cpu().numpy(), lengths,
+                        self.edges, self.cfg.saturation_threshold)
+        head["entropy_norm"][i, layer] = st.entropy_norm
+        head["logit_mean"][i, layer] = st.logit_mean
+        head["logit_std"][i, layer] = st.logit_std
+        head["logit_max_abs"][i, layer] = st.logit_max_abs
+        head["top_weight"][i, layer] = st.top_weight
+        head["saturated_frac"][i, layer] = st.saturated_frac
+        head["jacobian_fro"][i, layer] = st.jacobian_fro
+        log.hist[i, layer], log.outside[i, layer], log.pct[i, layer] = (
+            st.hist_counts, st.hist_outside, st.percentiles)
+        self._probe_w[i, layer] = st.probe_weights
+        t = run.model.blocks[layer].attn.log_t
+        if t is not None:
+            head["temperature"][i, layer] = t.detach().exp().view(-1).double().cpu().numpy()
+        s_param = run.model.blocks[layer].attn.ssmax_s  # ssmax: the learned s per head
+        if s_param is not None:
+            head["ssmax_s"][i, layer] = s_param.detach().view(-1).double().cpu().numpy()
+
+    def _append_log(self, s: int, log: _LogRecord, evaluate: bool) -> None:
+        """Count the logs each head has spent below the collapse threshold, then keep the log."""
+        below = (log.heads["entropy_norm"] < self.cfg.collapse_threshold) & log.valid[:, None, None]
         self._below = np.where(below, self._below + 1, 0)
         self._below_since = np.where(below, np.where(self._below_since < 0, s, self._below_since), -1)
         self._steps.append(np.int64(s))
-        self._valid.append(valid)
+        self._valid.append(log.valid)
         self._evaluated.append(np.bool_(evaluate))
-        for k, v in scal.items():
+        for k, v in log.scalars.items():
             self._scalars[k].append(v)
-        for k, v in head.items():
+        for k, v in log.heads.items():
             self._heads[k].append(v)
-        self._hist.append(hist)
-        self._outside.append(outside)
-        self._pct.append(pct)
+        self._hist.append(log.hist)
+        self._outside.append(log.outside)
+        self._pct.append(log.pct)
 
     # -- output --------------------------------------------------------------------------------
     def snapshot(self) -> TrainingSnapshot:

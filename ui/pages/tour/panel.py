@@ -60,7 +60,14 @@ class TourPanel(QWidget):
         self._steps: list[TourStep] = []
         self._index = -1
         self._answered: set[int] = set()
-        #: a step with a question asks it before it shows its plot (the check box turns it off)
+        self._build_question(ask)
+        self._build_labels()
+        self._lay_out(self._build_buttons())
+        self.load_steps(path)
+
+    # -- building -----------------------------------------------------------------------------
+    def _build_question(self, ask: bool) -> None:
+        """A step with a question asks it before it shows its plot (the check box turns it off)."""
         self.ask_check = QCheckBox("Ask before showing")
         self.ask_check.setObjectName("tourAsk")
         self.ask_check.setToolTip("Steps with a question ask it first; the plot follows the answer")
@@ -69,6 +76,8 @@ class TourPanel(QWidget):
         self.question = QuestionBox()
         self.question.answered.connect(self._on_answered)
 
+    def _build_labels(self) -> None:
+        """The counter, the title, the step's text and the hint naming the plot to watch."""
         self._counter = QLabel()
         self._counter.setObjectName("tourCounter")
         self._title = QLabel()
@@ -96,6 +105,8 @@ class TourPanel(QWidget):
         self._plot_hint.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keys stay with the panel
         self._plot_hint.linkActivated.connect(self._on_link)
 
+    def _build_buttons(self) -> QHBoxLayout:
+        """Back / Next / Leave tour; they never take the focus, so the arrow keys stay here."""
         self.back_button = QPushButton("◀ Back")
         self.next_button = QPushButton("Next ▶")
         self.leave_button = QPushButton("Leave tour")
@@ -107,13 +118,15 @@ class TourPanel(QWidget):
         self.back_button.clicked.connect(self.back)
         self.next_button.clicked.connect(self.next)
         self.leave_button.clicked.connect(self.leave)
-
         buttons = QHBoxLayout()
         buttons.addWidget(self.back_button)
         buttons.addWidget(self.next_button)
         buttons.addStretch(1)
         buttons.addWidget(self.leave_button)
+        return buttons
 
+    def _lay_out(self, buttons: QHBoxLayout) -> None:
+        """Counter, title, question, the scrolling text, the hint, the buttons, the check box."""
         layout = QVBoxLayout(self)
         layout.addWidget(self._counter)
         layout.addWidget(self._title)
@@ -128,8 +141,6 @@ class TourPanel(QWidget):
         layout.addWidget(self._plot_hint)
         layout.addLayout(buttons)
         layout.addWidget(self.ask_check)
-
-        self.load_steps(path)
 
     # -- data ---------------------------------------------------------------------------------
     def load_steps(self, path: str | Path | None = None) -> list[TourStep]:

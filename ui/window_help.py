@@ -1,0 +1,25 @@
+"""Help -> Help and shortcuts (F1): what the app does, its shortcuts, where its settings live."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from ui.settings import settings_location
+
+HELP_TEXT = """<h3>Attention Scaling Lab</h3>
+<p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
+reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
+<table>
+<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop (in the guided tour: leave the tour)</td></tr>
+<tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
+<tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
+<tr><td>F1</td><td>this help</td></tr></table>
+<p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
+point is marked in all six sweep plots); click a sweep point to set its d_k (or n, along n). Exported figures carry
+their parameters: File → Open accepts them.</p>"""
+
+
+def show_help(window: QWidget) -> None:
+    """The help box over ``window`` (Qt's About box: modal, one OK button)."""
+    QMessageBox.about(window, "Attention Scaling Lab",
+                      HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")

@@ -1,0 +1,103 @@
+"""The guided tour in the main window: its dock, and the hooks from the tour's signals to the
+window (parameters, sweep axis, the plot to watch, presentation mode, the Score inspector, and
+what a step's run measured for its question).
+
+The tour panel is built the first time it is shown; one that fails to load says why (message and
+traceback) instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QDockWidget
+
+
+class WindowTour(QObject):
+    """The window's guided tour: ``panel`` and ``dock`` stay None until it is first shown."""
+
+    @property
+    def window(self) -> Any:
+        return self.parent()
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+        self.panel: Any = None
+        self.dock: QDockWidget | None = None
+        self._size_before: Any = None
+
+    def show(self, spec: tuple[str, str]) -> None:
+        """Show the tour (building the panel from ``spec`` = (module, class) the first time)
+        and give it the focus: arrows step, Esc leaves the tour (elsewhere Esc stops the run)."""
+        w = self.window
+        if self.dock is None:
+            if not self._build(spec):
+                return
+            if hasattr(self.panel, "start"):
+                self.panel.start()  # enter step 1: applies its parameters, highlights its plot
+        if not self.dock.isVisible():
+            self._size_before = w.size()
+        self.dock.show()
+        self.dock.raise_()
+        self.panel.setFocus()
+
+    def _build(self, spec: tuple[str, str]) -> bool:
+        """The tour panel, connected to the window, in a dock on the right; False (the error
+        shown) when it cannot be loaded."""
+        w = self.window
+        module, cls = spec
+        try:
+            self.panel = getattr(importlib.import_module(module), cls)(w)
+        except Exception as exc:
+            traceback.print_exc()
+            w.message("Guided tour", f"The tour could not be loaded: {type(exc).__name__}: {exc}", error=True)
+            return False
+        self._connect(self.panel)
+        self.dock = QDockWidget("Guided tour", w)
+        self.dock.setObjectName("tour_dock")
+        self.dock.setWidget(self.panel)
+        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        return True
+
+    def _connect(self, tour: Any) -> None:
+        """A step sets the sweep axis, then the parameters (which rerun), then outlines its plot
+        (and shows it in presentation mode); a finished run tells the step what it measured."""
+        w = self.window
+        if hasattr(tour, "sweep_axis"):
+            tour.sweep_axis.connect(lambda axis: w.set_sweep_axis(axis, rerun=False))
+        tour.apply_config.connect(w.apply_config)
+        tour.highlight.connect(lambda plot_id: w.highlight_plot(plot_id, hold=True))
+        if hasattr(tour, "show_inspector"):
+            tour.show_inspector.connect(self._load_example)
+        if hasattr(tour, "open_inspector"):
+            tour.open_inspector.connect(self._open_example)
+        tour.finished.connect(self.leave)
+        tour.highlight.connect(w.presenter.follow)  # presentation: show the step's plot
+        if hasattr(tour, "show_result"):  # what the step's run measured, for its question
+            w.results_complete.connect(lambda: tour.show_result(w.state.snapshot if w.state else None))
+
+    def leave(self) -> None:
+        """Hide the tour; if its dock made the window wider (a platform without a window manager
+        grows the window to fit), give the width back so it is not remembered."""
+        w = self.window
+        self.dock.hide()
+        w.page.clear_highlight()  # the step's plot to watch was outlined until now
+        before = self._size_before
+        if before is not None and not w.isMaximized() and w.width() > before.width():
+            w.resize(before)
+
+    def _load_example(self, scores: list, scale: float) -> None:
+        """A step's example: load it into the inspector if that page exists, without leaving the
+        plot the step highlights (the tour's link opens the inspector)."""
+        page = self.window.pages.get("InspectorPage")
+        if page is not None and hasattr(page, "set_scores"):
+            page.set_scores(scores, scale)
+
+    def _open_example(self, scores: list, scale: float) -> None:
+        """The user asked for the step's example: open the inspector with it."""
+        page = self.window.open_page("InspectorPage")
+        if page is not None and hasattr(page, "set_scores"):
+            page.set_scores(scores, scale)
