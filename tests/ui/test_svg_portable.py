@@ -1,4 +1,4 @@
-"""Portable SVG: an exported SVG drawn by an independent renderer (resvg) looks like the PNG
+"""Portable SVG: an exported SVG drawn by independent renderers (resvg, CairoSVG) looks like the PNG
 export of the same plot, for a sweep (curves and bands), a bar chart and a heatmap; heatmap
 cells stay crisp even in a renderer that smooths images. The comparison itself must fail on a
 garbled bar chart, an extra frame and a blurred heatmap."""
@@ -53,6 +53,18 @@ def resvg(svg: bytes, shape: tuple[int, int], smooth_images: bool = False) -> np
                                 image_rendering="optimize_quality" if smooth_images
                                 else "optimize_speed")
     return _png(bytes(out))
+
+
+def cairo_svg(svg: bytes, shape: tuple[int, int]) -> np.ndarray:
+    """``svg`` rasterized by CairoSVG (Cairo, the library behind librsvg's output) at ``shape``
+    (the ``test`` extra installs it; it needs the system's libcairo)."""
+    try:
+        import cairosvg
+    except (ImportError, OSError) as exc:  # cairocffi raises OSError without libcairo
+        pytest.skip(f"CairoSVG is not available: {exc}")
+    out = cairosvg.svg2png(bytestring=svg, output_width=shape[1], output_height=shape[0],
+                           background_color="white")
+    return _png(out)
 
 
 def qt_svg(svg: bytes, shape: tuple[int, int]) -> np.ndarray:
@@ -123,7 +135,7 @@ def figures(state, qapp):
             "weights": _export(WeightsPanel, state)}
 
 
-@pytest.mark.parametrize("renderer", [resvg, qt_svg], ids=["resvg", "qt"])
+@pytest.mark.parametrize("renderer", [resvg, cairo_svg, qt_svg], ids=["resvg", "cairosvg", "qt"])
 @pytest.mark.parametrize("plot", ["sweep", "scores", "weights"])
 def test_svg_drawn_by_another_renderer_matches_the_png(figures, plot, renderer):
     png, svg, _rect = figures[plot]
