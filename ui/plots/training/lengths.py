@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from engine.rules import rule_label
+from ui.plots.base import log_ticks
 from ui.plots.training.base import TrainingPanel
 from ui.theme import Theme, rule_color
 
@@ -34,17 +35,28 @@ def wilson(k: float, m: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+
+def _x_ticks(rng: Any) -> list[list[tuple[float, str]]] | None:
+    """log_ticks where they label at least two ticks, else pyqtgraph's own."""
+    ticks = log_ticks(*rng)
+    return ticks if len(ticks[0]) >= 2 else None
+
 class LengthPanel(TrainingPanel):
     plot_id = "train_lengths"
     title = "Accuracy and entropy at other lengths"
     empty_text = "Accuracy at other\nset sizes (retrieval,\neval_lengths)"
 
     def build(self) -> None:
-        self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (evaluation set)")
+        self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (eval. sets)")
         self.ent_plot = self.add_plot(0, 1, "items in the set", "entropy / log(n)", legend=False)
         for p in (self.acc_plot, self.ent_plot):
             p.setLogMode(x=True)
             p.setYRange(0.0, 1.0, padding=0.02)
+            # decade (and 2, 5) labels that follow the view: pyqtgraph's own crowd a narrow panel
+            axis = p.getAxis("bottom")
+            p.getViewBox().sigXRangeChanged.connect(
+                lambda _vb, rng, axis=axis: axis.setTicks(_x_ticks(rng)))
+            axis.setTicks(_x_ticks(p.viewRange()[0]))
         self.markers = [pg.InfiniteLine(angle=90, movable=False) for _ in range(2)]
         self.acc_plot.addItem(self.markers[0])
         self.ent_plot.addItem(self.markers[1])

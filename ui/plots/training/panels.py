@@ -45,6 +45,7 @@ class _CurvesPanel(TrainingPanel):
             self.header.insertWidget(2, self.log_box)
         self.plot.setLogMode(y=self.log_y)
         self.plot.getViewBox().sigYRangeChanged.connect(self._log_ticks)
+        self._log_ticks(None, self.plot.viewRange()[1])  # the empty plot too (no range change yet)
         self.curves: dict[tuple, pg.PlotDataItem] = {}
         self._layout: Any = None
         self._rows: list[dict[str, Any]] = []
