@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.io import write_json
+from ui.window_part import WindowPart
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,11 @@ def read_session_file(path: str | Path, current_config: Callable[[], dict]) -> d
     return data
 
 
-class Sessions(QObject):
+class Sessions(WindowPart):
     """Saves and opens the main window's sessions; holds a page's part until that page exists."""
 
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
     def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+        super().__init__(window)
         #: a session's parameters for pages not built yet (or busy), by session key
         self.pending: dict[str, Any] = {}
 

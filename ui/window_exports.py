@@ -6,22 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog
 
 from ui.export import ExportError, export_all, export_panel
 from ui.export_dialog import export_panel_dialog
+from ui.window_part import WindowPart
 
 
-class WindowExports(QObject):
+class WindowExports(WindowPart):
     """Export actions of the main window (its Simulation page's plots and state)."""
-
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
 
     def export_all_to(self, parent: str | Path) -> Path:
         w = self.window

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
 from engine.errors import ConfigError
+from ui.window_part import WindowPart
 
 
-class PageLinks(QObject):
+class PageLinks(WindowPart):
     """Connects a page to the others when the window builds it."""
-
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
 
     def connect_page(self, cls: str, page: QWidget) -> None:
         """The links of a page just built (by its class name); most pages have none."""

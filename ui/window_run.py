@@ -10,28 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.simulation_run import LabState, lab_run
+from ui.window_part import WindowPart
 from ui.worker import Worker
 
 DEBOUNCE_MS = 200
 REDRAW_MS = 33  #: at most ~30 redraws a second
 
 
-class WindowRun(QObject):
+class WindowRun(WindowPart):
     """Starts, stops and shows the window's simulation runs; the run's state (``state``,
     ``config``, ``sweep_axis``, ...) stays on the window, which the pages and sessions read."""
 
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
     def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+        super().__init__(window)
         self._build_loop()
         self._build_status_bar()
 

@@ -6,22 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject
+from PySide6.QtCore import QByteArray
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.settings import load_json, save_json
+from ui.window_part import WindowPart
 
 
-class WindowSettings(QObject):
+class WindowSettings(WindowPart):
     """Loads and saves the main window's remembered state through its ``settings``."""
-
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
 
     @property
     def settings(self) -> Any:

@@ -12,19 +12,17 @@ import importlib
 import traceback
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget
 
+from ui.window_part import WindowPart
 
-class WindowTour(QObject):
+
+class WindowTour(WindowPart):
     """The window's guided tour: ``panel`` and ``dock`` stay None until it is first shown."""
 
-    @property
-    def window(self) -> Any:
-        return self.parent()
-
     def __init__(self, window: Any) -> None:
-        super().__init__(window)  # a child of the window: no reference cycle keeps it alive
+        super().__init__(window)
         self.panel: Any = None
         self.dock: QDockWidget | None = None
         self._size_before: Any = None
