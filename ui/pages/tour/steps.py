@@ -131,13 +131,18 @@ def parse_tour(data: Any) -> list[TourStep]:
     return [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
 
 
+def _refuse_unknown_keys(where: str, raw: Mapping[str, Any], known: Any) -> None:
+    """A typo in tour.json is named, never silently ignored."""
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
+
 def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
     where = f"step {number}"
     if not isinstance(raw, Mapping):
         raise TourError(f"{where}: must be an object")
-    unknown = sorted(set(raw) - _STEP_KEYS)
-    if unknown:
-        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_STEP_KEYS))})")
+    _refuse_unknown_keys(where, raw, _STEP_KEYS)
     for key in ("title", "text"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             raise TourError(f"{where}: {key!r} must be a non-empty string")
@@ -167,9 +172,7 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
     where = f"{where}: question"
     if not isinstance(raw, Mapping):
         raise TourError(f"{where} must be an object with 'ask', 'choices', 'answer', 'measure'")
-    unknown = sorted(set(raw) - _QUESTION_KEYS)
-    if unknown:
-        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_QUESTION_KEYS))})")
+    _refuse_unknown_keys(where, raw, _QUESTION_KEYS)
     ask = raw.get("ask")
     if not isinstance(ask, str) or not ask.strip():
         raise TourError(f"{where}: 'ask' must be a non-empty string")
