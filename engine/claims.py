@@ -8,16 +8,20 @@ stream may move a figure by its noise, a changed formula or threshold moves it b
 ``published`` may also be a bound, ``">0.5"`` or ``"<0.05"``.
 
 Training claims are ``experiment`` claims: a figure over seeds (a success count, a Wilson bound,
-median steps, a mean or its standard error; ``engine.experiments.select``) of a built-in
-experiment or of an experiment spec written in the claim. Their tolerance is the rounding alone
-(``se_multiple`` 0): every training step runs single-threaded with subnormals flushed
-(``engine/training/numerics.py``), so rerunning the same experiment gives the same numbers bit
-for bit, and any change beyond the printed digits means the code, not the noise, moved. Each
+median steps, a mean with its standard error, a median; ``engine.experiments.select``) of a
+built-in experiment or of an experiment spec written in the claim. Training is bit-reproducible
+on one machine but chaotic across machines (unscaled runs flip with the CPU's vector width, the
+torch version, ARM or CUDA), so their tolerance is statistical, from the spread over the seeds
+(``judge_experiment``; docs/CLAIMS.md): a mean or median agrees within rounding plus
+``se_multiple`` (3) combined standard errors, a success count when the Wilson 95 % intervals of
+the published and the measured count overlap. Only what is deterministic across machines (the
+number of runs, figures at step 0, before any training step) keeps the rounding alone. Each
 experiment runs once per check (its jobs on a process pool), whatever the number of its claims.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import deque
@@ -32,10 +36,11 @@ from engine.errors import ConfigError
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
 KINDS = ("simulate", "inspect", "probe", "experiment")
-#: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
+#: standard errors allowed on top of rounding for Monte-Carlo figures and for statistical
+#: experiment claims (combined standard errors), unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
-#: ... and for experiments: none (their runs are reproducible bit for bit, see above)
-EXPERIMENT_SE_MULTIPLE = 0.0
+#: how an experiment claim is judged: by its rounding alone, or statistically (see the module)
+TOLERANCES = ("exact", "statistical")
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,22 @@ class Claim:
     published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
     printed: str = ""  #: how the source writes it, when not as ``published`` ("1/d_k", "3.4·10⁻⁴")
     scale: float = 1.0  #: the measurement times this is compared (100 for a percentage)
-    se_multiple: float | None = None  #: default: DEFAULT_SE_MULTIPLE (experiments: 0)
+    se_multiple: float | None = None  #: default: DEFAULT_SE_MULTIPLE
     slow: bool = False  #: skipped under --fast
+    #: experiments: the standard error printed with a mean or median ("0.45 ± 0.09" -> "0.09"),
+    #: judged too and used in the combined standard error
+    published_se: str = ""
+    #: experiments: "exact" or "statistical"; default: exact for the number of runs and for
+    #: figures at step 0 (deterministic across machines), statistical otherwise
+    tolerance: str = ""
 
     def __post_init__(self) -> None:
         if self.se_multiple is None:
-            object.__setattr__(self, "se_multiple", EXPERIMENT_SE_MULTIPLE
-                               if self.kind == "experiment" else DEFAULT_SE_MULTIPLE)
+            object.__setattr__(self, "se_multiple", DEFAULT_SE_MULTIPLE)
+        if self.kind == "experiment" and not self.tolerance:
+            m = self.measure
+            exact = m.get("stat") == "n" or str(m.get("value", "")).endswith("@0")
+            object.__setattr__(self, "tolerance", "exact" if exact else "statistical")
 
     @property
     def command(self) -> str:
@@ -126,14 +140,24 @@ def _claim(item: Any, index: int) -> Claim:
         raise ConfigError("claims", f"{where}: params and measure must be objects")
     try:
         _parse_published(str(item["published"]))
+        if item.get("published_se", ""):
+            _parse_published(str(item["published_se"]))
     except ValueError as exc:
         raise ConfigError("claims", f"{where}: {exc}") from None
+    if item.get("tolerance", "") not in ("", *TOLERANCES):
+        raise ConfigError("claims", f"{where}: tolerance must be one of {', '.join(TOLERANCES)}")
+    if item["kind"] != "experiment" and (item.get("tolerance") or item.get("published_se")):
+        raise ConfigError("claims", f"{where}: tolerance and published_se are for experiment "
+                                    "claims")
     claim = Claim(**{**item, "published": str(item["published"])})
     if claim.kind == "experiment":  # torch-free: a typo is refused before anything runs
         try:
-            selector_of(claim).check(experiment_of(claim))
+            selector = selector_of(claim)
+            selector.check(experiment_of(claim))
         except ConfigError as exc:
             raise ConfigError("claims", f"{where}: {exc.field}: {exc.message}") from None
+        if claim.published_se and selector.stat not in ("mean", "median", "median_steps"):
+            raise ConfigError("claims", f"{where}: published_se goes with a mean or a median")
     return claim
 
 
@@ -166,6 +190,114 @@ def judge(claim: Claim, measured: float, se: float) -> ClaimCheck:
     tol = half + (claim.se_multiple or 0.0) * se
     ok = abs(measured - value) <= tol * (1 + 1e-9)
     return ClaimCheck(claim, measured, se, tol, "ok" if ok else "FAIL")
+
+
+def _wilson_text(k: int, n: int) -> str:
+    from engine.experiments.point import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return f"{k}/{n} ({lo:.2f}-{hi:.2f})"
+
+
+def published_count(claim: Claim, n: int) -> int | None:
+    """The success count of ``n`` runs that a count claim publishes: the count itself, a rate
+    times n, or the count whose Wilson bound is the published bound at its printed digits (None
+    where no count of n runs has it)."""
+    from engine.experiments.point import wilson_interval
+
+    _, value, half = _parse_published(claim.published)
+    stat = claim.measure["stat"]
+    if stat == "successes":
+        return round(value)
+    if stat == "rate":
+        return round(value * n)
+    side = stat == "rate_hi"
+    fits = [k for k in range(n + 1)
+            if abs(wilson_interval(k, n)[side] - value) <= half * (1 + 1e-9)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def judge_experiment(claim: Claim, fig: Any) -> ClaimCheck:
+    """Judge a figure over seeds (``engine.experiments.select.Figure``, not yet scaled).
+
+    - exact (``tolerance``): the rounding alone, as a deterministic figure;
+    - a success count, rate or Wilson bound: ok when the Wilson 95 % intervals of the published
+      count and the measured one (of the same n runs) overlap, about 2.8 combined standard errors;
+    - a mean or median: |measured - published| <= rounding + resolution (steps: the log
+      interval) + se_multiple * sqrt(SE_measured^2 + SE_published^2), where SE_published is the
+      printed ``published_se`` or, when none is printed, the measured SE again (the same number
+      of seeds estimates the same spread); a printed SE is judged too, with the standard error
+      of a standard error, SE / sqrt(2 (n - 1));
+    - a standard error alone (stat ``se``): likewise with the standard error of a standard error.
+    """
+    from engine.experiments.select import COUNT_STATS
+
+    op = _parse_published(claim.published)[0]
+    measured, se = fig.value * claim.scale, fig.se * abs(claim.scale)
+    if not math.isfinite(measured):
+        return ClaimCheck(claim, measured, se, math.nan, "FAIL", "the measurement is not finite")
+    if op != "=" or claim.tolerance == "exact":
+        return _judge_exact(claim, measured, se)
+    if claim.measure["stat"] in COUNT_STATS:
+        return _judge_count(claim, measured, fig.n, fig.successes)
+    if not math.isfinite(se):
+        return ClaimCheck(claim, measured, se, math.nan, "FAIL",
+                          f"no standard error from {fig.n} run(s): cannot judge over seeds")
+    return _judge_spread(claim, measured, se, fig.n, fig.resolution * abs(claim.scale))
+
+
+def _judge_exact(claim: Claim, measured: float, se: float) -> ClaimCheck:
+    """Rounding alone, for the figure and for its printed standard error."""
+    check = judge(dataclasses.replace(claim, se_multiple=0.0), measured, 0.0)
+    if check.status == "ok" and claim.published_se:
+        se_check = judge(dataclasses.replace(claim, published=claim.published_se,
+                                             se_multiple=0.0), se, 0.0)
+        if se_check.status != "ok":
+            return dataclasses.replace(check, status="FAIL", note=(
+                f"published SE {claim.published_se}, measured {se:.4g}: beyond rounding"))
+    return check
+
+
+def _judge_count(claim: Claim, measured: float, n: int, got: int) -> ClaimCheck:
+    """The published and the measured count of ``n`` runs: do their Wilson intervals overlap?"""
+    from engine.experiments.point import wilson_interval
+
+    pub = published_count(claim, n)
+    if pub is None:
+        return ClaimCheck(claim, measured, 0.0, math.nan, "FAIL",
+                          f"no count of {n} runs has the published bound {claim.published}")
+    (plo, phi), (mlo, mhi) = wilson_interval(pub, n), wilson_interval(got, n)
+    ok = plo <= mhi and mlo <= phi
+    return ClaimCheck(claim, measured, 0.0, math.nan, "ok" if ok else "FAIL",
+                      f"published {_wilson_text(pub, n)}, measured {_wilson_text(got, n)}: "
+                      f"the Wilson 95 % intervals {'overlap' if ok else 'do not overlap'}")
+
+
+def _judge_spread(claim: Claim, measured: float, se: float, n: int, resolution: float
+                  ) -> ClaimCheck:
+    """A mean, median or SE within rounding + resolution + k combined standard errors."""
+    _, value, half = _parse_published(claim.published)
+    k = claim.se_multiple or 0.0
+    if claim.measure["stat"] == "se":  # each SE's own SE is SE / sqrt(2 (n - 1)); se is ours
+        combined = math.hypot(se, se * value / measured if measured > 0 else se)
+        tol = half + k * combined
+        ok = abs(measured - value) <= tol * (1 + 1e-9)
+        return ClaimCheck(claim, measured, combined, tol, "ok" if ok else "FAIL",
+                          "standard error of a standard error over seeds")
+    pub_se = _parse_published(claim.published_se)[1] if claim.published_se else se
+    combined = math.hypot(se, pub_se)
+    tol = half + resolution + k * combined
+    ok = abs(measured - value) <= tol * (1 + 1e-9)
+    note = f"{k:g} combined SE (measured SE {se:.3g}"
+    note += f", published {claim.published_se})" if claim.published_se else ", twice)"
+    if ok and claim.published_se and n > 1:
+        se_half = _parse_published(claim.published_se)[2]
+        se_tol = se_half + k * combined / math.sqrt(2 * (n - 1))
+        if abs(se - pub_se) > se_tol * (1 + 1e-9):
+            return ClaimCheck(claim, measured, combined, tol, "FAIL",
+                              f"the mean holds, its SE does not: published {claim.published_se}, "
+                              f"measured {se:.3g}, tolerance ± {se_tol:.3g}")
+    return ClaimCheck(claim, measured, combined, tol, "ok" if ok else "FAIL", note)
 
 
 # -- measurers: one per kind; each returns (value, standard error) before scaling -------------------
@@ -260,8 +392,6 @@ class MeasurementFailed(Exception):
 def experiment_of(claim: Claim) -> Any:
     """The claim's experiment (a built-in one by name, or a spec in the claim), on the CPU: the
     published figures were measured there and CUDA's arithmetic differs."""
-    import dataclasses
-
     from engine.experiments.builtin import builtin
     from engine.experiments.spec import ExperimentSpec
 
@@ -278,17 +408,19 @@ def selector_of(claim: Claim) -> Any:
     return Selector.from_dict(claim.measure)
 
 
-def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
+def _measure_experiment(claim: Claim, cache: _Cache) -> Any:
     """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
-    runs once per check, on the cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
+    runs once per check, on the cache's pool, its jobs kept in ``cache_dir`` and reused from it
+    only under the same fingerprint (code, torch, CPU kernels); every job that judges a claim
+    must carry this machine's fingerprint."""
     from engine.errors import Cancelled
-    from engine.experiments.runner import run_experiment, scan_results
+    from engine.experiments.runner import expected_fingerprint, run_experiment, scan_results
 
     spec = experiment_of(claim)
 
     def run() -> list[dict[str, Any]]:
         out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
-        cached = scan_results(spec, out)[0] if out is not None else {}
+        cached = scan_results(spec, out, fingerprints=True)[0] if out is not None else {}
         pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
         if pending and cache.note is not None:
             from engine.experiments.runner import default_workers
@@ -297,7 +429,8 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
                        f"{cache.workers or default_workers()} worker(s)")
         progress = run_experiment(spec, out, workers=cache.workers or None,
                                   executor=cache.executor() if pending else None,
-                                  resume=out is not None, cancelled=cache.cancelled)
+                                  resume=out is not None, cancelled=cache.cancelled,
+                                  fingerprints=True)
         last = deque(progress, maxlen=1)[0]  # (the last snapshot holds every result)
         if last.cancelled:
             raise Cancelled
@@ -305,6 +438,12 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
         if failed:
             raise MeasurementFailed(f"{len(failed)} of {last.total} jobs of {spec.name!r} "
                                     f"failed: {failed[0]['error']}")
+        jobs = {job.key: job for job in spec.jobs()}
+        foreign = [r for r in last.results
+                   if r.get("fingerprint") != expected_fingerprint(jobs[r["key"]])]
+        if foreign:  # e.g. a worker whose torch had chosen its kernels before the pin
+            raise MeasurementFailed(f"{len(foreign)} of {last.total} jobs of {spec.name!r} ran "
+                                    f"under another fingerprint ({foreign[0].get('kernels')})")
         return list(last.results)
 
     results = cache.get({"experiment": spec.to_dict()}, run)
@@ -314,8 +453,6 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
 def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     """A figure of the probe summary (engine.probe.summary) on a preset text of
     resources/probe_texts.json (``text_preset``: its name up to the first " (") or ``text``."""
-    import dataclasses
-
     from engine.probe.analyze import analyze, run_to_result
     from engine.probe.config import ProbeConfig
     from engine.probe.loader import models_extra_available
@@ -346,7 +483,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     return float(value), 0.0
 
 
-MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
+MEASURERS: dict[str, Callable[[Claim, _Cache], Any]] = {
     "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
     "experiment": _measure_experiment,
 }
@@ -374,13 +511,17 @@ def check_claims(claims: list[Claim], fast: bool = False,
                                  "slow: skipped under --fast")
                 continue
             try:
-                value, se = MEASURERS[claim.kind](claim, cache)
+                got = MEASURERS[claim.kind](claim, cache)
             except Unavailable as exc:
                 yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", f"unavailable: {exc}")
                 continue
             except MeasurementFailed as exc:
                 yield ClaimCheck(claim, None, 0.0, math.nan, "FAIL", str(exc))
                 continue
+            if claim.kind == "experiment":
+                yield judge_experiment(claim, got)
+                continue
+            value, se = got
             yield judge(claim, value * claim.scale, se * abs(claim.scale))
     except BaseException:  # (GeneratorExit too: a consumer that stops early)
         cache.close(abort=True)

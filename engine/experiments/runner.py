@@ -29,6 +29,8 @@ from engine.experiments.spec import ExperimentSpec, Job
 from engine.experiments.summary import (
     metrics_columns,
     metrics_rows,
+    points_columns,
+    points_rows,
     summary_columns,
     summary_rows,
 )
@@ -37,7 +39,6 @@ from engine.training.config import TrainingConfig
 
 EXPERIMENT_FILE = "experiment.json"
 JOBS_DIR = "jobs"
-RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
 WORKERS_MAX = 1024
 #: how often the runner checks the cancel flag and reports progress while jobs run
 POLL_S = 0.1
@@ -110,10 +111,12 @@ def _same_config(saved: Any, config: TrainingConfig) -> bool:
         return False
 
 
-def scan_results(spec: ExperimentSpec, out_dir: Path
+def scan_results(spec: ExperimentSpec, out_dir: Path, fingerprints: bool = False
                  ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Finished jobs in ``out_dir/jobs`` that belong to this spec's grid, by job key, and one
-    reason per job file that does not (another grid, or a config this version cannot read)."""
+    reason per job file that does not (another grid, or a config this version cannot read; with
+    ``fingerprints``, a job made under another fingerprint: other code, torch or CPU kernels,
+    ``engine.experiments.fingerprint``)."""
     jobs = {j.index: j for j in spec.jobs()}
     found: dict[str, dict[str, Any]] = {}
     ignored: list[str] = []
@@ -132,9 +135,19 @@ def scan_results(spec: ExperimentSpec, out_dir: Path
         elif not _same_config(res.get("config"), job.config):
             ignored.append(f"{path.name}: its training config differs from this experiment's "
                            "(another version of the experiment or of the app)")
+        elif fingerprints and res.get("fingerprint") != expected_fingerprint(job):
+            ignored.append(f"{path.name}: made under another fingerprint (training code, torch "
+                           f"or CPU kernels: {res.get('kernels') or 'not recorded'})")
         else:
             found[job.key] = res
     return found, ignored
+
+
+def expected_fingerprint(job: Job) -> str:
+    """The fingerprint this job gets when it runs here (on the CPU)."""
+    from engine.experiments.fingerprint import job_fingerprint
+
+    return job_fingerprint(job.config.to_dict(), "cpu")
 
 
 def _same_spec(saved: Any, spec: ExperimentSpec) -> bool:
@@ -273,18 +286,21 @@ class _Run:
 def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                    workers: int | None = None, executor: cf.Executor | None = None,
                    resume: bool = False, cancelled: Callable[[], bool] | None = None,
-                   scheduler: str | None = None) -> Iterator[ExperimentProgress]:
+                   scheduler: str | None = None, fingerprints: bool = False
+                   ) -> Iterator[ExperimentProgress]:
     """Run every job of ``spec`` (those not already in ``out_dir`` with ``resume``), yielding a
     progress snapshot when a job finishes (and about once a second meanwhile), and a last one
-    with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
-    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler."""
+    with ``finished`` or ``cancelled`` set after the files are written. With ``fingerprints``
+    a resume takes only the job files made under this machine's fingerprint (the claims' cache).
+    ConfigError (before anything runs): bad ``workers``, a folder of another experiment, an
+    unreachable scheduler."""
     if workers is None:
         workers = default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
     jobs = spec.jobs()
     out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
-    results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
+    results, ignored = scan_results(spec, out, fingerprints) if (out and resume) else ({}, [])
     pending_jobs = [j for j in jobs if j.key not in results]
     on_cuda = runs_on_cuda(spec)
 
@@ -398,8 +414,9 @@ def _write_experiment(out: Path, spec: ExperimentSpec, status: str, total: int,
 
 def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]], status: str,
                   workers: int = 1, executor: str = "") -> list[Path]:
-    """summary.csv, metrics.csv and experiment.json of the finished jobs (atomic)."""
+    """summary.csv, points.csv, metrics.csv and experiment.json of the finished jobs (atomic)."""
     return [write_csv(out / "summary.csv", summary_rows(spec, results), summary_columns(spec)),
+            write_csv(out / "points.csv", points_rows(spec, results), points_columns(spec)),
             write_csv(out / "metrics.csv", metrics_rows(results), metrics_columns(spec)),
             _write_experiment(out, spec, status, len(spec.jobs()), results, workers, executor)]
 

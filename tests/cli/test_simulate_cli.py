@@ -107,16 +107,26 @@ def test_unwritable_out_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         assert r.returncode == 2 and list(ro.iterdir()) == []
 
 
-def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path) -> None:
+def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path, monkeypatch) -> None:
+    """The bar waits PROGRESS_DELAY_S (1 s) before it shows: a short run prints nothing. The
+    delay is injectable, so a short run shows the bar at a delay of 0 without a long run."""
+    from ui.cli.common import PROGRESS_DELAY_ENV, PROGRESS_DELAY_S, progress_delay
+
+    assert PROGRESS_DELAY_S == 1.0 and progress_delay() == 1.0
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0.25")
+    assert progress_delay() == 0.25
+    for bad in ("-1", "soon"):
+        monkeypatch.setenv(PROGRESS_DELAY_ENV, bad)
+        assert progress_delay() == 1.0
+    monkeypatch.delenv(PROGRESS_DELAY_ENV)
     quick = run("simulate", "--d-k", "8", "--trials", "100")
     assert quick.returncode == 0 and quick.stderr == ""
-    slow = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
-               "--scaling", "sqrt")
-    assert slow.returncode == 0
-    assert "simulate" in slow.stderr and "trial" in slow.stderr  # tqdm appeared after ~1 s
-    quiet = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
-                "--scaling", "sqrt", "--quiet")
-    assert quiet.stderr == ""
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0")
+    shown = run("simulate", "--d-k", "8", "--trials", "100")
+    assert shown.returncode == 0
+    assert "simulate" in shown.stderr and "trial" in shown.stderr  # tqdm, at once
+    quiet = run("simulate", "--d-k", "8", "--trials", "100", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == ""
 
 
 def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:

@@ -36,6 +36,10 @@ def test_every_claim_is_printed_where_it_says() -> None:
         if claim.published[:1] in "<>":
             continue  # a bound reads a sentence ("most rows"), not a printed number
         assert (claim.printed or claim.published) in source, (claim.id, claim.where)
+        if claim.published_se:  # "0.58 ± 0.13" (README) or "0.58 +/- 0.13" (a JSON string)
+            flat = " ".join(source.split())  # (a line break inside "0.78 ±\n  0.16")
+            assert any(f"{claim.published} {pm} {claim.published_se}" in flat
+                       for pm in ("±", "+/-")), (claim.id, claim.published_se)
 
 
 def test_moving_the_saturation_cut_fails_the_readme_rows() -> None:

@@ -107,6 +107,7 @@ def test_error_is_reported_not_raised(qtbot, worker):
     assert isinstance(sig.args[1], ConfigError) and sig.args[1].field == "d_k"
 
 
+@pytest.mark.slow  # 15-90 s: 12,000 snapshots through the real window
 def test_soak_10000_emissions_through_the_window(qtbot, window):
     """10,000+ snapshots through the window's real path (worker slot -> redraw timer -> page)
     without a crash, and no growing memory trend (tracemalloc, after a warm-up)."""
