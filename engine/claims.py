@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -162,11 +163,14 @@ def _claim(item: Any, index: int) -> Claim:
 
 
 def _parse_published(text: str) -> tuple[str, float, float]:
-    """(op, value, half a unit of the last printed digit); op is "=", ">" or "<"."""
+    """(op, value, half a unit of the last printed digit); op is "=", ">" or "<". Thousands
+    separators as printed are allowed ("2,460": its last digit is the unit)."""
     s = text.strip()
     op = "="
     if s[:1] in "<>":
         op, s = s[0], s[1:].strip()
+    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
+        s = s.replace(",", "")
     try:
         d = Decimal(s)
     except InvalidOperation:

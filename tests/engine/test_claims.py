@@ -61,6 +61,10 @@ def test_rounding_and_standard_errors_set_the_tolerance() -> None:
     assert judge(_claim("3.35e-4"), 3.3549e-4, 0.0).status == "ok"
     assert judge(_claim("3.35e-4"), 3.356e-4, 0.0).status == "FAIL"
     assert judge(_claim("745"), 745.49, 0.0).status == "ok"
+    assert judge(_claim("2,460"), 2460.4, 0.0).status == "ok"  # thousands separators as printed
+    assert judge(_claim("2,460"), 2461.0, 0.0).status == "FAIL"
+    with pytest.raises(ValueError):
+        judge(_claim("1,2"), 1.2, 0.0)
     assert judge(_claim(">0.5"), 0.51, 0.0).status == "ok"
     assert judge(_claim(">0.5"), 0.5, 0.0).status == "FAIL"
     assert judge(_claim("<0.02"), 0.03, 0.0).status == "FAIL"

@@ -69,6 +69,9 @@ def test_a_job_alone_and_in_a_two_worker_pool_gives_identical_metrics(tmp_path):
     assert len(summary) == 4 * 2 and list(summary[0])[:4] == ["job", "lr", "seed", "scaling"]
     metrics = read_csv(out / "metrics.csv")
     assert len(metrics) == 4 * 2 * 3 and {"job", "lr", "seed", "logit_max_abs"} <= set(metrics[0])
+    points = read_csv(out / "points.csv")  # one row per (rule, lr): its statistics over seeds
+    assert len(points) == 2 * 2 and list(points[0])[:4] == ["lr", "scaling", "n", "successes"]
+    assert {p["n"] for p in points} == {"2"}
     assert load_experiment(out) == SPEC
 
 

@@ -128,12 +128,12 @@ def test_a_tiny_grid_fills_the_view_opens_a_job_and_exports(window, qtbot, tmp_p
     for pid in ("train_entropy", "train_logit_std", "train_grads"):
         assert training.panels[pid].data_rows(), pid
     assert training.panels["train_logit_dist"].data_rows() == []  # not logged: not drawn
-    # export all: figures, the grid, summary.csv, metrics.csv, experiment.json
+    # export all: figures, the grid, summary.csv, points.csv, metrics.csv, experiment.json
     window.tabs.setCurrentWidget(page)
     out = page.export_all(tmp_path / "export")
     assert out is not None and str(out) in page.message
     names = {f.name for f in out.iterdir()}
-    assert {"summary.csv", "metrics.csv", "experiment.json", "experiment_grid.png",
+    assert {"summary.csv", "points.csv", "metrics.csv", "experiment.json", "experiment_grid.png",
             "experiment_grid.svg"} <= names
     for f in page.figure_panels:
         assert f"{f.plot_id}.png" in names and f"{f.plot_id}.svg" in names
