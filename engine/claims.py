@@ -88,53 +88,89 @@ ROW_COLUMNS = ("id", "where", "status", "published", "measured", "se", "toleranc
                "text", "note")
 
 
+#: the largest claims file read (the shipped one is ~60 kB)
+CLAIMS_FILE_MAX = 4_000_000
+
+
 def load_claims(path: str | Path | None = None) -> list[Claim]:
-    """Read and validate the claims file; errors name the claim and its field."""
+    """Read and validate the claims file, every claim's fields and its run's parameters; a
+    problem is one FileFormatError (``FILE: claims[3].params.d_k: what is wrong``)."""
+    from engine.readers.json_file import read_json
+    from engine.readers.schema import AnyObject, ListOf, Record, errors_in_file
+
     path = Path(path) if path is not None else CLAIMS_FILE
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError("claims", f"cannot read {str(path)!r}: {exc}") from None
-    items = raw.get("claims") if isinstance(raw, dict) else None
-    if not isinstance(items, list) or not items:
-        raise ConfigError("claims", f"{str(path)!r} must hold {{\"claims\": [...]}} with at least one claim")
+    source = str(path)
+    raw = read_json(path, max_bytes=CLAIMS_FILE_MAX, kind="claims file", option="claims")
+    with errors_in_file(source, option="claims"):
+        Record({"claims": ListOf(AnyObject(), max_items=10_000, min_items=1)},
+               required=frozenset({"claims"}), extra="keep").check(raw)
     claims, seen = [], set()
-    for i, item in enumerate(items):
-        claim = _claim(item, i)
-        if claim.id in seen:
-            raise ConfigError("claims", f"claim id {claim.id!r} appears twice")
+    for i, item in enumerate(raw["claims"]):
+        with errors_in_file(source, f"claims[{i}]", option="claims"):
+            claim = _claim(item)
+            if claim.id in seen:
+                raise ConfigError("id", f"{claim.id!r} appears twice")
         seen.add(claim.id)
         claims.append(claim)
     return claims
 
 
-def _claim(item: Any, index: int) -> Claim:
-    where = f"claim {index}"
-    if not isinstance(item, dict):
-        raise ConfigError("claims", f"{where} must be an object")
-    where = f"claim {item.get('id', index)!r}"
-    known = set(Claim.__dataclass_fields__)
-    unknown = set(item) - known
-    if unknown:
-        raise ConfigError("claims", f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    missing = {"id", "where", "text", "kind", "params", "measure", "published"} - set(item)
-    if missing:
-        raise ConfigError("claims", f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    if item["kind"] not in KINDS:
-        raise ConfigError("claims", f"{where}: kind must be one of {', '.join(KINDS)}")
-    if not isinstance(item["params"], dict) or not isinstance(item["measure"], dict):
-        raise ConfigError("claims", f"{where}: params and measure must be objects")
+def _claim(item: dict[str, Any]) -> Claim:
+    """One claim, its fields' types, its kind's parameters and what it measures checked
+    (ConfigError naming the field inside the claim)."""
+    from engine.readers.schema import AnyObject, Number, OneOf, Text, dataclass_schema
+
+    item = dataclass_schema(Claim, {
+        "kind": Text(choices=KINDS), "params": AnyObject(), "measure": AnyObject(),
+        "published": OneOf((Text(max_chars=100), Number()), what="a number as printed"),
+    }, label="field").check(item)
     try:
         _parse_published(str(item["published"]))
     except ValueError as exc:
-        raise ConfigError("claims", f"{where}: {exc}") from None
+        raise ConfigError("published", str(exc)) from None
     claim = Claim(**{**item, "published": str(item["published"])})
-    if claim.kind == "experiment":  # torch-free: a typo is refused before anything runs
-        try:
-            selector_of(claim).check(experiment_of(claim))
-        except ConfigError as exc:
-            raise ConfigError("claims", f"{where}: {exc.field}: {exc.message}") from None
+    _check_run(claim)
     return claim
+
+
+def _check_run(claim: Claim) -> None:
+    """The claim's run and measure are well-formed before anything runs (torch-free)."""
+    from engine.readers.schema import Int, ListOf, Number, OneOf, Record, Text
+
+    name = Text(max_chars=200)
+    value_path = Record({"value": OneOf((name, Int()), what="a field path")},
+                        required=frozenset({"value"}))
+    if claim.kind == "simulate":
+        from engine.config import SimulationConfig
+
+        _in("params", lambda: SimulationConfig.from_dict(claim.params))
+        _in("measure", lambda: Record({"rule": name, "column": name, "se": name,
+                                       "transform": Text(choices=("sqrt",))},
+                                      required=frozenset({"column"})).check(claim.measure))
+    elif claim.kind == "inspect":
+        _in("params", lambda: Record({"scores": ListOf(Number(), max_items=100_000, min_items=2),
+                                      "scale": Number()}, required=frozenset({"scores"})
+                                     ).check(claim.params))
+        _in("measure", lambda: value_path.check(claim.measure))
+    elif claim.kind == "probe":
+        from engine.probe.config import ProbeConfig
+        from engine.readers.schema import dataclass_schema
+
+        probe = dataclass_schema(ProbeConfig, {"text": Text(max_chars=500_000)})
+        _in("params", lambda: Record({**probe.fields, "text_preset": name}).check(claim.params))
+        _in("measure", lambda: value_path.check(claim.measure))
+    else:  # an experiment: its spec, and what is selected from its results
+        spec = _in("params", lambda: experiment_of(claim))
+        _in("measure", lambda: selector_of(claim).check(spec))
+
+
+def _in(where: str, check: Callable[[], Any]) -> Any:
+    """``check()``, its ConfigError's field placed under ``where``."""
+    try:
+        return check()
+    except ConfigError as exc:
+        inside = exc.field not in ("", "value", where)
+        raise ConfigError(f"{where}.{exc.field}" if inside else where, exc.message) from None
 
 
 def _parse_published(text: str) -> tuple[str, float, float]:
@@ -326,8 +362,10 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     params = dict(claim.params)
     name = params.pop("text_preset", None)
     if name is not None:
-        texts = json.loads((CLAIMS_FILE.parent / "probe_texts.json").read_text(encoding="utf-8"))
-        found = [p["text"] for p in texts["presets"] if p["name"].split(" (")[0] == name]
+        from engine.probe.texts import load_text_presets
+
+        texts = load_text_presets(CLAIMS_FILE.parent / "probe_texts.json")
+        found = [text for title, text in texts if title.split(" (")[0] == name]
         if not found:
             raise ConfigError("claims", f"claim {claim.id!r}: no probe text named {name!r}")
         params["text"] = found[0]

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import ConfigError, FileFormatError
 from engine.readers.json_file import read_json
-from engine.readers.schema import Nullable, Record, SchemaError, Text
+from engine.readers.schema import AnyObject, Nullable, Record, Text, errors_in_file
 
 #: the largest session, config.json or figure parameters File -> Open reads
 MAX_SESSION_BYTES = 1_000_000
@@ -56,7 +56,7 @@ PART_CHECKS: dict[str, Callable[[Any], None]] = {
     "real_model": check_real_model_part,
 }
 #: a part: an object (checked by its PART_CHECKS entry) or null (left out)
-_PART = Nullable(Record({}, extra="keep"))
+_PART = Nullable(AnyObject())
 SESSION_SCHEMA = Record({"app": Text(max_chars=100), "kind": Text(max_chars=100),
                          "plot": Text(max_chars=100), "sweep_axis": Text(max_chars=100),
                          **dict.fromkeys(PART_CHECKS, _PART)}, extra="keep")
@@ -89,16 +89,10 @@ def check_session(data: Any, source: str, current_config: Callable[[], dict]) ->
             data = {**data, "config": current_config()}
         else:  # a bare simulation config
             data = {"config": data}
-    try:
+    with errors_in_file(source):
         SESSION_SCHEMA.check(data)
-    except SchemaError as exc:
-        raise FileFormatError(source, exc.path, exc.message) from None
     for key, check in PART_CHECKS.items():
-        if data.get(key) is None:
-            continue
-        try:
-            check(data[key])
-        except ConfigError as exc:
-            raise FileFormatError(source, f"{key}.{exc.field}" if exc.field else key,
-                                  exc.message) from None
+        if data.get(key) is not None:
+            with errors_in_file(source, key):
+                check(data[key])
     return data

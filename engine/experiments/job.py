@@ -87,14 +87,22 @@ def write_progress(path: str, step: int, steps: int) -> None:
         pass  # (only a progress bar misses it; the job goes on)
 
 
+#: the largest progress file read (two integers)
+PROGRESS_FILE_MAX = 4096
+
+
 def read_progress(path: str | os.PathLike[str]) -> float | None:
-    """The fraction in [0, 1] a progress file says, None if there is none (or a foreign one)."""
+    """The fraction in [0, 1] a progress file says, None if there is none (or a foreign one:
+    read bounded, its two integers checked)."""
+    from engine.readers.json_file import read_json
+    from engine.readers.schema import Int
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        frac = int(data["step"]) / max(int(data["steps"]), 1)
-    except (OSError, ValueError, KeyError, TypeError):
+        data = read_json(path, max_bytes=PROGRESS_FILE_MAX, kind="progress file")
+        step, steps = Int(lo=0).check(data["step"]), Int(lo=0).check(data["steps"])
+    except (ValueError, KeyError, TypeError):  # (FileFormatError and SchemaError are ValueErrors)
         return None
-    return min(max(frac, 0.0), 1.0)
+    return min(max(step / max(steps, 1), 0.0), 1.0)
 
 
 def run_job(config: dict[str, Any], target: float = 0.9,

@@ -258,14 +258,12 @@ class ExperimentSpec:
     @classmethod
     def from_dict(cls, data: Any) -> ExperimentSpec:
         """From ``to_dict``'s output (experiment.json) or a built-in experiment file, where
-        ``preset`` names the training preset that ``base`` (then a few overrides) starts from."""
+        ``preset`` names the training preset that ``base`` (then a few overrides) starts from.
+        The structure and types are checked first (``spec_schema``): an error names the field
+        path (``base.lr``, ``axes.seed[3]``, ``figures[1].kind``)."""
         if not isinstance(data, dict):
-            raise ConfigError("experiment", "must be a mapping")
-        known = {"name", "title", "description", "base", "preset", "axes", "target", "figures",
-                 "verdict"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown experiment key (known: {', '.join(sorted(known))})")
+            raise ConfigError("experiment", f"must be a mapping, got {type(data).__name__}")
+        data = spec_schema().check(data)
         base_data = dict(data.get("base") or {})
         if "preset" in data:
             from engine.training.presets import preset
@@ -273,17 +271,47 @@ class ExperimentSpec:
             start = preset(data["preset"]).config.to_dict()
             start.update(base_data)
             base_data = start
-        base = TrainingConfig.from_dict(base_data)
-        axes_data = data.get("axes") or {}
-        if not isinstance(axes_data, dict):
-            raise ConfigError("axis", "axes must map a field to its list of values")
         try:
-            figures = tuple(FigureSpec(**f) for f in data.get("figures") or ())
-            verdict = VerdictSpec(**(data.get("verdict") or {}))
-        except TypeError as exc:
-            raise ConfigError("figures", str(exc)) from None
+            base = TrainingConfig.from_dict(base_data)
+        except ConfigError as exc:
+            raise ConfigError(f"base.{exc.field}", exc.message) from None
+        figures = tuple(FigureSpec(**f) for f in data.get("figures") or ())
+        verdict = VerdictSpec(**(data.get("verdict") or {}))
         return cls(name=data.get("name", "experiment"), base=base,
                    axes=tuple(Axis(k, tuple(v) if isinstance(v, list) else v)
-                              for k, v in axes_data.items()),
+                              for k, v in (data.get("axes") or {}).items()),
                    title=data.get("title", ""), description=data.get("description", ""),
                    target=data.get("target", 0.9), figures=figures, verdict=verdict)
+
+
+def spec_schema() -> Any:
+    """The structure of an experiment dict (experiment.json's "experiment", a built-in file, a
+    claim's "spec"): types and sizes only; the dataclasses check the values."""
+    from engine.readers.schema import (
+        AnyObject,
+        Boolean,
+        Int,
+        ListOf,
+        MapOf,
+        Nullable,
+        Number,
+        OneOf,
+        Record,
+        Text,
+        dataclass_schema,
+    )
+
+    scalar = OneOf((Boolean(), Int(), Number(), Text(max_chars=200)),
+                   what="a number, a string or true/false")
+    values = OneOf((ListOf(scalar, max_items=JOBS_MAX), scalar), what="a list of values")
+    pair = ListOf(scalar, max_items=2, min_items=2, what="an [axis, value] pair")
+    at = OneOf((MapOf(scalar, max_items=64), ListOf(pair, max_items=64)),
+               what="an object of axis: value")
+    return Record({
+        "name": Text(max_chars=200), "title": Text(max_chars=1000),
+        "description": Text(max_chars=20_000), "preset": Text(max_chars=200),
+        "base": Nullable(AnyObject()), "axes": MapOf(values, max_items=64),
+        "target": Number(), "figures": ListOf(dataclass_schema(FigureSpec, label="key"),
+                                              max_items=100),
+        "verdict": dataclass_schema(VerdictSpec, {"at": at}, label="key"),
+    }, label="experiment key")

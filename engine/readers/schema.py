@@ -9,12 +9,14 @@ config from a file reaches the dataclass (which checks the ranges) only with the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.readers.json_file import format_path
 from engine.validate import quote
 
@@ -71,6 +73,18 @@ class AnyValue(Schema):
     what: str = "a value"
 
     def check(self, value: Any, path: Path = ()) -> Any:
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class AnyObject(Schema):
+    """Any object (its fields are checked by whoever takes it, e.g. a config's from_dict)."""
+
+    what: str = "an object"
+
+    def check(self, value: Any, path: Path = ()) -> Any:
+        if not isinstance(value, dict):
+            self.wrong(value, path)
         return value
 
 
@@ -150,7 +164,15 @@ class Nullable(Schema):
         return f"{self.inner.what} or null"
 
     def check(self, value: Any, path: Path = ()) -> Any:
-        return None if value is None else self.inner.check(value, path)
+        if value is None:
+            return None
+        try:
+            return self.inner.check(value, path)
+        except SchemaError as exc:  # a wrong type: say that null would do too
+            if exc.path == format_path(path) and exc.message.startswith(
+                    f"must be {self.inner.what}, got"):
+                self.wrong(value, path)
+            raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,10 +224,10 @@ class MapOf(Schema):
     def check(self, value: Any, path: Path = ()) -> Any:
         if not isinstance(value, dict):
             self.wrong(value, path)
+        for k in itertools.islice(value, self.max_items + 1):  # a wrong key named first
+            self.key.check(k, (*path, k))
         if len(value) > self.max_items:
             fail(path, f"an object of {len(value):,} keys, more than {self.max_items:,}")
-        for k in value:
-            self.key.check(k, (*path, k))
         return {k: self.value.check(v, (*path, k)) for k, v in value.items()}
 
 
@@ -240,9 +262,24 @@ class Record(Schema):
         return out
 
 
-def check_with(schema: Schema, value: Any, where: str = "") -> Any:
-    """``schema.check`` with the errors' paths starting at ``where`` (e.g. "config")."""
-    return schema.check(value, (where,) if where else ())
+@contextlib.contextmanager
+def errors_in_file(source: str, where: str = "", option: str = "") -> Iterator[None]:
+    """A ConfigError raised inside (a schema's or a config dataclass's) becomes the
+    FileFormatError of ``source``, its field path under ``where`` (``experiment`` + ``base.lr``)."""
+    try:
+        yield
+    except FileFormatError:
+        raise
+    except SchemaError as exc:
+        raise FileFormatError(source, _join(where, exc.path), exc.message, option) from None
+    except ConfigError as exc:
+        raise FileFormatError(source, _join(where, exc.field), exc.message, option) from None
+
+
+def _join(where: str, path: str) -> str:
+    if not where or not path:
+        return where or path
+    return f"{where}{path}" if path.startswith("[") else f"{where}.{path}"
 
 
 #: a config field's annotation (a string: the modules use ``from __future__ import annotations``)

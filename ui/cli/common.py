@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 
 EXIT_USAGE = 2
 
@@ -42,8 +42,11 @@ def option_name(field: str) -> str:
 
 
 def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoReturn:
-    """Exit 2 with one line naming the parameter."""
-    if isinstance(error, ConfigError):
+    """Exit 2 with one line naming the parameter (a file's problem: ``FILE: field path: what is
+    wrong``, after the option that named the file when it is known)."""
+    if isinstance(error, FileFormatError):
+        msg = f"{option_name(error.option)}: {error}" if error.option else str(error)
+    elif isinstance(error, ConfigError):
         msg = f"{option_name(error.field)}: {error.message}"
     else:
         msg = f"{option_name(field)}: {error}" if field else str(error)

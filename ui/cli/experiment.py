@@ -100,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         from engine.experiments.builtin import load_builtins
 
-        for name, spec in load_builtins().items():
+        try:
+            builtins = load_builtins()
+        except ConfigError as exc:  # a broken bundled file: which, and what is wrong
+            fail(PROG, exc)
+        for name, spec in builtins.items():
             print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
         return 0
     if not args.out:

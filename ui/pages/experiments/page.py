@@ -450,8 +450,8 @@ class ExperimentsPage(LivePage):
         out = Path(folder)
         try:
             spec = load_experiment(out)
-        except ConfigError as exc:
-            self._set_status(self.status, f"cannot open {out}: {exc.message}", error=True)
+        except ConfigError as exc:  # FileFormatError: FILE: field path: what is wrong
+            self._set_status(self.status, f"cannot open {exc}", error=True)
             return False
         found, ignored = scan_results(spec, out)
         results = tuple(sorted(found.values(), key=lambda r: r["index"]))

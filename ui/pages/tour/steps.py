@@ -6,7 +6,6 @@ fully determines the science parameters and nothing leaks from the previous step
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,14 +106,24 @@ class TourStep:
     question: Question | None = None  #: asked before the step shows its plot
 
 
+#: the largest tour file read
+TOUR_FILE_MAX = 2_000_000
+
+
 def load_steps(path: str | Path | None = None) -> list[TourStep]:
     """Read and check a tour file; raise :class:`TourError` naming what is wrong."""
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import read_json
+
     path = Path(path) if path is not None else default_tour_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TourError(f"cannot read tour file {str(path)!r}: {exc}") from None
-    return parse_tour(data)
+        data = read_json(path, max_bytes=TOUR_FILE_MAX, kind="tour file")
+    except FileFormatError as exc:
+        raise TourError(f"cannot read tour file {exc}") from None
+    try:
+        return parse_tour(data)
+    except TourError as exc:
+        raise TourError(f"{path}: {exc}") from None
 
 
 def parse_tour(data: Any) -> list[TourStep]:
@@ -149,6 +158,7 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
     config = raw.get("config", {})
     if not isinstance(config, Mapping):
         raise TourError(f"{where}: 'config' must be an object")
+    _check_config(where, {**base, **config})
     plot = raw.get("plot")
     if plot not in PLOT_IDS:
         raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {plot!r}")
@@ -164,6 +174,17 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
         sweep_axis=axis,
         question=_parse_question(where, raw.get("question"), {**base, **config}),
     )
+
+
+def _check_config(where: str, config: dict[str, Any]) -> None:
+    """A step's parameters are valid simulation parameters (their types and ranges)."""
+    from engine.config import SimulationConfig
+    from engine.errors import ConfigError
+
+    try:
+        SimulationConfig.from_dict(config)
+    except ConfigError as exc:
+        raise TourError(f"{where}: config.{exc.field}: {exc.message}") from None
 
 
 def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question | None:
