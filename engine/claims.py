@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.validate import quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
@@ -109,7 +110,7 @@ def load_claims(path: str | Path | None = None) -> list[Claim]:
         with errors_in_file(source, f"claims[{i}]", option="claims"):
             claim = _claim(item)
             if claim.id in seen:
-                raise ConfigError("id", f"{claim.id!r} appears twice")
+                raise ConfigError("id", f"{quote(claim.id)} appears twice")
         seen.add(claim.id)
         claims.append(claim)
     return claims
@@ -177,14 +178,14 @@ def _parse_published(text: str) -> tuple[str, float, float]:
     """(op, value, half a unit of the last printed digit); op is "=", ">" or "<"."""
     s = text.strip()
     op = "="
-    if s[:1] in "<>":
+    if s[:1] and s[:1] in "<>":
         op, s = s[0], s[1:].strip()
     try:
         d = Decimal(s)
     except InvalidOperation:
-        raise ValueError(f"published must be a number as printed or a bound, got {text!r}") from None
+        raise ValueError(f"published must be a number as printed or a bound, got {quote(text)}") from None
     if not d.is_finite():
-        raise ValueError(f"published must be finite, got {text!r}")
+        raise ValueError(f"published must be finite, got {quote(text)}")
     exponent = d.as_tuple().exponent
     assert isinstance(exponent, int)
     return op, float(d), 0.5 * 10.0 ** exponent
@@ -258,11 +259,11 @@ def _measure_simulate(claim: Claim, cache: _Cache) -> tuple[float, float]:
     m = claim.measure
     rule = m.get("rule", next(iter(rows)))
     if rule not in rows:
-        raise ConfigError("claims", f"claim {claim.id!r}: rule {rule!r} was not run")
+        raise ConfigError("claims", f"claim {quote(claim.id)}: rule {quote(rule)} was not run")
     row = rows[rule]
     column = m["column"]
     if column not in row:
-        raise ConfigError("claims", f"claim {claim.id!r}: no column {column!r} in summary.csv")
+        raise ConfigError("claims", f"claim {quote(claim.id)}: no column {quote(column)} in summary.csv")
     value = float(row[column])
     se = float(row[m["se"]]) if "se" in m else 0.0
     if m.get("transform") == "sqrt":  # a standard deviation from a variance (delta method)
@@ -367,7 +368,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
         texts = load_text_presets(CLAIMS_FILE.parent / "probe_texts.json")
         found = [text for title, text in texts if title.split(" (")[0] == name]
         if not found:
-            raise ConfigError("claims", f"claim {claim.id!r}: no probe text named {name!r}")
+            raise ConfigError("claims", f"claim {quote(claim.id)}: no probe text named {quote(name)}")
         params["text"] = found[0]
 
     def run() -> Any:

@@ -26,5 +26,17 @@ class FileFormatError(ConfigError):
         self.option = option
 
 
+class WouldOverwrite(ConfigError):
+    """An output folder holds files the command would replace (``files``, relative to
+    ``folder``): refused unless the user allows it (``--force`` on the CLI; the GUI asks)."""
+
+    def __init__(self, folder: str, files: list[str], field: str = "out") -> None:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5:,} more" if len(files) > 5 else "")
+        super().__init__(field, f"{folder} already holds {shown}, which this would replace: "
+                                "choose another folder, or allow replacing them (--force)")
+        self.folder = folder
+        self.files = files
+
+
 class Cancelled(Exception):
     """Raised inside engine loops when the caller's cancel flag is set."""

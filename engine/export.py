@@ -73,6 +73,10 @@ def config_record(snapshots: Sequence[SimulationSnapshot], extra: Mapping[str, A
     return record
 
 
+#: the files ``write_simulation_outputs`` writes
+SIMULATION_FILES = ("summary.csv", "histograms.npz", "config.json")
+
+
 def write_simulation_outputs(
     out_dir: str | os.PathLike[str],
     snapshots: Sequence[SimulationSnapshot],

@@ -84,6 +84,8 @@ def check_session(data: Any, source: str, current_config: Callable[[], dict]) ->
     if not isinstance(data, dict):
         raise FileFormatError(source, "", "not a session file (expected a JSON object, got "
                                           f"{type(data).__name__})")
+    if not data:
+        raise FileFormatError(source, "", "holds no parameters (an empty JSON object)")
     if "config" not in data:
         if set(data) & set(PART_CHECKS):  # e.g. a Training figure: the simulation stays
             data = {**data, "config": current_config()}

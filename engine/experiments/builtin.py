@@ -38,6 +38,9 @@ def read_builtin(path: Path) -> ExperimentSpec:
     if not isinstance(data, dict):
         raise FileFormatError(str(path), "", f"must be a JSON object, got {type(data).__name__}")
     with errors_in_file(str(path)):
+        for key in ("title", "figures", "verdict"):  # (what the page and the CLI show)
+            if key not in data:
+                raise ConfigError(key, "required, but missing")
         return ExperimentSpec.from_dict({"name": path.stem, **data})
 
 

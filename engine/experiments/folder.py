@@ -57,6 +57,9 @@ def read_experiment(path: str | os.PathLike[str], option: str = "") -> tuple[Exp
         data = {"experiment": data}
     with errors_in_file(str(path), option=option):
         EXPERIMENT_RECORD.check(data)
+        for key in ("name", "base"):  # (the runner writes both: a file without is not one)
+            if key not in data["experiment"]:
+                raise ConfigError(f"experiment.{key}", "required, but missing")
     with errors_in_file(str(path), "experiment", option):
         spec = ExperimentSpec.from_dict(data["experiment"])
     return spec, data

@@ -37,7 +37,7 @@ from engine.experiments.summary import (
     summary_columns,
     summary_rows,
 )
-from engine.io import ensure_writable_dir, package_versions, write_csv, write_json
+from engine.io import ensure_writable_dir, output_dir, package_versions, write_csv, write_json
 from engine.validate import quote
 
 RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
@@ -111,12 +111,15 @@ def runs_on_cuda(spec: ExperimentSpec) -> bool:
     return spec.base.device != "cpu" and cuda_available()
 
 
-def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool) -> Path:
-    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``) or
-    any experiment (without: nothing is overwritten)."""
-    out = ensure_writable_dir(out_dir)
-    saved = out / EXPERIMENT_FILE
+def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool,
+                  force: bool = False) -> Path:
+    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``),
+    any experiment (without: nothing is overwritten), or no experiment but files an experiment
+    writes (a user's summary.csv, metrics.csv or jobs/: WouldOverwrite, unless ``force``)."""
+    saved = Path(out_dir) / EXPERIMENT_FILE
+    jobs = Path(out_dir) / JOBS_DIR
     if saved.exists():
+        out = ensure_writable_dir(out_dir)
         if not resume:
             raise ConfigError("out", f"{str(out)!r} already holds an experiment: resume it or "
                                      "choose another folder")
@@ -124,9 +127,10 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
         if other.to_dict() != spec.to_dict():
             raise ConfigError("resume", f"{str(out)!r} holds a different experiment "
                                         f"({quote(other.name)}); use another folder")
-    elif resume and (out / JOBS_DIR).is_dir() and any((out / JOBS_DIR).iterdir()):
-        raise ConfigError("resume", f"{str(out)!r} has job files but no {EXPERIMENT_FILE}")
-    return out
+        return out
+    if resume and jobs.is_dir() and any(jobs.iterdir()):
+        raise ConfigError("resume", f"{str(out_dir)!r} has job files but no {EXPERIMENT_FILE}")
+    return output_dir(out_dir, RESULT_FILES, force=force)
 
 
 def process_pool(workers: int, start_method: str | None = None) -> cf.ProcessPoolExecutor:
@@ -227,17 +231,20 @@ class _Run:
 def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                    workers: int | None = None, executor: cf.Executor | None = None,
                    resume: bool = False, cancelled: Callable[[], bool] | None = None,
-                   scheduler: str | None = None) -> Iterator[ExperimentProgress]:
+                   scheduler: str | None = None, force: bool = False
+                   ) -> Iterator[ExperimentProgress]:
     """Run every job of ``spec`` (those not already in ``out_dir`` with ``resume``), yielding a
     progress snapshot when a job finishes (and about once a second meanwhile), and a last one
     with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
-    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler."""
+    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler;
+    WouldOverwrite: a folder holding files an experiment writes but no experiment (``force``
+    replaces them)."""
     if workers is None:
         workers = default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
     jobs = spec.jobs()
-    out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
+    out = check_out_dir(spec, out_dir, resume, force) if out_dir is not None else None
     results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
     pending_jobs = [j for j in jobs if j.key not in results]
     on_cuda = runs_on_cuda(spec)

@@ -24,6 +24,7 @@ from engine.experiments.summary import (
     result_value,
     wilson_interval,
 )
+from engine.validate import quote
 
 #: over the seeds of one point: runs, runs that reached the target, its rate and Wilson 95 %
 #: bounds, the median steps to target of those that reached it (need no ``value``); the mean of
@@ -72,27 +73,27 @@ class Selector:
     def check(self, spec: ExperimentSpec) -> None:
         """Refuse, before anything runs, a selection the experiment cannot answer."""
         if self.stat not in STATS:
-            raise ConfigError("measure", f"stat must be one of {', '.join(STATS)}, got {self.stat!r}")
+            raise ConfigError("measure", f"stat must be one of {', '.join(STATS)}, got {quote(self.stat)}")
         if self.stat in VALUE_STATS and not self.value:
-            raise ConfigError("measure", f"stat {self.stat!r} needs a value")
+            raise ConfigError("measure", f"stat {quote(self.stat)} needs a value")
         if self.value:
             _check_value(spec, self.value)
         if self.across and self.across not in ACROSS:
             raise ConfigError("measure", f"across must be one of {', '.join(ACROSS)}")
         for rule in self.rules:
             if rule not in spec.rules:
-                raise ConfigError("measure", f"rule {rule!r} is not trained in {spec.name!r} "
+                raise ConfigError("measure", f"rule {quote(rule)} is not trained in {quote(spec.name)} "
                                              f"({', '.join(spec.rules)})")
         axes = {a.field: a.values for a in spec.axes}
         for name, given in self.at.items():
             if name not in axes:
-                raise ConfigError("measure", f"{name!r} is not an axis of {spec.name!r}")
+                raise ConfigError("measure", f"{quote(name)} is not an axis of {quote(spec.name)}")
             for v in given if isinstance(given, list) else [given]:
                 if v not in axes[name]:
-                    raise ConfigError("measure", f"{name}={v!r} is not a value of that axis")
+                    raise ConfigError("measure", f"{name}={quote(v)} is not a value of that axis")
         if not self.across and len(self._points(spec)) > 1:
             raise ConfigError("measure", f"selects {len(self._points(spec))} points of "
-                                         f"{spec.name!r}: fix them with rule and at, or give across")
+                                         f"{quote(spec.name)}: fix them with rule and at, or give across")
 
     def _points(self, spec: ExperimentSpec) -> list[tuple[str, dict[str, Any]]]:
         """(rule, values of the non-seed axes) of every point the selection spans; the seed axis
@@ -119,7 +120,7 @@ class Selector:
             members = [r for r in runs if rule in r["rules"]
                        and all(r["values"].get(k) == v for k, v in point.items())]
             if not members:
-                raise ConfigError("measure", f"no finished run of {rule!r} at {point}")
+                raise ConfigError("measure", f"no finished run of {quote(rule)} at {point}")
             figures.append(self._stat(members, rule))
         if len(figures) == 1:
             return figures[0]
@@ -174,7 +175,7 @@ def _check_value(spec: ExperimentSpec, name: str) -> None:
     m = _AT_STEP.match(name)
     columns = metrics_csv_columns(spec.base.eval_lengths)
     if m is None or m["column"] not in columns or m["column"] in ("scaling", "step"):
-        raise ConfigError("measure", f"value {name!r} is neither a per-rule result "
+        raise ConfigError("measure", f"value {quote(name)} is neither a per-rule result "
                                      f"({', '.join(RESULT_FIELDS)}) nor COLUMN@0|end|STEP of a "
                                      "metrics.csv column")
     if m["at"] not in ("0", "end"):
@@ -182,5 +183,5 @@ def _check_value(spec: ExperimentSpec, name: str) -> None:
         for job in spec.jobs():
             cfg = job.config
             if step > cfg.steps or (step % cfg.log_every and step != cfg.steps):
-                raise ConfigError("measure", f"value {name!r}: step {step} is not logged in "
+                raise ConfigError("measure", f"value {quote(name)}: step {step} is not logged in "
                                              f"{job.key} ({cfg.steps} steps, every {cfg.log_every})")

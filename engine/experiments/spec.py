@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.training.config import TrainingConfig
-from engine.validate import check_choice, check_float
+from engine.validate import check_choice, check_float, quote
 
 #: fields that are not axes: the rules are trained side by side inside every job, and where a
 #: job runs is the runner's business
@@ -74,7 +74,7 @@ class Axis:
     def __post_init__(self) -> None:
         allowed = axis_fields()
         if self.field not in allowed:
-            raise ConfigError("axis", f"{self.field!r} is not a field that can vary (one of "
+            raise ConfigError("axis", f"{quote(self.field)} is not a field that can vary (one of "
                                       f"{', '.join(allowed)})")
         values = (self.values,) if isinstance(self.values, (str, int, float)) else self.values
         values = tuple(values)
@@ -82,7 +82,7 @@ class Axis:
             raise ConfigError("axis", f"{self.field}: needs at least one value")
         if len(set(values)) != len(values):
             raise ConfigError("axis", f"{self.field}: lists a value twice: "
-                                      f"{', '.join(map(str, values))}")
+                                      f"{quote(', '.join(map(str, values)), 80)}")
         object.__setattr__(self, "values", values)
 
     @classmethod
@@ -90,7 +90,7 @@ class Axis:
         """``field=v1,v2,...`` (the CLI's ``--axis``)."""
         name, sep, rest = text.partition("=")
         if not sep or not rest.strip():
-            raise ConfigError("axis", f"{text!r}: expected FIELD=V1,V2,...")
+            raise ConfigError("axis", f"{quote(text)}: expected FIELD=V1,V2,...")
         name = name.strip().replace("-", "_")
         if name not in axis_fields():
             Axis(name, (0,))  # the same error as the constructor
@@ -118,7 +118,7 @@ class FigureSpec:
     def __post_init__(self) -> None:
         check_choice("figures", self.kind, FIGURE_KINDS)
         if self.kind == "vs_axis" and not self.x:
-            raise ConfigError("figures", f"{self.title!r}: a vs_axis figure needs x (an axis)")
+            raise ConfigError("figures", f"{quote(self.title)}: a vs_axis figure needs x (an axis)")
         if self.kind == "vs_length":
             check_choice("figures", self.y, LENGTH_METRICS)
 
@@ -142,7 +142,7 @@ class VerdictSpec:
         try:
             pairs = tuple((str(k), v) for k, v in at)
         except (TypeError, ValueError):
-            raise ConfigError("verdict", f"at must map axes to one value each, got {self.at!r}"
+            raise ConfigError("verdict", f"at must map axes to one value each, got {quote(self.at)}"
                               ) from None
         object.__setattr__(self, "at", pairs)
         if self.kind == "ends_of_axis" and not self.over:
@@ -198,29 +198,29 @@ class ExperimentSpec:
         for fig in self.figures:
             for name in (fig.x,) if fig.x else ():
                 if name not in names:
-                    raise ConfigError("figures", f"{fig.title!r}: x={name!r} is not an axis")
+                    raise ConfigError("figures", f"{quote(fig.title)}: x={quote(name)} is not an axis")
         if not self.base.eval_lengths and (
                 any(f.kind == "vs_length" for f in self.figures)
                 or self.verdict.kind == "longest_length"):
             raise ConfigError("eval_lengths", "a vs_length figure or a longest_length verdict "
                                               "needs evaluation lengths in the base config")
         if self.verdict.over and self.verdict.over not in names:
-            raise ConfigError("verdict", f"over={self.verdict.over!r} is not an axis")
+            raise ConfigError("verdict", f"over={quote(self.verdict.over)} is not an axis")
         for name, value in self.verdict.at:
             axis = next((a for a in axes if a.field == name), None)
             if axis is None or name == self.verdict.over:
-                raise ConfigError("verdict", f"at: {name!r} is not an axis other than over")
+                raise ConfigError("verdict", f"at: {quote(name)} is not an axis other than over")
             if value not in axis.values:
-                raise ConfigError("verdict", f"at: {name}={value!r} is not one of the axis's "
+                raise ConfigError("verdict", f"at: {name}={quote(value)} is not one of the axis's "
                                              f"values {list(axis.values)}")
         for axis in axes:  # each value alone first: the error names that value
             for v in axis.values:
                 try:
                     self.base.replace(**{axis.field: v})
                 except ConfigError as exc:
-                    raise ConfigError("axis", f"{axis.field}={v!r}: {exc.message}") from None
+                    raise ConfigError("axis", f"{axis.field}={quote(v)}: {exc.message}") from None
                 except TypeError:
-                    raise ConfigError("axis", f"{axis.field}={v!r}: wrong type") from None
+                    raise ConfigError("axis", f"{axis.field}={quote(v)}: wrong type") from None
         object.__setattr__(self, "_jobs", tuple(self._build_jobs()))
 
     def _build_jobs(self) -> list[Job]:

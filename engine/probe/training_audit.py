@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -54,6 +54,10 @@ def _is_training_config(path: Path) -> bool:
 TRAINING_CONFIG_MAX = 1_000_000
 #: the largest weights.pt read: every run's parameters (PARAMS_MAX float32 in all) and some room
 WEIGHTS_FILE_MAX = 1_000_000_000
+#: the largest object part (data.pkl) of a weights.pt read: the lab's holds the config and the
+#: tensors' names (~100 bytes each): tens of kB. torch's weights-only unpickler is pure Python
+#: (~4 s per million items), so a larger one is refused before it is unpickled
+WEIGHTS_PICKLE_MAX = 512_000
 
 
 def load_training_runs(path: Path) -> tuple[Any, dict[str, Any], int]:
@@ -90,22 +94,42 @@ def _torch_load(path: Path) -> Any:
     import torch
 
     from engine.errors import FileFormatError
-    from engine.readers.json_file import too_large
+    from engine.readers.json_file import check_file
 
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}", "model"
-                              ) from None
-    if size > WEIGHTS_FILE_MAX:
-        raise FileFormatError(str(path), "", too_large(size, WEIGHTS_FILE_MAX, "weights.pt"),
-                              "model")
+    check_file(path, max_bytes=WEIGHTS_FILE_MAX, kind="weights.pt", option="model")
+    _check_archive(path)
     try:
         return torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # a foreign .pt, a truncated file, a pickle with code in it
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise FileFormatError(str(path), "", f"not a Training lab weights file ({first})",
                               "model") from None
+
+
+def _check_archive(path: Path) -> None:
+    """A torch.save file is a zip archive: its object part (data.pkl) must be small and the
+    whole unpacked no larger than the file may be (FileFormatError before anything unpickles)."""
+    import zipfile
+
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import too_large
+
+    def refuse(problem: str) -> NoReturn:
+        raise FileFormatError(str(path), "", problem, "model")
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        refuse(f"not a Training lab weights file (not a torch.save archive: {str(exc)[:80]})")
+    pickles = [i for i in infos if i.filename.rsplit("/", 1)[-1] == "data.pkl"]
+    if len(pickles) != 1:
+        refuse("not a Training lab weights file (no single data.pkl in the archive)")
+    if pickles[0].file_size > WEIGHTS_PICKLE_MAX:
+        refuse(f"its object part (data.pkl) is {too_large(pickles[0].file_size, WEIGHTS_PICKLE_MAX, 'weights.pt')}")
+    unpacked = sum(i.file_size for i in infos)
+    if unpacked > WEIGHTS_FILE_MAX:
+        refuse(f"unpacked, {too_large(unpacked, WEIGHTS_FILE_MAX, 'weights.pt')}")
 
 
 def _run_model(cfg: Any, rule: str, state: dict[str, Any], torch: Any) -> Any:

@@ -31,21 +31,33 @@ def read_json(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "file
     return parse_json(raw, str(path), max_bytes=max_bytes, kind=kind, option=option)
 
 
+def check_file(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "file",
+               option: str = "") -> int:
+    """The size of ``path``, a regular file of at most ``max_bytes`` (a folder, a FIFO, a device
+    or a larger file is refused before anything opens it: nothing blocks or streams forever)."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            problem = ("is a folder, not a file" if path.is_dir() else
+                       "no such file" if not path.exists() else "is not a regular file")
+            raise FileFormatError(str(path), "", problem, option)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}", option
+                              ) from None
+    if size > max_bytes:
+        raise FileFormatError(str(path), "", too_large(size, max_bytes, kind), option)
+    return size
+
+
 def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "file",
                option: str = "") -> bytes:
     """At most ``max_bytes`` of a regular file (a larger one, a folder, a FIFO or a device is
     refused before reading)."""
     path = Path(path)
+    check_file(path, max_bytes=max_bytes, kind=kind, option=option)
     try:
-        if not path.is_file():
-            what = "folder" if path.is_dir() else "regular file"
-            problem = "is a folder, not a file" if what == "folder" else (
-                "no such file" if not path.exists() else "is not a regular file")
-            raise FileFormatError(str(path), "", problem, option)
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > max_bytes:
-                raise FileFormatError(str(path), "", too_large(size, max_bytes, kind), option)
             raw = fh.read(max_bytes + 1)
     except OSError as exc:
         raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}", option

@@ -22,6 +22,7 @@ from engine.validate import (
     check_choices,
     check_float,
     check_int,
+    quote,
 )
 
 TASKS = ("retrieval", "recall")
@@ -229,7 +230,7 @@ def _check_model(cfg: TrainingConfig) -> None:
     s(cfg, "layers", check_int("layers", cfg.layers, 1, LAYERS_MAX))
     for name in ("mlp", "layernorm"):
         if not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}")
+            raise ConfigError(name, f"must be true or false, got {quote(getattr(cfg, name))}")
     s(cfg, "qk_init", check_float("qk_init", cfg.qk_init, 0.0, 100.0, lo_open=True))
     s(cfg, "scalings", check_choices("scalings", cfg.scalings, TRAINING_RULES))
     s(cfg, "temperature", check_float("temperature", cfg.temperature, *TEMPERATURE_RANGE))

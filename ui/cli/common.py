@@ -33,6 +33,13 @@ def add_figure_style(p: argparse.ArgumentParser) -> None:
                         "(default: slide)")
 
 
+def add_force(p: argparse.ArgumentParser) -> None:
+    """``--force``: replace files already in --out (without it such a folder is refused)."""
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out that this command writes (without it, a folder "
+                        "that holds any of them is refused, naming them)")
+
+
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",

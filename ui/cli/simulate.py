@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
 
 DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", "dk"])
 
@@ -51,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(d64_scores.png, ...; with several --keys d64_n8_scores.png, ...) and the "
                    "sweep (sweep.png)")
     add_figure_style(p)
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -82,7 +83,8 @@ TABLE = [("d_k", "d_k"), ("n_keys", "n"), ("scaling", "rule"), ("raw_score_var",
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.export import SIMULATION_FILES
+    from engine.io import FIGURE_PATTERNS, output_dir
     from engine.sampling import resolve_backend
 
     prog = "attention-lab simulate"
@@ -93,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         for sweep_cfg in sweeps:
             for value in sweep_cfg.values:  # validates every point (e.g. the exact method's conditions)
                 resolve_backend(sweep_cfg.point(value))
-        out = ensure_writable_dir(args.out) if args.out else None
+        out = output_dir(args.out, SIMULATION_FILES, FIGURE_PATTERNS if args.figures else (),
+                         args.force) if args.out else None
     except ConfigError as exc:
         fail(prog, exc)
     return _run_sweeps(args, prog, sweeps, out)

@@ -61,19 +61,13 @@ FIGURE_METADATA_MAX = 1_000_000
 def read_figure_metadata(path: str | Path) -> dict[str, Any] | None:
     """The parameters an exported PNG or SVG carries, or None (not one of ours). A figure too
     large, or whose parameters are not bounded, valid JSON, is refused (FileFormatError)."""
-    from engine.errors import FileFormatError
-    from engine.readers.json_file import parse_json, too_large
+    from engine.readers.json_file import check_file, parse_json
 
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".png", ".svg"):
         return None
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-    if size > FIGURE_FILE_MAX:
-        raise FileFormatError(str(path), "", too_large(size, FIGURE_FILE_MAX, "exported figure"))
+    check_file(path, max_bytes=FIGURE_FILE_MAX, kind="exported figure")
     raw = _png_metadata(path) if suffix == ".png" else _svg_metadata(path)
     if not raw:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -32,7 +33,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ConfigError
 from engine.inspect import InspectResult, inspect_scores
 from engine.softmax import JACOBIAN_ENTRY_MAX
-from ui.pages.inspector.export import write_inspection_csv
+from ui.pages.inspector.export import jacobian_path, write_inspection_csv
 from ui.pages.inspector.fmt import plain, sig
 from ui.pages.inspector.parse import parse_scale, parse_scores
 from ui.pages.inspector.table import EntriesModel
@@ -271,17 +272,25 @@ class InspectorPage(QWidget):
             raise ValueError("nothing to export: no valid scores yet")
         return write_inspection_csv(path, self._result)
 
-    def export_plots(self, base: str | Path) -> list[Path]:
-        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
+    def _plot_files(self, base: str | Path) -> list[tuple[Path, Any, Any]]:
+        """(path, writer, plot) of ``<base>_{weights,jacobian,gauge}.{png,svg}``."""
         base = Path(base)
         stem = base.with_suffix("") if base.suffix.lower() in (".png", ".svg") else base
+        return [(stem.with_name(f"{stem.name}_{name}.{kind}"), write, plot)
+                for kind, write in (("png", export_png), ("svg", export_svg))
+                for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
+                                   ("gauge", self.gauge))]
+
+    def plot_paths(self, base: str | Path) -> list[Path]:
+        """The files ``export_plots(base)`` writes."""
+        return [path for path, _write, _plot in self._plot_files(base)]
+
+    def export_plots(self, base: str | Path) -> list[Path]:
+        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
         written = []
-        for kind, write in (("png", export_png), ("svg", export_svg)):
-            for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
-                               ("gauge", self.gauge)):
-                path = stem.with_name(f"{stem.name}_{name}.{kind}")
-                write(plot, str(path))
-                written.append(path)
+        for path, write, plot in self._plot_files(base):
+            write(plot, str(path))
+            written.append(path)
         return written
 
     # -- internals ----------------------------------------------------------------------------
@@ -331,14 +340,22 @@ class InspectorPage(QWidget):
     def _on_save_csv(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save inspector data", "inspector.csv",
                                               "CSV files (*.csv)")
-        if path:
+        # (the dialog asked about the file picked; the Jacobian's file beside it is asked here)
+        if path and self._may_replace([jacobian_path(path)]):
             self._report(lambda: self.export_csv(path))
 
     def _on_save_png(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save inspector plots (base name)",
                                               "inspector.png", "PNG images (*.png)")
-        if path:
+        if path and self._may_replace(self.plot_paths(path)):
             self._report(lambda: self.export_plots(path))
+
+    def _may_replace(self, paths: list[Path]) -> bool:
+        """True unless files the user did not pick in the dialog exist and they keep them."""
+        from ui.export_dialog import ask_overwrite
+
+        there = [p for p in paths if p.exists()]
+        return not there or ask_overwrite(self, there[0].parent, [p.name for p in there])
 
     def _report(self, action) -> None:
         try:

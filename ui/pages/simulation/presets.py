@@ -26,6 +26,7 @@ def load_presets(path: Path = PRESET_FILE) -> list[SimulationPreset]:
     """The presets in file order, each config a valid (partial) SimulationConfig; a broken file
     is one FileFormatError naming it, the field and what is wrong."""
     from engine.config import SimulationConfig
+    from engine.errors import ConfigError
     from engine.readers.json_file import read_json
     from engine.readers.schema import AnyObject, MapOf, Record, Text, errors_in_file
 
@@ -34,6 +35,8 @@ def load_presets(path: Path = PRESET_FILE) -> list[SimulationPreset]:
                     "config": AnyObject()}, required=frozenset({"title", "config"}))
     with errors_in_file(str(path)):
         MapOf(entry, max_items=100).check(data)
+        if not data:
+            raise ConfigError("", "holds no preset")
     for key, v in data.items():
         with errors_in_file(str(path), f"{key}.config"):
             SimulationConfig.from_dict(v["config"])

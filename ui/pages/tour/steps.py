@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.validate import quote
+
 #: the plot ids a step may point at (the main window maps them to its plots)
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
 
@@ -144,7 +146,7 @@ def _refuse_unknown_keys(where: str, raw: Mapping[str, Any], known: Any) -> None
     """A typo in tour.json is named, never silently ignored."""
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise TourError(f"{where}: unknown key {quote(unknown[0])} (known: {', '.join(sorted(known))})")
 
 
 def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
@@ -154,17 +156,17 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
     _refuse_unknown_keys(where, raw, _STEP_KEYS)
     for key in ("title", "text"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
-            raise TourError(f"{where}: {key!r} must be a non-empty string")
+            raise TourError(f"{where}: {quote(key)} must be a non-empty string")
     config = raw.get("config", {})
     if not isinstance(config, Mapping):
         raise TourError(f"{where}: 'config' must be an object")
     _check_config(where, {**base, **config})
     plot = raw.get("plot")
     if plot not in PLOT_IDS:
-        raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {plot!r}")
+        raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {quote(plot)}")
     axis = raw.get("sweep_axis", "d_k")
     if axis not in SWEEP_AXES:
-        raise TourError(f"{where}: 'sweep_axis' must be one of {', '.join(SWEEP_AXES)}; got {axis!r}")
+        raise TourError(f"{where}: 'sweep_axis' must be one of {', '.join(SWEEP_AXES)}; got {quote(axis)}")
     return TourStep(
         title=raw["title"].strip(),
         text=raw["text"].strip(),
@@ -223,9 +225,9 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
             raise TourError(f"{where}: with rule 'raw' the statistic must be one of {', '.join(RAW_STATISTICS)}")
     else:
         if rule not in config.get("scalings", ()):
-            raise TourError(f"{where}: measured rule {rule!r} is not among the step's scalings")
+            raise TourError(f"{where}: measured rule {quote(rule)} is not among the step's scalings")
         if stat not in STATISTICS:
-            raise TourError(f"{where}: 'statistic' must be one of {', '.join(STATISTICS)}; got {stat!r}")
+            raise TourError(f"{where}: 'statistic' must be one of {', '.join(STATISTICS)}; got {quote(stat)}")
     explain = raw.get("explain", "")
     if not isinstance(explain, str):
         raise TourError(f"{where}: 'explain' must be a string")
