@@ -95,7 +95,7 @@ CLAIMS_FILE_MAX = 4_000_000
 
 def load_claims(path: str | Path | None = None) -> list[Claim]:
     """Read and validate the claims file, every claim's fields and its run's parameters; a
-    problem is one FileFormatError (``FILE: claims[3].params.d_k: what is wrong``)."""
+    problem is one FileFormatError (``FILE: claims['ref.x'].params.d_k: what is wrong``)."""
     from engine.readers.json_file import read_json
     from engine.readers.schema import AnyObject, ListOf, Record, errors_in_file
 
@@ -107,13 +107,20 @@ def load_claims(path: str | Path | None = None) -> list[Claim]:
                required=frozenset({"claims"}), extra="keep").check(raw)
     claims, seen = [], set()
     for i, item in enumerate(raw["claims"]):
-        with errors_in_file(source, f"claims[{i}]", option="claims"):
+        with errors_in_file(source, _claim_path(i, item), option="claims"):
             claim = _claim(item)
             if claim.id in seen:
                 raise ConfigError("id", f"{quote(claim.id)} appears twice")
         seen.add(claim.id)
         claims.append(claim)
     return claims
+
+
+def _claim_path(index: int, item: dict[str, Any]) -> str:
+    """``claims['ref.x']`` by the claim's id (a short string), else ``claims[3]``."""
+    cid = item.get("id")
+    return f"claims[{quote(cid)}]" if isinstance(cid, str) and 0 < len(cid) <= 100 else \
+        f"claims[{index}]"
 
 
 def _claim(item: dict[str, Any]) -> Claim:

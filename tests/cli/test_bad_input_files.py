@@ -63,5 +63,5 @@ def test_reproduce_names_a_bad_claims_file(tmp_path: Path, capsys) -> None:
                       '"published": "1"}]}')
     assert _exit_code(["reproduce", "--claims", str(claims), "--quiet"]) == 2
     line = _one_line(capsys)
-    assert f"--claims: {claims}: claims[0].params.dist: must be one of" in line
+    assert f"--claims: {claims}: claims['a'].params.dist: must be one of" in line
     assert len(line) < 400  # the 5,000-character value is quoted by a prefix

@@ -72,25 +72,25 @@ def test_slow_claims_are_skipped_under_fast() -> None:
 @pytest.mark.parametrize(("content", "where", "says"), [
     ("{", "", "not valid JSON"),
     ('{"claims": []}', "claims", "at least 1"),
-    ('{"claims": [{"id": "a"}]}', "claims[0].kind", "required, but missing"),
+    ('{"claims": [{"id": "a"}]}', "claims['a'].kind", "required, but missing"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "guess", "params": {}, '
-     '"measure": {}, "published": "1"}]}', "claims[0].kind", "must be one of"),
+     '"measure": {}, "published": "1"}]}', "claims['a'].kind", "must be one of"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": {}, '
-     '"measure": {}, "published": "about 1"}]}', "claims[0].published", "published must be"),
+     '"measure": {}, "published": "about 1"}]}', "claims['a'].published", "published must be"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": {}, '
-     '"measure": {}, "published": "1", "colour": "red"}]}', "claims[0].colour", "unknown field"),
+     '"measure": {}, "published": "1", "colour": "red"}]}', "claims['a'].colour", "unknown field"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": '
      '{"scores": [1, "x"]}, "measure": {"value": "entropy"}, "published": "1"}]}',
-     "claims[0].params.scores[1]", "must be a number"),
+     "claims['a'].params.scores[1]", "must be a number"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "simulate", "params": '
      '{"scalings": 5}, "measure": {"column": "x"}, "published": "1"}]}',
-     "claims[0].params.scalings", "must be a list of names"),
+     "claims['a'].params.scalings", "must be a list of names"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "experiment", "params": '
      '{"experiment": ["seeds"]}, "measure": {}, "published": "1"}]}',
-     "claims[0].params.experiment", "must be one of"),
+     "claims['a'].params.experiment", "must be one of"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": '
      '{"scores": [1, 2]}, "measure": {"value": "entropy"}, "published": "1", "scale": "x"}]}',
-     "claims[0].scale", "must be a number"),
+     "claims['a'].scale", "must be a number"),
 ])
 def test_a_bad_claims_file_names_the_problem(tmp_path: Path, content: str, where: str,
                                              says: str) -> None:

@@ -99,15 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
 
     if args.list:
-        from engine.experiments.builtin import load_builtins
-
-        try:
-            builtins = load_builtins()
-        except ConfigError as exc:  # a broken bundled file: which, and what is wrong
-            fail(PROG, exc)
-        for name, spec in builtins.items():
-            print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
-        return 0
+        return _list_builtins()
     if not args.out:
         fail(PROG, "is required (the folder the results go to)", "out")
     if args.figures:
@@ -157,6 +149,20 @@ def run(args: argparse.Namespace) -> int:
         paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir,
                                          style=args.figure_style)
         print(f"wrote {len(paths)} figure files to {last.out_dir}")
+    return 0
+
+
+def _list_builtins() -> int:
+    """``--list``: the built-in experiments (a broken bundled file: which, and what is wrong)."""
+    from engine.errors import ConfigError
+    from engine.experiments.builtin import load_builtins
+
+    try:
+        builtins = load_builtins()
+    except ConfigError as exc:
+        fail(PROG, exc)
+    for name, spec in builtins.items():
+        print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
     return 0
 
 
