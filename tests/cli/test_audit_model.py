@@ -57,13 +57,35 @@ def test_empty_text_file_exits_2(tmp_path: Path, capsys) -> None:
     assert len(err) == 1 and "--text-file" in err[0]
 
 
-def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5",
-                                                      "architectures": ["T5Model"]}))
+def test_unsupported_architecture_exits_2_naming_it(tiny_bert_dir: Path, tmp_path: Path,
+                                                    capsys) -> None:
+    """A saved Falcon (attention outside transformers' interface, no adapter) is refused."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = tmp_path / "falcon"
+    torch.manual_seed(0)
+    transformers.FalconModel(transformers.FalconConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    ).save_pretrained(folder)
+    for f in tiny_bert_dir.glob("tok*"):
+        shutil.copy(f, folder / f.name)
+    capsys.readouterr()  # save_pretrained's own progress bar
+    assert _exit_code(["audit-model", "--model", str(folder), "--text", "hi",
+                       "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "falcon" in err[0] and "--model" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_that_is_a_list_exits_2_naming_file_and_field(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").write_text("[1, 2]")
     assert _exit_code(["audit-model", "--model", str(tmp_path), "--text", "hi",
                        "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t5" in err[0] and "--model" in err[0]
+    assert len(err) == 1 and "config.json: top level" in err[0] and "--model" in err[0], err
 
 
 def test_layer_out_of_range_exits_2(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:

@@ -108,12 +108,20 @@ def test_two_token_gpt2_text_gives_finite_figures(make_gpt2) -> None:
     assert np.all(res.attn_max_abs_diff < TOL)
 
 
-def test_a_model_without_the_expected_projections_is_refused(make_bert) -> None:
-    from engine.errors import ConfigError
-    from engine.probe.loader import SUPPORTED
+def test_an_architecture_outside_the_interface_without_adapter_is_refused_by_name() -> None:
+    """Falcon computes attention inline (outside transformers' attention interface): the tap
+    sees no call, and the refusal names the architecture and why."""
+    import torch
+    import transformers
 
-    loaded = make_bert()
-    loaded.spec = SUPPORTED["distilbert"]  # q_lin / k_lin: not in a BERT
+    from engine.errors import ConfigError
+    from engine.probe.loader import info_from_config, wrap_model
+
+    torch.manual_seed(0)
+    cfg = transformers.FalconConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, attn_implementation="eager")
+    net = transformers.FalconModel(cfg)
     with pytest.raises(ConfigError) as err:
-        capture(loaded, _ids(5))
-    assert err.value.field == "model" and "q_lin" in err.value.message
+        wrap_model(net, info_from_config(net.config, "tiny-falcon"))
+    msg = err.value.message
+    assert err.value.field == "model" and "falcon" in msg and "interface" in msg, msg
