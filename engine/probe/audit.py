@@ -39,6 +39,9 @@ from engine.validate import ConfigMethods, check_int
 #: how the capture sees the model (audit.json, the page, the CLI)
 CAPTURE_NOTE = ("captured at transformers' attention interface around the model's own eager "
                 "attention; scale measured against the q and k projections' outputs")
+#: mean KL per row above which the weights are not the model's softmax of scaled q.k at all
+#: (float32 models fit to ~1e-13; an after-softmax factor under sinks leaves ~1)
+MISFIT_LIMIT = 1e-6
 #: the old name of the note (the Training lab audit has its own)
 EAGER_NOTE = CAPTURE_NOTE
 
@@ -262,6 +265,9 @@ def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str
     if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
             verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
         return False, "weights scaled after the softmax"
+    if float(fit.layer.misfit[0]) > MISFIT_LIMIT:
+        return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
+                       f"(misfit {float(fit.layer.misfit[0]):.2g})")
     ok = hf.identifiable
     gap = np.abs(np.log(hf.scale / declared))
     bad = ok & (gap > hf.tol_log)

@@ -70,7 +70,7 @@ def _base(config: Any, module: Any, d_k: int, adapter: str | None) -> tuple[floa
             layer = getattr(module, "layer_idx", None)
             if isinstance(layer, int):
                 v /= float(layer + 1)
-                src += f", 1/(layer {layer} + 1)"
+                src += ", x 1/(layer + 1)"
         return v, src + ")"
     if adapter == "gpt_neo":
         return 1.0, "GPT-Neo applies no scale"

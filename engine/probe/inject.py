@@ -28,8 +28,8 @@ BUG_KINDS: dict[str, str] = {
     "none": "no scaling at all",
     "dmodel": "divided by sqrt(d_model) instead of sqrt(d_k)",
     "after_softmax": "softmax of the unscaled q.k, the weights then divided by sqrt(d_k)",
-    "head_dim": "divided by sqrt(d_model / heads) instead of sqrt(head_dim) (models whose "
-                "head_dim differs)",
+    "head_dim": "the scale taken from the other width: sqrt(d_model / heads) where the model "
+                "uses sqrt(head_dim), or the other way round (models where they differ)",
     "softcap_off": "the attention logit soft-cap left out (models that cap)",
 }
 
@@ -53,7 +53,10 @@ def bug_scaling(kind: str, s0: float, d_k: int, d_model: int, n_heads: int | Non
     if kind == "head_dim":
         if not n_heads:
             raise ConfigError("inject", "head_dim needs the number of heads")
-        return s0 * math.sqrt(d_k) / math.sqrt(d_model / n_heads)
+        width = d_model / n_heads
+        if abs(s0 * math.sqrt(width) - 1.0) < 1e-6:  # the model uses d_model / heads (Gemma 2
+            return d_k**-0.5  # 27B's query_pre_attn_scalar): the bug takes head_dim
+        return s0 * math.sqrt(d_k) / math.sqrt(width)
     if kind in ("none", "after_softmax"):
         return 1.0
     if kind == "softcap_off":

@@ -250,7 +250,9 @@ class Tap:
                     if _ACTIVE.get() is self and self._observer is not None and args:
                         self._proj.setdefault(mid, []).append((out, args[0]))
 
-                self._hooks.append(sub.register_forward_hook(keep))
+                # first of its hooks: it sees the projection's own output, before an adapter's
+                # hook plants a factor in it
+                self._hooks.append(sub.register_forward_hook(keep, prepend=True))
 
     # -- one pass --------------------------------------------------------------------------------
     def modifier(self, site: int) -> Modifier:
