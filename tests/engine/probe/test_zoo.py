@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from engine.errors import ConfigError  # noqa: E402
-from engine.probe.zoo import ZOO, cached_audits, generated_tables, splice  # noqa: E402
+from engine.errors import ConfigError
+from engine.probe.zoo import ZOO, cached_audits, generated_tables, splice
 
 ROOT = Path(__file__).resolve().parents[3]
 BY_NAME = {e.name: e for e in ZOO}
