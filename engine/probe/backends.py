@@ -5,7 +5,8 @@ transformers has registered (SDPA always; flex attention and the flash kernels o
 where the model supports them), switched by its real name so that every code path keyed on it
 runs; forward hooks keep each attention module's input and output. A site is flagged when its
 output differs from eager's by more than :data:`REL_TOL` (relative to the largest output) while
-its input still agrees: that backend computes that layer differently (a scale ignored, a mask
+its input still agrees (:data:`REL_TOL`, or more where the logits are large:
+:func:`site_tolerance`): that backend computes that layer differently (a scale ignored, a mask
 misread; GPT-2's flags under SDPA, transformers #44380). Later sites inherit the difference; they
 are reported with it but not flagged.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.probe.scale_fit import EPS32
 from engine.probe.tap import IMPLEMENTATION
 
 #: relative disagreement above which a site's backend output differs from eager's (float32 sums
@@ -33,7 +35,8 @@ class BackendSite:
     site: int
     output_rel_diff: float  #: max |out_b - out_eager| / max |out_eager|
     input_rel_diff: float  #: the same for the module's input (differences from upstream)
-    flagged: bool  #: the output differs while the inputs agree
+    tolerance: float  #: what float32 rounding allows here (see :func:`site_tolerance`)
+    flagged: bool  #: the output differs beyond it while the input agrees
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,11 @@ class BackendReport:
         return [{"backend": s.backend, "layer": s.site,
                  "block": blocks[s.site] if s.site < len(blocks) else "",
                  "output_rel_diff": s.output_rel_diff, "input_rel_diff": s.input_rel_diff,
-                 "flagged": s.flagged} for s in self.sites]
+                 "tolerance_rel": s.tolerance, "flagged": s.flagged} for s in self.sites]
 
 
-COLUMNS = ("backend", "layer", "block", "output_rel_diff", "input_rel_diff", "flagged")
+COLUMNS = ("backend", "layer", "block", "output_rel_diff", "input_rel_diff", "tolerance_rel",
+           "flagged")
 
 
 def candidate_backends() -> list[str]:
@@ -78,6 +82,33 @@ def _why_unavailable(loaded: Any, backend: str) -> str | None:
             not torch.cuda.is_available():
         return "compared on a CUDA device only (on the CPU it runs unfused, uncompiled)"
     return None
+
+
+def _max_logits(loaded: Any, ids: Sequence[int]) -> list[float]:
+    """Per site, the largest |scaling * q.k| of an eager pass (the float32 rounding of a logit,
+    and so of the backends' difference, grows with it)."""
+    from engine.probe.capture import run_forward
+
+    got: dict[int, float] = {}
+
+    def observe(call: Any) -> None:
+        q, k = call.query.double(), call.key.double()
+        if k.shape[1] != q.shape[1]:
+            k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        s = call.extra.get("scaling")
+        s = q.shape[-1] ** -0.5 if s is None else float(s)
+        got[call.site] = float((q @ k.transpose(-1, -2)).abs().max()) * abs(s)
+
+    with loaded.tap.active(observe):
+        run_forward(loaded.model, ids)
+    return [got.get(i, 0.0) for i in range(loaded.n_sites)]
+
+
+def site_tolerance(max_logit: float) -> float:
+    """Relative output difference two correct float32 backends may show at a site whose logits
+    reach ``max_logit``: REL_TOL, or 64 eps per unit of logit when that is larger (a logit's
+    rounding error moves its weight by that much relative)."""
+    return max(REL_TOL, 64 * EPS32 * max_logit)
 
 
 def _run(loaded: Any, ids: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -122,6 +153,8 @@ def compare_backends(loaded: Any, ids: Sequence[int], backends: Sequence[str] | 
     """Eager against each of ``backends`` (default: every candidate) on one token sequence."""
     wanted = list(candidate_backends() if backends is None else backends)
     eager = _run(loaded, ids)
+    tols = ([site_tolerance(m) for m in _max_logits(loaded, ids)]
+            if not any(s.adapter for s in loaded.sites) else [REL_TOL] * len(eager))
     unavailable: dict[str, str] = {}
     sites: list[BackendSite] = []
     compared: list[str] = []
@@ -146,5 +179,6 @@ def compare_backends(loaded: Any, ids: Sequence[int], backends: Sequence[str] | 
         for i, ((x0, o0), (x1, o1)) in enumerate(zip(eager, other)):
             d_out = _rel(o0, o1)
             d_in = _rel(x0, x1)
-            sites.append(BackendSite(backend, i, d_out, d_in, d_out > REL_TOL >= d_in))
+            tol = tols[i]
+            sites.append(BackendSite(backend, i, d_out, d_in, tol, d_out > tol >= d_in))
     return BackendReport(tuple(compared), unavailable, tuple(sites))

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from engine.probe.backends import REL_TOL, compare_backends  # noqa: E402
-from engine.probe.zoo import ZOO, build, zoo_ids  # noqa: E402
+from engine.probe.backends import REL_TOL, compare_backends
+from engine.probe.zoo import ZOO, build, zoo_ids
 
 BY_NAME = {e.name: e for e in ZOO}
 
