@@ -168,3 +168,34 @@ def test_importing_the_probe_and_its_cli_loads_neither_transformers_nor_torch() 
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == ""
+
+
+class _CountingTokenizer:
+    """Word-level stand-in that records how many characters it was asked to read."""
+
+    def __init__(self) -> None:
+        self.read: list[int] = []
+
+    def __call__(self, text, add_special_tokens=True, truncation=False, max_length=None):
+        self.read.append(len(text))
+        ids = list(range(len(text.split())))
+        return {"input_ids": ids[:max_length] if truncation else ids}
+
+    def convert_ids_to_tokens(self, ids):
+        return [str(i) for i in ids]
+
+
+def test_a_long_text_is_never_tokenized_whole() -> None:
+    """A 50 MB text used to be tokenized whole (8.9 M tokens, 7 GB) before the cut to 512: only
+    its start is read now, a bounded number of characters per token kept."""
+    from engine.probe.loader import TOKENIZE_CHARS_PER_TOKEN, LoadedModel, tokenize
+
+    tok = _CountingTokenizer()
+    loaded = LoadedModel(info=None, model=None, tokenizer=tok, load_s=0.0, max_tokens=512)
+    text = "word " * 2_000_000  # 10 MB
+    out = tokenize(loaded, text, max_tokens=16)
+    assert len(out.ids) == 16 and out.truncated_from == -1
+    assert max(tok.read) <= 16 * TOKENIZE_CHARS_PER_TOKEN
+    short = tokenize(loaded, "a b c d", max_tokens=16)  # a short text: counted whole
+    assert short.truncated_from is None and len(short.ids) == 4
+    assert tokenize(loaded, "w " * 40, max_tokens=16).truncated_from == 40
