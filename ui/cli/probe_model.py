@@ -95,8 +95,9 @@ def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: An
     if result.truncated_from is not None:
         limit = ("--max-tokens is" if args.max_tokens is not None and
                  result.n_tokens == args.max_tokens else "the model takes")
-        total = (f"{result.truncated_from} tokens" if result.truncated_from >= 0 else
-                 f"more than {result.n_tokens} tokens (only its start was tokenized)")
+        from engine.probe.loader import text_length
+
+        total = text_length(result.truncated_from, result.n_tokens)
         sys.stderr.write(f"notice: the text has {total}; {limit} "
                          f"{result.n_tokens}, so it was truncated to the first {result.n_tokens}\n")
     _print_summary(result)

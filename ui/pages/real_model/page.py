@@ -46,6 +46,7 @@ from engine.probe.loader import (
     load_model,
     models_extra_available,
     resolve_model_dir,
+    text_length,
     tokenize,
 )
 from engine.probe.summary import summarize
@@ -139,8 +140,9 @@ class RealModelPage(LivePage):
         mb.addWidget(self.model_label)
         row = QHBoxLayout()
         self.open_button = QPushButton("Open model folder…", model_box)
-        self.open_button.setToolTip("A local Hugging Face model folder (BERT family or GPT-2). "
-                                    "Nothing is ever downloaded.")
+        self.open_button.setToolTip("A local Hugging Face model folder of any architecture "
+                                    "transformers runs on text (no remote code). Nothing is ever "
+                                    "downloaded.")
         self.open_button.clicked.connect(self._choose_folder)
         self.bundled_button = QPushButton(f"Bundled {BUNDLED_NAME}", model_box)
         self.bundled_button.clicked.connect(lambda: self.set_model_dir(None))
@@ -409,6 +411,7 @@ class RealModelPage(LivePage):
         if not self._can_start():
             return False
         text, model = self.text_edit.toPlainText(), self.model_dir
+        bugs = dict(self.bugs)  # the what-if runs on the model as the audit left it
         if not text.strip():
             self._message("type a text first", error=True)
             return False
@@ -417,7 +420,7 @@ class RealModelPage(LivePage):
             yield WhatIfSnapshot("loading the model (once)…", 0.02)
             loaded = self._loaded(model)
             tok = tokenize(loaded, text)
-            yield from whatif(loaded, tok.ids, layer=layer, cancelled=cancelled)
+            yield from whatif(loaded, tok.ids, layer=layer, cancelled=cancelled, bugs=bugs)
 
         self.tabs.setCurrentWidget(self.whatif_panel)
         return self._start("whatif", job)
@@ -440,7 +443,7 @@ class RealModelPage(LivePage):
             return None
         std = None
         a = self.audit_result
-        if a is not None and not a.inject:
+        if a is not None and a.inject == w.injected:  # the audit measured the model swept
             x = float(np.median(a.layer_scale_x_sqrt_dk()))
             std = 1.0 / x if x > 0 else None
         return WhatIfView(w, min(self.whatif_index, len(w.multipliers) - 1), std)
@@ -498,25 +501,32 @@ class RealModelPage(LivePage):
     def _on_finished(self, _gen: int) -> None:
         self.tick()
         self._set_running(False)
+        loaded = self._models.get(self.model_dir)
+        if loaded is not None:  # the attention sites (encoder, decoder, cross) are known now
+            self.audit_panel.set_layers(loaded.n_sites)
+            self.whatif_panel.set_layers(loaded.n_sites)
         if self._job != "probe":
             self.show_tokens()  # the model is loaded now: the token list can follow the text
         if self._job == "audit" and self.audit_result is not None:
             a = self.audit_result
-            flagged = a.flagged_layers()
+            flagged, mism = a.flagged_layers(), a.mismatched_layers()
             self._message(f"audit of {a.n_tokens} tokens in {self.analyze_s:.2f} s (fit "
                           f"{a.fit_s:.2f} s); " + (f"flagged layers {flagged}" if flagged
-                                                   else "every layer applies 1/√d_k"))
+                                                   else "every layer applies 1/√d_k")
+                          + (f"; layers {mism} differ from what the model declares" if mism
+                             else "; every layer as the model declares" if a.sites else ""))
             return
         if self._job == "whatif" and self.whatif_result is not None:
             w = self.whatif_result
-            self._message(f"what-if: {len(w.multipliers)} reruns in {w.sweep_s:.2f} s")
+            self._message(f"what-if: {len(w.multipliers)} reruns of the {w.model_state} in "
+                          f"{w.sweep_s:.2f} s")
             return
         res = self.result
         if self._job == "probe" and res is not None:
             note = ""
             if res.truncated_from is not None:
-                note = (f" The text has {res.truncated_from} tokens; the model takes "
-                        f"{res.n_tokens}, so it was truncated.")
+                note = (f" The text has {text_length(res.truncated_from, res.n_tokens)}; the "
+                        f"model takes {res.n_tokens}, so it was truncated.")
             self._message(f"{res.n_tokens} tokens analyzed in {self.analyze_s:.2f} s "
                           f"(model load {res.load_s:.1f} s when first used).{note}")
 
@@ -548,7 +558,7 @@ class RealModelPage(LivePage):
             self.tokens_count.setText(exc.message)
             return
         self.tokens_view.setPlainText(format_tokens(tok.tokens))
-        note = (f"; the text has {tok.truncated_from}, the rest is cut"
+        note = (f"; the text has {text_length(tok.truncated_from, len(tok.ids))}, the rest is cut"
                 if tok.truncated_from is not None else "")
         self.tokens_count.setText(f"{len(tok.ids)} tokens (model limit {loaded.max_tokens}){note}")
 
@@ -560,7 +570,7 @@ class RealModelPage(LivePage):
             self.layer, self.head = 0, 0
         self.tokens_view.setPlainText(format_tokens(res.tokens))
         limit = self._models[res.config.model].max_tokens if res.config.model in self._models else None
-        cut = (f"; the text has {res.truncated_from}, the rest was cut"
+        cut = (f"; the text has {text_length(res.truncated_from, res.n_tokens)}, the rest was cut"
                if res.truncated_from is not None else "")
         self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
                                                               else "") + cut)
