@@ -125,3 +125,16 @@ def test_an_architecture_outside_the_interface_without_adapter_is_refused_by_nam
         wrap_model(net, info_from_config(net.config, "tiny-falcon"))
     msg = err.value.message
     assert err.value.field == "model" and "falcon" in msg and "interface" in msg, msg
+
+
+@pytest.mark.parametrize("name", ["T5", "Gemma 2", "gpt-oss", "Bloom", "OPT", "Qwen2"])
+def test_the_probe_recomputes_the_attention_of_other_architectures(name: str) -> None:
+    """Bias (T5, ALiBi), soft-cap, sinks, pre-scaled q, grouped keys: the probe's 'model' rule
+    recomputes each model's own weights from the projections' q and k."""
+    from engine.probe.zoo import ZOO, build, zoo_ids
+
+    loaded = build(next(e for e in ZOO if e.name == name))
+    ids = zoo_ids()
+    cap, res = _result(loaded, ids)
+    assert np.all(res.attn_max_abs_diff < 1e-5), res.attn_max_abs_diff
+    assert res.pair_masks.shape == (loaded.n_sites, len(ids), len(ids))
