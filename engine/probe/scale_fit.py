@@ -61,11 +61,18 @@ def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
     return sh - np.log(np.exp(sh).sum(axis=-1, keepdims=True))
 
 
+def _logits(s: np.ndarray, z: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    """s z + b (no extra pass over the array when there is no additive term)."""
+    if isinstance(b, float) and b == 0.0:
+        return s * z
+    return s * z + b
+
+
 def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray,
         b: np.ndarray | float = 0.0) -> np.ndarray:
     """(H,) mean over rows of KL(P || softmax(exp(log_s) z + b)); z, p: (H, R, n)."""
     s = np.exp(log_s)[:, None, None]
-    logq = _log_softmax(s * z + b, vis)
+    logq = _log_softmax(_logits(s, z, b), vis)
     cross = (p * np.where(vis, logq, 0.0)).sum(axis=-1)
     return (plogp - cross).mean(axis=-1)
 
@@ -74,7 +81,7 @@ def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep
           vis: np.ndarray, b: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
     s = np.exp(log_s)[:, None, None]
-    logq = np.where(vis, _log_softmax(s * z + b, vis), 0.0)
+    logq = np.where(vis, _log_softmax(_logits(s, z, b), vis), 0.0)
     q = np.where(vis, np.exp(logq), 0.0)
     f = (plogp - (p * logq).sum(-1)).mean(-1)
     eq = (q * z).sum(-1)

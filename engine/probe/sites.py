@@ -203,8 +203,9 @@ def match_projection(x: np.ndarray, outputs: list[np.ndarray]
         ok = (xn[:, None, :] > 1e-6 * xn.max()) & (bn[None] > 1e-30)  # (H, J, n)
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(ok, xn[:, None, :] / np.where(bn[None] > 0, bn[None], 1.0), np.nan)
-        med = np.nanmedian(np.where(ok.any(-1, keepdims=True), r, 1.0), axis=-1)  # (H, J)
-        spread = np.nanmax(np.abs(r / med[..., None] - 1.0), axis=-1)
+        with np.errstate(invalid="ignore"):  # (nanmean/nanmax: nanmedian is 10x slower)
+            med = np.nanmean(np.where(ok.any(-1, keepdims=True), r, 1.0), axis=-1)  # (H, J)
+            spread = np.nanmax(np.abs(r / med[..., None] - 1.0), axis=-1)
         spread = np.where(ok.sum(-1) >= min(2, n), spread, np.inf)
         j = np.nanargmin(np.where(np.isfinite(spread), spread, np.inf), axis=1)
         sj = spread[np.arange(h), j]
