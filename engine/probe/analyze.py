@@ -155,18 +155,8 @@ def analyze_capture(
         scores[sl] = s
         parts.append(score_stats(q, k, pm, cfg.bootstrap, cfg.seed + 7919 * layer, cancelled))
         for rule in PROBE_RULES:
-            if rule == "model":  # the model's own logits: its scale, soft-cap and extra terms
-                c = float(cap.softcap[layer])
-                attn = cap.model_attn[sl]
-                if cap.sinks:  # a sink's share is not on the keys: compare the rows' shapes
-                    tot = np.where(pm, attn, 0.0).sum(-1, keepdims=True)
-                    attn = np.where(pm, attn / np.where(tot > 0, tot, 1.0), attn)
-                row_parts[rule].append(row_stats(
-                    s, cap.scale[sl], pm, attn, None if cap.bias is None else cap.bias[sl],
-                    None if np.isnan(c) else c))
-            else:
-                scale = 1.0 / RULE_REGISTRY[rule].divisor(d_k, 1.0)
-                row_parts[rule].append(row_stats(s, scale, pm))
+            row_parts[rule].append(_model_rows(cap, layer, s) if rule == "model" else
+                                   row_stats(s, 1.0 / RULE_REGISTRY[rule].divisor(d_k, 1.0), pm))
     sstats = concat_layers(parts)
     rows = {rule: concat_layers(row_parts[rule]) for rule in PROBE_RULES}
     diff = rows["model"].max_abs_diff
@@ -199,6 +189,21 @@ def analyze_capture(
         stats_s=time.perf_counter() - t0,
     )
     yield ProbeSnapshot("done", 1.0, done=True, result=result)
+
+
+def _model_rows(cap: Capture, layer: int, s: np.ndarray) -> RowStats:
+    """The 'model' rule of one layer: the model's own logits (its scale, soft-cap and additive
+    terms), compared with its own weights (with sinks, the rows' shapes: a sink's share is not
+    on the keys)."""
+    sl = slice(layer, layer + 1)
+    pm = cap.pair_masks[layer]
+    c = float(cap.softcap[layer])
+    attn = cap.model_attn[sl]
+    if cap.sinks:
+        tot = np.where(pm, attn, 0.0).sum(-1, keepdims=True)
+        attn = np.where(pm, attn / np.where(tot > 0, tot, 1.0), attn)
+    return row_stats(s, cap.scale[sl], pm, attn, None if cap.bias is None else cap.bias[sl],
+                     None if np.isnan(c) else c)
 
 
 def run_to_result(gen: Iterator[ProbeSnapshot]) -> ProbeResult:
