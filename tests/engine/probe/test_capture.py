@@ -135,6 +135,6 @@ def test_the_probe_recomputes_the_attention_of_other_architectures(name: str) ->
 
     loaded = build(next(e for e in ZOO if e.name == name))
     ids = zoo_ids()
-    cap, res = _result(loaded, ids)
+    _cap, res = _result(loaded, ids)
     assert np.all(res.attn_max_abs_diff < 1e-5), res.attn_max_abs_diff
     assert res.pair_masks.shape == (loaded.n_sites, len(ids), len(ids))

@@ -419,3 +419,32 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3
+
+
+def test_training_lab_weights_are_audited_run_by_run(page, qtbot, tmp_path: Path) -> None:
+    """The folder `train --out` wrote opens too: Analyze audits every run on the lab's own
+    probe examples, the run box switches between them, the what-if is refused in one line and
+    Export all writes every run."""
+    import main
+
+    run = tmp_path / "run"
+    assert main.main(["train", "--scaling", "sqrt", "sqrt_twice", "--steps", "2", "--layers", "1",
+                      "--d-model", "16", "--heads", "2", "--log-every", "2", "--batch", "4",
+                      "--probe-size", "2", "--out", str(run), "--quiet"]) == 0
+    assert page.set_model_dir(str(run)), page.last_message
+    assert "Training lab weights" in page.model_label.text()
+    assert page.audit_panel.run_box.isVisibleTo(page.audit_panel)
+    assert not page.audit_panel.inject_button.isVisibleTo(page.audit_panel)
+    assert page.analyze()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    assert [r.run for r in page.run_results] == ["sqrt", "sqrt_twice"]
+    box = page.audit_panel.run_box
+    assert [box.itemText(i) for i in range(box.count())] == ["sqrt", "sqrt_twice"]
+    box.setCurrentIndex(1)
+    assert page.audit_result.run == "sqrt_twice"
+    assert page.audit_result.layer_verdicts == ["scaled twice"]
+    assert "scaled twice" in page.audit_panel.verdict_label.text()
+    assert page.run_whatif(None) is False and "Training lab" in page.last_message
+    out = page.export_all(tmp_path / "exports")
+    assert out is not None, page.last_message
+    assert [r["run"] for r in read_csv(out / "layers.csv")] == ["sqrt", "sqrt_twice"]

@@ -88,6 +88,7 @@ class AuditPanel(PlotPanel):
     run_requested = Signal()
     inject_requested = Signal(int, str)  #: (layer, kind)
     clear_requested = Signal()
+    run_changed = Signal(int)  #: the Training lab run to show (index)
 
     def build(self) -> None:
         self.run_button = QPushButton("Audit", self)
@@ -109,8 +110,13 @@ class AuditPanel(PlotPanel):
         self.clear_button = QPushButton("Repair", self)
         self.clear_button.setToolTip("Remove every planted bug and audit again")
         self.clear_button.clicked.connect(self.clear_requested.emit)
-        for i, w in enumerate((self.run_button, self.layer_spin, self.kind_box, self.inject_button,
-                               self.clear_button)):
+        self.run_box = QComboBox(self)
+        self.run_box.setToolTip("The Training lab run (scaling rule) whose audit is shown")
+        self.run_box.currentIndexChanged.connect(self.run_changed.emit)
+        self.run_box.setVisible(False)
+        self._training = False
+        for i, w in enumerate((self.run_button, self.run_box, self.layer_spin, self.kind_box,
+                               self.inject_button, self.clear_button)):
             self.header.insertWidget(1 + i, w)
         self.hover_label = QLabel(AUDIT_HOVER_HINT)
         self.hover_label.setWordWrap(True)
@@ -147,8 +153,24 @@ class AuditPanel(PlotPanel):
     def set_layers(self, n_layers: int) -> None:
         self.layer_spin.setRange(0, max(0, n_layers - 1))
 
+    def set_training(self, on: bool) -> None:
+        """Training lab weights: a run box instead of the break-it controls (they are audited
+        as saved)."""
+        self._training = on
+        for w in (self.layer_spin, self.kind_box, self.inject_button, self.clear_button):
+            w.setVisible(not on)
+        self.run_box.setVisible(on)
+
+    def set_runs(self, names: list[str]) -> None:
+        keep = self.run_box.currentIndex()
+        self.run_box.blockSignals(True)
+        self.run_box.clear()
+        self.run_box.addItems(names)
+        self.run_box.setCurrentIndex(keep if 0 <= keep < len(names) else 0)
+        self.run_box.blockSignals(False)
+
     def set_busy(self, busy: bool) -> None:
-        for w in (self.run_button, self.inject_button, self.clear_button):
+        for w in (self.run_button, self.inject_button, self.clear_button, self.run_box):
             w.setEnabled(not busy)
 
     def show_empty(self, message: str = "Press Audit to measure the scale\nevery head applies") -> None:
@@ -266,6 +288,7 @@ class WhatIfPanel(PlotPanel):
         self.run_button = QPushButton("Run what-if", self)
         self.run_button.setToolTip("Rerun the model with its logits × m for m = 1/8 … 8")
         self.run_button.clicked.connect(lambda: self.run_requested.emit(self.layer_box.currentData()))
+        self._training = False
         self.slider = QSlider(Qt.Orientation.Horizontal, self)
         self.slider.setRange(0, 0)
         self.slider.setMinimumWidth(120)
@@ -348,7 +371,15 @@ class WhatIfPanel(PlotPanel):
         self.layer_box.blockSignals(False)
 
     def set_busy(self, busy: bool) -> None:
-        self.run_button.setEnabled(not busy)
+        self.run_button.setEnabled(not busy and not self._training)
+
+    def set_training(self, on: bool) -> None:
+        """Training lab weights: no what-if (it reruns transformers models)."""
+        self._training = on
+        self.run_button.setEnabled(not on)
+        self.run_button.setToolTip("The what-if reruns transformers models; Training lab weights "
+                                   "are audited as saved" if on else
+                                   "Rerun the model with its logits × m for m = 1/8 … 8")
 
     def show_empty(self, message: str = "Press Run what-if to rerun the model\nwith its logits × m") -> None:
         for c in (self.ent_curve, self.sat_curve, self.cos_curve, self.pool_curve):
