@@ -29,6 +29,10 @@ def prepare(net: Any, model_type: str) -> Tap:
     architecture, when no attention call can be seen."""
     from engine.probe.adapters import BYPASSING, adapter_for
 
+    reads = getattr(net, "main_input_name", "input_ids")
+    if reads != "input_ids":
+        raise ConfigError("model", f"{model_type} reads {reads} (audio or images), not token "
+                          "ids; the audit runs text models")
     tap = Tap(net)
     install = adapter_for(model_type)
     if install is not None:

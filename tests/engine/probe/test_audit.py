@@ -219,6 +219,7 @@ def test_minilm_every_head_is_standard_within_its_tolerance(minilm) -> None:
     assert np.all(np.isfinite(tol)) and r.grid("identifiable").all()
     assert np.all(np.abs(np.log(x)) <= tol)
     assert r.layer_verdicts == [STANDARD] * 6 and r.flagged_layers() == []
+    assert r.mismatched_layers() == [] and all(s.block == "encoder" for s in r.sites)
     assert all(v == STANDARD for row in r.head_verdicts for v in row)
     assert "eager" in r.note
 
@@ -226,7 +227,7 @@ def test_minilm_every_head_is_standard_within_its_tolerance(minilm) -> None:
 @pytest.mark.slow
 def test_minilm_injected_layers_and_only_they_are_flagged(minilm) -> None:
     r = run_audit(audit(AuditConfig(text=TEXT, inject=((2, "twice"), (4, "none"))), minilm))
-    assert r.flagged_layers() == [2, 4]
+    assert r.flagged_layers() == [2, 4] and r.mismatched_layers() == [2, 4]
     assert r.layer_verdicts[2] == TWICE and r.layer_verdicts[4] == UNSCALED
     d_k = r.d_k
     s2, s4 = r.layer_fits[2].scale[0], r.layer_fits[4].scale[0]

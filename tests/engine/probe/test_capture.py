@@ -138,3 +138,17 @@ def test_the_probe_recomputes_the_attention_of_other_architectures(name: str) ->
     _cap, res = _result(loaded, ids)
     assert np.all(res.attn_max_abs_diff < 1e-5), res.attn_max_abs_diff
     assert res.pair_masks.shape == (loaded.n_sites, len(ids), len(ids))
+
+
+def test_a_model_that_reads_no_token_ids_is_refused_by_name() -> None:
+    import transformers
+
+    from engine.errors import ConfigError
+    from engine.probe.loader import info_from_config, wrap_model
+
+    net = transformers.WhisperModel(transformers.WhisperConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0,
+        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2))
+    with pytest.raises(ConfigError, match="whisper reads input_features"):
+        wrap_model(net, info_from_config(net.config, "tiny-whisper"))
