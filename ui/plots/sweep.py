@@ -71,7 +71,7 @@ METRICS = (
 #: metric key -> what the asymptotic theory predicts for it (engine.theory.LengthTheory)
 THEORY = {"entropy_norm": "entropy_norm", "target_weight": "target_weight"}
 #: at correlation 0 key 0 is a key like any other: its weight is noise around 1/n, not a needle
-NO_TARGET_TITLE = "key 0: no target at ρ = 0 (≈ 1/n)"
+NO_TARGET_TITLE = "key 0 (no target: ρ = 0)"
 
 
 def metric_title(m: Metric, correlation: float) -> str:
@@ -142,6 +142,9 @@ class SweepPanel(PlotPanel):
         self.axis_box.currentIndexChanged.connect(
             lambda i: self.axis_requested.emit(("d_k", "n_keys")[i]))
         self.header.insertWidget(1, self.axis_box)
+        # the caption (points, trials, what the bands mean) is cut rather than widening the page
+        # past a 1280x720 window (along n it grows by "; dashed: asymptotic theory")
+        self.header_label.setMinimumWidth(1)
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(self.metrics):  # (each links its x to the first)
             self.plots.append(self._add_metric_plot(i, m))
