@@ -16,9 +16,9 @@ import numpy as np
 
 from engine.config import SimulationConfig, SweepConfig
 from engine.errors import Cancelled
-from engine.rules import RULE_REGISTRY
+from engine.rules import RULE_REGISTRY, RuleParams
 from engine.sampling import ScoreSampler, resolve_backend
-from engine.softmax import row_metrics
+from engine.softmax import RowMetrics
 from engine.stats import Estimate, Histogram, PooledScoreMoments, RunningMoments, StreamingHistogram
 from engine.theory import NormalMixture, logit_theory, raw_score_theory
 
@@ -30,7 +30,7 @@ SAMPLE_KEYS = 512
 
 # per-row metrics tracked by RunningMoments, in this order
 _ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
-               "target_weight")
+               "target_weight", "key_mass", "sink_weight")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class RuleResult:
     sample_weights: np.ndarray
     #: mean weight on key 0, the target key ("needle") when the correlation is not 0
     target_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
+    #: mean sum of the key weights (1 for a softmax; below 1 with a sink; any value for sigmoid)
+    key_mass: Estimate = field(default_factory=lambda: Estimate(1.0, 0.0))
+    #: mean weight on the sink (0 without one): engine.softmax, "Weights that do not sum to one"
+    sink_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
 
     @property
     def logit_std(self) -> Estimate:
@@ -116,6 +120,8 @@ class SimulationSnapshot:
                 "saturation_threshold": c.saturation_threshold,
                 "method": self.method, "backend": self.backend, "device": self.device,
                 "dtype": c.dtype,
+                "key_mass_mean": r.key_mass.mean, "key_mass_se": r.key_mass.se,
+                "sink_weight_mean": r.sink_weight.mean, "sink_weight_se": r.sink_weight.se,
             })
         return rows
 
@@ -152,12 +158,13 @@ class _RuleAccumulator:
         self.log_n = math.log(cfg.n_keys)
         self.threshold = cfg.saturation_threshold
 
-    def update(self, logits: np.ndarray) -> None:
-        m = row_metrics(logits)
+    def update(self, logits: np.ndarray, m: RowMetrics) -> None:
+        """One chunk: its logits (what the softmax sees) and their row metrics under the rule."""
         entropy_norm = m.entropy / self.log_n
         saturated = m.top_weight > self.threshold
         cols = np.stack([m.top_weight, saturated, m.entropy, entropy_norm,
-                         m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0]], axis=1)
+                         m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0], m.key_mass,
+                         m.sink_weight], axis=1)
         self.rows.update(cols)
         self.logits.update(logits)
         self.logit_hist.update(logits)
@@ -179,7 +186,7 @@ class _RuleAccumulator:
             entropy_norm_hist=self.entropy_hist.snapshot(),
             log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
             sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
-            target_weight=e(6),
+            target_weight=e(6), key_mass=e(7), sink_weight=e(8),
         )
 
 
@@ -198,6 +205,7 @@ def simulate(
     raw_theory = raw_score_theory(cfg)
     accs = {name: _RuleAccumulator(cfg, name) for name in cfg.scalings}
     params = cfg.rule_params()
+    rule_params = RuleParams(cfg.d_k, cfg.temperature, **params)
     done = 0
     for size in sampler.plan.sizes(cfg.trials):
         if cancelled is not None and cancelled():
@@ -206,7 +214,10 @@ def simulate(
         raw.update(scores.dot)
         raw_hist.update(scores.dot)
         for name, acc in accs.items():
-            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature, **params))
+            rule = RULE_REGISTRY[name]
+            z = rule.pre_logits(scores, cfg.d_k, cfg.temperature, **params)
+            logits = rule.capped(z, rule_params)
+            acc.update(logits, rule.row_metrics(logits, rule_params, z))
         done += size
         yield SimulationSnapshot(
             config=cfg, trials_done=done, elapsed_s=time.perf_counter() - start,
