@@ -276,6 +276,17 @@ class InspectorPage(QWidget):
             edit.blockSignals(False)
         return self.refresh()
 
+    def set_rule_options(self, options: dict) -> None:
+        """Set the soft-cap and sink fields (absent = off) and clear sigmoid, without
+        recomputing (the tour calls ``set_scores`` next)."""
+        for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
+            edit.blockSignals(True)
+            edit.setText(plain(float(options[name])) if name in options else "")
+            edit.blockSignals(False)
+        self.sigmoid_box.blockSignals(True)
+        self.sigmoid_box.setChecked(bool(options.get("sigmoid", False)))
+        self.sigmoid_box.blockSignals(False)
+
     def refresh(self) -> bool:
         """Parse both fields and recompute; on invalid input show why and keep the last result."""
         self._timer.stop()
