@@ -109,7 +109,8 @@ def attention_weights(logits: torch.Tensor, spec: Rule, p: RuleParams,
     if spec.weights == "sigmoid":  # b = -ln n; a masked key's -inf gives weight 0
         return torch.sigmoid(masked - p.log_n)
     if spec.weights == "sink":  # (H, 1, 1) -> a (B, H, T, 1) column appended, then dropped
-        sink = torch.as_tensor(p.sink, dtype=logits.dtype).expand(*logits.shape[:-1], 1)
+        sink = torch.as_tensor(p.sink, dtype=logits.dtype, device=logits.device)
+        sink = sink.expand(*logits.shape[:-1], 1)
         return torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[..., :-1]
     return torch.softmax(masked, dim=-1)  # rows sum to 1
 
