@@ -23,13 +23,18 @@ import numpy as np
 from engine.rules import RULE_REGISTRY, SOFTCAP_DEFAULT, Rule, RuleParams
 from engine.softmax import softmax
 
+#: the gradient chain's per-head norms and the softmax's gain (``engine.training.gradients``,
+#: which needs torch; the names are repeated here so this module stays torch-free)
+CHAIN = ("grad_norm_attn", "grad_norm_logits", "grad_norm_scores", "grad_norm_query")
+GAIN = "softmax_gain"
+
 #: scalar metrics per (log, run)
 SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
 #: metrics per (log, run, layer, head)
 HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
                 "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature", "ssmax_s", "logit_max_abs", "key_mass", "sink_weight",
-                "sink_logit", "clip_count")
+                "temperature", "ssmax_s", "logit_max_abs", *CHAIN, GAIN, "key_mass",
+                "sink_weight", "sink_logit", "clip_count")
 #: columns of metrics.csv (per-head metrics are means over layers and heads; logit_max_abs is the
 #: largest |logit| of any head; clipped_heads the mean number of heads qkclip clipped per update
 #: since the previous log)
@@ -37,7 +42,7 @@ CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accur
                "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
                "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
                "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s", "logit_max_abs",
-               "key_mass_mean", "sink_weight_mean", "sink_logit", "clipped_heads")
+               *CHAIN, GAIN, "key_mass_mean", "sink_weight_mean", "sink_logit", "clipped_heads")
 HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 #: what is measured at each evaluation length (``engine.training.lengths``)
 LENGTH_METRICS = ("accuracy", "entropy_norm")

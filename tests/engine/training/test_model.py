@@ -37,7 +37,7 @@ def test_forward_and_gradients_equal_sdpa(rule, scale, masking):
         mask = causal_mask(7)
     elif masking == "padding":
         mask = padding_mask(torch.tensor([7, 3, 5]), 7)
-    out, _, _, _ = attend(q, k, v, rule, mask)
+    out, _, _ = attend(q, k, v, rule, mask)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     w = torch.randn(out.shape, generator=torch.Generator().manual_seed(9), dtype=out.dtype)
@@ -50,25 +50,25 @@ def test_forward_and_gradients_equal_sdpa(rule, scale, masking):
 def test_masked_keys_get_zero_weight_and_do_not_matter():
     q, k, v = _qkv(b=2, h=1, t=6, d=8)
     mask = padding_mask(torch.tensor([4, 6]), 6)
-    out, _logits, w, _ = attend(q, k, v, "sqrt", mask)
+    out, _logits, w = attend(q, k, v, "sqrt", mask)
     assert torch.all(w[0, :, :, 4:] == 0)
     torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
     k2, v2 = k.detach().clone(), v.detach().clone()
     k2[0, :, 4:] += 100.0
     v2[0, :, 4:] -= 50.0
-    out2, _, _, _ = attend(q, k2, v2, "sqrt", mask)
+    out2, _, _ = attend(q, k2, v2, "sqrt", mask)
     torch.testing.assert_close(out2[0], out[0])
 
 
 def test_causal_mask_hides_the_future():
     q, k, v = _qkv(b=1, h=1, t=6, d=8)
-    out, _, w, _ = attend(q, k, v, "sqrt", causal_mask(6))
+    out, _, w = attend(q, k, v, "sqrt", causal_mask(6))
     assert torch.all(torch.triu(w[0, 0], diagonal=1) == 0)
     k2, v2, q2 = k.detach().clone(), v.detach().clone(), q.detach().clone()
     k2[..., 4:, :] += 3.0
     v2[..., 4:, :] += 3.0
     q2[..., 4:, :] += 3.0
-    out2, _, _, _ = attend(q2, k2, v2, "sqrt", causal_mask(6))
+    out2, _, _ = attend(q2, k2, v2, "sqrt", causal_mask(6))
     torch.testing.assert_close(out2[..., :4, :], out[..., :4, :])
 
 
@@ -87,7 +87,7 @@ def test_the_rules_scale_as_documented():
 
 def test_scale_after_softmax_divides_the_weights():
     q, k, v = _qkv(d=16)
-    out, logits, w, _ = attend(q, k, v, "scale_after_softmax")
+    out, logits, w = attend(q, k, v, "scale_after_softmax")
     torch.testing.assert_close(logits, q @ k.transpose(-1, -2))  # the softmax sees raw q.k
     torch.testing.assert_close(out, (w / 4) @ v)  # ... and its weights are divided by sqrt(16)
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from engine.rules import RULE_REGISTRY, RuleParams  # noqa: E402
 from engine.training.config import TrainingConfig  # noqa: E402
-from engine.training.model import attend, causal_mask, padding_mask  # noqa: E402
+from engine.training.model import attend, causal_mask, padding_mask, scale_scores  # noqa: E402
 from engine.training.qk_clip import head_max_logits  # noqa: E402
 from engine.training.tasks import make_batch, stream_seed  # noqa: E402
 from engine.training.trainer import Trainer  # noqa: E402
@@ -43,7 +43,8 @@ def test_model_attention_weights_are_the_rules_numpy_weights(rule, masking):
     mask = {"none": None, "causal": causal_mask(t),
             "padding": padding_mask(torch.tensor([6, 3, 4]), t)}[masking]
     sink = torch.tensor([1.5, -0.5], dtype=torch.float64).view(2, 1, 1)
-    _, logits, w, pre = attend(q, k, v, rule, mask, n_ref=4, softcap=2.0, sink=sink)
+    _, logits, w = attend(q, k, v, rule, mask, n_ref=4, softcap=2.0, sink=sink)
+    pre = scale_scores(q, k, rule, mask=mask, n_ref=4)  # the logits before the cap
     spec = RULE_REGISTRY[rule]
     full = torch.ones(1, 1, t, t, dtype=torch.bool) if mask is None else mask
     m = full.expand(3, 2, t, t).numpy()
