@@ -282,8 +282,10 @@ def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
     from engine.inspect import inspect_scores
     from engine.softmax import JACOBIAN_ENTRY_MAX
 
-    r = cache.get({"inspect": claim.params},
-                  lambda: inspect_scores(claim.params["scores"], claim.params.get("scale", 1.0)))
+    p = claim.params
+    options = {k: p[k] for k in ("sink", "softcap", "sigmoid", "yarn_n_ref") if k in p}
+    r = cache.get({"inspect": p}, lambda: inspect_scores(p["scores"], p.get("scale", 1.0),
+                                                         p.get("ssmax_s"), **options))
     d = r.to_dict()
     d["top_weight"] = float(max(r.weights))
     d["quarter_over_max_entry"] = JACOBIAN_ENTRY_MAX / r.jacobian_max_abs
