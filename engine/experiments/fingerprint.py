@@ -22,9 +22,11 @@ TRAINING_MODULES = (
     "engine", "engine.config", "engine.cpu_kernels", "engine.device", "engine.errors",
     "engine.rules", "engine.softmax", "engine.validate", "engine.sampling",
     "engine.experiments", "engine.experiments.job",
-    "engine.training", "engine.training.config", "engine.training.lengths",
-    "engine.training.model", "engine.training.numerics", "engine.training.observe",
-    "engine.training.tasks", "engine.training.trainer",
+    "engine.readers", "engine.readers.json_file", "engine.readers.schema",  # (config parsing)
+    "engine.training", "engine.training.config", "engine.training.gradients",
+    "engine.training.lengths", "engine.training.model", "engine.training.numerics",
+    "engine.training.observe", "engine.training.qk_clip", "engine.training.tasks",
+    "engine.training.trainer",
 )
 
 

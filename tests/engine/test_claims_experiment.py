@@ -395,7 +395,7 @@ def test_the_training_claims_are_over_seeds_slow_and_statistical() -> None:
 
 
 def test_a_claim_field_that_belongs_to_experiments_is_refused_elsewhere(tmp_path: Path) -> None:
-    for extra, says in (({"tolerance": "loose"}, "tolerance must be one of"),
+    for extra, says in (({"tolerance": "loose"}, r"tolerance: must be one of"),
                         ({"published_se": "0.1"}, "for experiment claims")):
         item = {"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": {},
                 "measure": {}, "published": "1", **extra}
@@ -407,5 +407,5 @@ def test_a_claim_field_that_belongs_to_experiments_is_refused_elsewhere(tmp_path
             "measure": {"stat": "successes", "rule": "sqrt"}, "published": "1",
             "published_se": "0.1"}
     path.write_text(json.dumps({"claims": [item]}), encoding="utf-8")
-    with pytest.raises(ConfigError, match="published_se goes with a mean or a median"):
+    with pytest.raises(ConfigError, match="published_se: goes with a mean or a median"):
         load_claims(path)
