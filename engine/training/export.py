@@ -7,6 +7,8 @@ from typing import Any
 
 from engine.io import package_versions, write_csv, write_json, write_npz
 
+RESULT_FILES = ("metrics.csv", "metrics_heads.csv", "histograms.npz", "config.json", "weights.pt")
+
 
 def write_training_outputs(out: Path, trainer: Any, snap: Any, extra: dict[str, Any] | None = None
                            ) -> list[Path]:
