@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.probe.config import ProbeConfig
 from engine.probe.loader import inspect_model_dir, resolve_model_dir
 
@@ -67,10 +67,11 @@ def test_config_is_read_and_checked_against_the_weights_without_transformers(tmp
 
 
 def _refusal(folder: Path) -> str:
-    with pytest.raises(ConfigError) as err:
+    """The one line of the refusal: the file, the field path, the problem (for --model)."""
+    with pytest.raises(FileFormatError) as err:
         inspect_model_dir(folder)
-    msg = err.value.message
-    assert err.value.field == "model" and "\n" not in msg
+    msg = str(err.value)
+    assert err.value.option == "model" and "\n" not in msg
     return msg
 
 
