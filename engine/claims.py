@@ -143,7 +143,7 @@ def _claim(item: dict[str, Any]) -> Claim:
 
 def _check_run(claim: Claim) -> None:
     """The claim's run and measure are well-formed before anything runs (torch-free)."""
-    from engine.readers.schema import Int, ListOf, Number, OneOf, Record, Text
+    from engine.readers.schema import Boolean, Int, ListOf, Number, OneOf, Record, Text
 
     name = Text(max_chars=200)
     value_path = Record({"value": OneOf((name, Int()), what="a field path")},
@@ -157,8 +157,10 @@ def _check_run(claim: Claim) -> None:
                                       required=frozenset({"column"})).check(claim.measure))
     elif claim.kind == "inspect":
         _in("params", lambda: Record({"scores": ListOf(Number(), max_items=100_000, min_items=2),
-                                      "scale": Number()}, required=frozenset({"scores"})
-                                     ).check(claim.params))
+                                      "scale": Number(), "ssmax_s": Number(),
+                                      "sink": Number(), "softcap": Number(),
+                                      "sigmoid": Boolean(), "yarn_n_ref": Int()},
+                                     required=frozenset({"scores"})).check(claim.params))
         _in("measure", lambda: value_path.check(claim.measure))
     elif claim.kind == "probe":
         from engine.probe.config import ProbeConfig
@@ -282,8 +284,10 @@ def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
     from engine.inspect import inspect_scores
     from engine.softmax import JACOBIAN_ENTRY_MAX
 
-    r = cache.get({"inspect": claim.params},
-                  lambda: inspect_scores(claim.params["scores"], claim.params.get("scale", 1.0)))
+    p = claim.params
+    options = {k: p[k] for k in ("sink", "softcap", "sigmoid", "yarn_n_ref") if k in p}
+    r = cache.get({"inspect": p}, lambda: inspect_scores(p["scores"], p.get("scale", 1.0),
+                                                         p.get("ssmax_s"), **options))
     d = r.to_dict()
     d["top_weight"] = float(max(r.weights))
     d["quarter_over_max_entry"] = JACOBIAN_ENTRY_MAX / r.jacobian_max_abs

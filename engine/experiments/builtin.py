@@ -12,7 +12,7 @@ from engine.validate import quote
 
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "resources" / "experiments"
 #: display order; files not listed here follow alphabetically
-ORDER = ("seeds", "head_width", "learning_rate", "heads")
+ORDER = ("seeds", "head_width", "learning_rate", "logit_control", "heads")
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ from typing import Any
 #: per-rule results of a job: the summary.csv columns after job, the axes and scaling
 RESULT_FIELDS = ("final_loss", "final_accuracy", "probe_accuracy", "steps_to_target",
                  "max_logit_abs", "max_logit_std", "min_entropy_norm", "diverged_step",
-                 "collapsed", "seconds")
+                 "collapsed", "seconds", "clip_events")
 
 
 def _finite(x: float) -> float | None:
@@ -47,6 +47,7 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
             "diverged_step": div if div >= 0 else None,
             "collapsed": bool((snap.collapse_step[r] >= 0).any()),
             "seconds": seconds,
+            "clip_events": _clip_events(snap, r, rule),
         }
         if ok.size:
             last = ok[-1]
@@ -60,6 +61,16 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
         res.update(length_results(snap, r, ok, div))
         out[rule] = res
     return out
+
+
+def _clip_events(snap: Any, r: int, rule: str) -> int | None:
+    """qkclip: how many (head, update) pairs were clipped over the run; None for other rules."""
+    from engine.rules import RULE_REGISTRY
+
+    clipped = getattr(snap, "clipped_per_step", None)
+    if not RULE_REGISTRY[rule].qk_clip or clipped is None:
+        return None
+    return int(clipped[r].sum())
 
 
 def length_results(snap: Any, r: int, ok: Any, div: int) -> dict[str, float | None]:

@@ -30,8 +30,12 @@ from engine.validate import quote
 #: bounds, the median steps to target of those that reached it (need no ``value``); the mean of
 #: ``value``, its standard error, its smallest and largest value (need one)
 STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps", "mean", "se", "min",
-         "max")
+         "max", "lr_sensitivity", "lr_sensitivity_se", "best")
 VALUE_STATS = ("mean", "se", "min", "max")
+#: along the axis ``over`` (needs it): the learning-rate sensitivity of ``value`` (default
+#: final_loss; engine.experiments.sensitivity), its standard error over seeds, and the axis
+#: value whose mean loss is lowest
+OVER_STATS = ("lr_sensitivity", "lr_sensitivity_se", "best")
 #: how the statistics of several points (rules or axis values) become one figure
 ACROSS = ("min", "max")
 _AT_STEP = re.compile(r"^(?P<column>[a-z_0-9]+)@(?P<at>0|end|[1-9][0-9]*)$")
@@ -43,17 +47,19 @@ class Selector:
     ``at`` (a list: each of those values). ``value``: a per-rule result (``final_accuracy``, ``steps_to_target``, ...) or a
     metrics.csv column at a logged step: ``column@0`` (the first log), ``column@end`` (the last),
     ``column@300`` (step 300). Points that ``at`` leaves open (rules, other axes' values) need
-    ``across`` (``min`` or ``max`` of their statistics)."""
+    ``across`` (``min`` or ``max`` of their statistics). The OVER_STATS run along the axis
+    ``over`` (e.g. ``lr``), which is then not a point either."""
 
     stat: str
     rules: tuple[str, ...] = ()
     at: dict[str, Any] = field(default_factory=dict)
     value: str = ""
     across: str = ""
+    over: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Selector:
-        known = {"stat", "rule", "at", "value", "across"}
+        known = {"stat", "rule", "at", "value", "across", "over"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError("measure", f"unknown key(s) {', '.join(unknown)} (known: "
@@ -68,7 +74,7 @@ class Selector:
         if not isinstance(at, dict):
             raise ConfigError("measure", "at must map an axis to its value")
         return cls(str(data["stat"]), rules, dict(at), str(data.get("value", "")),
-                   str(data.get("across", "")))
+                   str(data.get("across", "")), str(data.get("over", "")))
 
     def check(self, spec: ExperimentSpec) -> None:
         """Refuse, before anything runs, a selection the experiment cannot answer."""
@@ -78,6 +84,11 @@ class Selector:
             raise ConfigError("measure", f"stat {quote(self.stat)} needs a value")
         if self.value:
             _check_value(spec, self.value)
+        if (self.stat in OVER_STATS) != bool(self.over):
+            raise ConfigError("measure", f"over (an axis) goes with the stats {', '.join(OVER_STATS)} "
+                                         "and only with them")
+        if self.over and (self.over not in spec.axis_names or self.over in self.at):
+            raise ConfigError("measure", f"over={self.over!r} must be an axis that at leaves open")
         if self.across and self.across not in ACROSS:
             raise ConfigError("measure", f"across must be one of {', '.join(ACROSS)}")
         for rule in self.rules:
@@ -104,7 +115,8 @@ class Selector:
         for axis in spec.axes:
             given = self.at.get(axis.field)
             if given is None:
-                choices.append((axis.field, [None] if axis.field == SEED_AXIS else axis.values))
+                open_axis = axis.field in (SEED_AXIS, self.over)
+                choices.append((axis.field, [None] if open_axis else axis.values))
             else:
                 choices.append((axis.field, given if isinstance(given, list) else [given]))
         names = [name for name, _ in choices]
@@ -140,6 +152,8 @@ class Selector:
             return wilson_interval(k, n)[self.stat == "rate_hi"], 0.0
         if self.stat == "median_steps":  # inf where no run reached the target: never a figure
             return (statistics.median(steps) if steps else math.inf), 0.0
+        if self.stat in OVER_STATS:
+            return self._over_stat(runs, rule)
         values = [v for r in runs if (v := run_value(r, rule, self.value)) is not None]
         if not values:
             return math.nan, 0.0
@@ -149,6 +163,18 @@ class Selector:
         if self.stat == "se":
             return se, 0.0
         return (min(values) if self.stat == "min" else max(values)), 0.0
+
+
+    def _over_stat(self, runs: list[dict[str, Any]], rule: str) -> tuple[float, float]:
+        """The learning-rate sensitivity along ``over`` (mean, SE), its SE, or the best value."""
+        from engine.experiments.sensitivity import lr_sensitivity
+
+        s = lr_sensitivity(runs, rule, self.over, self.value or "final_loss")
+        if s is None:
+            return math.nan, 0.0
+        if self.stat == "best":
+            return float(s.best), 0.0
+        return (s.mean, s.se) if self.stat == "lr_sensitivity" else (s.se, 0.0)
 
 
 def run_value(res: dict[str, Any], rule: str, name: str) -> float | None:

@@ -24,9 +24,9 @@ NOT_AXES = ("scalings", "device")
 #: most jobs in one grid
 JOBS_MAX = 100_000
 #: figure kinds (see ``engine.experiments.figures``)
-FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length")
+FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length", "lr_sensitivity")
 #: verdict kinds (see ``engine.experiments.figures.verdict``)
-VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length")
+VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length", "lr_sensitivity")
 #: what ``vs_length`` figures and the ``longest_length`` verdict show at each evaluation length
 LENGTH_METRICS = ("accuracy", "entropy_norm")
 
@@ -104,8 +104,10 @@ class FigureSpec:
     ``y``: a per-rule result (``success``, ``steps_to_target``, ``final_loss``, ...) or a
     metrics.csv column at a step (``logit_std@0``, ``entropy_norm_mean@end``) for ``by_rule`` and
     ``vs_axis``; a metrics.csv column for ``vs_step``; ``accuracy`` or ``entropy_norm`` after
-    training at each of the base config's evaluation lengths for ``vs_length``. ``x``: the axis
-    drawn along x (``vs_axis``) or that splits the curves (``vs_step``)."""
+    training at each of the base config's evaluation lengths for ``vs_length``; the loss whose
+    learning-rate sensitivity each rule gets (``final_loss``) for ``lr_sensitivity``, along the
+    axis ``x``. ``x``: the axis drawn along x (``vs_axis``), that splits the curves
+    (``vs_step``) or that the sensitivity runs over (``lr_sensitivity``)."""
 
     kind: str
     y: str
@@ -117,8 +119,8 @@ class FigureSpec:
 
     def __post_init__(self) -> None:
         check_choice("figures", self.kind, FIGURE_KINDS)
-        if self.kind == "vs_axis" and not self.x:
-            raise ConfigError("figures", f"{quote(self.title)}: a vs_axis figure needs x (an axis)")
+        if self.kind in ("vs_axis", "lr_sensitivity") and not self.x:
+            raise ConfigError("figures", f"{quote(self.title)}: a {self.kind} figure needs x (an axis)")
         if self.kind == "vs_length":
             check_choice("figures", self.y, LENGTH_METRICS)
 
@@ -127,7 +129,9 @@ class FigureSpec:
 class VerdictSpec:
     """The verdict line: ``metric`` per rule over all jobs (``by_rule``), at the first and last
     value of the axis ``over`` (``ends_of_axis``), or (``accuracy`` or ``entropy_norm``) at the
-    longest evaluation length after training (``longest_length``), each with its uncertainty.
+    longest evaluation length after training (``longest_length``), or the learning-rate
+    sensitivity of ``metric`` along ``over`` with each rule judged against the first one
+    (``lr_sensitivity``, engine.experiments.sensitivity), each with its uncertainty.
     ``at`` restricts it to the jobs at some axis values (e.g. one learning rate, where pooling all
     of them would let the largest dominate); given as a mapping, kept as (axis, value) pairs."""
 
@@ -145,8 +149,8 @@ class VerdictSpec:
             raise ConfigError("verdict", f"at must map axes to one value each, got {quote(self.at)}"
                               ) from None
         object.__setattr__(self, "at", pairs)
-        if self.kind == "ends_of_axis" and not self.over:
-            raise ConfigError("verdict", "ends_of_axis needs over (an axis)")
+        if self.kind in ("ends_of_axis", "lr_sensitivity") and not self.over:
+            raise ConfigError("verdict", f"{self.kind} needs over (an axis)")
         if self.kind == "longest_length":
             check_choice("verdict", self.metric, LENGTH_METRICS)
 

@@ -32,6 +32,8 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "qk_init": (float, "G"),
     "temperature": (float, "T"),
     "cosine_temperature": (float, "T"),
+    "softcap": (float, "C"),
+    "qk_clip_tau": (float, "TAU"),
     "optimizer": (str, None),
     "lr": (float, "LR"),
     "batch": (int, "B"),

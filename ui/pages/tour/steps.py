@@ -23,7 +23,7 @@ _QUESTION_KEYS = frozenset({"ask", "choices", "answer", "measure", "explain"})
 #: what a question's answer is measured as: a rule's statistic of the final simulation snapshot
 #: (engine.simulate.RuleResult) or, with rule "raw", the spread of the raw scores q·k
 STATISTICS = ("top_weight", "saturated_frac", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
-              "logit_std", "target_weight")
+              "logit_std", "target_weight", "sink_weight", "key_mass")
 RAW_STATISTICS = ("raw_std",)
 #: what a step's sweep runs along (the Simulation page's switch)
 SWEEP_AXES = ("d_k", "n_keys")
@@ -50,12 +50,18 @@ class TourError(ValueError):
     """The tour file is malformed; the message names the step and the key."""
 
 
+#: what an inspector example may set besides the scores and the scale (engine.inspect keywords)
+INSPECTOR_OPTIONS = ("softcap", "sink")
+
+
 @dataclass(frozen=True)
 class InspectorExample:
     scores: tuple[float, ...]
     scale: float
     #: the scores as written in the tour file ("3, -2*999" stays short in the hint)
     text: str = ""
+    #: the scale controls of the example: a soft-cap c, a sink logit (INSPECTOR_OPTIONS)
+    options: dict[str, float] = field(default_factory=dict)
 
     @property
     def scores_text(self) -> str:
@@ -260,8 +266,13 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
 def _parse_example(where: str, raw: Any) -> InspectorExample | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping) or set(raw) - {"scores", "scale"}:
-        raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}}")
+    if not isinstance(raw, Mapping) or set(raw) - {"scores", "scale", *INSPECTOR_OPTIONS}:
+        raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}} "
+                        f"(optionally {', '.join(INSPECTOR_OPTIONS)})")
+    options = {k: raw[k] for k in INSPECTOR_OPTIONS if k in raw}
+    if not all(_is_finite_number(v) for v in options.values()) or options.get("softcap", 1) <= 0:
+        raise TourError(f"{where}: inspector 'softcap' must be a positive number and 'sink' a "
+                        "finite number")
     scores = raw.get("scores")
     scale = raw.get("scale", 1.0)
     text = ""
@@ -279,7 +290,8 @@ def _parse_example(where: str, raw: Any) -> InspectorExample | None:
         raise TourError(f"{where}: inspector 'scores' must be a list of at least 2 finite numbers")
     if not _is_finite_number(scale) or scale <= 0:
         raise TourError(f"{where}: inspector 'scale' must be a positive number")
-    return InspectorExample(tuple(float(s) for s in scores), float(scale), text)
+    return InspectorExample(tuple(float(s) for s in scores), float(scale), text,
+                            {k: float(v) for k, v in options.items()})
 
 
 def _is_finite_number(x: Any) -> bool:
