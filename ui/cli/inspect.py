@@ -9,6 +9,10 @@ import re
 #: argparse treats "-1e6" as an unknown option (it only knows "-8" and "-0.5" as negative numbers)
 #: ... nor "-2*99" (a repeated score)
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?,?([*×]\d+)?,?$")
+#: rows longer than this print their first and last EDGE values and a count (unless --full):
+#: ``inspect 3 -2*999`` would otherwise print hundreds of lines of arrays
+ELIDE_OVER = 12
+EDGE = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssmax", type=float, default=None, metavar="S",
                    help="Scalable-Softmax: multiply the scaled scores by S*ln(n) (e.g. 0.43)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--full", action="store_true",
+                   help=f"print every value of long rows (default: more than {ELIDE_OVER} scores "
+                        f"print the first and last {EDGE} and a count)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,13 +58,18 @@ def run(args: argparse.Namespace) -> int:
                 "entropy", "entropy_norm", "scale", "log10_jacobian_fro")
         print(json.dumps({k: d[k] for k in keys}))
         return 0
-    with np.printoptions(precision=8, suppress=False, linewidth=120):
-        what = f"scores / {r.scale:g}" + (f" * {r.ssmax_s:g} ln({r.scores.size})" if r.ssmax_s else "")
-        print(f"{what}: {r.scaled}")
-        print(f"softmax weights:  {r.weights}")
+    n = r.scores.size
+    elide = not args.full and n > ELIDE_OVER
+    # numpy elides an array longer than ``threshold`` to its first and last ``edgeitems``
+    shown = dict(threshold=ELIDE_OVER, edgeitems=EDGE) if elide else dict(threshold=n * n + 1)
+    count = f" ({n} values, first and last {EDGE} shown; --full prints all)" if elide else ""
+    with np.printoptions(precision=8, suppress=False, linewidth=120, **shown):
+        what = f"scores / {r.scale:g}" + (f" * {r.ssmax_s:g} ln({n})" if r.ssmax_s else "")
+        print(f"{what}{count}: {r.scaled}")
+        print(f"softmax weights{count}: {r.weights}")
         print(f"top weight: {r.weights.max():.10g}")
         if r.has_full_jacobian:
-            print("Jacobian diag(p) - p p^T:")
+            print(f"Jacobian diag(p) - p p^T{f' ({n} x {n}, corners shown)' if elide else ''}:")
             print(r.jacobian)
     print(f"Jacobian size (Frobenius): {r.jacobian_fro:.10g}  (log10 {r.log10_jacobian_fro:.6g})")
     print(f"largest |entry|: {r.jacobian_max_abs:.10g}  (the maximum possible is 0.25)")
