@@ -167,20 +167,14 @@ def _audit_training(weights: Path, args) -> list:
 
 
 def _print_result(res) -> None:
-    sq = res.d_k ** 0.5
     what = f"run {res.run} of {res.model_name}" if res.run else res.model_name
     bugs = ", ".join(f"{k}={v}" for k, v in sorted(res.inject.items()))
     print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
-    for layer, fit in enumerate(res.layer_fits):
-        heads = res.head_fits[layer].scale * sq
-        ok = res.head_fits[layer].identifiable
-        spread = (f"heads {heads[ok].min():.6g}..{heads[ok].max():.6g}" if ok.any()
-                  else "no head auditable")
-        print(f"layer {layer}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
-              f"{res.layer_verdicts[layer]}" + (f"  [injected {res.inject[layer]}]"
-                                                 if layer in res.inject else ""))
+    for layer in range(len(res.layer_fits)):
+        print(f"layer {layer}: {res.layer_verdicts[layer]}; {res.scale_text(layer)}"
+              + (f"  [injected {res.inject[layer]}]" if layer in res.inject else ""))
     print(f"forward {res.forward_s:.3f} s, fit {res.fit_s:.3f} s")
 
 

@@ -286,7 +286,8 @@ def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
     b = page.audit_result
     assert b.layer_verdicts == ["1/sqrt(d_k)", "unscaled"] and b.inject == {1: "none"}
     assert np.allclose(panel.image.image[1], np.log2(np.sqrt(8)), atol=1e-4)
-    assert "layer 1: unscaled" in panel.verdict_label.text()
+    assert "layer 1: unscaled; fitted scale 2.828 × 1/√d_k, all 4 heads alike" in \
+        panel.verdict_label.text()
     second = page.audit_result
     panel.clear_button.click()
     _wait_idle(page, qtbot, lambda: page.audit_result is not second)

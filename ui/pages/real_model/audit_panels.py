@@ -169,12 +169,11 @@ class AuditPanel(PlotPanel):
                            color=self.theme.foreground, size="9pt")
         self.set_layers(res.n_layers)
         lines = []
-        per_layer = res.layer_scale_x_sqrt_dk()
         for i, v in enumerate(res.layer_verdicts):
             colour = self.theme.error if is_flagged(v) else self.theme.foreground
             inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
-            lines.append(f"<span style='color:{colour}'>layer {i}: {v} "
-                         f"(s·√d_k = {per_layer[i]:.4g}){inj}</span>")
+            lines.append(f"<span style='color:{colour}'>layer {i}: {v}; "
+                         f"{res.scale_text(i, unicode=True)}{inj}</span>")
         flagged = res.flagged_layers()
         head = (f"<b>{len(flagged)} of {res.n_layers} layers flagged</b>" if flagged else
                 "<b>every layer applies 1/√d_k</b>")

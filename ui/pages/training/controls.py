@@ -36,7 +36,13 @@ from engine.training.config import (
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
-from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, rule_check_boxes
+from ui.params.fields import (
+    ClampDoubleSpinBox,
+    ClampSpinBox,
+    guard_wheel,
+    notice_text,
+    rule_check_boxes,
+)
 from ui.plots.training.panels import rule_label
 from ui.theme import Theme, current_theme, error_css
 
@@ -213,7 +219,7 @@ class TrainingControls(QWidget):
         return w
 
     def _clamped(self, message: str) -> None:
-        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamp_label.setText(notice_text(message))
         self.clamped.emit(message)
 
     def set_locked(self, locked: bool) -> None:

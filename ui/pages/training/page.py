@@ -419,11 +419,13 @@ class TrainingPage(LivePage, PanelRedraw):
                     where = ", ".join(f"L{layer}H{head}" for layer, head in heads[:6])
                     more = f" (+{len(heads) - 6})" if len(heads) > 6 else ""
                     since = int(snap.collapse_step[r][snap.collapse_step[r] >= 0].min())
-                    # say what was measured: near one-hot attention can also be a learned solution
-                    # (retrieval attends to one item); with a stalled loss it is the failure
-                    marks.append(f"<span style='color:{red}'>▼ {rule}: entropy collapse "
+                    # say what was measured, not a failure: near one-hot attention is often the
+                    # learned solution (retrieval attends to one item; a right sqrt run at 99 %
+                    # ends there); only with a stalled loss is it the failure. Not in red.
+                    marks.append(f"◆ {rule}: low entropy "
                                  f"(H/log n &lt; {snap.config.collapse_threshold:g} since step "
-                                 f"{since}) in {where}{more}</span>")
+                                 f"{since}) in {where}{more}: one-hot attention, read it with "
+                                 "the loss")
             parts += marks
         if message:  # only a failure in red: "exported to ..." must not read as one
             text = html.escape(message)
