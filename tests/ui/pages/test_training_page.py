@@ -3,6 +3,8 @@ closing while training ends the thread."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyqtgraph as pg
 import pytest
@@ -344,8 +346,8 @@ def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypa
     asked = []
 
     def save_as(_parent, _title, suggested, _filter):
-        asked.append(suggested)
-        return str(tmp_path / suggested), ""
+        asked.append(suggested)  # a full path: the last folder used, else Pictures / Documents
+        return str(tmp_path / Path(suggested).name), ""
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
     for pid, panel in page.panels.items():

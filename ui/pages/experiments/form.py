@@ -14,7 +14,6 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QGridLayout,
     QGroupBox,
     QLabel,
@@ -30,6 +29,7 @@ from engine.experiments.builtin import load_builtins
 from engine.experiments.runner import WORKERS_MAX
 from engine.experiments.spec import ExperimentSpec
 from engine.training.config import TRAINING_RULES
+from ui.file_dialogs import choose_dir
 from ui.pages.experiments.axes import AxesEditor
 from ui.pages.experiments.custom import describe_base, form_spec
 from ui.params.fields import rule_check_boxes
@@ -205,8 +205,7 @@ class ExperimentForm(QWidget):
             cb.blockSignals(False)
 
     def _choose_out(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Experiment output folder",
-                                                  self.out_edit.text())
+        folder = choose_dir(self, "Experiment output folder", self.out_edit.text())
         if folder:
             self.out_edit.setText(folder)
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.experiment_figures import ExperimentFigurePanel
+from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
 from ui.pages.experiments.folders import new_run_dir
@@ -436,7 +436,7 @@ class ExperimentsPage(LivePage):
 
     # -- an experiment folder ------------------------------------------------------------------
     def _open_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open an experiment folder")
+        folder = choose_dir(self, "Open an experiment folder")
         if folder:
             self.open_folder(folder)
 

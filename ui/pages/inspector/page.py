@@ -15,7 +15,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QGridLayout,
     QHBoxLayout,
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ConfigError
 from engine.inspect import InspectResult, inspect_scores
 from engine.softmax import JACOBIAN_ENTRY_MAX
+from ui.file_dialogs import save_file
 from ui.pages.inspector.export import write_inspection_csv
 from ui.pages.inspector.fmt import plain, sig
 from ui.pages.inspector.parse import parse_scale, parse_scores
@@ -329,14 +329,13 @@ class InspectorPage(QWidget):
         s["entropy_norm"].setText(sig(r.entropy_norm, 6))
 
     def _on_save_csv(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save inspector data", "inspector.csv",
-                                              "CSV files (*.csv)")
+        path = save_file(self, "Save inspector data", "inspector.csv", "CSV files (*.csv)")
         if path:
             self._report(lambda: self.export_csv(path))
 
     def _on_save_png(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save inspector plots (base name)",
-                                              "inspector.png", "PNG images (*.png)")
+        path = save_file(self, "Save inspector plots (base name)", "inspector.png",
+                         "PNG images (*.png)")
         if path:
             self._report(lambda: self.export_plots(path))
 

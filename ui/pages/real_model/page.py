@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QFrame,
     QGroupBox,
     QHBoxLayout,
@@ -51,6 +50,7 @@ from engine.probe.loader import (
 from engine.probe.summary import summarize
 from engine.probe.texts import load_text_presets
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot, whatif
+from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel, WhatIfView
 from ui.pages.real_model.panels import (
@@ -62,6 +62,8 @@ from ui.pages.real_model.panels import (
 )
 
 TOKENS_DEBOUNCE_MS = 250
+
+
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
@@ -328,7 +330,7 @@ class RealModelPage(LivePage):
         self.whatif_panel.set_layers(shape[0])
 
     def _choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face model folder")
+        folder = choose_dir(self, "Open a Hugging Face model folder")
         if folder and self.set_model_dir(folder):
             self.analyze()
 
