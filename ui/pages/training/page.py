@@ -31,7 +31,7 @@ from engine.errors import ConfigError
 from engine.training.config import TrainingConfig
 from ui.pages.base import LivePage, PanelRedraw
 from ui.pages.training.controls import TrainingControls
-from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
+from ui.pages.training.metrics_view import NOT_IN_ROWS, UNLOGGED, snapshot_from_rows
 from ui.plots.base import panel_grid
 from ui.plots.rule_strip import rule_parts, show_parts, strip_label
 from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
@@ -230,20 +230,24 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def show_metrics(self, rows: list[dict[str, Any]], title: str, config: Any,
                      diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
-                     device: str = "") -> bool:
+                     device: str = "", source: str = "") -> bool:
         """Show logged metrics rows (e.g. one experiment job's) in the curve plots without
-        training; the form takes ``config``. False (and a note in the status line) while a run
-        of this page is active."""
+        training; the form takes ``config`` and the preset box names ``source`` ("experiment
+        job 3"; else the title). False (and a note in the status line) while a run of this page
+        is active."""
         if self.status in ("running", "starting", "paused", "stepping"):
             self._update_status_text("a training run is active: stop it to view another run",
                                      error=True)
             return False
         snap = snapshot_from_rows(rows, config, diverged, seconds, device)
-        self.controls.set_config(config)  # the form shows what the curves are of (Start reruns it)
+        # the form shows what the curves are of (Start reruns it), and the preset box says so
+        self.controls.show_source(source or title, f"{title}: its logged curves; the form holds "
+                                  "its parameters (Start trains it again).", config)
         self.trainer = None
         self.snapshot = snap
         for pid in NOT_IN_ROWS:
             self.panels[pid].clear_data()
+            self.panels[pid].show_empty(UNLOGGED)
         self._sync_selection()
         self._update_view()
         self._set_status("viewing", f"{title}: logged curves (per-head plots show the mean over "

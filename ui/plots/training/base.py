@@ -32,14 +32,17 @@ class TrainingPanel(PlotPanel):
         self.hint = EmptyHint(self.plot_items()[0])
         self.show_empty()
 
-    def show_empty(self) -> None:
+    def show_empty(self, why: str | None = None) -> None:
+        """What will appear and how; ``why``: why the panel stays empty instead (a run shown from
+        logged rows that do not hold what it draws)."""
+        self._empty_why = why
         text = self.empty_text or f"{self.title}\nof each checked rule"
-        self.hint.show(f"{text}\nappears after Start or Step", self.theme.foreground)
+        self.hint.show(f"{text}\n{why or 'appears after Start or Step'}", self.theme.foreground)
 
     def theme_changed(self, theme: Any) -> None:
         hint = getattr(self, "hint", None)
         if hint is not None and hint.visible:
-            self.show_empty()
+            self.show_empty(getattr(self, "_empty_why", None))
 
     def refresh(self, state: Any, force: bool = False) -> bool:
         drawn = super().refresh(state, force)

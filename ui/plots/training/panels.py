@@ -209,7 +209,8 @@ class EntropyPanel(_HeadMetricPanel):
         # a low-entropy marker, not a failure: a right answer may attend to one key (one-hot);
         # neutral colours, never the error red
         self.threshold = pg.InfiniteLine(angle=0, movable=False, label="low entropy",
-                                         labelOpts={"position": 0.9})
+                                         labelOpts={"position": 0.98,
+                                                    "anchors": [(1, 1), (1, 1)]})
         self.plot.addItem(self.threshold)
         self.collapsed = pg.ScatterPlotItem(symbol="d", size=11)
         self.plot.addItem(self.collapsed)
