@@ -33,7 +33,7 @@ from engine.errors import ConfigError
 from ui.experiment_figures import ExperimentFigurePanel
 from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
-from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
+from ui.pages.experiments.estimate import Estimate, format_seconds, plan_estimate, time_job
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -210,10 +210,10 @@ class ExperimentsPage(LivePage):
         spec = self.spec
         if spec is None or self._closing:
             return
-        from engine.experiments.estimate import timed_job
+        from engine.experiments.estimate import timed_jobs
 
-        timed = timed_job(spec).config
-        if self.estimate is not None and self.estimate.config == timed.to_dict():
+        timed = [j.config for j in timed_jobs(spec)]
+        if self.estimate is not None and self.estimate.configs == tuple(c.to_dict() for c in timed):
             self._show_plan()
             return
         self.estimator.start(lambda cancelled: time_job(timed, cancelled))
@@ -233,18 +233,16 @@ class ExperimentsPage(LivePage):
         jobs = spec.jobs()
         text = (f"<b>{len(jobs)} job(s)</b> × {len(spec.rules)} rule(s) ({', '.join(spec.rules)}), "
                 f"{self.form.workers.value()} worker(s)")
-        from engine.experiments.estimate import timed_job
+        from engine.experiments.estimate import timed_jobs
 
         est = self.estimate
-        timed = timed_job(spec)
-        if est is not None and est.config == timed.config.to_dict():
-            total = START_S + est.grid_seconds(spec, self.form.workers.value())
-            text += (f" · about {format_seconds(total)} (timed from a few steps of job "
-                     f"{timed.index} in a worker process: "
-                     f"{format_seconds(est.job_seconds(timed.config))} per job; the first run "
-                     "also starts the worker processes, which load torch)")
+        timed = timed_jobs(spec)
+        shapes = f"job {timed[0].index}" if len(timed) == 1 else \
+            f"jobs {', '.join(str(j.index) for j in timed)} (one of each shape)"
+        if est is not None and est.configs == tuple(j.config.to_dict() for j in timed):
+            text += " · " + plan_estimate(est, spec, self.form.workers.value(), shapes)
         elif self.estimator.is_running():
-            text += f" · timing a few steps of job {timed.index}…"
+            text += f" · timing a few steps of {shapes}…"
         self.plan_label.setText(text)
 
     # -- running -------------------------------------------------------------------------------
