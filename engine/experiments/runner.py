@@ -153,6 +153,18 @@ def runs_on_cuda(spec: ExperimentSpec) -> bool:
     return spec.base.device != "cpu" and cuda_available()
 
 
+def saved_experiment_name(folder: str | os.PathLike[str]) -> str | None:
+    """The name of the experiment saved in ``folder`` (its experiment.json), None when there is
+    none or it cannot be read."""
+    try:
+        data = json.loads((Path(folder) / EXPERIMENT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    other = data.get("experiment", data) if isinstance(data, dict) else None
+    name = other.get("name") if isinstance(other, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool) -> Path:
     """Refuse, before anything runs, a folder that holds another experiment (with ``resume``) or
     any experiment (without: nothing is overwritten)."""
@@ -160,8 +172,11 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
     saved = out / EXPERIMENT_FILE
     if saved.exists():
         if not resume:
-            raise ConfigError("out", f"{str(out)!r} already holds an experiment: resume it or "
-                                     "choose another folder")
+            held = saved_experiment_name(out)
+            what = f"experiment {held!r}" if held else "an experiment"
+            hint = ("resume it or choose another folder" if held == spec.name
+                    else f"choose another folder (or open it to resume {held or 'it'})")
+            raise ConfigError("out", f"{str(out)!r} already holds {what}: {hint}")
         try:
             data = json.loads(saved.read_text(encoding="utf-8"))
             other = data.get("experiment", data)

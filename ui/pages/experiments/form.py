@@ -44,6 +44,8 @@ NOTE_STYLE = "color: gray; font-size: 9pt;"
 
 class ExperimentForm(QWidget):
     changed = Signal()
+    #: another experiment was chosen (a built-in one, or "Build your own"); ``changed`` follows
+    chosen = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -164,6 +166,7 @@ class ExperimentForm(QWidget):
             self._set_rules(spec.rules)
             self.axes.set_spec_axes(spec)
         self._show_base()
+        self.chosen.emit()
         self.changed.emit()
 
     def set_base(self, cfg: Any) -> None:

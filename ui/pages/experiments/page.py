@@ -49,6 +49,9 @@ ESTIMATE_JOIN_S = 2.0
 FIGURE_COLUMNS = 3
 SETTINGS_KEY = "experiments/form"
 
+#: the verdict line before any job of the run shown has finished
+NO_VERDICT = "<b>Verdict</b>: computed from the finished jobs once they come in"
+
 
 class ExperimentsPage(LivePage):
     join_s = JOIN_S
@@ -91,7 +94,8 @@ class ExperimentsPage(LivePage):
         self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
         self.estimate_timer.timeout.connect(self._start_estimate)
         self.form.changed.connect(self._validate)
-        self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
+        self.form.chosen.connect(self._experiment_chosen)
+        self.verdict_label.setText(NO_VERDICT)
         self._validate()
         self._update_buttons()
         self.timer.start()
@@ -199,6 +203,35 @@ class ExperimentsPage(LivePage):
         self._show_plan()
         if self.spec is not None and self.status not in ("running", "stopping"):
             self.estimate_timer.start()
+
+    def _experiment_chosen(self) -> None:
+        """Another experiment chosen: the run shown (progress, verdict, grid, jobs, figures) is
+        of the old one, so it goes; if the output folder holds the chosen experiment, its jobs
+        are shown instead (Resume continues it)."""
+        if self.status in ("running", "stopping") or self.run_spec is None:
+            return
+        chosen = self.form.builtin_name
+        out = Path(self.form.out_dir()) if self.form.out_dir() else None
+        from engine.experiments.runner import saved_experiment_name
+
+        held = saved_experiment_name(out) if out is not None else None
+        if chosen and held == chosen and out != self.run_out:
+            self.open_folder(out)
+            return
+        if chosen and chosen == self.run_spec.name:
+            return  # the run shown is of the chosen experiment
+        self._clear_run()
+
+    def _clear_run(self) -> None:
+        """Forget the run shown: the page shows the plan of the form's experiment."""
+        self.run_spec = self.run_out = self.progress = None
+        self._results_seen = None
+        self._grid_state = None
+        self.progress_bar.setRange(0, 1)
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("no run yet")
+        self.verdict_label.setText(NO_VERDICT)
+        self._set_status("idle")
 
     def _show_spec(self, spec: Any) -> None:
         """The job list and grid choices of ``spec`` (before its run, or for its run)."""
