@@ -353,3 +353,28 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3
+
+
+def test_a_result_that_arrives_while_its_view_is_hidden_is_drawn_when_shown(
+        page, qtbot, tiny_folder: Path) -> None:
+    """Analyze, then the Scale audit view during the load: back on Per head, the plots are
+    drawn (they stayed empty while the panel said "N tokens analyzed")."""
+    assert page.set_model_dir(str(tiny_folder))
+    page.text_edit.setPlainText("Why is the attention score scaled? The head width.")
+    assert page.analyze()
+    page.tabs.setCurrentWidget(page.audit_panel)  # the Per head view is hidden during the run
+    qtbot.waitUntil(lambda: page.result is not None and not page.worker.is_running(),
+                    timeout=60_000)
+    qtbot.wait(100)  # a few ticks: hidden panels are not drawn
+    assert "tokens analyzed" in page.last_message
+    assert all(p.draw_count == 0 for p in page.panels)
+    page.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: all(p.draw_count > 0 for p in page.panels), timeout=5_000)
+    assert not page.grid_panel.placeholder.item.isVisible()
+    # the same for an audit that finishes while the Per head view is in front
+    assert page.run_audit()
+    page.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: page.audit_result is not None and not page.worker.is_running(),
+                    timeout=60_000)
+    page.tabs.setCurrentWidget(page.audit_panel)
+    qtbot.waitUntil(lambda: page.audit_panel.draw_count > 0, timeout=5_000)

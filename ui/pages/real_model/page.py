@@ -262,7 +262,7 @@ class RealModelPage(LivePage):
         self.tabs.addTab(right, "Per head")
         self.tabs.addTab(self.audit_panel, "Scale audit")
         self.tabs.addTab(self.whatif_panel, "What-if")
-        self.tabs.currentChanged.connect(lambda _i: self._refresh_audit_views())
+        self.tabs.currentChanged.connect(lambda _i: self._catch_up())
 
     # -- model choice --------------------------------------------------------------------------
     def _update_availability(self) -> None:
@@ -467,7 +467,18 @@ class RealModelPage(LivePage):
         if message is not None:
             self._message(message)
 
+    def _catch_up(self) -> None:
+        """Draw what became visible since its result arrived: a panel skips its redraw while it
+        is hidden (another view of this page, another page, presentation mode), so each tick
+        (and each view change) offers it the latest result again; an up-to-date or hidden panel
+        returns at once."""
+        if self.view is not None:
+            for panel in self.panels:
+                panel.refresh(self.view)
+        self._refresh_audit_views()
+
     def tick(self) -> None:
+        self._catch_up()
         got = self.worker.take_latest()
         if got is None:
             return
