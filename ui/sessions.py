@@ -38,7 +38,7 @@ def _check_training(data: Any) -> None:
     TrainingConfig.from_dict(data)
 
 
-def _check_real_model(data: Any) -> None:
+def check_real_model(data: Any) -> None:
     from engine.probe.config import PROBE_RULES, check_text_and_model
 
     if not isinstance(data, dict):
@@ -52,23 +52,14 @@ def _check_real_model(data: Any) -> None:
 #: ``apply_session_params(data) -> bool``, False while it is busy and cannot take them yet)
 PAGE_PARAMS = (
     PageParams("training", "TrainingPage", _check_training),
-    PageParams("real_model", "RealModelPage", _check_real_model),
+    PageParams("real_model", "RealModelPage", check_real_model),
 )
 
 
-def read_session_file(path: str | Path, current_config: Callable[[], dict]) -> dict:
-    """The session dict in ``path`` (a session, a config.json or an exported figure)."""
-    if Path(path).suffix.lower() in (".png", ".svg"):
-        from ui.plots.base import read_figure_metadata
-
-        data = read_figure_metadata(path)
-        if data is None:
-            raise ValueError("this image carries no Attention Scaling Lab parameters")
-        if "config" not in data:  # a Training figure: the simulation stays as it is
-            data = {**data, "config": current_config()}
-    else:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+def read_session_file(path: str | Path) -> dict:
+    """The session dict in ``path`` (a session or a config.json; figures: ui.figure_restore)."""
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
     if not isinstance(data, dict):
         raise ValueError("not a session file (expected a JSON object)")
     return data
@@ -100,11 +91,16 @@ class Sessions(WindowPart):
                 data[spec.key] = self.pending[spec.key]
         return write_json(path, data)
 
-    def open(self, path: str | Path) -> SimulationConfig:
-        """Load a session, an exported config.json (the config is under "config") or an exported
-        figure (PNG or SVG: the parameters it carries), and rerun."""
+    def open(self, path: str | Path) -> SimulationConfig | None:
+        """Load a session or an exported config.json (the config is under "config") and rerun;
+        an exported figure (PNG or SVG) reopens into its page (ui.figure_restore: None for a
+        figure of another page than Simulation)."""
         w = self.window
-        data = read_session_file(path, w.params.widget_values)
+        if Path(path).suffix.lower() in (".png", ".svg"):
+            from ui.figure_restore import open_figure
+
+            return open_figure(w, path)
+        data = read_session_file(path)
         cfg_dict = data.get("config", data)
         if not isinstance(cfg_dict, dict):
             raise ValueError('"config" is not a JSON object')

@@ -145,11 +145,15 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     _report(spec, last)
     if args.figures:
+        from pathlib import Path
+
         from engine.experiments.figures import figure_data
         from ui.experiment_figures import write_experiment_figures
 
+        # the experiment and its folder go into each figure: File -> Open reopens the run
+        source = {"experiment": spec.to_dict(), "folder": str(Path(last.out_dir).resolve())}
         paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir,
-                                         style=args.figure_style)
+                                         style=args.figure_style, source=source)
         print(f"wrote {len(paths)} figure files to {last.out_dir}")
     return 0
 

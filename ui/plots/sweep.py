@@ -259,6 +259,10 @@ class SweepPanel(PlotPanel):
         return (id(state.sweep), len(state.sweep),
                 (snap.config.d_k, snap.config.n_keys) if snap is not None else None)
 
+    def view_state(self) -> dict[str, Any]:
+        """What the sweep ran along ("d_k" or "n_keys"): the window sets it again on opening."""
+        return {"sweep_axis": self.axis}
+
     def set_axis(self, axis: str) -> None:
         """Show the switch at ``axis`` without asking for a rerun."""
         self.axis_box.blockSignals(True)

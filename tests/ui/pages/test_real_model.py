@@ -378,3 +378,49 @@ def test_a_result_that_arrives_while_its_view_is_hidden_is_drawn_when_shown(
                     timeout=60_000)
     page.tabs.setCurrentWidget(page.audit_panel)
     qtbot.waitUntil(lambda: page.audit_panel.draw_count > 0, timeout=5_000)
+
+
+def test_a_real_model_figure_reopens_with_its_text_head_and_bugs(window, qtbot, tiny_folder: Path,
+                                                                 tmp_path: Path) -> None:
+    """File -> Open of a Real model figure: the model, text and rule that drew it, its head and
+    grid group (or its planted bugs), and the job runs again; the status bar says so."""
+    from ui.export import export_panel
+    from ui.plots.base import read_figure_metadata
+
+    page = window.open_page("RealModelPage")
+    assert page.set_model_dir(str(tiny_folder))
+    text = "Why is the attention score scaled? The head width."
+    page.text_edit.setPlainText(text)
+    page.rule_box.setCurrentIndex(page.rule_box.findData("none"))
+    assert page.analyze()
+    _wait_idle(page, qtbot, lambda: page.result is not None)
+    page.select_head(1, 2)
+    page.grid_panel.set_group("entropy")
+    head = export_panel(page.scores_panel, tmp_path / "head.png", "png")
+    meta = read_figure_metadata(head)
+    assert meta["page"] == "real_model" and meta["real_model"]["text"] == text
+    assert meta["view"]["layer"] == 1 and meta["view"]["head"] == 2
+    assert page.break_layer(1, "none")
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None and page.audit_result.inject)
+    audit_svg = export_panel(page.audit_panel, tmp_path / "audit.svg", "svg")
+    # everything changes
+    page.text_edit.setPlainText("the a of to")
+    page.rule_box.setCurrentIndex(page.rule_box.findData("model"))
+    page.select_head(0, 0)
+    page.grid_panel.set_group("spread")
+    assert page.repair()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None and not page.audit_result.inject)
+    window.tabs.setCurrentIndex(0)
+    first = page.result
+    assert window.open_session(head) is None
+    assert window.tabs.currentWidget() is page
+    _wait_idle(page, qtbot, lambda: page.result is not first)
+    assert page.text_edit.toPlainText() == text and page.rule == "none"
+    assert (page.layer, page.head) == (1, 2) and page.grid_panel.group == "entropy"
+    assert "Opened head.png: the per-head analysis" in window.last_message
+    assert "layer 1 head 2" in window.last_message
+    before = page.audit_result
+    window.open_session(audit_svg)
+    _wait_idle(page, qtbot, lambda: page.audit_result is not before)
+    assert page.audit_result.inject == {1: "none"}
+    assert "bugs planted (layer 1: none)" in window.last_message

@@ -169,6 +169,19 @@ class ExperimentForm(QWidget):
         self.chosen.emit()
         self.changed.emit()
 
+    def show_spec(self, spec: ExperimentSpec) -> None:
+        """Put ``spec`` into the form: its built-in choice when it is one, else its base, rules
+        and axes as a grid of one's own (an opened figure's experiment)."""
+        builtin = self.builtins.get(spec.name)
+        if builtin is not None and builtin.to_dict() == spec.to_dict():
+            self.select_builtin(spec.name)
+            return
+        self.set_base(spec.base)
+        self._set_rules(spec.rules)
+        self.axes.set_axes([(a.field, ", ".join(repr(v) if isinstance(v, float) else str(v)
+                                                for v in a.values)) for a in spec.axes])
+        self.changed.emit()
+
     def set_base(self, cfg: Any) -> None:
         """A new base configuration (its rules too); a built-in choice becomes "your own"."""
         self.base = cfg

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import ConfigError
+from engine.experiments.spec import ExperimentSpec
 from ui.experiment_figures import ExperimentFigurePanel
 from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
@@ -155,6 +156,7 @@ class ExperimentsPage(LivePage):
         self.grid_panel.choice_changed.connect(self._grid_choice_changed)
         self.grid_panel.job_clicked.connect(self.open_job_index)
         self.grid_panel.export_requested.connect(self.export_panel_dialog)
+        self.grid_panel.figure_source = self._grid_source
         self.jobs = JobTable(top)
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
@@ -415,6 +417,7 @@ class ExperimentsPage(LivePage):
             panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
             panel.setMinimumHeight(220)
             panel.export_requested.connect(self.export_panel_dialog)
+            panel.figure_source = self._figure_source
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
             panel.apply_theme(self.theme)
@@ -504,6 +507,53 @@ class ExperimentsPage(LivePage):
         self._set_status("done" if len(results) == total else "stopped", message,
                          error=bool(ignored))
         return True
+
+    # -- exported figures: what drew them, and opening them again -----------------------------
+    def _figure_source(self) -> dict[str, Any] | None:
+        """The experiment shown and its folder, for an exported figure's metadata."""
+        spec = self.run_spec or self.spec
+        if spec is None:
+            return None
+        return {"experiment": spec.to_dict(),
+                "folder": str(self.run_out.resolve()) if self.run_out is not None else None}
+
+    def _grid_source(self) -> dict[str, Any] | None:
+        source = self._figure_source()
+        if source is not None:
+            source["view"] = {"x": self.grid_panel.x, "metric": self.grid_panel.metric}
+        return source
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): its experiment's folder when it still holds
+        that experiment (every figure, the grid and the verdict are drawn again from its jobs),
+        else the experiment into the form (Start runs it). Returns what was restored, in words;
+        ValueError (a ConfigError) when the experiment is bad or a run is active."""
+        from engine.experiments.runner import load_experiment
+
+        if self.status in ("running", "stopping"):
+            raise ValueError("an experiment is running: stop it first, then open the figure again")
+        spec = ExperimentSpec.from_dict(meta.get("experiment"))
+        folder = meta.get("folder")
+        view = meta.get("view") if isinstance(meta.get("view"), dict) else {}
+        where = None
+        if isinstance(folder, str) and folder:
+            try:
+                same = load_experiment(folder).to_dict() == spec.to_dict()
+            except (ConfigError, OSError, ValueError):
+                same = False
+            if same and self.open_folder(folder):
+                where = folder
+        if where is None:
+            self._clear_run()
+            self.form.show_spec(spec)
+        if view:
+            self.grid_panel.set_choices(grid_choices(spec), view.get("x"), view.get("metric"))
+        p = self.progress
+        if where is not None and p is not None:
+            return (f"the experiment {spec.name!r} from {where} ({p.done}/{p.total} jobs), "
+                    "its figures, grid and verdict")
+        gone = f" (its folder {folder} no longer holds it)" if folder else ""
+        return f"the experiment {spec.name!r} into the form{gone}: Start runs it again"
 
     # -- opening a job -------------------------------------------------------------------------
     def open_job_index(self, index: int) -> bool:

@@ -73,6 +73,7 @@ class _LeaveFilter(QObject):
 
 
 class AuditPanel(PlotPanel):
+    figure_page = "real_model"
     plot_id = "scale_audit"
     title = "Scale audit"
     run_requested = Signal()
@@ -210,6 +211,7 @@ class AuditPanel(PlotPanel):
 
 
 class WhatIfPanel(PlotPanel):
+    figure_page = "real_model"
     plot_id = "whatif"
     title = "What-if: logits × m"
     run_requested = Signal(object)  #: the layer (None = all)

@@ -64,6 +64,8 @@ class TrainingPage(LivePage, PanelRedraw):
         self.trainer: Any = None
         self.snapshot: Any = None
         self.status = "idle"
+        #: an opened figure's heatmap selection (run rule, layer, head), applied on the next draw
+        self._wanted_selection: tuple[str, int, int] | None = None
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: None)
@@ -348,8 +350,9 @@ class TrainingPage(LivePage, PanelRedraw):
     def _sync_selection(self) -> None:
         snap = self.snapshot
         rules = tuple(snap.rules)
-        if tuple(self.run_box.itemText(i) for i in range(self.run_box.count())) != rules:
-            current = self.run_box.currentText()
+        wanted = self._wanted_selection
+        if tuple(self.run_box.itemText(i) for i in range(self.run_box.count())) != rules or wanted:
+            current = wanted[0] if wanted else self.run_box.currentText()
             self.run_box.blockSignals(True)
             self.run_box.clear()
             self.run_box.addItems(rules)
@@ -358,6 +361,37 @@ class TrainingPage(LivePage, PanelRedraw):
             self.run_box.blockSignals(False)
         self.layer_box.setRange(0, snap.config.layers - 1)
         self.head_box.setRange(0, snap.config.heads - 1)
+        if wanted:  # an opened figure's heatmap: its run, layer and head once they exist
+            self._wanted_selection = None
+            self.layer_box.setValue(wanted[1])
+            self.head_box.setValue(wanted[2])
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): the form takes its parameters (the preset
+        box names the figure), the plot its view choices (log y; a heatmap's run, layer and
+        head, applied when the run draws). Returns what was restored, in words; ValueError (a
+        ConfigError) when the parameters are bad or a run is active."""
+        if self.status in ("running", "starting", "paused", "stepping"):
+            raise ValueError("the Training page is training: stop its run first, then open the "
+                             "figure again")
+        cfg = TrainingConfig.from_dict(meta.get("training"))
+        plot = str(meta.get("plot", ""))
+        panel = self.panels.get(plot)
+        view = meta.get("view") if isinstance(meta.get("view"), dict) else {}
+        self.controls.show_source(f"figure {name}", f"The parameters of the figure {name}; Start "
+                                  f"trains them again (seed {cfg.seed}: the same curves).", cfg)
+        done = panel.apply_view_state(view) if panel is not None else []
+        run, layer, head = view.get("run"), view.get("layer"), view.get("head")
+        if isinstance(run, str) and isinstance(layer, int) and isinstance(head, int):
+            self._wanted_selection = (run, layer, head)
+            done.append(f"heatmap of {run}, layer {layer}, head {head}")
+        if panel is not None:
+            panel.flash()
+        title = panel.title.lower() if panel is not None else plot
+        rules = ", ".join(cfg.scalings)
+        return (f"the {title} figure's training ({cfg.task}, {rules}, {cfg.steps} steps, seed "
+                f"{cfg.seed}) is in the Training form: Start trains it again"
+                + (f"; {', '.join(done)}" if done else ""))
 
     def _selection_changed(self) -> None:
         self._update_view()

@@ -23,6 +23,7 @@ class TrainingPanel(PlotPanel):
     """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
 
     uses_selection = False
+    figure_page = "training"
     #: what an empty panel says will appear (before Start, after Reset)
     empty_text = ""
 
@@ -67,3 +68,11 @@ class TrainingPanel(PlotPanel):
 
     def extra_key(self) -> Any:
         return None
+
+    def view_state(self) -> dict[str, Any]:
+        """The view choices, and for a heatmap the run (its rule), layer and head it shows."""
+        state = super().view_state()
+        view, snap = self._state, getattr(self._state, "snapshot", None)
+        if self.uses_selection and snap is not None and 0 <= view.run < len(snap.rules):
+            state.update(run=snap.rules[view.run], layer=int(view.layer), head=int(view.head))
+        return state

@@ -57,6 +57,9 @@ class _CurvesPanel(TrainingPanel):
     def extra_key(self) -> Any:
         return self.log_box.isChecked() if self.log_box is not None else None
 
+    def view_controls(self) -> dict[str, Any]:
+        return {"log_y": self.log_box} if self.log_box is not None else {}
+
     def _log_ticks(self, _vb: Any, rng: Any) -> None:
         """Decade labels that follow the view (pyqtgraph's own log labels crowd); within less
         than a decade, where they would label fewer than two ticks, pyqtgraph's own."""
