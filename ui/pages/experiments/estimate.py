@@ -18,16 +18,18 @@ def time_job(configs: Sequence[Any], cancelled: Callable[[], bool]) -> Iterator[
     return estimate_job(configs, cancelled)
 
 
-def plan_estimate(est: Estimate, spec: Any, workers: int, timed: str) -> str:
-    """"about 1 min (40 s to 2 min as the timed steps varied; ...)": the estimate with the
-    spread its own timing showed, and what it rests on."""
+def plan_estimate(est: Estimate, spec: Any, workers: int, timed: str) -> tuple[str, str]:
+    """("about 1 min (40 s to 2 min)" and the busy machine's note, for the plan line; what it
+    rests on, for its tooltip): the estimate with the spread its own timing showed."""
     total = START_S + est.grid_seconds(spec, workers)
     lo, hi = (START_S + s for s in est.grid_range(spec, workers))
     low, high = format_seconds(lo), format_seconds(hi)
-    spread = f"{low} to {high}" if low != high else f"within a few % of {low}"
-    return (f"about {format_seconds(total)} ({spread} at the fastest and slowest steps timed: "
-            f"a few steps of {timed} in a worker process; a busier machine takes longer, and the "
-            f"first run also starts the worker processes, which load torch){busy_note()}")
+    spread = f" ({low} to {high})" if low != high else ""
+    line = f"about {format_seconds(total)}{spread}{busy_note()}"
+    why = (f"Timed from a few steps of {timed} in a worker process; the range is the grid at "
+           "the fastest and the slowest step timed. A busier machine takes longer, and the first "
+           "run also starts the worker processes, which load torch.")
+    return line, why
 
 
 def busy_note(load: float | None = None, cores: int | None = None) -> str:

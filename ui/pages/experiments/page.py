@@ -274,11 +274,14 @@ class ExperimentsPage(LivePage):
         timed = timed_jobs(spec)
         shapes = f"job {timed[0].index}" if len(timed) == 1 else \
             f"jobs {', '.join(str(j.index) for j in timed)} (one of each shape)"
+        tip = ""
         if est is not None and est.configs == tuple(j.config.to_dict() for j in timed):
-            text += " · " + plan_estimate(est, spec, self.form.workers.value(), shapes)
+            line, tip = plan_estimate(est, spec, self.form.workers.value(), shapes)
+            text += " · " + line
         elif self.estimator.is_running():
             text += f" · timing a few steps of {shapes}…"
         self.plan_label.setText(text)
+        self.plan_label.setToolTip(tip)
 
     # -- running -------------------------------------------------------------------------------
     def start(self) -> bool:
