@@ -20,25 +20,44 @@ PAGE_CLASSES = {"training": "TrainingPage", "experiments": "ExperimentsPage",
 STATUS_MS = 15_000
 
 
-def figure_page(meta: dict[str, Any]) -> str:
-    """The page a figure reopens into (figures from before the key: by their parameters)."""
-    page = meta.get("page")
-    if isinstance(page, str) and (page == "simulation" or page in PAGE_CLASSES):
-        return page
-    return "training" if "training" in meta else "simulation"
-
-
-def open_figure(window: Any, path: str | Path) -> SimulationConfig | None:
-    """Reopen the figure at ``path`` into its page; returns the Simulation parameters for a
-    Simulation figure (None for another page's). ValueError (ConfigError included) names what is
-    wrong; nothing changes then."""
+def page_figure(path: str | Path) -> dict[str, Any] | None:
+    """The metadata of the figure at ``path`` when it names the page that drew it; None for a
+    figure that does not (a session in a figure: ``ui.session_file`` reads it). FileFormatError
+    for a figure that is too large or whose metadata is not bounded JSON."""
     from ui.plots.base import read_figure_metadata
 
-    path = Path(path)
     meta = read_figure_metadata(path)
     if meta is None:
-        raise ValueError("this image carries no Attention Scaling Lab parameters")
-    page = figure_page(meta)
+        return None
+    page = meta.get("page")
+    return meta if isinstance(page, str) and (page == "simulation" or page in PAGE_CLASSES) else None
+
+
+def checked(window: Any, meta: dict[str, Any], source: str) -> dict[str, Any]:
+    """``meta`` with every part that reaches a page validated (FileFormatError naming the file
+    and the field otherwise): the session parts as File -> Open checks a session, an experiment
+    as an experiment.json is checked."""
+    from engine.readers.schema import Nullable, Record, Text, errors_in_file
+    from ui.session_file import check_session
+
+    if meta["page"] != "experiments":
+        return check_session(meta, source, window.params.widget_values)
+    from engine.experiments.spec import ExperimentSpec
+
+    with errors_in_file(source):
+        Record({"folder": Nullable(Text(max_chars=4096))}, extra="keep").check(meta)
+    with errors_in_file(source, "experiment"):
+        ExperimentSpec.from_dict(meta.get("experiment"))
+    return meta
+
+
+def open_figure(window: Any, path: str | Path, meta: dict[str, Any]) -> SimulationConfig | None:
+    """Reopen the figure at ``path`` (its metadata ``meta``, see :func:`page_figure`) into its
+    page; returns the Simulation parameters for a Simulation figure (None for another page's).
+    FileFormatError or ValueError names what is wrong; nothing changes then."""
+    path = Path(path)
+    meta = checked(window, meta, str(path))
+    page = meta["page"]
     cfg = None
     if page == "simulation":
         text, cfg = _simulation(window, meta)
@@ -46,10 +65,6 @@ def open_figure(window: Any, path: str | Path) -> SimulationConfig | None:
         target = window.ensure_page(PAGE_CLASSES[page])
         if target is None or not hasattr(target, "restore_figure"):
             raise ValueError(f"the {page.replace('_', ' ')} page is not available")
-        if page == "real_model":
-            from ui.sessions import check_real_model
-
-            check_real_model(meta.get("real_model"))
         text = target.restore_figure(meta, path.name)
         window.open_page(PAGE_CLASSES[page])
     window.last_message = f"Opened {path.name}: {text}"

@@ -8,7 +8,6 @@ their parameters). A bad file is refused before anything changes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,10 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.io import write_json
+from engine.validate import quote
+from ui.session_file import check_real_model_part, check_training_part, read_session_file
 from ui.window_part import WindowPart
 
 
@@ -32,37 +33,12 @@ class PageParams:
     check: Callable[[Any], None]
 
 
-def _check_training(data: Any) -> None:
-    from engine.training.config import TrainingConfig
-
-    TrainingConfig.from_dict(data)
-
-
-def check_real_model(data: Any) -> None:
-    from engine.probe.config import PROBE_RULES, check_text_and_model
-
-    if not isinstance(data, dict):
-        raise ValueError('"real_model" is not a JSON object')
-    check_text_and_model(data.get("text"), data.get("model"))
-    if data.get("rule", "model") not in PROBE_RULES:
-        raise ConfigError("rule", f"one of {', '.join(PROBE_RULES)}")
-
-
 #: the pages whose parameters a session carries (each page has ``session_params()`` and
 #: ``apply_session_params(data) -> bool``, False while it is busy and cannot take them yet)
 PAGE_PARAMS = (
-    PageParams("training", "TrainingPage", _check_training),
-    PageParams("real_model", "RealModelPage", check_real_model),
+    PageParams("training", "TrainingPage", check_training_part),
+    PageParams("real_model", "RealModelPage", check_real_model_part),
 )
-
-
-def read_session_file(path: str | Path) -> dict:
-    """The session dict in ``path`` (a session or a config.json; figures: ui.figure_restore)."""
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    if not isinstance(data, dict):
-        raise ValueError("not a session file (expected a JSON object)")
-    return data
 
 
 class Sessions(WindowPart):
@@ -94,17 +70,17 @@ class Sessions(WindowPart):
     def open(self, path: str | Path) -> SimulationConfig | None:
         """Load a session or an exported config.json (the config is under "config") and rerun;
         an exported figure (PNG or SVG) reopens into its page (ui.figure_restore: None for a
-        figure of another page than Simulation)."""
+        figure of another page than Simulation; a figure from before figures named their page
+        opens as the session it carries)."""
         w = self.window
         if Path(path).suffix.lower() in (".png", ".svg"):
-            from ui.figure_restore import open_figure
+            from ui.figure_restore import open_figure, page_figure
 
-            return open_figure(w, path)
-        data = read_session_file(path)
-        cfg_dict = data.get("config", data)
-        if not isinstance(cfg_dict, dict):
-            raise ValueError('"config" is not a JSON object')
-        cfg = SimulationConfig.from_dict(cfg_dict)
+            meta = page_figure(path)  # a figure that names its page; None: a session in a figure
+            if meta is not None:
+                return open_figure(w, path, meta)
+        data = read_session_file(path, w.params.widget_values)  # every part checked
+        cfg = SimulationConfig.from_dict(data["config"])
         parts = {spec.key: data[spec.key] for spec in PAGE_PARAMS if data.get(spec.key) is not None}
         for spec in PAGE_PARAMS:  # refuse a bad file before changing anything
             if spec.key in parts:
@@ -153,5 +129,8 @@ class Sessions(WindowPart):
         try:
             self.open(path)
             w.window_settings.remember_dir(Path(path).parent)
+        except FileFormatError as exc:  # the reader's one line: FILE: field path: problem
+            self.window.message("Open session", f"Cannot open {exc}", error=True)
         except (OSError, ValueError) as exc:  # ConfigError is a ValueError
-            self.window.message("Open session", f"Cannot open {path}: {exc}", error=True)
+            self.window.message("Open session", f"Cannot open {path}: {quote(str(exc), 300)}",
+                                error=True)

@@ -734,7 +734,8 @@ class RealModelPage(LivePage):
                "characters of text"
         if plot == self.audit_panel.plot_id:
             bugs = view.get("bugs") if isinstance(view.get("bugs"), dict) else {}
-            self.bugs = {int(k): str(v) for k, v in bugs.items() if str(k).isdigit()}
+            self.bugs = {int(k): v for k, v in bugs.items()  # (a layer: a few digits)
+                         if str(k).isdigit() and len(str(k)) <= 4 and isinstance(v, str)}
             self.run_audit()
             planted = ", ".join(f"layer {k}: {v}" for k, v in sorted(self.bugs.items()))
             return f"the scale audit of {what}" + (f", bugs planted ({planted})" if planted else "")
