@@ -183,3 +183,51 @@ def test_the_cli_experiment_figures_carry_the_experiment_and_folder(tmp_path):
     meta = read_figure_metadata(next(p for p in paths if p.suffix == ".png"))
     assert meta["page"] == "experiments" and ExperimentSpec.from_dict(meta["experiment"]) == spec
     assert meta["folder"] == str(tmp_path)
+
+
+def _figure_with(path: Path, meta: dict) -> Path:
+    """A PNG carrying ``meta`` as its parameters (as a hand-edited or hostile figure would)."""
+    import json
+
+    from PySide6.QtGui import QImage
+
+    from ui.plots.base import METADATA_KEY
+
+    image = QImage(4, 4, QImage.Format.Format_RGB32)
+    image.fill(0)
+    image.setText(METADATA_KEY, json.dumps(meta))
+    assert image.save(str(path), "PNG")
+    return path
+
+
+@pytest.mark.parametrize("meta, field", [
+    ({"page": "simulation", "plot": "scores", "config": {"d_k": -3}}, "config.d_k"),
+    ({"page": "training", "plot": "train_loss", "training": {"steps": "many"}}, "training.steps"),
+    ({"page": "real_model", "plot": "x", "real_model": {"text": 5}}, "real_model.text"),
+    ({"page": "experiments", "plot": "grid", "experiment": {"name": 3}}, "experiment"),
+    ({"page": "experiments", "plot": "grid", "experiment": {}, "folder": ["a"]}, "folder"),
+])
+def test_a_bad_figure_of_a_page_is_refused_in_one_line_and_changes_nothing(
+        window, monkeypatch, tmp_path, meta, field):
+    from PySide6.QtWidgets import QFileDialog
+
+    path = _figure_with(tmp_path / "bad.png", {"app": "attention-scaling-lab", **meta})
+    said = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
+    monkeypatch.setattr(window, "message", lambda title, text, error=False: said.append(text))
+    before = window.params.widget_values(), window.tabs.currentIndex()
+    window.sessions.open_dialog()
+    assert len(said) == 1 and str(path) in said[0] and field in said[0], said
+    assert "\n" not in said[0]
+    assert (window.params.widget_values(), window.tabs.currentIndex()) == before
+
+
+def test_a_figure_that_names_no_page_opens_as_the_session_it_carries(window, tmp_path):
+    """Figures from before figures named their page carry a session's parts: they open as one."""
+    from engine.config import SimulationConfig
+
+    cfg = SimulationConfig(d_k=48, trials=200, seed=9)
+    path = _figure_with(tmp_path / "old.png", {"app": "attention-scaling-lab",
+                                               "config": cfg.to_dict(), "sweep_axis": "d_k"})
+    assert window.open_session(path) == cfg
+    assert window.params.config_from_widgets() == cfg

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from typing import Any
 
 #: argparse treats "-1e6" as an unknown option (it only knows "-8" and "-0.5" as negative numbers)
 #: ... nor "-2*99" (a repeated score)
@@ -37,8 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from engine.errors import ConfigError
     from engine.inspect import inspect_scores, parse_score_list
     from ui.cli.common import fail
@@ -70,8 +69,17 @@ def run(args: argparse.Namespace) -> int:
                 "sink_weight")
         print(json.dumps({k: d[k] for k in keys}))
         return 0
+    _print_text(r, args.full)
+    return 0
+
+
+def _print_text(r: Any, full: bool) -> None:
+    """The result in words; rows longer than ELIDE_OVER show their ends and a count unless
+    ``full``."""
+    import numpy as np
+
     n = r.scores.size
-    elide = not args.full and n > ELIDE_OVER
+    elide = not full and n > ELIDE_OVER
     # numpy elides an array longer than ``threshold`` to its first and last ``edgeitems``
     shown = dict(threshold=ELIDE_OVER, edgeitems=EDGE) if elide else dict(threshold=n * n + 1)
     count = f" ({n} values, first and last {EDGE} shown; --full prints all)" if elide else ""
@@ -96,4 +104,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"largest |entry|: {r.jacobian_max_abs:.10g}  (the maximum possible is 0.25)")
     norm = " (of the weights normalized to sum 1)" if r.key_mass != 1.0 else ""
     print(f"entropy: {r.entropy:.10g} nats = {r.entropy_norm:.6g} of log(n){norm}")
-    return 0
