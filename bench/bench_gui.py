@@ -117,6 +117,9 @@ def main() -> None:
     ap.add_argument("--d-k", type=int, default=1024)
     ap.add_argument("--profile", action="store_true",
                     help="time the GUI thread's blocks and name the longest")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="leave the start-up objects to the garbage collector (as before "
+                         "ui/heap.py): its full collections then stall the loop mid-run")
     args = ap.parse_args()
     profiler = BlockTimer() if args.profile else None
     if profiler is not None:
@@ -132,6 +135,10 @@ def main() -> None:
     w = MainWindow(restore=False)
     w.show()
     app.processEvents()
+    if not args.no_freeze:  # as the app does once its window is up (ui/heap.py)
+        from ui.heap import freeze_startup_objects
+
+        freeze_startup_objects()
     first_window = time.perf_counter() - T0
     torch_loaded = "torch" in sys.modules
 
