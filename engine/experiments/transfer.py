@@ -29,31 +29,39 @@ from engine.experiments.summary import SEED_AXIS, mean_se, ok_results, result_va
 #: bootstrap resamples, and the generator's seed (fixed: the figures are reproducible)
 BOOTSTRAP = 2000
 BOOTSTRAP_SEED = 0
-#: neighbours on each side of the grid's best point the parabola goes through
-HALF_WINDOW = 1
+INTERVAL = (2.5, 97.5)
 #: losses are floored here before the log (a batch solved exactly has loss 0)
 LOSS_FLOOR = 1e-12
-INTERVAL = (2.5, 97.5)
+
+
+def vertices(x: Sequence[float], y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``y`` (curves over the grid ``x``): the vertex of the parabola through
+    the row's lowest point and its two neighbours, and whether that point is inside the grid
+    (else the vertex is that end of the grid). Rows that are not all finite give nan."""
+    xs = np.asarray(x, dtype=float)
+    ys = np.atleast_2d(np.asarray(y, dtype=float))
+    finite = np.isfinite(ys).all(axis=1)
+    i = np.argmin(np.where(np.isfinite(ys), ys, np.inf), axis=1)
+    inside = (i > 0) & (i < len(xs) - 1)
+    if len(xs) < 3:
+        return np.where(finite, xs[i], np.nan), inside
+    j = np.clip(i, 1, len(xs) - 2)
+    x0, x1, x2 = xs[j - 1], xs[j], xs[j + 1]
+    rows = np.arange(len(ys))
+    y0, y1, y2 = ys[rows, j - 1], ys[rows, j], ys[rows, j + 1]
+    den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
+    num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = x1 - 0.5 * num / den
+    ok = inside & (den != 0) & np.isfinite(v)
+    v = np.where(ok, np.clip(v, x0, x2), xs[i])
+    return np.where(finite, v, np.nan), inside
 
 
 def parabola_minimum(x: Sequence[float], y: Sequence[float]) -> tuple[float, bool]:
-    """(x of the minimum, whether it is inside the grid) of a parabola fitted to the grid's best
-    point and up to HALF_WINDOW neighbours on each side; the grid's best x where the parabola
-    has no minimum within those points. ``inside`` is False when the best point is the grid's
-    first or last (the minimum may lie beyond it)."""
-    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    i = int(np.argmin(ys))
-    inside = 0 < i < len(xs) - 1
-    lo, hi = max(0, i - HALF_WINDOW), min(len(xs), i + HALF_WINDOW + 1)
-    if hi - lo < 3:
-        return float(xs[i]), inside
-    a, b, _ = np.polyfit(xs[lo:hi], ys[lo:hi], 2)
-    if a <= 0:
-        return float(xs[i]), inside
-    vertex = -b / (2 * a)
-    if not xs[lo] <= vertex <= xs[hi - 1]:
-        return float(xs[i]), inside
-    return float(vertex), inside
+    """(x of the minimum, whether it is inside the grid) of one curve (``vertices``)."""
+    v, inside = vertices(x, np.asarray(y, dtype=float)[None, :])
+    return float(v[0]), bool(inside[0])
 
 
 @dataclass(frozen=True)
@@ -69,19 +77,25 @@ class Curve:
     def log_lrs(self) -> np.ndarray:
         return np.log10(np.asarray(self.lrs, dtype=float))
 
-    def means(self, seeds: np.ndarray | None = None) -> np.ndarray:
-        """Mean over seeds (or over the resampled seed columns ``seeds``) at each lr."""
-        cols = self.losses if seeds is None else self.losses[:, seeds]
+    def means(self, draws: np.ndarray | None = None) -> np.ndarray:
+        """Mean over seeds at each lr: (n_lr,), or (B, n_lr) over the resampled seed columns
+        ``draws`` (B, seeds); nan where no seed has a value."""
+        cols = self.losses[:, None, :] if draws is None else self.losses[:, draws]
         ok = np.isfinite(cols)
-        n = ok.sum(axis=1)
-        return np.where(n > 0, np.where(ok, cols, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
+        n = ok.sum(axis=-1)
+        with np.errstate(invalid="ignore"):
+            m = np.where(ok, cols, 0.0).sum(axis=-1) / n
+        m = np.where(n > 0, m, np.nan).T  # (B or 1, n_lr)
+        return m[0] if draws is None else m
 
-    def best(self, seeds: np.ndarray | None = None) -> tuple[float, bool]:
-        """(log10 of the best lr, whether it is inside the grid) from the seed means."""
-        return parabola_minimum(self.log_lrs, np.log(np.maximum(self.means(seeds), LOSS_FLOOR)))
+    def best(self, draws: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """log10 of the best lr (and whether inside the grid) of the seed means, or of each
+        resample in ``draws``: the parabola vertex in log lr and log loss."""
+        means = self.means(draws)
+        return vertices(self.log_lrs, np.log(np.maximum(np.atleast_2d(means), LOSS_FLOOR)))
 
-    def best_log_lr(self, seeds: np.ndarray | None = None) -> float:
-        return self.best(seeds)[0]
+    def best_log_lr(self) -> float:
+        return float(self.best()[0][0])
 
 
 def capped_loss(res: dict[str, Any], rule: str, metric: str, cap: float) -> float:
@@ -148,16 +162,14 @@ def _boot(values: np.ndarray) -> tuple[float, float, float]:
 
 
 def _boot_minima(c: Curve, draws: np.ndarray) -> np.ndarray:
-    out = np.full(len(draws), np.nan)
-    for b, seeds in enumerate(draws):
-        if np.isfinite(c.means(seeds)).all():
-            out[b] = c.best_log_lr(seeds)
-    return out
+    """log10 of the best lr of each resample (nan where a resample misses an lr)."""
+    return c.best(draws)[0]
 
 
 def optimum(c: Curve) -> Optimum:
     """The best learning rate of ``c`` (parabola minimum of the seed means) and its bootstrap."""
-    log_lr, inside = c.best()
+    best, inside = c.best()
+    log_lr, inside = float(best[0]), bool(inside[0])
     se, lo, hi = _boot(_boot_minima(c, _resamples(c.losses.shape[1])))
     seeds = int(np.isfinite(c.losses).any(axis=0).sum())
     return Optimum(log_lr, se, lo, hi, inside, seeds)
