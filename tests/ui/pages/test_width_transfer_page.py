@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.training.presets import preset  # noqa: E402
+from engine.training.presets import preset
 
 
 def test_the_training_form_sets_the_parametrization(show_widget):
