@@ -216,7 +216,7 @@ def _grid_points(spec: ExperimentSpec, exclude: Iterable[str]) -> list[dict[str,
             for combo in itertools.product(*(a.values for a in axes))] or [{}]
 
 
-OPTIMUM_ERROR = "95 % bootstrap interval over seeds"
+OPTIMUM_ERROR = "parabola vertex in log lr; 95 % bootstrap interval over seeds"
 
 
 def _optimum_figure(spec: ExperimentSpec, fig: FigureSpec, i: int,
@@ -241,8 +241,8 @@ def _optimum_figure(spec: ExperimentSpec, fig: FigureSpec, i: int,
             name = ", ".join([*(f"{k}={_fmt(v)}" for k, v in where.items()), rule])
             series.append(_series(name, rule, pts, True))
     return FigureData(f"{spec.name}_{i + 1}_best_{fig.over}", "vs_axis", fig.title, label(fig.x),
-                      fig.y_label or f"best {label(fig.over)} (parabola minimum of "
-                      f"{label(fig.y)})", fig.x_log, True, tuple(series), OPTIMUM_ERROR)
+                      fig.y_label or f"best {label(fig.over)}", fig.x_log, True, tuple(series),
+                      OPTIMUM_ERROR)
 
 
 def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[str, Any]]

@@ -218,10 +218,11 @@ def fixed_lr_comparison(narrow: Curve, wide: Curve) -> tuple[int, int, float, fl
 
 
 # -- published figures (resources/claims.json, kind "optimum") --------------------------------------
-#: best_lr: the parabola minimum (as a learning rate); best_log10_lr and its bootstrap se;
+#: best_lr: the parabola minimum (as a learning rate), best_lr_lo / _hi: its 95 % bootstrap
+#: interval; best_log10_lr and its bootstrap se;
 #: shift_steps (widest vs narrowest, in grid steps) and its se; shift_factor (best lr ratio)
-OPTIMUM_STATS = ("best_lr", "best_log10_lr", "best_log10_lr_se", "shift_steps",
-                 "shift_steps_se", "shift_factor")
+OPTIMUM_STATS = ("best_lr", "best_lr_lo", "best_lr_hi", "best_log10_lr", "best_log10_lr_se",
+                 "shift_steps", "shift_steps_se", "shift_factor")
 
 
 @dataclass(frozen=True)
@@ -286,5 +287,6 @@ class OptimumSelector:
                     "shift_factor": (sh.factor, 0.0)}[self.stat]
         o = optimum(curves[0])
         return {"best_lr": (o.lr, o.se * math.log(10) * o.lr),
+                "best_lr_lo": (10.0 ** o.lo, 0.0), "best_lr_hi": (10.0 ** o.hi, 0.0),
                 "best_log10_lr": (o.log_lr, o.se),
                 "best_log10_lr_se": (o.se, 0.0)}[self.stat]
