@@ -435,8 +435,8 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
 
 def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
     """Per rule and value of the other axes (e.g. param): the best ``over`` (lr) at the
-    narrowest and the widest ``width`` with their bootstrap intervals, how far it moves (grid
-    steps and factor, ± bootstrap SE), and whether the widest model is better at a fixed lr."""
+    narrowest and at the widest ``width``, how far it moves (grid steps ± bootstrap SE, and as
+    a factor), and at how many learning rates the widest model ends lower than the narrowest."""
     from engine.experiments.transfer import curve, fixed_lr_comparison, optimum, shift
 
     v = spec.verdict
@@ -452,15 +452,11 @@ def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str
                 parts.append(f"{name}: not enough runs yet")
                 continue
             a, b, sh = optimum(narrow), optimum(wide), shift(narrow, wide)
-            better, compared, at_lr, d, se = fixed_lr_comparison(narrow, wide)
-            edge = "" if a.inside and b.inside else " (a best lr at the grid's end: the shift " \
-                                                    "may be larger)"
-            parts.append(
-                f"{name}: best {v.over} {a.lr:.3g} [{10 ** a.lo:.2g}-{10 ** a.hi:.2g}] at "
-                f"{v.width} {_fmt(narrow_w)} -> {b.lr:.3g} [{10 ** b.lo:.2g}-{10 ** b.hi:.2g}] at "
-                f"{_fmt(wide_w)}: moves {sh.steps:+.1f} ± {sh.se / sh.grid_step:.1f} grid steps "
-                f"(x{sh.factor:.2g}){edge}; at {v.over} {at_lr:.3g} the widest is "
-                f"{'lower' if d < 0 else 'higher'} by {abs(d):.3g} ± {se:.2g}, lower at "
-                f"{better}/{compared} learning rates")
-    return (f"{label(v.metric)} vs {label(v.over)} (parabola minimum in log {v.over}, "
-            f"[95 % bootstrap interval over seeds]): " + "; ".join(parts))
+            better, compared, *_ = fixed_lr_comparison(narrow, wide)
+            edge = "" if a.inside and b.inside else " (at the grid's end: may move further)"
+            parts.append(f"{name} {a.lr:.3g} -> {b.lr:.3g}, {sh.steps:+.1f} ± "
+                         f"{sh.se / sh.grid_step:.1f} grid steps (x{sh.factor:.2g}){edge}, widest "
+                         f"lower at {better}/{compared} {v.over}s")
+    return (f"best {v.over}, {v.width} {_fmt(narrow_w)} -> {_fmt(wide_w)} (parabola vertex in "
+            f"log {v.over} of the {label(v.metric)}; ± bootstrap SE over seeds): "
+            + "; ".join(parts))

@@ -125,8 +125,9 @@ def test_figures_give_a_panel_per_param_and_a_best_lr_series_per_param():
 
 def test_the_verdict_reports_both_params_as_measured():
     text = verdict(_spec(), _results(CENTRES))
-    assert "sp sqrt: best lr" in text and "mup sqrt: best lr" in text
-    assert "grid steps" in text and "bootstrap" in text
+    assert "sp sqrt 0.00965 -> 0.00129, -2.0 ± " in text  # 0.9 decade = 2.1 grid steps
+    assert "mup sqrt 0.00965 -> 0.00965, +0.0 ± " in text
+    assert "grid steps" in text and "bootstrap" in text and "widest lower at" in text
 
 
 @pytest.mark.parametrize("measure,says", [

@@ -87,7 +87,7 @@ def test_the_experiments_page_draws_the_transfer_figures_live(window, qtbot):
     assert sp.y[-1] < sp.y[0] / 2  # sp's best lr moves down with the width ...
     assert mup.y[-1] == pytest.approx(mup.y[0], rel=0.05)  # ... mup's stays
     text = page.verdict_label.text()
-    assert "sp sqrt: best lr" in text and "mup dk: best lr" in text and "grid steps" in text
+    assert "sp sqrt 0.0" in text and "mup dk 0.0" in text and "grid steps" in text
     panel = page.figure_panels[4]  # drawn and exportable as CSV
     panel.refresh(best, force=True)
     rows = panel.data_rows()
