@@ -20,6 +20,8 @@ SUMMARY_COLUMNS = (
     "raw_score_mean", "raw_score_mean_se", "raw_score_var", "raw_score_var_se", "raw_score_std",
     "raw_score_var_theory",
     "logit_mean", "logit_mean_se", "logit_var", "logit_var_se", "logit_std", "logit_var_theory",
+    "raw_score_row_var", "raw_score_row_var_se", "logit_row_var", "logit_row_var_se",
+    "logit_row_std", "logit_row_var_theory",
     "top_weight_mean", "top_weight_se", "saturated_frac", "saturated_frac_se",
     "entropy_mean", "entropy_se", "entropy_norm_mean", "entropy_norm_se",
     "jacobian_fro_mean", "jacobian_fro_se", "jacobian_max_abs_mean", "jacobian_max_abs_se",

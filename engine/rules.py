@@ -95,7 +95,8 @@ _RULES = (
          "Divide by sqrt(d_k) (the Transformer's rule): unit variance for independent zero-mean, "
          "unit-variance entries.", "dot", _sqrt),
     Rule("dk", "dk: q·k/d_k", "#009E73",
-         "Divide by d_k (muP): right when trained q and k correlate and scores grow like d_k.",
+         "Divide by d_k (muP's attention scale, for hyperparameters that carry across width): "
+         "flat attention at initialization; keeps aligned q and k from sharpening with width.",
          "dot", lambda s, p: s / p.d_k),
     Rule("temperature", "temperature: q·k/T", "#E69F00",
          "Divide by a fixed temperature T, whatever d_k is.",
@@ -104,7 +105,8 @@ _RULES = (
          "Unit-normalize q and k, then divide by T: logits stay in [-1/T, 1/T] (in training T is "
          "learned per head).", "cos", lambda s, p: s / p.temperature),
     Rule("qknorm", "qknorm: LN(q)·LN(k)/√d_k", "#56B4E9",
-         "Layer-normalize q and k (no affine), then divide by sqrt(d_k) (ViT-22B).",
+         "Layer-normalize q and k (no affine), then divide by sqrt(d_k) (ViT-22B): fixes their "
+         "lengths, not their alignment.",
          "ln", _sqrt),
     Rule("logn", "logn: q·k/√d_k·ln n/ln n_ref", "#999933",
          "Multiply the sqrt logits by ln(n)/ln(n_ref), n = keys the row attends to: equal to sqrt "

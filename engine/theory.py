@@ -125,6 +125,30 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
     return _mixture(cfg, comps, False)
 
 
+def row_var_theory(cfg: SimulationConfig, rule: str) -> float | None:
+    """Expected within-row variance of a rule's logits (docs/SCIENCE.md, "Shift invariance"), or
+    None where no exact formula applies (a target key, cosine).
+
+    Given q, keys independent of q and of each other have Var(q.k | q) = sk^2 |q|^2 whatever
+    their distribution, and E|q|^2 = d (sq^2 + mq^2); the shift mk * sum(q) is the same for
+    every key of the row and drops out. So the row spread is ``d sk^2 (sq^2 + mq^2)`` (over
+    c^2 for a divisor rule): a query mean widens it, a key mean does not. The pooled variance adds
+    the spread of that shared shift across rows, ``d sq^2 mk^2``. QK-norm's normalized vectors
+    have mean 0 given q, so its row variance is its pooled one.
+    """
+    from engine.rules import RULE_REGISTRY, RuleParams
+
+    if cfg.correlation != 0.0:
+        return None
+    spec = RULE_REGISTRY[rule]
+    if spec.linear_in_dot:
+        factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
+        return float(cfg.d_k * cfg.k_std**2 * (cfg.q_std**2 + cfg.q_mean**2) * factor**2)
+    if rule == "qknorm":
+        return qknorm_independent_var(cfg.d_k, cfg.dist)
+    return None
+
+
 # -- the length axis (README, "Sequence length") ----------------------------------------------
 # For n i.i.d. Gaussian logits z_j ~ N(m, sigma^2): E[sum_j exp(z_j - m)] = n exp(sigma^2 / 2)
 # exactly. For large n the sum concentrates there (relative spread sqrt((e^{sigma^2} - 1) / n)),

@@ -3,7 +3,9 @@ window (parameters, sweep axis, the plot to watch, presentation mode, the Score 
 what a step's run measured for its question).
 
 The tour panel is built the first time it is shown; one that fails to load says why (message and
-traceback) instead of vanishing.
+traceback) instead of vanishing. Where the window is too narrow for the parameters, the page and
+the tour side by side (a 1280x720 projector), the tour shares the parameters' place as a tab
+(raised; the parameters are one click away), so the page keeps the width its plots need.
 """
 
 from __future__ import annotations
@@ -38,9 +40,27 @@ class WindowTour(WindowPart):
                 self.panel.start()  # enter step 1: applies its parameters, highlights its plot
         if not self.dock.isVisible():
             self._size_before = w.size()
+        self._place()
         self.dock.show()
         self.dock.raise_()
         self.panel.setFocus()
+
+    def _place(self) -> None:
+        """Beside the page on the right where the window is wide enough for the page's plots,
+        the parameters and the tour; else tabbed with the parameters on the left."""
+        w = self.window
+        params = getattr(w, "params_dock", None)
+        page = w.page.widget() if hasattr(w.page, "widget") else None
+        need = page.minimumSizeHint().width() if page is not None else 0
+        tour = max(self.dock.sizeHint().width(), self.dock.minimumSizeHint().width())
+        side = params.width() if params is not None and params.isVisible() else 0
+        if params is None or not params.isVisible() or w.width() >= need + side + tour + 24:
+            if w.dockWidgetArea(self.dock) != Qt.DockWidgetArea.RightDockWidgetArea or \
+                    w.tabifiedDockWidgets(self.dock):
+                w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+            return
+        if self.dock not in w.tabifiedDockWidgets(params):
+            w.tabifyDockWidget(params, self.dock)
 
     def _build(self, spec: tuple[str, str]) -> bool:
         """The tour panel, connected to the window, in a dock on the right; False (the error
@@ -73,6 +93,9 @@ class WindowTour(WindowPart):
         if hasattr(tour, "open_inspector"):
             tour.open_inspector.connect(self._open_example)
         tour.finished.connect(self.leave)
+        # back on the Simulation page the parameters' tab reappears: the tour stays in front
+        w.tabs.currentChanged.connect(lambda _i: self.dock.raise_()
+                                      if self.dock is not None and self.dock.isVisible() else None)
         tour.highlight.connect(w.presenter.follow)  # presentation: show the step's plot
         if hasattr(tour, "show_result"):  # what the step's run measured, for its question
             w.results_complete.connect(lambda: tour.show_result(w.state.snapshot if w.state else None))

@@ -46,6 +46,13 @@ LABELS = {
     "seed": "seed",
     "accuracy_len": "accuracy at evaluation (no gradient)",
     "entropy_norm_len": "entropy / log n of the query's row at evaluation",
+    "saturated_frac": "saturated rows (fraction, mean over heads)",
+    "grad_norm_q": "‖∂L/∂W_Q‖",
+    "grad_norm_attn": "‖∂L/∂p‖ (upstream, at the weights)",
+    "grad_norm_logits": "‖∂L/∂z‖ (after the softmax Jacobian)",
+    "grad_norm_scores": "‖∂L/∂(q·k)‖ (after the divisor)",
+    "grad_norm_query": "‖∂L/∂q‖",
+    "softmax_gain": "softmax gain ‖∂L/∂z‖ / ‖∂L/∂p‖",
 }
 RATE_ERROR = "Wilson 95 % interval"
 MEAN_ERROR = "mean ± 1 standard error over seeds"

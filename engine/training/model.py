@@ -22,6 +22,7 @@ memory grows like T instead of T^2.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,7 @@ from torch.nn import functional as F
 
 from engine.rules import LENGTH_RULES, N_REF_DEFAULT, RULE_REGISTRY, SSMAX_S_DEFAULT, RuleParams
 from engine.training.config import TrainingConfig
+from engine.training.gradients import GradTaps
 
 LN_EPS = 1e-5
 #: names of the parameters a rule learns itself (not shared between the runs' initial weights)
@@ -70,12 +72,22 @@ def scale_scores(q: torch.Tensor, k: torch.Tensor, rule: str, temperature: float
     """Logits of one scaling rule (``engine.rules``) from per-head q (..., T, d_k), k (..., S, d_k);
     ``mask`` (True = visible) gives the length rules their per-row n."""
     spec = RULE_REGISTRY[rule]
+    return scale_similarity(similarity(q, k, spec.needs), rule, q.shape[-1], temperature, mask,
+                            n_ref, ssmax_s)
+
+
+def scale_similarity(sim: torch.Tensor, rule: str, d_k: int,
+                     temperature: float | torch.Tensor = 1.0, mask: torch.Tensor | None = None,
+                     n_ref: int = N_REF_DEFAULT,
+                     ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT) -> torch.Tensor:
+    """The rule's logits from its similarity (..., T, S): q.k, the cosine or the layer-normed
+    dot product (``similarity``)."""
     log_n: float | torch.Tensor = 0.0  # only the length rules read it
     if rule in LENGTH_RULES:
-        n = keys_per_row(mask, k.shape[-2], q.dtype)
+        n = keys_per_row(mask, sim.shape[-1], sim.dtype)
         log_n = math.log(n) if isinstance(n, float) else n.log()
-    params = RuleParams(q.shape[-1], temperature, log_n, math.log(n_ref), ssmax_s)
-    return spec.scale(similarity(q, k, spec.needs), params)
+    params = RuleParams(d_k, temperature, log_n, math.log(n_ref), ssmax_s)
+    return RULE_REGISTRY[rule].scale(sim, params)
 
 
 def attend(
@@ -87,15 +99,21 @@ def attend(
     temperature: float | torch.Tensor = 1.0,
     n_ref: int = N_REF_DEFAULT,
     ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT,
+    tap: Callable[..., None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """softmax(scale(q, k) + mask) v written out; returns (output, logits, weights).
 
     ``mask`` is boolean, True = key visible, broadcast to (..., T, S); every row must see a key.
+    ``tap(q, scores, logits, weights, mask)`` sees the tensors of the gradient chain
+    (``engine.training.gradients``) before they are used.
     """
     spec = RULE_REGISTRY[rule]
-    logits = scale_scores(q, k, rule, temperature, mask, n_ref, ssmax_s)  # (B, H, T, S)
+    sim = similarity(q, k, spec.needs)  # (B, H, T, S): q.k, cos or LN(q).LN(k)
+    logits = scale_similarity(sim, rule, q.shape[-1], temperature, mask, n_ref, ssmax_s)
     masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(masked, dim=-1)  # (B, H, T, S), rows sum to 1
+    if tap is not None:
+        tap(q, sim, logits, weights, mask)
     used = weights
     if spec.after_softmax is not None:  # the scale_after_softmax bug
         used = weights * spec.after_softmax(RuleParams(q.shape[-1]))
@@ -155,14 +173,20 @@ class SelfAttention(nn.Module):
         return self.log_t.exp() if self.log_t is not None else self.fixed_temperature
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
         b, t, _ = x.shape  # batch, sequence length, d_model
         # (B, T, H * d_k) -> (B, H, T, d_k): one slice per head
         split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
         q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))  # each (B, H, T, d_k)
         s = self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT  # (H, 1, 1) when learned
+        tap = None
+        if taps is not None:  # the gradient chain of this layer (a logged training step)
+            layer = taps.next_layer()
+            tap = lambda *tensors: taps.watch(layer, *tensors)  # noqa: E731
         # out (B, H, T, d_k); logits and weights (B, H, T, T); mask broadcasts to (B, H, T, T)
-        out, logits, weights = attend(q, k, v, self.rule, mask, self.temperature(), self.n_ref, s)
+        out, logits, weights = attend(q, k, v, self.rule, mask, self.temperature(), self.n_ref, s,
+                                      tap)
         if capture is not None:
             full = torch.ones(1, 1, t, t, dtype=torch.bool, device=x.device) if mask is None else mask
             capture.append(AttentionCapture(logits.detach(), weights.detach(),
@@ -220,8 +244,9 @@ class Block(nn.Module):
         self.mlp = MLP(cfg.d_model) if cfg.mlp else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), mask, capture)
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask, capture, taps)
         if self.mlp is not None:
             x = x + self.mlp(self.ln2(x))
         return x
@@ -304,10 +329,13 @@ class AttentionModel(nn.Module):
         return x
 
     def forward(self, inputs: torch.Tensor, readout: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
+        """Class logits read at ``readout``; ``capture`` collects each layer's attention,
+        ``taps`` hooks its gradient chain for the next backward pass."""
         x = self.embed_inputs(inputs)
         for blk in self.blocks:
-            x = blk(x, mask, capture)
+            x = blk(x, mask, capture, taps)
         x = self.ln_f(x)
         picked = x[torch.arange(x.shape[0], device=x.device), readout]
         return self.head(picked)

@@ -17,18 +17,24 @@ import numpy as np
 
 from engine.softmax import row_metrics, softmax
 
+#: the gradient chain's per-head norms and the softmax's gain (``engine.training.gradients``,
+#: which needs torch; the names are repeated here so this module stays torch-free)
+CHAIN = ("grad_norm_attn", "grad_norm_logits", "grad_norm_scores", "grad_norm_query")
+GAIN = "softmax_gain"
+
 #: scalar metrics per (log, run)
 SCALARS = ("loss", "accuracy", "probe_loss", "probe_accuracy")
 #: metrics per (log, run, layer, head)
 HEAD_METRICS = ("entropy_norm", "logit_mean", "logit_std", "top_weight", "saturated_frac",
                 "jacobian_fro", "grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o",
-                "temperature", "ssmax_s", "logit_max_abs")
+                "temperature", "ssmax_s", "logit_max_abs", *CHAIN, GAIN)
 #: columns of metrics.csv (per-head metrics are means over layers and heads; logit_max_abs is the
 #: largest |logit| of any head)
 CSV_COLUMNS = ("scaling", "step", "loss", "accuracy", "probe_loss", "probe_accuracy",
                "entropy_norm_mean", "logit_std", "logit_mean", "top_weight_mean",
                "saturated_frac", "jacobian_fro_mean", "grad_norm_q", "grad_norm_k",
-               "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s", "logit_max_abs")
+               "grad_norm_v", "grad_norm_o", "temperature", "ssmax_s", "logit_max_abs",
+               *CHAIN, GAIN)
 HEAD_CSV_COLUMNS = ("scaling", "step", "layer", "head", *HEAD_METRICS)
 #: what is measured at each evaluation length (``engine.training.lengths``)
 LENGTH_METRICS = ("accuracy", "entropy_norm")

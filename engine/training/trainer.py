@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 from engine.device import resolve_device as _resolve_device
 from engine.training.config import TrainingConfig
+from engine.training.gradients import CHAIN, GAIN, GradTaps
 from engine.training.lengths import evaluate_lengths, length_columns
 from engine.training.model import RULE_PARAMETERS, AttentionCapture, AttentionModel
 from engine.training.numerics import training_numerics
@@ -129,7 +130,8 @@ class TrainingSnapshot:
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
                            temperature=h["temperature"] if self.has_temperature[r] else "",
                            ssmax_s=h["ssmax_s"] if rule == "ssmax" else "",
-                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()))
+                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()),
+                           **{k: h[k] for k in (*CHAIN, GAIN)})
                 rows.append(row)
         return rows
 
@@ -328,7 +330,8 @@ class Trainer:
             if not run.alive:
                 continue
             run.model.train()
-            logits = run.model(batch.inputs, batch.readout, batch.mask)
+            taps = GradTaps(cfg.layers, cfg.heads) if log else None
+            logits = run.model(batch.inputs, batch.readout, batch.mask, taps=taps)
             loss = F.cross_entropy(logits, batch.targets)
             loss_value = float(loss.detach())
             if not math.isfinite(loss_value):
@@ -341,7 +344,7 @@ class Trainer:
             run.acc_sum += float((logits.argmax(dim=1) == batch.targets).float().mean())
             run.count += 1
             if log:
-                grads[i] = self._grad_norms(run.model)
+                grads[i] = {**self._grad_norms(run.model), **taps.metrics()}
         if log:  # observe the weights after s updates, before update s + 1
             self._record(s, grads)
         if s < cfg.steps:

@@ -51,14 +51,25 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
+#: a --text-file larger than this is refused (the models read at most a few thousand tokens;
+#: the tokenizer only ever sees the start of the text)
+TEXT_FILE_LIMIT_MB = 10
+
+
 def text_arg(prog: str, args: argparse.Namespace) -> str | None:
     """The text of ``--text`` or ``--text-file FILE`` (UTF-8), None when neither is given; an
-    unreadable file exits 2 naming --text-file."""
+    unreadable file, or one over TEXT_FILE_LIMIT_MB, exits 2 naming --text-file."""
     if args.text_file:
         from pathlib import Path
 
+        path = Path(args.text_file)
         try:
-            return Path(args.text_file).read_text(encoding="utf-8")
+            size = path.stat().st_size
+            if size > TEXT_FILE_LIMIT_MB * 1_000_000:
+                fail(prog, f"{args.text_file!r} is {size / 1e6:.1f} MB; texts over "
+                     f"{TEXT_FILE_LIMIT_MB} MB are refused (only the first --max-tokens tokens "
+                     "are read)", "text_file")
+            return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             fail(prog, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
                  "text_file")

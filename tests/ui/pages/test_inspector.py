@@ -208,7 +208,7 @@ def test_large_n_hides_cell_numbers_but_hover_reads_them(page, qtbot) -> None:
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(3.1, 5.2)))  # column 3, row 5
     assert blocker.args[0].startswith("J[5, 3] = ")
-    value = float(blocker.args[0].split("=")[1])
+    value = float(blocker.args[0].split(";")[0].split("=")[-1])
     assert value == pytest.approx(oracle(list(range(n)), 8)["jacobian"][5][3], rel=1e-7)
     assert page.hover_label.text() == blocker.args[0]
 
@@ -301,7 +301,19 @@ def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> Non
     vb = page.heatmap.getPlotItem().vb
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
-    assert blocker.args[0] == f"J[0, 0] = {want:.8g}"
+    assert blocker.args[0] == f"J[0, 0] = ∂p_0/∂z_0 = {want:.8g}"
+
+
+def test_the_heatmap_says_it_is_the_derivative_by_the_scaled_logit(page, qtbot) -> None:
+    """J = ∂p/∂z with z = s / scale: per unit of raw score s the entry is J / scale (the axis and
+    the hover say so)."""
+    assert "z = s / scale" in page.heatmap.getPlotItem().getAxis("bottom").labelText
+    page.set_scores([16, 8, 0, -8], 8)
+    vb = page.heatmap.getPlotItem().vb
+    with qtbot.waitSignal(page.heatmap.hovered) as blocker:
+        page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
+    j00 = float(page.heatmap.image.image[0, 0])
+    assert blocker.args[0].endswith(f"∂p_0/∂s_0 = J/8 = {j00 / 8:.8g}")
 def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
     """SSMax paper, Figure 1 at n = 1,000: softmax 0.1293; as SSMax's scale 0.9996."""
     from ui.pages.inspector.page import EXAMPLES

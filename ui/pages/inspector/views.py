@@ -161,7 +161,9 @@ class JacobianHeatmap(pg.PlotWidget):
         super().__init__(parent)
         item = self.getPlotItem()
         item.setTitle("Softmax Jacobian J = diag(p) − p pᵀ")
-        item.setLabel("bottom", "column j (∂p_i/∂s_j)")
+        # J is the derivative with respect to the logits z = s / scale, not the raw scores s:
+        # per unit of raw score the softmax passes back J_ij / scale
+        item.setLabel("bottom", "column j (J_ij = ∂p_i/∂z_j, z = s / scale)")
         item.setLabel("left", "row i")
         item.setAspectLocked(True)
         item.invertY(True)
@@ -258,7 +260,10 @@ class JacobianHeatmap(pg.PlotWidget):
         i, j = int(np.floor(p.y() + 0.5)), int(np.floor(p.x() + 0.5))
         n = r.jacobian.shape[0]
         if 0 <= i < n and 0 <= j < n:
-            self.hovered.emit(f"J[{i}, {j}] = {r.jacobian[i, j]:.8g}")
+            text = f"J[{i}, {j}] = ∂p_{i}/∂z_{j} = {r.jacobian[i, j]:.8g}"
+            if r.scale != 1.0:  # the raw score s = scale * z: per unit of s, J / scale
+                text += f"; ∂p_{i}/∂s_{j} = J/{r.scale:g} = {r.jacobian[i, j] / r.scale:.8g}"
+            self.hovered.emit(text)
         else:
             self.hovered.emit("")
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.pages.tour.question import SKIPPED, QuestionBox
-from ui.pages.tour.steps import TourError, TourStep, load_steps
+from ui.pages.tour.steps import PLOT_IDS, TourError, TourStep, find_step, load_steps
 
 INSPECTOR_LINK = "inspector"
 
@@ -95,7 +95,11 @@ class TourPanel(QWidget):
         self._text.setWordWrap(True)
         self._text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
-        self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # selectable, and its links ([the score histogram](plot:scores), [means](step:means)) work
+        self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                           | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self._text.setOpenExternalLinks(False)
+        self._text.linkActivated.connect(self.follow_link)
         self._plot_hint = QLabel()
         self._plot_hint.setObjectName("tourPlotHint")
         self._plot_hint.setWordWrap(True)
@@ -277,7 +281,10 @@ class TourPanel(QWidget):
             self._counter.setText(f"Step {index + 1} of {n}")
             self._title.setText(step.title)
             self._text.setText(step.text)
-            hint = f"Look at: <b>{html.escape(PLOT_NAMES.get(step.plot, step.plot))}</b>"
+            name = PLOT_NAMES.get(step.plot, step.plot)
+            if step.plot == "sweep" and step.sweep_axis == "n_keys":
+                name = "the sweep along n"
+            hint = f"Look at: <b>{html.escape(name)}</b>"
             if step.inspector is not None:
                 scores = step.inspector.scores_text
                 hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
@@ -297,6 +304,19 @@ class TourPanel(QWidget):
     def _on_link(self, href: str) -> None:
         if href == INSPECTOR_LINK:
             self.open_example()
+
+    def follow_link(self, href: str) -> bool:
+        """A link of the step's text: ``plot:ID`` outlines that plot (in presentation mode it
+        shows it), ``step:WORD`` enters the step whose title contains WORD. False if unknown."""
+        kind, _, target = href.partition(":")
+        if kind == "plot" and target in PLOT_IDS:
+            self.highlight.emit(target)
+            return True
+        found = find_step(self._steps, target) if kind == "step" and target else []
+        if len(found) == 1:
+            self.go_to(found[0])
+            return True
+        return False
 
     def _emit_step(self) -> None:
         step = self.current_step

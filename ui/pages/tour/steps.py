@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,14 @@ STATISTICS = ("top_weight", "saturated_frac", "entropy_norm", "jacobian_fro", "j
 RAW_STATISTICS = ("raw_std",)
 #: what a step's sweep runs along (the Simulation page's switch)
 SWEEP_AXES = ("d_k", "n_keys")
+#: links in a step's Markdown text: [text](plot:ID) outlines a plot, [text](step:WORD) goes to the
+#: one step whose title contains WORD (by word, so inserting steps breaks no link)
+LINK = re.compile(r"\]\((plot|step):([^)\s]+)\)")
+
+
+def find_step(steps: Sequence[TourStep], word: str) -> list[int]:
+    """Indices of the steps whose title contains ``word`` (case-insensitive)."""
+    return [i for i, st in enumerate(steps) if word.lower() in st.title.lower()]
 
 
 def resources_dir() -> Path:
@@ -128,7 +137,21 @@ def parse_tour(data: Any) -> list[TourStep]:
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str) or not raw_steps:
         raise TourError("'steps' must be a non-empty list")
-    return [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
+    steps = [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
+    _check_links(steps)
+    return steps
+
+
+def _check_links(steps: list[TourStep]) -> None:
+    """Every link of every text names a known plot, or a word found in exactly one title."""
+    for number, step in enumerate(steps, start=1):
+        for kind, target in LINK.findall(step.text):
+            if kind == "plot" and target not in PLOT_IDS:
+                raise TourError(f"step {number}: link to plot {target!r}: not one of "
+                                f"{', '.join(PLOT_IDS)}")
+            if kind == "step" and len(find_step(steps, target)) != 1:
+                raise TourError(f"step {number}: link to step {target!r}: "
+                                f"{len(find_step(steps, target))} titles contain it, not 1")
 
 
 def _refuse_unknown_keys(where: str, raw: Mapping[str, Any], known: Any) -> None:

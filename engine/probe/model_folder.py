@@ -1,0 +1,257 @@
+"""A model folder is untrusted data: check config.json and the weights' headers before building.
+
+Nothing here imports transformers or torch. :func:`inspect_model_dir` reads config.json within
+size and depth limits, checks the type and range of every size field it uses, refuses a folder
+that needs code of its own (``auto_map``: trust_remote_code) or pickled weights only loadable
+without ``weights_only``, reads the safetensors headers (8-byte length + JSON, no tensor data) to
+count the parameters and the layers the weights really hold, checks config against weights, and
+estimates the memory the audit needs before anything is built. Every refusal is one line,
+"FILE: field: what is wrong".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.probe.json_limits import load_json, short
+
+CONFIG_MAX_BYTES = 4_000_000
+HEADER_MAX_BYTES = 100_000_000
+#: sanity bounds of a config's sizes (far above any published model)
+LIMITS = {"layers": 1_000, "heads": 4_096, "width": 131_072, "head_dim": 4_096,
+          "positions": 10_000_000, "vocab": 10_000_000}
+#: (what, the config keys that may hold it, in order)
+SIZE_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("layers", ("num_hidden_layers", "n_layer", "num_layers", "n_layers")),
+    ("heads", ("num_attention_heads", "n_head", "num_heads", "n_heads")),
+    ("width", ("hidden_size", "n_embd", "d_model", "dim")),
+)
+#: further layer counts (encoder-decoder models)
+EXTRA_LAYER_KEYS = ("num_decoder_layers", "encoder_layers", "decoder_layers")
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+                "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|block|blocks)\.(\d+)(?:\.|$)")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What config.json (and the weights' headers) say, read without transformers."""
+
+    path: Path
+    name: str
+    model_type: str
+    architectures: tuple[str, ...]
+    n_layers: int
+    n_heads: int
+    d_model: int
+    max_positions: int
+    head_dim: int | None = None
+    n_params: int | None = None  #: counted in the safetensors headers (None: no headers)
+
+    @property
+    def d_k(self) -> int:
+        return self.head_dim or self.d_model // self.n_heads
+
+
+def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) -> ModelInfo:
+    """Read and check a model folder (see the module docstring); ``tokens`` sizes the memory
+    estimate (the longest text the audit will run)."""
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise ConfigError("model", f"{str(folder)!r} is not a Hugging Face model folder (no "
+                          "config.json)")
+    label = str(cfg_path)
+    cfg = load_json(cfg_path, "model", CONFIG_MAX_BYTES, max_depth=32, label=label)
+    if not isinstance(cfg, dict):
+        raise ConfigError("model", f"{label}: top level: must be a JSON object, not a "
+                          f"{_json_type(cfg)}")
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str) or not model_type.strip():
+        raise ConfigError("model", f"{label}: model_type: must be a non-empty string, not "
+                          f"{short(model_type)}")
+    model_type = model_type.strip()
+    if "auto_map" in cfg:
+        raise ConfigError("model", f"{label}: auto_map: this model needs Python code of its own "
+                          "(trust_remote_code); the lab runs no code from a model folder")
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError("model", f"{label}: architectures: must be a list of names, not "
+                          f"{short(archs)}")
+    sizes = cfg
+    if not any(k in cfg for _w, keys in SIZE_KEYS for k in keys):
+        sub = cfg.get("text_config")
+        sizes = sub if isinstance(sub, dict) else cfg
+    n_layers = _size(sizes, label, *SIZE_KEYS[0])
+    n_heads = _size(sizes, label, *SIZE_KEYS[1])
+    d_model = _size(sizes, label, *SIZE_KEYS[2])
+    layer_counts = [n_layers] + [_size(sizes, label, "layers", (k,)) for k in EXTRA_LAYER_KEYS
+                                 if k in sizes]
+    head_dim = None
+    for key in ("head_dim", "d_kv"):
+        if sizes.get(key) is not None:
+            head_dim = _size(sizes, label, "head_dim", (key,))
+            break
+    if head_dim is None and d_model % n_heads:
+        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[1][1])}: {n_heads} heads "
+                          f"do not divide the width {d_model}")
+    max_pos = _size(sizes, label, "positions", ("max_position_embeddings", "n_positions",
+                                                "max_seq_len", "n_ctx"), default=512)
+    vocab = _size(sizes, label, "vocab", ("vocab_size",), default=0)
+    if name is None:
+        nm = cfg.get("_name_or_path")
+        name = (nm.strip() if isinstance(nm, str) else "") or folder.resolve().name
+    n_params, weight_layers, widths = _weights(folder)
+    if weight_layers is not None and max(layer_counts) > weight_layers:
+        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[0][1])}: "
+                          f"{max(layer_counts)} layers, but the weights hold {weight_layers}")
+    own_width = any(k in sizes for k in ("word_embed_proj_dim", "embedding_size",
+                                          "input_embedding_size", "embed_dim"))
+    if widths and not own_width and d_model not in widths:
+        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[2][1])}: {d_model}, but "
+                          f"the weights' embeddings are {sorted(widths)[0]} wide")
+    info = ModelInfo(folder, name, model_type, tuple(archs), n_layers, n_heads, d_model,
+                     max_pos, head_dim, n_params)
+    check_memory(info, max(layer_counts), vocab, tokens, label)
+    return info
+
+
+def _json_type(v: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _key(cfg: dict[str, Any], keys: tuple[str, ...]) -> str:
+    return next((k for k in keys if k in cfg), keys[0])
+
+
+def _size(cfg: dict[str, Any], label: str, what: str, keys: tuple[str, ...],
+          default: int | None = None) -> int:
+    """The first of ``keys`` present: a whole number from 1 to LIMITS[what]."""
+    for key in keys:
+        if key in cfg:
+            v = cfg[key]
+            hi = LIMITS[what]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError("model", f"{label}: {key}: must be a whole number from 1 to "
+                                  f"{hi:,}, not {short(v)}")
+            if not 1 <= v <= hi:
+                if default is not None and v <= 0:
+                    return default  # "no limit" spelled 0 or -1 (positions, vocab)
+                raise ConfigError("model", f"{label}: {key}: {v:,} is out of range 1 to {hi:,}")
+            return v
+    if default is None:
+        raise ConfigError("model", f"{label}: {keys[0]}: missing (the number of {what})")
+    return default
+
+
+def _weights(folder: Path) -> tuple[int | None, int | None, set[int]]:
+    """(parameters, layers, embedding widths) the safetensors headers describe; (None, None,
+    set()) when the folder has no safetensors file. A folder with no weights at all, or only
+    pickled ones of an unknown format, is refused."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
+            return None, None, set()  # torch weights: loaded with weights_only=True
+        raise ConfigError("model", f"{str(folder)!r}: no weights file (model.safetensors)")
+    total = 0
+    layers = -1
+    widths: set[int] = set()
+    for f in files:
+        for tname, shape in _header_tensors(f):
+            total += math.prod(shape)
+            m = _LAYER_INDEX.search(tname)
+            if m:
+                layers = max(layers, int(m.group(1)))
+            low = tname.lower()
+            if len(shape) == 2 and any(w in low for w in ("word_embeddings", "wte.", "embed_tokens",
+                                                          "shared.", "embed_in")):
+                widths.add(int(shape[1]))
+    return total, (layers + 1 if layers >= 0 else None), widths
+
+
+def _header_tensors(path: Path) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every tensor in a safetensors file's header, after checking that the
+    header is sound and the data it points to is inside the file."""
+    from engine.probe.json_limits import parse_json
+
+    label = str(path)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise ConfigError("model", f"{label}: too short for a safetensors file")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(HEADER_MAX_BYTES, size - 8):
+                raise ConfigError("model", f"{label}: header length {n:,} does not fit the "
+                                  f"file ({size:,} bytes)")
+            raw = fh.read(n)
+    except OSError as exc:
+        raise ConfigError("model", f"{label}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("model", f"{label}: header is not UTF-8") from None
+    header = parse_json(text, f"{label} (header)", "model", max_depth=4)
+    if not isinstance(header, dict):
+        raise ConfigError("model", f"{label}: header: must be a JSON object")
+    out = []
+    data_size = size - 8 - n
+    for tname, entry in header.items():
+        if tname == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offs = entry.get("data_offsets") if isinstance(entry, dict) else None
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                    and 0 <= d < 2**40 for d in shape)
+                or not isinstance(offs, list) or len(offs) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)
+                or dtype not in _DTYPE_BYTES):
+            raise ConfigError("model", f"{label}: {short(tname)}: malformed tensor entry")
+        nbytes = math.prod(shape) * _DTYPE_BYTES[dtype]
+        if not 0 <= offs[0] <= offs[1] <= data_size or offs[1] - offs[0] != nbytes:
+            raise ConfigError("model", f"{label}: {short(tname)}: data offsets {offs} do not "
+                              f"match its shape or the file (truncated?)")
+        out.append((tname, tuple(shape)))
+    return out
+
+
+def estimate_bytes(info: ModelInfo, layers: int, vocab: int, tokens: int) -> int:
+    """Memory the audit needs: float32 weights (counted, or estimated from the config: per
+    layer 4 d^2 attention + 8 d^2 MLP, plus the embeddings) and, per layer, a few float32
+    (heads, tokens, tokens) attention arrays."""
+    d = info.d_model
+    params = info.n_params if info.n_params is not None else layers * 12 * d * d + vocab * d
+    attention = layers * 4 * info.n_heads * tokens * tokens * 4
+    return int(params * 4 * 1.2 + attention + 200e6)
+
+
+def available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (Linux), else physical pages free; None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(info: ModelInfo, layers: int, vocab: int, tokens: int, label: str) -> None:
+    need = estimate_bytes(info, layers, vocab, tokens)
+    have = available_bytes()
+    if have is not None and need > 0.9 * have:
+        raise ConfigError("model", f"{label}: the model needs about {need / 1e9:.1f} GB to load "
+                          f"and audit {tokens} tokens; {have / 1e9:.1f} GB are available")
