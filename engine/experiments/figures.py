@@ -198,12 +198,7 @@ def _panels(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
         for rule in spec.rules:
             series = []
             for where, colour in zip(combos, colours):
-                pts = []
-                for v in values:
-                    sel = [r for r in results if _matches(r, {**where, fig.panel: pv, fig.x: v})]
-                    p = point(sel, rule, fig.y)
-                    if p is not None and not (fig.x_log and float(v) <= 0):
-                        pts.append((float(v), p))
+                pts = _along(results, rule, fig, {**where, fig.panel: pv}, values)
                 name = ", ".join(f"{k}={_fmt(v)}" for k, v in where.items()) or rule
                 series.append(_series(name, rule, pts, fig.y_log, colour))
             fid = f"{spec.name}_{i + 1}_{fig.y.replace('@', '_at_')}_{_fmt(pv)}_{rule}"
@@ -272,6 +267,18 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
     return _vs_step(spec, fig, fid, y_label, results)
 
 
+def _along(results: list[dict[str, Any]], rule: str, fig: FigureSpec, where: dict[str, Any],
+           values: Iterable[Any]) -> list[tuple[float, tuple[float, float, float, int]]]:
+    """(x, point) of ``fig.y`` for ``rule`` at each value of the axis ``fig.x``, the other axes
+    at ``where`` (a log x axis drops values <= 0)."""
+    pts = []
+    for v in values:
+        p = point([r for r in results if _matches(r, {**where, fig.x: v})], rule, fig.y)
+        if p is not None and not (fig.x_log and float(v) <= 0):
+            pts.append((float(v), p))
+    return pts
+
+
 def _vs_axis(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
              results: list[dict[str, Any]]) -> FigureData:
     """The measure along one axis, a series per rule and per value of the other axes."""
@@ -279,12 +286,7 @@ def _vs_axis(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
     series: list[Series] = []
     for rule in spec.rules:
         for where in _other_points(spec, results, (fig.x,)):
-            pts = []
-            for v in values:
-                sel = [r for r in results if _matches(r, {**where, fig.x: v})]
-                p = point(sel, rule, fig.y)
-                if p is not None and not (fig.x_log and float(v) <= 0):
-                    pts.append((float(v), p))
+            pts = _along(results, rule, fig, where, values)
             name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
             series.append(_series(name, rule, pts, fig.y_log))
     return FigureData(fid, fig.kind, fig.title, label(fig.x), y_label, fig.x_log, fig.y_log,

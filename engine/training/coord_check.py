@@ -281,6 +281,22 @@ def slopes(rows: Any) -> list[Slope]:
     return sorted(out, key=lambda s: (s.param, s.scaling, order.get(s.kind, 99), s.step))
 
 
+def _points(means: dict[tuple[str, str, str, int, int, int], float],
+            key: tuple[str, str, str, int], widths: tuple[int, ...]) -> tuple[tuple[Any, ...], ...]:
+    """(x, y, lo, hi, n) of one kind at one step: the mean over seeds ± 1 SE per width, where
+    it is positive (a log axis)."""
+    from engine.experiments.summary import mean_se
+
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    for w in widths:
+        vals = [v for (p, r, k, st, _s, wd), v in means.items() if (p, r, k, st) == key and wd == w]
+        m, se = mean_se(vals) if vals else (math.nan, math.nan)
+        if vals and m > 0 and math.isfinite(m):
+            for col, v in zip(cols, (float(w), m, m - se if m - se > 0 else m, m + se, len(vals))):
+                col.append(v)
+    return tuple(tuple(c) for c in cols)
+
+
 # -- figures -----------------------------------------------------------------------------------------
 #: one colour per kind (Okabe-Ito); the steps differ by line style
 KIND_COLOURS = {"embedding": "#E69F00", "attention logits": "#56B4E9",
@@ -293,7 +309,6 @@ def figure_data(cfg: CoordCheckConfig, rows: Any) -> list[Any]:
     over seeds ± 1 SE) against the width on log-log axes, a line per kind and step. Zeros (a
     weight that starts at zero) have no place on a log axis and are left out."""
     from engine.experiments.figures import FigureData, Series
-    from engine.experiments.summary import mean_se
 
     means = kind_means(rows)
     figures = []
@@ -303,20 +318,10 @@ def figure_data(cfg: CoordCheckConfig, rows: Any) -> list[Any]:
         series = []
         for kind in KINDS:
             for step in range(cfg.steps + 1):
-                xs, ys, los, his, ns = [], [], [], [], []
-                for w in cfg.widths:
-                    vals = [v for (p, r, k, st, _s, wd), v in means.items()
-                            if (p, r, k, st, wd) == (param, rule, kind, step, w)]
-                    m, se = mean_se(vals) if vals else (math.nan, math.nan)
-                    if vals and m > 0 and math.isfinite(m):
-                        xs.append(float(w))
-                        ys.append(m)
-                        los.append(m - se if m - se > 0 else m)
-                        his.append(m + se)
-                        ns.append(len(vals))
-                if xs or not rows:
-                    series.append(Series(f"{kind}, step {step}", kind, tuple(xs), tuple(ys),
-                                         tuple(los), tuple(his), tuple(ns), KIND_COLOURS[kind]))
+                points = _points(means, (param, rule, kind, step), cfg.widths)
+                if points[0] or not rows:
+                    series.append(Series(f"{kind}, step {step}", kind, *points,
+                                         colour=KIND_COLOURS[kind]))
         figures.append(FigureData(
             f"coord_{param}", "vs_axis",
             f"Coord check, {param} ({rule} attention, base width {cfg.base_width or cfg.widths[0]})",
