@@ -16,9 +16,9 @@ import numpy as np
 
 from engine.config import SimulationConfig, SweepConfig
 from engine.errors import Cancelled
-from engine.rules import RULE_REGISTRY
+from engine.rules import RULE_REGISTRY, RuleParams
 from engine.sampling import ScoreSampler, resolve_backend
-from engine.softmax import row_metrics
+from engine.softmax import RowMetrics
 from engine.stats import Estimate, Histogram, PooledScoreMoments, RunningMoments, StreamingHistogram
 from engine.theory import NormalMixture, logit_theory, raw_score_theory, row_var_theory
 
@@ -30,7 +30,7 @@ SAMPLE_KEYS = 512
 
 # per-row metrics tracked by RunningMoments, in this order
 _ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
-               "target_weight", "row_var")
+               "target_weight", "row_var", "key_mass", "sink_weight")
 
 
 def row_variance(x: np.ndarray) -> np.ndarray:
@@ -66,6 +66,10 @@ class RuleResult:
     logit_row_var: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
     #: its prediction (``engine.theory.row_var_theory``); None where no exact formula applies
     logit_row_var_theory: float | None = None
+    #: mean sum of the key weights (1 for a softmax; below 1 with a sink; any value for sigmoid)
+    key_mass: Estimate = field(default_factory=lambda: Estimate(1.0, 0.0))
+    #: mean weight on the sink (0 without one): engine.softmax, "Weights that do not sum to one"
+    sink_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
 
     @property
     def logit_std(self) -> Estimate:
@@ -144,6 +148,8 @@ class SimulationSnapshot:
                 "saturation_threshold": c.saturation_threshold,
                 "method": self.method, "backend": self.backend, "device": self.device,
                 "dtype": c.dtype,
+                "key_mass_mean": r.key_mass.mean, "key_mass_se": r.key_mass.se,
+                "sink_weight_mean": r.sink_weight.mean, "sink_weight_se": r.sink_weight.se,
             })
         return rows
 
@@ -181,13 +187,13 @@ class _RuleAccumulator:
         self.log_n = math.log(cfg.n_keys)
         self.threshold = cfg.saturation_threshold
 
-    def update(self, logits: np.ndarray) -> None:
-        m = row_metrics(logits)
+    def update(self, logits: np.ndarray, m: RowMetrics) -> None:
+        """One chunk: its logits (what the softmax sees) and their row metrics under the rule."""
         entropy_norm = m.entropy / self.log_n
         saturated = m.top_weight > self.threshold
         cols = np.stack([m.top_weight, saturated, m.entropy, entropy_norm,
                          m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0],
-                         row_variance(logits)], axis=1)
+                         row_variance(logits), m.key_mass, m.sink_weight], axis=1)
         self.rows.update(cols)
         self.logits.update(logits)
         self.logit_hist.update(logits)
@@ -210,6 +216,7 @@ class _RuleAccumulator:
             log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
             sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
             target_weight=e(6), logit_row_var=e(7), logit_row_var_theory=self.row_theory,
+            key_mass=e(8), sink_weight=e(9),
         )
 
 
@@ -229,6 +236,7 @@ def simulate(
     raw_theory = raw_score_theory(cfg)
     accs = {name: _RuleAccumulator(cfg, name) for name in cfg.scalings}
     params = cfg.rule_params()
+    rule_params = RuleParams(cfg.d_k, cfg.temperature, **params)
     done = 0
     for size in sampler.plan.sizes(cfg.trials):
         if cancelled is not None and cancelled():
@@ -238,7 +246,10 @@ def simulate(
         raw_rows.update(row_variance(scores.dot)[:, None])
         raw_hist.update(scores.dot)
         for name, acc in accs.items():
-            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature, **params))
+            rule = RULE_REGISTRY[name]
+            z = rule.pre_logits(scores, cfg.d_k, cfg.temperature, **params)
+            logits = rule.capped(z, rule_params)
+            acc.update(logits, rule.row_metrics(logits, rule_params, z))
         done += size
         yield SimulationSnapshot(
             config=cfg, trials_done=done, elapsed_s=time.perf_counter() - start,

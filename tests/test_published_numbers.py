@@ -36,6 +36,12 @@ CLOSED_FORMS = {
     "65,536": "a number of keys, a parameter",
     "999": "an inspector input (3, -2*999)",
     "1000": "an inspector input's length",
+    "4.98": "5 tanh(16/5), a soft-capped logit (test_the_scale_control_steps_claims)",
+    "0.0066": "1 - tanh^2(16/5), the cap's slope (test_the_scale_control_steps_claims)",
+    "0.051": "p(1 - p) of the inspector example's target (test_the_scale_control_steps_claims)",
+    "13.2": "8 e^(1/2), the keys' expected sum (test_the_scale_control_steps_claims)",
+    "7.4": "e^2, a sink logit of 2 (test_the_scale_control_steps_claims)",
+    "0.36": "e^2 / (e^2 + 8 e^(1/2)) (test_the_scale_control_steps_claims)",
 }
 SMALL = 16  #: integers up to this are counts and inputs (8 keys, 16 seeds, 10 steps, √4 = 2)
 #: docs/SCIENCE.md only: properties of floating point and parameters of the lab

@@ -26,6 +26,7 @@ class WindowTour(WindowPart):
     def __init__(self, window: Any) -> None:
         super().__init__(window)
         self.panel: Any = None
+        self._options: dict = {}  #: the scale controls of the current step's inspector example
         self.dock: QDockWidget | None = None
         self._size_before: Any = None
 
@@ -88,6 +89,8 @@ class WindowTour(WindowPart):
             tour.sweep_axis.connect(lambda axis: w.set_sweep_axis(axis, rerun=False))
         tour.apply_config.connect(w.apply_config)
         tour.highlight.connect(lambda plot_id: w.highlight_plot(plot_id, hold=True))
+        if hasattr(tour, "inspector_options"):
+            tour.inspector_options.connect(self._example_options)
         if hasattr(tour, "show_inspector"):
             tour.show_inspector.connect(self._load_example)
         if hasattr(tour, "open_inspector"):
@@ -110,6 +113,13 @@ class WindowTour(WindowPart):
         if before is not None and not w.isMaximized() and w.width() > before.width():
             w.resize(before)
 
+    def _example_options(self, options: dict) -> None:
+        """The next example's soft-cap and sink (cleared when it has none)."""
+        self._options = dict(options)  # (an inspector opened later by the link gets them too)
+        page = self.window.pages.get("InspectorPage")
+        if page is not None and hasattr(page, "set_rule_options"):
+            page.set_rule_options(options)
+
     def _load_example(self, scores: list, scale: float) -> None:
         """A step's example: load it into the inspector if that page exists, without leaving the
         plot the step highlights (the tour's link opens the inspector)."""
@@ -121,4 +131,6 @@ class WindowTour(WindowPart):
         """The user asked for the step's example: open the inspector with it."""
         page = self.window.open_page("InspectorPage")
         if page is not None and hasattr(page, "set_scores"):
+            if hasattr(page, "set_rule_options"):
+                page.set_rule_options(self._options)
             page.set_scores(scores, scale)

@@ -107,6 +107,10 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
     return rows
 
 
+#: the files ``write_audit_outputs`` may write
+AUDIT_FILES = ("audit.csv", "layers.csv", "whatif.csv", "backends.csv", "audit.json")
+
+
 def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif: Any = None,
                         extra: dict[str, Any] | None = None, backends: Any = None) -> list[Path]:
     """audit.csv, layers.csv, (whatif.csv, backends.csv) and audit.json (model, note, timings)

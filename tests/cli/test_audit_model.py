@@ -199,7 +199,8 @@ def test_a_failed_write_leaves_no_partial_outputs(tiny_bert_dir: Path, tmp_path:
     out = tmp_path / "out"
     out.mkdir()
     (out / "layers.csv").write_text("old")
-    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--out"]
+    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--force",
+            "--out"]
     assert _exit_code([*argv, str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]

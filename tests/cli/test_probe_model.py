@@ -204,7 +204,7 @@ def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkey
 
     monkeypatch.setattr(export, "write_json", full)
     assert _exit_code(["probe-model", "--model", str(model), "--text", "why is the key scaled",
-                       "--out", str(out), "--bootstrap", "0", "--quiet"]) == 2
+                       "--out", str(out), "--bootstrap", "0", "--quiet", "--force"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv"]  # no staging folder left

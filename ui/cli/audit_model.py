@@ -7,7 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import TEXT_FILE_LIMIT_MB, fail, text_arg
+from ui.cli.common import TEXT_FILE_LIMIT_MB, add_force, fail, text_arg
 
 PROG = "attention-lab audit-model"
 
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="cut the text to N tokens")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="write audit.csv, layers.csv (whatif.csv), audit.json here")
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -98,7 +99,8 @@ def _config(args: argparse.Namespace, text: str | None, bugs: tuple[tuple[int, s
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import output_dir
+    from engine.probe.audit_export import AUDIT_FILES
     from engine.probe.training_audit import training_weights_path
 
     weights = training_weights_path(args.model)
@@ -108,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = None if weights is not None else _config(args, text, bugs)
         created = not Path(args.out).exists()
-        out = ensure_writable_dir(args.out)
+        out = output_dir(args.out, AUDIT_FILES, force=args.force)
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")

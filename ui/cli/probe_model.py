@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ui.cli.common import TEXT_FILE_LIMIT_MB, fail, format_table, progress_bar, text_arg
+from ui.cli.common import (
+    TEXT_FILE_LIMIT_MB,
+    add_force,
+    fail,
+    format_table,
+    progress_bar,
+    text_arg,
+)
 
 PROG = "attention-lab probe-model"
 
@@ -31,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     p.add_argument("--saturation-threshold", type=float, default=0.99, metavar="P",
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -43,9 +51,10 @@ def _text(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import output_dir
     from engine.probe.analyze import analyze
     from engine.probe.config import ProbeConfig
+    from engine.probe.export import PROBE_FILES
     from engine.probe.loader import inspect_model_dir, resolve_model_dir
 
     text = _text(args)
@@ -54,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                           bootstrap=args.bootstrap, seed=args.seed, max_tokens=args.max_tokens)
         inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before any import
         created = bool(args.out) and not Path(args.out).exists()
-        out = ensure_writable_dir(args.out) if args.out else None
+        out = output_dir(args.out, PROBE_FILES, force=args.force) if args.out else None
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")

@@ -324,3 +324,39 @@ def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
     assert round(float(page.result.weights[0]), 4) == 0.1293
     page.examples.activated.emit(first + 2)
     assert round(float(page.result.weights[0]), 4) == 0.9996
+
+
+def test_a_sink_logit_takes_its_weight_and_is_shown(qtbot, page):
+    type_into(qtbot, page.scores_edit, "8, 0, -8")
+    type_into(qtbot, page.sink_edit, "8")
+    assert page.refresh()
+    r = page.result
+    # the sink ties the top score: it takes about half of the row, and the page says so
+    assert r.sink == 8.0 and r.sink_weight == pytest.approx(1 / (2 + math.exp(-8) + math.exp(-16)))
+    assert r.key_mass + r.sink_weight == pytest.approx(1.0, abs=1e-15)
+    assert "sink takes" in page.summary["top"].text()
+    assert "sink" in page.formula.text()
+    # every entry's weight: e^s_i / (sum e^s + e^sink)
+    z = math.exp(8) + 1 + math.exp(-8) + math.exp(8)
+    np.testing.assert_allclose(page.model.column("weight"), [math.exp(8) / z, 1 / z,
+                                                            math.exp(-8) / z], rtol=1e-13)
+
+
+def test_softcap_and_sigmoid_fields_and_bad_text(qtbot, page):
+    type_into(qtbot, page.scores_edit, "30, 0, -30")
+    type_into(qtbot, page.softcap_edit, "5")
+    assert page.refresh()
+    assert page.result.softcap == 5.0 and np.abs(page.result.scaled).max() <= 5.0
+    page.softcap_edit.setText("")
+    page.sigmoid_box.setChecked(True)
+    assert page.refresh()
+    assert page.result.sigmoid and page.result.key_mass != 1.0
+    page.sink_edit.setText("1")  # a sink needs a softmax
+    assert not page.refresh()
+    assert "sink" in page.error_text("options")
+    page.sigmoid_box.setChecked(False)
+    page.sink_edit.setText("abc")
+    assert not page.refresh()
+    assert "not a number" in page.error_text("options")
+    page.sink_edit.setText("")
+    assert page.refresh() and page.error_text("options") == ""

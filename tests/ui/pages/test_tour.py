@@ -429,3 +429,43 @@ def test_unchecking_ask_shows_question_steps_at_once(asking_panel) -> None:
     panel.ask_check.setChecked(False)
     panel.start(QUESTION_STEPS[0])
     assert not panel.asking and rec.take() == expected_events(QUESTION_STEPS[0])
+
+
+def test_the_scale_control_steps_claims() -> None:
+    """Soft-capping and sinks: the inspector numbers in their texts follow from the engine (the
+    simulation figures are claims in resources/claims.json)."""
+    cap = step_with("soft-capping has")
+    assert cap.config["softcap"] == 5.0 and "softcap" in cap.config["scalings"]
+    assert cap.inspector is not None and cap.inspector.options == {"softcap": 5.0}
+    capped = inspect_scores(cap.inspector.scores, cap.inspector.scale, softcap=5.0)
+    top = capped.weights[0]
+    slope = 1 - math.tanh(16 / 5) ** 2
+    assert f"{5 * math.tanh(16 / 5):.2f}" in cap.text and f"{slope:.4f}" in cap.text
+    assert f"{top * (1 - top):.3f}" in cap.text
+    assert capped.jacobian[0, 0] == pytest.approx(top * (1 - top) * slope, rel=1e-12)
+    assert f"{capped.jacobian[0, 0]:.1e}" in cap.text  # the target's entry, through the cap
+    sink = step_with("a sink lets")
+    assert sink.config["sink"] == 2.0 and sink.inspector.options == {"sink": 2.0}
+    no_match = inspect_scores(sink.inspector.scores, sink.inspector.scale, sink=2.0)
+    matched = inspect_scores([6, *sink.inspector.scores[1:]], sink.inspector.scale, sink=2.0)
+    assert f"{no_match.sink_weight:.3f}" in sink.text and f"{matched.sink_weight:.3f}" in sink.text
+    keys, s = 8 * math.exp(0.5), math.exp(2.0)  # E[sum e^z] of 8 logits of spread 1; the sink
+    explain = sink.question.explain
+    assert f"{keys:.1f}" in explain and f"{s:.1f}" in explain and f"{s / (s + keys):.2f}" in explain
+
+
+def test_an_example_with_scale_controls_sends_them_before_its_scores(panel) -> None:
+    events = []
+    panel.inspector_options.connect(lambda o: events.append(("options", o)))
+    panel.show_inspector.connect(lambda s, c: events.append(("inspector", s, c)))
+    panel.start()
+    index = next(i for i, s in enumerate(STEPS) if s.inspector and "sink" in s.inspector.options)
+    plain = next(i for i, s in enumerate(STEPS) if s.inspector and not s.inspector.options)
+    while panel.index < index:
+        events.clear()
+        panel.next_button.click()
+    assert events[0] == ("options", {"sink": 2.0}) and events[1][0] == "inspector"
+    while panel.index > plain:  # an example without options clears them
+        events.clear()
+        panel.back_button.click()
+    assert events[0] == ("options", {})

@@ -123,6 +123,10 @@ class WeightsPlot(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        title = r.weights_name[0].upper() + r.weights_name[1:]
+        if r.sink is not None:
+            title += f" (the sink takes {cell(r.sink_weight, compact=True)})"
+        self.getPlotItem().setTitle(title)
         n = r.weights.size
         x = np.arange(n, dtype=float)
         width = 0.4 if n <= 256 else 0.5
@@ -150,6 +154,17 @@ def _log10(values: np.ndarray) -> np.ndarray:
     """log10 for display; exact zeros (underflowed weights) give -inf, put on the floor above."""
     with np.errstate(divide="ignore"):
         return np.log10(values)
+
+
+def jacobian_title(r: InspectResult) -> str:
+    """The heatmap's title: the formula of this result's Jacobian."""
+    if r.sigmoid:
+        text = "Sigmoid Jacobian J = diag(p_i (1 − p_i))"
+    elif r.sink is not None:
+        text = "Jacobian with a sink J = diag(p) − p pᵀ (Σp < 1)"
+    else:
+        text = "Softmax Jacobian J = diag(p) − p pᵀ"
+    return text + (" × tanh′(z_j/c)" if r.softcap else "")
 
 
 class JacobianHeatmap(pg.PlotWidget):
@@ -188,6 +203,7 @@ class JacobianHeatmap(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        self.getPlotItem().setTitle(jacobian_title(r))
         self.hovered.emit("")  # a read-out of the old matrix (e.g. J[4, 3] of a 5x5) is stale
         jac = r.jacobian
         n = jac.shape[0]

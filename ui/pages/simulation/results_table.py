@@ -37,6 +37,9 @@ COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
     ("H / log n", "Mean attention entropy divided by its ceiling log(n)", lambda r: r.entropy_norm),
     ("‖J‖_F", "Mean Frobenius norm of the softmax Jacobian per row", lambda r: r.jacobian_fro),
     ("max |J_ij|", "Mean largest Jacobian entry per row (at most 0.25)", lambda r: r.jacobian_max_abs),
+    ("Σ p_i", "Mean sum of the key weights: 1 for a softmax, below 1 with a sink, any value for "
+              "sigmoid attention", lambda r: r.key_mass),
+    ("sink", "Mean weight on the sink (the sink rule; 0 for the others)", lambda r: r.sink_weight),
 )
 
 

@@ -41,6 +41,10 @@ PLOT_NAMES = {
 }
 
 
+#: how the hint names an example's scale controls (the inspector's field labels)
+OPTION_NAMES = {"softcap": "cap c", "sink": "sink"}
+
+
 class TourPanel(QWidget):
     """Step k of N: title, two or three sentences, Back / Next / Leave tour (arrow keys work)."""
 
@@ -48,6 +52,9 @@ class TourPanel(QWidget):
     sweep_axis = Signal(str)  #: what the entered step's sweep runs along (before apply_config)
     highlight = Signal(str)  #: plot id of the entered step
     show_inspector = Signal(list, float)  #: scores and scale, when the step has an example
+    #: the example's scale controls (soft-cap c, sink logit; {} for none), just before
+    #: ``show_inspector`` / ``open_inspector``
+    inspector_options = Signal(dict)
     #: the user clicked "open the Score inspector": scores and scale of the step's example
     open_inspector = Signal(list, float)
     finished = Signal()  #: the user left the tour (the settings stay)
@@ -287,8 +294,10 @@ class TourPanel(QWidget):
             hint = f"Look at: <b>{html.escape(name)}</b>"
             if step.inspector is not None:
                 scores = step.inspector.scores_text
+                extra = "".join(f", {OPTION_NAMES[k]} {v:g}"
+                                for k, v in step.inspector.options.items())
                 hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
-                         f"(scores {scores}, scale {step.inspector.scale:g})")
+                         f"(scores {scores}, scale {step.inspector.scale:g}{extra})")
             self._plot_hint.setText(hint)
         self.back_button.setEnabled(step is not None and index > 0)
         self.next_button.setEnabled(step is not None and index < n - 1)
@@ -298,6 +307,7 @@ class TourPanel(QWidget):
         step = self.current_step
         if step is None or step.inspector is None:
             return False
+        self.inspector_options.emit(dict(step.inspector.options))
         self.open_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))
         return True
 
@@ -326,4 +336,5 @@ class TourPanel(QWidget):
         self.apply_config.emit(dict(step.config))
         self.highlight.emit(step.plot)
         if step.inspector is not None:
+            self.inspector_options.emit(dict(step.inspector.options))
             self.show_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))
