@@ -61,3 +61,25 @@ def test_out_is_required(capsys):
     with pytest.raises(SystemExit) as e:
         main(TINY)
     assert e.value.code == 2 and "--out" in capsys.readouterr().err
+
+
+def test_a_folder_with_the_users_files_is_refused_unless_force(tmp_path, capsys):
+    """Never overwritten silently: coord.csv (and with --figures any image, the figure tables)
+    already there -> one line naming them, exit 2, nothing written; --force replaces them."""
+    for name, figures in (("coord.csv", []), ("slopes.csv", []), ("mine.png", ["--figures"]),
+                          ("coord_mup.csv", ["--figures"])):
+        out = tmp_path / name.replace(".", "_")
+        out.mkdir()
+        (out / name).write_text("mine")
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as e:
+            main([*TINY, "--out", str(out), *figures])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and len(err.splitlines()) == 1, err
+        assert "--out" in err and "--force" in err and name in err
+        assert sorted(p.name for p in out.iterdir()) == [name]
+        assert (out / name).read_text() == "mine"
+    out = tmp_path / "coord_csv"
+    (out / "notes.txt").write_text("kept")  # not one of its files: no conflict
+    assert main([*TINY, "--out", str(out), "--force"]) == 0
+    assert (out / "coord.csv").read_text() != "mine" and (out / "notes.txt").read_text() == "kept"

@@ -11,9 +11,11 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
 
 PROG = "attention-lab coord-check"
+#: the files coord-check writes into --out (with --figures also PNG and SVG files)
+FILES = ("coord.csv", "slopes.csv", "config.json")
 TABLE = [("param", "param"), ("scaling", "rule"), ("kind", "kind"), ("step", "step"),
          ("slope", "slope ± SE"), ("seeds", "seeds")]
 
@@ -45,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write one PNG and SVG per param: mean |activation| vs width, "
                         "log-log, a line per kind and step")
     add_figure_style(p)
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -58,7 +61,7 @@ def build_config(args: argparse.Namespace):  # -> CoordCheckConfig
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import FIGURE_PATTERNS, output_dir
 
     if not args.out:
         fail(PROG, "is required (the folder the results go to)", "out")
@@ -69,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
             fail(PROG, "needs PySide6 to draw the figures", "figures")
     try:
         cfg = build_config(args)
-        out = ensure_writable_dir(args.out)
+        figures = [f"coord_{p}.csv" for p in cfg.params] if args.figures else []
+        out = output_dir(args.out, [*FILES, *figures], FIGURE_PATTERNS if args.figures else (),
+                         args.force)
     except ConfigError as exc:
         fail(PROG, _option(exc))
     from engine.training.coord_check import run_coord_check
