@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar, require_out
 
 PROG = "attention-lab coord-check"
 #: the files coord-check writes into --out (with --figures also PNG and SVG files)
@@ -63,13 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
     from engine.io import FIGURE_PATTERNS, output_dir
 
-    if not args.out:
-        fail(PROG, "is required (the folder the results go to)", "out")
-    if args.figures:
-        try:
-            import PySide6  # noqa: F401
-        except ImportError:
-            fail(PROG, "needs PySide6 to draw the figures", "figures")
+    require_out(PROG, args)
     try:
         cfg = build_config(args)
         figures = [f"coord_{p}.csv" for p in cfg.params] if args.figures else []
