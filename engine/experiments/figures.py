@@ -515,7 +515,9 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
 def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
     """Per rule and value of the other axes (e.g. param): the best ``over`` (lr) at the
     narrowest and at the widest ``width``, how far it moves (grid steps ± bootstrap SE, and as
-    a factor), and at how many learning rates the widest model ends lower than the narrowest."""
+    a factor), and whether the widest model is better at a fixed value: at the narrowest one's
+    best grid value of ``over``, the metric of the widest minus the narrowest (mean ± SE over
+    paired seeds)."""
     from engine.experiments.transfer import curve, fixed_lr_comparison, optimum, shift
 
     v = spec.verdict
@@ -531,11 +533,12 @@ def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str
                 parts.append(f"{name}: not enough runs yet")
                 continue
             a, b, sh = optimum(narrow), optimum(wide), shift(narrow, wide)
-            better, compared, *_ = fixed_lr_comparison(narrow, wide)
+            at, diff, diff_se = fixed_lr_comparison(narrow, wide)
             edge = "" if a.inside and b.inside else " (at the grid's end: may move further)"
             parts.append(f"{name} {a.lr:.3g} -> {b.lr:.3g}, {sh.steps:+.1f} ± "
                          f"{sh.se / sh.grid_step:.1f} grid steps (x{sh.factor:.2g}){edge}, widest "
-                         f"lower at {better}/{compared} {v.over}s")
+                         f"at {at:.2g} {diff:+.2g} ± {diff_se:.2g}")
     return (f"best {v.over}, {v.width} {_fmt(narrow_w)} -> {_fmt(wide_w)} (parabola vertex in "
-            f"log {v.over} of the {label(v.metric)}; ± bootstrap SE over seeds): "
+            f"log {v.over} of the {label(v.metric)}; ± bootstrap SE over seeds; widest at the "
+            f"narrowest's best {v.over}: its {label(v.metric)} minus the narrowest's, ± SE): "
             + "; ".join(parts))

@@ -203,18 +203,15 @@ def shift(narrow: Curve, wide: Curve) -> Shift:
     return Shift(wide.best_log_lr() - narrow.best_log_lr(), se, lo, hi, step)
 
 
-def fixed_lr_comparison(narrow: Curve, wide: Curve) -> tuple[int, int, float, float, float]:
-    """Whether the wide model is better at a fixed learning rate: (learning rates where its mean
-    loss is lower, learning rates compared, the narrow model's best grid lr, the difference
-    wide - narrow of the mean loss there, its standard error over seeds (seeds paired))."""
-    mn, mw = narrow.means(), wide.means()
-    ok = np.isfinite(mn) & np.isfinite(mw)
-    better = int((mw[ok] < mn[ok]).sum())
-    i = int(np.nanargmin(mn))
+def fixed_lr_comparison(narrow: Curve, wide: Curve) -> tuple[float, float, float]:
+    """Whether the wide model is better at a fixed learning rate: (the narrow model's best grid
+    lr, the difference wide - narrow of the loss there, mean ± its standard error over the
+    seeds, paired)."""
+    i = int(np.nanargmin(narrow.means()))
     diffs = [w - n for w, n in zip(wide.losses[i], narrow.losses[i])
              if math.isfinite(w) and math.isfinite(n)]
     d, se = mean_se(diffs) if diffs else (math.nan, math.nan)
-    return better, int(ok.sum()), narrow.lrs[i], d, se
+    return narrow.lrs[i], d, se
 
 
 # -- published figures (resources/claims.json, kind "optimum") --------------------------------------

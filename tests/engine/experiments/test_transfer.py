@@ -127,7 +127,10 @@ def test_the_verdict_reports_both_params_as_measured():
     text = verdict(_spec(), _results(CENTRES))
     assert "sp sqrt 0.00965 -> 0.00129, -2.0 ± " in text  # 0.9 decade = 2.1 grid steps
     assert "mup sqrt 0.00965 -> 0.00965, +0.0 ± " in text
-    assert "grid steps" in text and "bootstrap" in text and "widest lower at" in text
+    assert "grid steps" in text and "bootstrap" in text
+    # at the narrow model's best grid lr (0.014) the sp model 8x wider ends higher, with its SE
+    sp = text.split("sp sqrt")[1].split(";")[0]
+    assert "widest at 0.014 +0.32 ± " in sp
 
 
 @pytest.mark.parametrize("measure,says", [
