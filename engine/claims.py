@@ -15,7 +15,11 @@ torch version, ARM or CUDA), so their tolerance is statistical, from the spread 
 (``judge_experiment``; docs/CLAIMS.md): a mean or median agrees within rounding plus
 ``se_multiple`` (3) combined standard errors, a success count when the Wilson 95 % intervals of
 the published and the measured count overlap. Only what is deterministic across machines (the
-number of runs, figures at step 0, before any training step) keeps the rounding alone. Each
+number of runs, figures at step 0, before any training step) keeps the rounding alone. A best
+learning rate (``optimum``, with its bootstrap standard error) and a coord-check slope
+(``coord``, mean ± SE over its seeds) are judged like a Monte-Carlo figure, rounding plus 3 of
+their standard errors; their interval bounds, factors and standard errors by rounding (these runs
+are short or scaled, not chaotic, and x86 machines agree under the kernel pin). Each
 experiment runs once per check (its jobs on a process pool), whatever the number of its claims.
 """
 
@@ -37,9 +41,10 @@ from engine.validate import quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
-KINDS = ("simulate", "inspect", "probe", "experiment")
-#: standard errors allowed on top of rounding for Monte-Carlo figures and for statistical
-#: experiment claims (combined standard errors), unless a claim says
+KINDS = ("simulate", "inspect", "probe", "experiment", "optimum", "coord")
+#: standard errors allowed on top of rounding for Monte-Carlo figures, for statistical
+#: experiment claims (combined standard errors) and for the bootstrap or seed standard errors of
+#: ``optimum`` and ``coord`` figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
 #: how an experiment claim is judged: by its rounding alone, or statistically (see the module)
 TOLERANCES = ("exact", "statistical")
@@ -50,7 +55,7 @@ class Claim:
     id: str
     where: str  #: the file and section that publish it
     text: str  #: the sentence as published (short)
-    kind: str  #: "simulate", "inspect", "probe" or "experiment"
+    kind: str  #: "simulate", "inspect", "probe", "experiment", "optimum" or "coord"
     #: the config of the run (SimulationConfig fields, or scores and scale; for an experiment ``{"experiment": NAME}`` (built-in) or ``{"spec": {...}}`` (its from_dict))
     params: dict[str, Any]
     measure: dict[str, Any]  #: what to read from the run (see the measurers below)
@@ -195,7 +200,12 @@ def _check_run(claim: Claim) -> None:
         probe = dataclass_schema(ProbeConfig, {"text": Text(max_chars=500_000)})
         _in("params", lambda: Record({**probe.fields, "text_preset": name}).check(claim.params))
         _in("measure", lambda: value_path.check(claim.measure))
-    else:  # an experiment: its spec, and what is selected from its results
+    elif claim.kind == "coord":
+        from engine.training.coord_check import CoordCheckConfig
+
+        _in("params", lambda: CoordCheckConfig.from_dict(claim.params))
+        _in("measure", lambda: coord_selector(claim))
+    else:  # an experiment (or its best learning rate): its spec, and what is selected from it
         spec = _in("params", lambda: experiment_of(claim))
         selector = _in("measure", lambda: selector_of(claim))
         _in("measure", lambda: selector.check(spec))
@@ -473,16 +483,62 @@ def experiment_of(claim: Claim) -> Any:
 
 
 def selector_of(claim: Claim) -> Any:
+    """The claim's figure of its experiment: a statistic over seeds (``experiment``) or a best
+    learning rate and its shift with the width (``optimum``, engine.experiments.transfer)."""
+    if claim.kind == "optimum":
+        from engine.experiments.transfer import OptimumSelector
+
+        return OptimumSelector.from_dict(claim.measure)
     from engine.experiments.select import Selector
 
     return Selector.from_dict(claim.measure)
 
 
+def coord_selector(claim: Claim) -> tuple[Any, str, str, int, str]:
+    """A coord check claim: (its config, param, kind, step, stat: slope or se)."""
+    from engine.training.coord_check import KINDS as COORD_KINDS
+    from engine.training.coord_check import CoordCheckConfig
+
+    cfg = CoordCheckConfig.from_dict(claim.params)
+    m = claim.measure
+    if set(m) != {"param", "kind", "step", "stat"} or m["stat"] not in ("slope", "se") \
+            or m["param"] not in cfg.params or m["kind"] not in COORD_KINDS \
+            or m["step"] not in range(cfg.steps + 1):
+        raise ConfigError("measure", "needs param (one of the check's), kind "
+                                     f"({', '.join(COORD_KINDS)}), step (0..{cfg.steps}) and "
+                                     "stat (slope or se)")
+    return cfg, m["param"], m["kind"], int(m["step"]), m["stat"]
+
+
+def _measure_coord(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    """A slope of the coord check (engine.training.coord_check), mean ± SE over its seeds."""
+    from collections import deque
+
+    from engine.errors import Cancelled
+    from engine.training.coord_check import run_coord_check, slopes
+
+    cfg, param, kind, step, stat = coord_selector(claim)
+
+    def run() -> list[Any]:
+        last = deque(run_coord_check(cfg, cache.cancelled), maxlen=1)
+        if not last or not last[0].finished:
+            raise Cancelled
+        return slopes(last[0].rows)
+
+    fitted = cache.get({"coord": cfg.to_dict()}, run)
+    s = next((s for s in fitted if (s.param, s.kind, s.step) == (param, kind, step)), None)
+    if s is None or s.seeds == 0:
+        raise MeasurementFailed(f"no slope of {kind} at step {step} under {param} (zero at "
+                                "some width)")
+    return (s.slope, s.se) if stat == "slope" else (s.se, 0.0)
+
+
 def _measure_experiment(claim: Claim, cache: _Cache) -> Any:
-    """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
-    runs once per check, on the cache's pool, its jobs kept in ``cache_dir`` and reused from it
-    only under the same fingerprint (code, torch, CPU kernels); every job that judges a claim
-    must carry this machine's fingerprint."""
+    """A figure over the seeds of an experiment (``engine.experiments.select``, or a best
+    learning rate: ``engine.experiments.transfer``); the experiment runs once per check, on the
+    cache's pool, its jobs kept in ``cache_dir`` and reused from it only under the same
+    fingerprint (code, torch, CPU kernels); every job that judges a claim must carry this
+    machine's fingerprint."""
     from engine.errors import Cancelled
     from engine.experiments.runner import expected_fingerprint, run_experiment, scan_results
 
@@ -561,7 +617,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
 
 MEASURERS: dict[str, Callable[[Claim, _Cache], Any]] = {
     "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
-    "experiment": _measure_experiment,
+    "experiment": _measure_experiment, "optimum": _measure_experiment, "coord": _measure_coord,
 }
 
 

@@ -49,6 +49,7 @@ class ExperimentFigurePanel(PlotPanel):
 
     plot_id = "experiment_figure"
     title = "Experiment"
+    figure_page = "experiments"
 
     def __init__(self, figure: Any = None, parent: QWidget | None = None,
                  compact: bool = False) -> None:
@@ -129,7 +130,7 @@ class ExperimentFigurePanel(PlotPanel):
             seen.add(s.name)
             items = self._items.get(s.name)
             if items is None:
-                items = self._make_items(s.name, s.rule, k, fig.kind)
+                items = self._make_items(s.name, s.rule, k, fig.kind, s.colour)
                 self._items[s.name] = items
             curve, bars, lo_curve, hi_curve = items
             x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
@@ -155,15 +156,18 @@ class ExperimentFigurePanel(PlotPanel):
                 if bars is not None:
                     bars.setData(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0))
 
-    def _make_items(self, name: str, rule: str, k: int, kind: str) -> tuple[Any, Any, Any, Any]:
+    def _make_items(self, name: str, rule: str, k: int, kind: str, own_colour: str = ""
+                    ) -> tuple[Any, Any, Any, Any]:
+        """A series' items in its own colour, else its rule's; the k-th style of its group."""
         plot = self.plot
+        colour = own_colour or rule_color(rule)
         style = _STYLES[k % len(_STYLES)]
-        pen = rule_pen(rule, 2.0, style) if kind != "by_rule" else None
+        pen = pg.mkPen(colour, width=2.0, style=style) if kind != "by_rule" else None
         curve = plot.plot([], [], pen=pen, name=name, symbol=_SYMBOLS[k % len(_SYMBOLS)],
-                          symbolSize=8, symbolBrush=rule_color(rule), symbolPen=rule_color(rule))
+                          symbolSize=8, symbolBrush=colour, symbolPen=colour)
         if kind == "vs_step":
             curve.setSymbol(None)
-            c = pg.mkColor(rule_color(rule))
+            c = pg.mkColor(colour)
             lo_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
             hi_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
             plot.addItem(lo_curve)
@@ -172,7 +176,8 @@ class ExperimentFigurePanel(PlotPanel):
             band = pg.FillBetweenItem(lo_curve, hi_curve, brush=pg.mkBrush(c))
             plot.addItem(band)
             return curve, None, lo_curve, hi_curve
-        bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=rule_pen(rule, 1.5), beam=0.05)
+        bar_pen = pg.mkPen(colour, width=1.5) if own_colour else rule_pen(rule, 1.5)
+        bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=bar_pen, beam=0.05)
         plot.addItem(bars)
         return curve, bars, None, None
 
@@ -189,9 +194,11 @@ class ExperimentFigurePanel(PlotPanel):
 
 
 def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
-                             theme: str = "light", style: str = "screen") -> list[Path]:
+                             theme: str = "light", style: str = "screen",
+                             source: dict[str, Any] | None = None) -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
-    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen);
+    ``source`` (the experiment and its folder) goes into each figure's metadata."""
     from ui.export import style_size, write_styled_figures
     from ui.headless import offscreen_panel, settle_layout
 
@@ -201,6 +208,8 @@ def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[
     for fig in figures:
         with offscreen_panel(partial(ExperimentFigurePanel, fig), style_size(SIZE, style),
                              theme) as panel:
+            if source is not None:
+                panel.figure_source = lambda: source
             panel.refresh(fig, force=True)
             settle_layout(panel)
             written += write_styled_figures(panel, out, panel.plot_id, style, with_csv=True)

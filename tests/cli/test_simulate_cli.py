@@ -107,11 +107,50 @@ def test_unwritable_out_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         assert r.returncode == 2 and list(ro.iterdir()) == []
 
 
-def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path, monkeypatch) -> None:
+def _stderr_on_a_terminal(*args: str) -> tuple[int, str]:
+    """Run main.py with stderr on a pseudo-terminal (as in a shell); returns (exit status, what
+    it wrote there), read while it runs so that a full terminal buffer never blocks it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    # a terminal has a size (tqdm draws nothing on a 0-column one)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    code = proc.wait(timeout=300)
+    reader.join(10)
+    os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+QUICK = ("simulate", "--d-k", "8", "--trials", "100")
+
+
+def test_progress_bar_on_a_terminal_only_for_long_runs(monkeypatch) -> None:
     """The bar waits PROGRESS_DELAY_S (1 s) before it shows: a run shorter than the delay prints
     nothing. The delay is injectable, so neither case depends on how fast this machine is: a
     run under a delay of a million seconds prints nothing, and at a delay of 0 the bar shows at
-    once."""
+    once (on a terminal; --quiet never)."""
     from ui.cli.common import PROGRESS_DELAY_ENV, PROGRESS_DELAY_S, progress_delay
 
     assert PROGRESS_DELAY_S == 1.0 and progress_delay() == 1.0
@@ -121,14 +160,23 @@ def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path, monkeypatch) 
         monkeypatch.setenv(PROGRESS_DELAY_ENV, bad)
         assert progress_delay() == 1.0
     monkeypatch.setenv(PROGRESS_DELAY_ENV, "1e6")  # shorter than the delay, however loaded
-    quick = run("simulate", "--d-k", "8", "--trials", "100")
-    assert quick.returncode == 0 and quick.stderr == ""
+    code, shown = _stderr_on_a_terminal(*QUICK)
+    assert code == 0 and "trial" not in shown
     monkeypatch.setenv(PROGRESS_DELAY_ENV, "0")
-    shown = run("simulate", "--d-k", "8", "--trials", "100")
-    assert shown.returncode == 0
-    assert "simulate" in shown.stderr and "trial" in shown.stderr  # tqdm, at once
-    quiet = run("simulate", "--d-k", "8", "--trials", "100", "--quiet")
-    assert quiet.returncode == 0 and quiet.stderr == ""
+    code, shown = _stderr_on_a_terminal(*QUICK)
+    assert code == 0
+    assert "simulate" in shown and "trial" in shown  # tqdm, at once
+    code, shown = _stderr_on_a_terminal(*QUICK, "--quiet")
+    assert code == 0 and "trial" not in shown
+
+
+def test_no_progress_bar_when_stderr_is_a_pipe_or_a_file(monkeypatch) -> None:
+    """A log file or a pipe would fill with the bar's carriage returns (even at delay 0)."""
+    from ui.cli.common import PROGRESS_DELAY_ENV
+
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0")
+    piped = run(*QUICK)
+    assert piped.returncode == 0 and piped.stderr == ""
 
 
 def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:

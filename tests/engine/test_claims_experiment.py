@@ -392,6 +392,8 @@ def test_the_training_claims_are_over_seeds_slow_and_statistical() -> None:
         assert spec.base.device == "cpu"
     assert {"seeds", "head_width", "heads", "learning_rate", "bugs_seeds"} <= names
     assert set(load_builtins()) <= names  # every built-in experiment publishes figures
+    others = [c for c in load_claims() if c.kind in ("optimum", "coord")]
+    assert others and all(c.se_multiple == 3.0 for c in others)  # within 3 of their own SE
 
 
 def test_a_claim_field_that_belongs_to_experiments_is_refused_elsewhere(tmp_path: Path) -> None:

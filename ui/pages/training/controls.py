@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,13 +30,21 @@ from engine.training.config import (
     HEADS_MAX,
     LAYERS_MAX,
     OPTIMIZERS,
+    PARAMS,
     POSITIONS,
     TASKS,
     TRAINING_RULES,
+    WIDTH_AXES,
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
-from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, rule_check_boxes
+from ui.params.fields import (
+    ClampDoubleSpinBox,
+    ClampSpinBox,
+    guard_wheel,
+    notice_text,
+    rule_check_boxes,
+)
 from ui.plots.training.panels import rule_label
 from ui.theme import Theme, current_theme, error_css
 
@@ -57,6 +65,10 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "mlp": ("bool",),
     "layernorm": ("bool",),
     "qk_init": ("float", 0.001, 100.0, 3, 0.1),
+    "param": ("choice", PARAMS),
+    "width_axis": ("choice", WIDTH_AXES),
+    "base_width": ("int", 0, D_MODEL_MAX),
+    "attn_mult": ("float", 0.0, 1e6, 4, 0.5),
     "temperature": ("float", 1e-6, 1e6, 4, 0.5),
     "cosine_temperature": ("float", 1e-6, 1e6, 4, 0.01),
     "softcap": ("float", 1e-3, 1e6, 3, 1.0),
@@ -82,6 +94,7 @@ GROUPS = (
     ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs",
               "positions")),
     ("Model", ("d_model", "heads", "d_k", "layers", "mlp", "layernorm", "qk_init")),
+    ("Parametrization (muP)", ("param", "width_axis", "base_width", "attn_mult")),
     ("Rules", ("temperature", "cosine_temperature", "softcap", "qk_clip_tau")),
     ("Optimisation", ("optimizer", "lr", "batch", "steps", "seed", "device")),
     ("Observation", ("log_every", "probe_size", "hist_bins", "hist_range",
@@ -94,7 +107,9 @@ LABELS = {"d_k": "d_k (0 = d_model/heads)", "qk_init": "W_Q/W_K init gain",
           "hist_range": "histogram range ±", "hist_bins": "histogram bins",
           "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs",
           "eval_lengths": "set sizes (items; recall: pairs)", "eval_size": "examples per size",
-          "eval_every": "evaluate every K logs"}
+          "eval_every": "evaluate every K logs", "param": "parametrization",
+          "width_axis": "muP: width is", "base_width": "muP: base width (0 = own)",
+          "attn_mult": "muP: attn_mult (0 = auto)"}
 
 
 def parse_ints(text: str, field: str) -> tuple[int, ...]:
@@ -103,6 +118,10 @@ def parse_ints(text: str, field: str) -> tuple[int, ...]:
         return tuple(int(t) for t in text.replace(",", " ").split())
     except ValueError:
         raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
+
+
+#: the preset box's item for a config from elsewhere (an experiment job), not a preset
+SOURCE_KEY = "__source__"
 
 
 class TrainingControls(QWidget):
@@ -216,7 +235,7 @@ class TrainingControls(QWidget):
         return w
 
     def _clamped(self, message: str) -> None:
-        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamp_label.setText(notice_text(message))
         self.clamped.emit(message)
 
     def set_locked(self, locked: bool) -> None:
@@ -232,9 +251,31 @@ class TrainingControls(QWidget):
     # -- config <-> widgets --------------------------------------------------------------------
     def _load_preset(self) -> None:
         name = self.preset_box.currentData() or DEFAULT_PRESET
+        if name == SOURCE_KEY:  # the form holds another run's config (show_source), not a preset
+            return
+        self._drop_source()
         p = self.presets[name]
         self.preset_text.setText(p.description)
         self.set_config(p.config)
+
+    def show_source(self, label: str, description: str, cfg: TrainingConfig) -> None:
+        """The form takes ``cfg`` from elsewhere (an experiment's job): the preset box names it
+        ("experiment job 3") and the line under it says what it is, instead of a preset's."""
+        self.preset_box.blockSignals(True)
+        self._drop_source()
+        self.preset_box.insertItem(0, label, SOURCE_KEY)
+        self.preset_box.setItemData(0, description, Qt.ItemDataRole.ToolTipRole)
+        self.preset_box.setCurrentIndex(0)
+        self.preset_box.blockSignals(False)
+        self.preset_text.setText(description)
+        self.set_config(cfg)
+
+    def _drop_source(self) -> None:
+        index = self.preset_box.findData(SOURCE_KEY)
+        if index >= 0:
+            was = self.preset_box.blockSignals(True)
+            self.preset_box.removeItem(index)
+            self.preset_box.blockSignals(was)
 
     def set_config(self, cfg: TrainingConfig) -> None:
         self.blockSignals(True)
