@@ -25,7 +25,8 @@ TRAINING_MODULES = (
     "engine.readers", "engine.readers.json_file", "engine.readers.schema",  # (config parsing)
     "engine.training", "engine.training.config", "engine.training.gradients",
     "engine.training.lengths", "engine.training.model", "engine.training.numerics",
-    "engine.training.observe", "engine.training.qk_clip", "engine.training.tasks",
+    "engine.training.observe", "engine.training.parametrization", "engine.training.qk_clip",
+    "engine.training.tasks",
     "engine.training.trainer",
 )
 
