@@ -84,6 +84,10 @@ class ExperimentFigurePanel(PlotPanel):
         vb.sigXRangeChanged.connect(lambda _vb, rng: self._log_ticks("bottom", rng))
         vb.sigYRangeChanged.connect(lambda _vb, rng: self._log_ticks("left", rng))
 
+    def make_clone(self) -> ExperimentFigurePanel:
+        """The full figure: its title on it, the error convention in the y label."""
+        return type(self)(self._figure)
+
     def _log_ticks(self, side: str, rng: Any) -> None:
         """Decade labels on a log axis (pyqtgraph's own labels crowd into each other)."""
         fig = self._figure
@@ -192,16 +196,14 @@ def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[
                              theme: str = "light", style: str = "screen") -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
     ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import style_size, write_styled_figures
-    from ui.headless import offscreen_panel, settle_layout
+    from ui.export import write_styled_figures
+    from ui.headless import offscreen_panel
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for fig in figures:
-        with offscreen_panel(partial(ExperimentFigurePanel, fig), style_size(SIZE, style),
-                             theme) as panel:
+        with offscreen_panel(partial(ExperimentFigurePanel, fig), SIZE, theme) as panel:
             panel.refresh(fig, force=True)
-            settle_layout(panel)
             written += write_styled_figures(panel, out, panel.plot_id, style, with_csv=True)
     return written

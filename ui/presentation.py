@@ -13,13 +13,13 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QFont, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QFont, QKeySequence, QPen, QShortcut
 from PySide6.QtWidgets import QApplication
 
 from ui.presentation_bar import ParamBar
 
 FONT_SCALE = 1.4  #: widget text
-TICK_SCALE = 1.2  #: tick labels (the six sweep plots stay narrow)
+TICK_SCALE = 1.2  #: tick labels, of the normal text size (the six sweep plots stay narrow)
 LINE_SCALE = 1.8  #: curve widths
 BAR_SYNC_MS = 250  #: how often the compact bar shows the window's current parameters
 PLAY_MS = 1600  #: time per d_k while playing (each step reruns the simulation)
@@ -30,6 +30,31 @@ PLOT_TITLES = {"scores": "scores / logits", "weights": "attention weights",
                "top_weight": "top weight", "entropy": "entropy", "jacobian": "Jacobian size"}
 
 
+def set_app_font(app: QApplication, font: QFont) -> None:
+    """The application's font, followed by every widget, exactly: one with a style sheet keeps
+    the font it had when its sheet was applied, and a combo box its minimum size (two Qt
+    limitations), so once the font has reached every widget (hidden ones get it later, through
+    posted events) each sheet is applied again and every widget told its style changed, which
+    drops the sizes it keeps: leaving presentation mode leaves nothing larger behind."""
+    app.setFont(font)
+    QTimer.singleShot(0, _refresh_widgets)
+
+
+def _refresh_widgets() -> None:
+    QApplication.sendPostedEvents()  # the font change of hidden widgets first
+    widgets = QApplication.allWidgets()
+    for widget in widgets:
+        sheet = widget.styleSheet()
+        if sheet:
+            widget.setStyleSheet(sheet)
+    for widget in widgets:
+        QApplication.sendEvent(widget, QEvent(QEvent.Type.StyleChange))
+    for widget in widgets:  # (a layout keeps the heights for a width it measured before)
+        layout = widget.layout()
+        if layout is not None:
+            layout.invalidate()
+
+
 class Presenter(QObject):
     """Switches a MainWindow in and out of presentation mode; owns the play timer."""
 
@@ -38,6 +63,9 @@ class Presenter(QObject):
         self.active = False
         self.index = 0  #: the plot of SEQUENCE shown
         self._saved: dict[str, Any] = {}
+        #: what presentation mode changed on the plots, to put back exactly when it ends
+        self._pens: list[tuple[Any, QPen]] = []
+        self._tick_fonts: list[tuple[Any, QFont | None]] = []
         self.timer = QTimer(self)
         self.timer.setInterval(PLAY_MS)
         self.timer.timeout.connect(self._next_d_k)
@@ -109,13 +137,13 @@ class Presenter(QObject):
         w = self.window
         app = QApplication.instance()
         if on:
-            self._saved = {"font": QFont(app.font()), "dock": w.params_dock.isVisible()}
+            self._saved = {"font": QFont(app.font()), "dock": w.params_dock_wanted()}
             font = QFont(app.font())
             font.setPointSizeF(font.pointSizeF() * FONT_SCALE)
-            app.setFont(font)
+            set_app_font(app, font)
             w.params_dock.hide()
             w.tabs.setCurrentWidget(w.page)
-            self._scale_plots(LINE_SCALE, TICK_SCALE)
+            self._scale_plots(True)
             self.show_plot(self.index)
             self.bar.allowed = True
             self.bar.show()
@@ -126,10 +154,9 @@ class Presenter(QObject):
             self._bar_timer.stop()
             self.bar.allowed = False
             self.bar.hide()
-            app.setFont(self._saved.get("font", app.font()))
-            if self._saved.get("dock", True):
-                w.params_dock.show()
-            self._scale_plots(1 / LINE_SCALE, 1 / TICK_SCALE)
+            set_app_font(app, self._saved.get("font", app.font()))
+            w.want_params_dock(self._saved.get("dock", True))
+            self._scale_plots(False)
             self._place(None)
             for panel in w.page.panels.values():
                 panel.show()
@@ -137,22 +164,37 @@ class Presenter(QObject):
         for sc in self._shortcuts:
             sc.setEnabled(on)
 
-    def _scale_plots(self, line: float, text: float) -> None:
+    def _scale_plots(self, on: bool) -> None:
+        """Thicker curves and larger tick labels on the Simulation page (on), or every pen and
+        tick font exactly as it was before (off): dividing by the factors again left the ticks
+        at the presentation size (a tick font that had followed the application's font)."""
+        if not on:
+            for item, pen in self._pens:
+                item.setPen(pen)
+            for axis, font in self._tick_fonts:
+                axis.setStyle(tickFont=font)
+            self._pens, self._tick_fonts = [], []
+        else:
+            normal = QFont(self._saved.get("font", QApplication.font()))
+            for panel in self.window.page.panels.values():
+                for plot in panel.plot_items():
+                    for item in plot.listDataItems():
+                        pen = item.opts.get("pen")
+                        if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
+                            continue
+                        pen = pg.mkPen(pen)
+                        self._pens.append((item, QPen(pen)))
+                        pen.setWidthF(max(1.0, pen.widthF() * LINE_SCALE))
+                        item.setPen(pen)
+                    for name in ("left", "bottom"):
+                        axis = plot.getAxis(name)
+                        own = axis.style.get("tickFont")
+                        self._tick_fonts.append((axis, QFont(own) if own is not None else None))
+                        font = QFont(own if own is not None else normal)
+                        size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
+                        font.setPointSizeF(size * TICK_SCALE)
+                        axis.setStyle(tickFont=font)
         for panel in self.window.page.panels.values():
-            for plot in panel.plot_items():
-                for item in plot.listDataItems():
-                    pen = item.opts.get("pen")
-                    if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
-                        continue
-                    pen = pg.mkPen(pen)
-                    pen.setWidthF(max(1.0, pen.widthF() * line))
-                    item.setPen(pen)
-                for name in ("left", "bottom"):
-                    axis = plot.getAxis(name)
-                    font = QFont(axis.style.get("tickFont") or QApplication.font())
-                    size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
-                    font.setPointSizeF(size * text)
-                    axis.setStyle(tickFont=font)
             panel.invalidate()
 
     # -- one plot at a time --------------------------------------------------------------------

@@ -42,7 +42,6 @@ class RuleHistogramPanel(PlotPanel):
     """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles.
     Hovering reads out every rule's density in the bin under the pointer."""
 
-    export_presets = True
 
     x_label = ""
     x_units: str | None = None
@@ -117,6 +116,14 @@ class RuleHistogramPanel(PlotPanel):
 
     def view_range(self) -> list[list[float]]:
         return self.plot.getViewBox().viewRange()
+
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """log y, and the frame the user fixed (the figure shows it)."""
+        if self.is_log and clone.log_box is not None:
+            clone.log_box.setChecked(True)
+            clone.refresh(self._state, force=True)
+        if self.fixed_axes:
+            clone.set_fixed_axes(True, self.view_range())
 
     def y_values(self, density: np.ndarray, floor: float) -> np.ndarray:
         """Densities as drawn: on a log axis, empty bins sit at ``floor`` (log 0 does not exist)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from ui.plots.base import RULE_STYLES, rule_label
@@ -26,14 +26,27 @@ def rule_parts(rules: Iterable[str]) -> list[str]:
     return parts
 
 
+class StripLabel(QLabel):
+    """A one-line label whose fixed height follows its font (presentation mode's larger type,
+    and back)."""
+
+    def fit_height(self) -> None:
+        self.setFixedHeight(self.fontMetrics().height() + 6)
+
+    def changeEvent(self, event: QEvent) -> None:  # Qt's name
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self.fit_height()
+
+
 def strip_label(parent: QWidget | None = None, name: str = "rule_strip") -> QLabel:
     """A one-line label of fixed height: a strip that re-wrapped when the rules changed would
     move every plot under it; it never asks for width either (the tooltip has the whole text)."""
-    label = QLabel(parent)
+    label = StripLabel(parent)
     label.setObjectName(name)
     label.setTextFormat(Qt.TextFormat.RichText)
     label.setWordWrap(False)
-    label.setFixedHeight(label.fontMetrics().height() + 6)
+    label.fit_height()
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
     return label
 

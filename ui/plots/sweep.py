@@ -112,9 +112,10 @@ class _Series:
 
 
 class SweepPanel(PlotPanel):
-    export_presets = True
     plot_id = "sweep"
     title = "Sweep vs d_k"
+    #: a strip of six plots: wide and low, as on the page
+    screen_figure_size = (1200, 440)
     #: the user picked another axis: "d_k" or "n_keys" (the window reruns the sweep)
     axis_requested = Signal(str)
     #: a point of a sweep along d_k was clicked: its d_k (the window sets d_k, the page follows)
@@ -465,7 +466,7 @@ def single_metric_panel(key: str) -> type[SweepPanel]:
             plot_id = f"sweep_{key}"
             title = f"{metric.title} vs d_k"
             metrics = (metric,)
-            export_presets = True
+            screen_figure_size = (900, 640)  # one plot's own aspect, not the strip's
 
             def build(self) -> None:
                 super().build()

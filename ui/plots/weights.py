@@ -22,7 +22,6 @@ MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still 
 
 
 class WeightsPanel(PlotPanel):
-    export_presets = True
     plot_id = "weights"
     title = "Softmax weights"
 
@@ -66,6 +65,12 @@ class WeightsPanel(PlotPanel):
             if ax is not None:
                 ax.setPen(theme.foreground)
                 ax.setTextPen(theme.foreground)
+
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """The heatmap's rule and the bar chart's row."""
+        clone.rule_box.setCurrentText(self.rule_box.currentText())
+        clone.row_box.setValue(self.row_box.value())
+        clone.refresh(self._state, force=True)
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)

@@ -330,8 +330,12 @@ def test_probe_attention_ticks_sit_at_cell_centres_one_per_cell(page, qtbot):
 
 
 def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypatch):
-    """The ⋯ menu of every panel is connected: PNG, SVG and CSV land where the dialog said."""
+    """The ⋯ menu of every panel is connected and the same as on the Simulation page: PNG, SVG,
+    CSV, a slide (1920x1080 PNG) and a paper figure (SVG) land where the dialog said."""
+    from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QFileDialog, QToolButton
+
+    from ui.plots.base import EXPORT_ACTIONS
 
     _use(page, TINY)
     page.start()
@@ -343,18 +347,23 @@ def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypa
         return str(tmp_path / suggested), ""
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
+    names = {"png": "{}.png", "svg": "{}.svg", "csv": "{}.csv", "slide": "{}_slide.png",
+             "paper": "{}_paper.svg"}
     for pid, panel in page.panels.items():
         button = next(b for b in panel.findChildren(QToolButton) if b.text() == "⋯")
         actions = [a for a in button.menu().actions() if a.text()]
-        assert [a.text().split()[-1] for a in actions] == ["PNG…", "SVG…", "CSV…"]
+        assert [a.text() for a in actions] == [text for text, _kind in EXPORT_ACTIONS]
         for action in actions:
             action.trigger()
-        for kind in ("png", "svg", "csv"):
-            out = tmp_path / f"{pid}.{kind}"
+        for name in names.values():
+            out = tmp_path / name.format(pid)
             assert out.is_file() and out.stat().st_size > 0, out
-    assert len(asked) == 3 * len(page.panels)
+    assert len(asked) == 5 * len(page.panels)
     png = (tmp_path / "train_loss.png").read_bytes()
     assert png.startswith(b"\x89PNG")
+    slide = QImage(str(tmp_path / "train_loss_slide.png"))
+    assert (slide.width(), slide.height()) == (1920, 1080)
+    assert b"Training loss" in (tmp_path / "train_loss_paper.svg").read_bytes()
     header = (tmp_path / "train_loss.csv").read_text().splitlines()[0]
     assert "step" in header
 

@@ -62,6 +62,7 @@ from ui.pages.real_model.panels import (
 )
 
 TOKENS_DEBOUNCE_MS = 250
+FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
@@ -124,6 +125,9 @@ class RealModelPage(LivePage):
         outer.addWidget(side_scroll)
         outer.addWidget(self.tabs)
         outer.setStretchFactor(1, 1)
+        # the form's width in pixels, not from its size hint: a page first built in presentation
+        # mode's larger type kept a wider form after it
+        outer.setSizes([FORM_WIDTH, 1000])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(outer)
