@@ -113,6 +113,7 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
     from PySide6.QtGui import QFont
 
     spec = PRESETS[preset]
+    panel.figure_style = preset
     tick = QFont()
     tick.setPixelSize(spec["tick_px"])
     plots = panel.plot_items()

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.config import SimulationConfig
+from ui.lab_style import size_combos_by_contents
 from ui.page_tabs import PageTabs
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
             self.window_settings.restore()
         saved_theme = self.settings.value("theme") if restore else None
         self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
+        size_combos_by_contents(self)  # (a stable width: ui.lab_style)
         self.redraw_timer.start()
 
     # -- construction --------------------------------------------------------------------------
@@ -225,6 +227,7 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        size_combos_by_contents(page)
         self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()
         if hasattr(page, "apply_theme"):
@@ -336,6 +339,7 @@ class MainWindow(QMainWindow):
         if app is not None:
             apply_app_theme(app, theme)
         self.params.apply_theme(theme)
+        self.presenter.bar.apply_theme(theme)
         self.page.apply_theme(theme)
         for page in self.pages.values():
             if hasattr(page, "apply_theme"):

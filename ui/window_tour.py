@@ -12,7 +12,7 @@ import importlib
 import traceback
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget
 
 from ui.window_part import WindowPart
@@ -41,6 +41,19 @@ class WindowTour(WindowPart):
         self.dock.show()
         self.dock.raise_()
         self.panel.setFocus()
+        QTimer.singleShot(0, self._make_room)
+
+    def _make_room(self) -> None:
+        """With both docks the Simulation page of a narrow window (1280x720) scrolled sideways
+        and the step's plot was cut: the parameter dock steps aside while the tour is open (the
+        steps set the parameters; the dock comes back when the tour is left)."""
+        w = self.window
+        page = w.page
+        if self.dock is None or not self.dock.isVisible() or not w.params_dock.isVisible():
+            return
+        if page.widget().minimumSizeHint().width() > page.viewport().width():
+            w.params_dock.hide()
+            self._hid_params = True
 
     def _build(self, spec: tuple[str, str]) -> bool:
         """The tour panel, connected to the window, in a dock on the right; False (the error
@@ -82,6 +95,9 @@ class WindowTour(WindowPart):
         grows the window to fit), give the width back so it is not remembered."""
         w = self.window
         self.dock.hide()
+        if getattr(self, "_hid_params", False):
+            self._hid_params = False
+            w.want_params_dock(True)
         w.page.clear_highlight()  # the step's plot to watch was outlined until now
         before = self._size_before
         if before is not None and not w.isMaximized() and w.width() > before.width():

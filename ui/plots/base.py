@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from engine.io import atomic_write_bytes, csv_text
 from engine.rules import rule_label  # the one definition, re-exported for the plots
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
+from ui.plots.tidy_axis import tidy_axes
 from ui.theme import LIGHT, Theme, rule_color
 
 #: size (pixels) of a figure in the "screen" export style (ui.export.PRESETS): an export's size
@@ -134,6 +135,8 @@ class PlotPanel(QFrame):
         #: exported figures (which must name their series)
         self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
+        #: the export style this panel was restyled to (ui.export.style_panel; None on screen)
+        self.figure_style: str | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.setSpacing(1)
@@ -198,7 +201,11 @@ class PlotPanel(QFrame):
     # -- helpers for subclasses ----------------------------------------------------------------
     def add_plot(self, row: int, col: int, x_label: str, y_label: str, x_units: str | None = None,
                  y_units: str | None = None, legend: bool = True, **kw: Any) -> pg.PlotItem:
-        plot = self.glw.addPlot(row=row, col=col, **kw)
+        plot = self.glw.addPlot(row=row, col=col, axisItems=tidy_axes(), **kw)
+        # the title over the whole plot, its y axis included (pyqtgraph centres it over the data
+        # area alone, and a title wider than that ran past the plot's right edge)
+        plot.layout.removeItem(plot.titleLabel)
+        plot.layout.addItem(plot.titleLabel, 0, 0, 1, 3)
         _relax_min_width(plot.titleLabel)
         plot.setLabel("bottom", x_label, units=x_units)
         plot.setLabel("left", y_label, units=y_units)

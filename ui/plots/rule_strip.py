@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from ui.plots.base import RULE_STYLES, rule_label
-from ui.theme import rule_color
+from ui.theme import Theme, rule_color, rule_text_color
 
 #: how each line pattern reads in the strip
 PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
@@ -17,12 +17,14 @@ PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · �
 SEPARATOR = "&nbsp;&nbsp; "
 
 
-def rule_parts(rules: Iterable[str]) -> list[str]:
-    """Each rule's line (its colour and pattern) and label, as HTML spans."""
+def rule_parts(rules: Iterable[str], theme: Theme | None = None) -> list[str]:
+    """Each rule's line (its colour and pattern) and label, as HTML spans: the line in the
+    rule's own colour (as drawn), the label in its text colour for ``theme`` (readable)."""
     parts = []
     for rule in rules:
         line = PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
-        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b> {rule_label(rule)}</span>')
+        parts.append(f'<span style="color:{rule_color(rule)}"><b>{line}</b></span> '
+                     f'<span style="color:{rule_text_color(rule, theme)}">{rule_label(rule)}</span>')
     return parts
 
 

@@ -38,7 +38,7 @@ class WeightsPanel(PlotPanel):
         self.rule_box.currentIndexChanged.connect(lambda _i: self.invalidate())
         self.row_box.valueChanged.connect(lambda _v: self.invalidate())
 
-        self.heat = self.add_plot(0, 0, "key rank (sorted by weight)", "sample row", legend=False)
+        self.heat = self.add_plot(0, 0, "key rank (by weight)", "sample row", legend=False)
         self.heat.invertY(True)
         self.image, self.cbar = self.add_heatmap(self.heat, "weight p")
         # marks the row the bar chart shows: thin, dashed, and says what it is

@@ -52,7 +52,7 @@ def test_the_demo_preset_is_the_default(page):
 
 def test_one_colour_per_rule_from_the_theme(page):
     from engine.training.config import TRAINING_RULES
-    from ui.theme import RULE_COLORS
+    from ui.theme import RULE_COLORS, rule_text_color
 
     assert set(RULE_COLORS) == set(TRAINING_RULES)
     assert len(set(RULE_COLORS.values())) == len(TRAINING_RULES)
@@ -60,8 +60,10 @@ def test_one_colour_per_rule_from_the_theme(page):
 
     for rule in TRAINING_RULES:
         box = page.controls.rule_checks[rule]
-        # through the palette, not a style sheet (which kept the old theme's colours)
-        assert box.palette().color(QPalette.ColorRole.WindowText).name().lower() == RULE_COLORS[rule].lower(), rule
+        # through the palette, not a style sheet (which kept the old theme's colours), in the
+        # rule's hue made readable on the theme (ui.theme.rule_text_color)
+        got = box.palette().color(QPalette.ColorRole.WindowText).name().lower()
+        assert got == rule_text_color(rule).lower(), rule
         assert box.styleSheet() == ""
 
 

@@ -60,6 +60,7 @@ from ui.pages.real_model.panels import (
     HeadScoresPanel,
     ProbeView,
 )
+from ui.theme import ERROR_TEXT, themed_css
 
 TOKENS_DEBOUNCE_MS = 250
 FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
@@ -532,8 +533,7 @@ class RealModelPage(LivePage):
 
     def _message(self, text: str, error: bool = False) -> None:
         self.last_message = text
-        colour = self.theme.error if error else self.theme.text
-        self.status_label.setStyleSheet(f"color: {colour}")
+        themed_css(self.status_label, ERROR_TEXT if error else "color: $text;")
         self.status_label.setText(text)
 
     def show_tokens(self) -> None:

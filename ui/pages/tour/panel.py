@@ -41,6 +41,13 @@ PLOT_NAMES = {
 }
 
 
+def plot_name(step: TourStep) -> str:
+    """What the user reads for the step's plot to watch (the sweep says what it runs along)."""
+    if step.plot == "sweep" and step.sweep_axis == "n_keys":
+        return "the sweep along n (the number of keys)"
+    return PLOT_NAMES.get(step.plot, step.plot)
+
+
 class TourPanel(QWidget):
     """Step k of N: title, two or three sentences, Back / Next / Leave tour (arrow keys work)."""
 
@@ -277,7 +284,7 @@ class TourPanel(QWidget):
             self._counter.setText(f"Step {index + 1} of {n}")
             self._title.setText(step.title)
             self._text.setText(step.text)
-            hint = f"Look at: <b>{html.escape(PLOT_NAMES.get(step.plot, step.plot))}</b>"
+            hint = f"Look at: <b>{html.escape(plot_name(step))}</b>"
             if step.inspector is not None:
                 scores = step.inspector.scores_text
                 hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
