@@ -7,11 +7,15 @@ Measured in one run on the bundled all-MiniLM-L6-v2 (6 layers x 12 heads, d_k 32
 - the audit of the same text: tokenize, the capture forward pass (hooks, attentions returned) and
   the fit of every head and layer (``audit``), median of ``--repeats``; its fit part apart;
 - the what-if sweep (13 multipliers 1/8 .. 8, every layer: 1 + 13 forward passes and the
-  statistics), median of ``--repeats``.
+  statistics), median of ``--repeats``;
+- the peak resident memory of an audit at ``--memory-tokens`` (512) against the model's own
+  forward pass at that length, and the bytes the capture keeps (bounded: at most 128 query rows
+  per head are kept for the fit).
 
 Skips (exit 0, with a message) when transformers or the bundled model is not installed.
 
     .venv/bin/python bench/bench_audit.py [--tokens 64] [--repeats 5] [--threads 1]
+        [--memory-tokens 512]
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=64, help="text length in tokens (default 64)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--memory-tokens", type=int, default=512,
+                    help="also measure peak memory of an audit at this many tokens (0: skip)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch and BLAS threads (default 1: steadier on a busy machine)")
     args = ap.parse_args()
@@ -85,7 +91,51 @@ def main() -> int:
     print(f"  audit (tokenize + capture forward + fit):   {w * 1e3:8.1f} ms  = {w / f:6.1f}x forward")
     print(f"    of which the fit (72 heads + 6 layers):   {fit * 1e3:8.1f} ms  = {fit / f:6.1f}x forward")
     print(f"  what-if sweep (13 multipliers, all layers): {sw:8.2f} s   = {sw / f:6.1f}x forward")
+    if args.memory_tokens:
+        _memory(loaded, args.memory_tokens)
     return 0
+
+
+def _rss_peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _memory(loaded, n_tokens: int) -> None:
+    """Peak resident memory of the audit of an n-token text against the model's own forward
+    pass on it, and what the capture keeps per site (its rows are capped: memory is bounded)."""
+    import torch
+
+    from engine.probe.audit import audit_tokens, run_audit
+    from engine.probe.capture import capture_sites
+    from engine.probe.loader import tokenize
+    from engine.probe.sites import MAX_FIT_ROWS
+    from engine.probe.texts import load_text_presets
+
+    text = " ".join(t for _name, t in load_text_presets())
+    while len(text) < 40 * n_tokens:
+        text += " " + text
+    tok = tokenize(loaded, text, n_tokens)
+    ids = torch.as_tensor([list(tok.ids)])
+    base = _rss_peak_mb()
+    with torch.inference_mode():
+        loaded.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    after_forward = _rss_peak_mb()
+    t0 = time.perf_counter()
+    res = run_audit(audit_tokens(loaded, tok.ids, tok.tokens, {}))
+    wall = time.perf_counter() - t0
+    after_audit = _rss_peak_mb()
+    records, _s, _o = capture_sites(loaded, tok.ids)
+    kept = sum(r.q.nbytes + r.k.nbytes + r.probs.nbytes + r.visible.nbytes
+               + (0 if r.bias is None else r.bias.nbytes) for r in records) / 1e6
+    full = res.n_layers * res.n_heads * len(tok.ids) ** 2 * 4 / 1e6
+    print(f"memory at {len(tok.ids)} tokens (peak resident, MB): model loaded {base:.0f}, after "
+          f"its forward pass {after_forward:.0f} (+{after_forward - base:.0f}), after the audit "
+          f"{after_audit:.0f} (+{after_audit - after_forward:.0f} over the forward); audit "
+          f"{wall:.2f} s")
+    print(f"  the capture keeps {kept:.1f} MB for {res.n_layers} layers (at most "
+          f"{MAX_FIT_ROWS} query rows per head; every row's weights would be {full:.0f} MB)")
 
 
 if __name__ == "__main__":

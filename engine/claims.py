@@ -27,7 +27,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
+from engine.validate import quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
@@ -88,67 +89,112 @@ ROW_COLUMNS = ("id", "where", "status", "published", "measured", "se", "toleranc
                "text", "note")
 
 
+#: the largest claims file read (the shipped one is ~60 kB)
+CLAIMS_FILE_MAX = 4_000_000
+
+
 def load_claims(path: str | Path | None = None) -> list[Claim]:
-    """Read and validate the claims file; errors name the claim and its field."""
+    """Read and validate the claims file, every claim's fields and its run's parameters; a
+    problem is one FileFormatError (``FILE: claims['ref.x'].params.d_k: what is wrong``)."""
+    from engine.readers.json_file import read_json
+    from engine.readers.schema import AnyObject, ListOf, Record, errors_in_file
+
     path = Path(path) if path is not None else CLAIMS_FILE
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError("claims", f"cannot read {str(path)!r}: {exc}") from None
-    items = raw.get("claims") if isinstance(raw, dict) else None
-    if not isinstance(items, list) or not items:
-        raise ConfigError("claims", f"{str(path)!r} must hold {{\"claims\": [...]}} with at least one claim")
+    source = str(path)
+    raw = read_json(path, max_bytes=CLAIMS_FILE_MAX, kind="claims file", option="claims")
+    with errors_in_file(source, option="claims"):
+        Record({"claims": ListOf(AnyObject(), max_items=10_000, min_items=1)},
+               required=frozenset({"claims"}), extra="keep").check(raw)
     claims, seen = [], set()
-    for i, item in enumerate(items):
-        claim = _claim(item, i)
-        if claim.id in seen:
-            raise ConfigError("claims", f"claim id {claim.id!r} appears twice")
+    for i, item in enumerate(raw["claims"]):
+        with errors_in_file(source, _claim_path(i, item), option="claims"):
+            claim = _claim(item)
+            if claim.id in seen:
+                raise ConfigError("id", f"{quote(claim.id)} appears twice")
         seen.add(claim.id)
         claims.append(claim)
     return claims
 
 
-def _claim(item: Any, index: int) -> Claim:
-    where = f"claim {index}"
-    if not isinstance(item, dict):
-        raise ConfigError("claims", f"{where} must be an object")
-    where = f"claim {item.get('id', index)!r}"
-    known = set(Claim.__dataclass_fields__)
-    unknown = set(item) - known
-    if unknown:
-        raise ConfigError("claims", f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    missing = {"id", "where", "text", "kind", "params", "measure", "published"} - set(item)
-    if missing:
-        raise ConfigError("claims", f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    if item["kind"] not in KINDS:
-        raise ConfigError("claims", f"{where}: kind must be one of {', '.join(KINDS)}")
-    if not isinstance(item["params"], dict) or not isinstance(item["measure"], dict):
-        raise ConfigError("claims", f"{where}: params and measure must be objects")
+def _claim_path(index: int, item: dict[str, Any]) -> str:
+    """``claims['ref.x']`` by the claim's id (a short string), else ``claims[3]``."""
+    cid = item.get("id")
+    return f"claims[{quote(cid)}]" if isinstance(cid, str) and 0 < len(cid) <= 100 else \
+        f"claims[{index}]"
+
+
+def _claim(item: dict[str, Any]) -> Claim:
+    """One claim, its fields' types, its kind's parameters and what it measures checked
+    (ConfigError naming the field inside the claim)."""
+    from engine.readers.schema import AnyObject, Number, OneOf, Text, dataclass_schema
+
+    item = dataclass_schema(Claim, {
+        "kind": Text(choices=KINDS), "params": AnyObject(), "measure": AnyObject(),
+        "published": OneOf((Text(max_chars=100), Number()), what="a number as printed"),
+    }, label="field").check(item)
     try:
         _parse_published(str(item["published"]))
     except ValueError as exc:
-        raise ConfigError("claims", f"{where}: {exc}") from None
+        raise ConfigError("published", str(exc)) from None
     claim = Claim(**{**item, "published": str(item["published"])})
-    if claim.kind == "experiment":  # torch-free: a typo is refused before anything runs
-        try:
-            selector_of(claim).check(experiment_of(claim))
-        except ConfigError as exc:
-            raise ConfigError("claims", f"{where}: {exc.field}: {exc.message}") from None
+    _check_run(claim)
     return claim
+
+
+def _check_run(claim: Claim) -> None:
+    """The claim's run and measure are well-formed before anything runs (torch-free)."""
+    from engine.readers.schema import Boolean, Int, ListOf, Number, OneOf, Record, Text
+
+    name = Text(max_chars=200)
+    value_path = Record({"value": OneOf((name, Int()), what="a field path")},
+                        required=frozenset({"value"}))
+    if claim.kind == "simulate":
+        from engine.config import SimulationConfig
+
+        _in("params", lambda: SimulationConfig.from_dict(claim.params))
+        _in("measure", lambda: Record({"rule": name, "column": name, "se": name,
+                                       "transform": Text(choices=("sqrt",))},
+                                      required=frozenset({"column"})).check(claim.measure))
+    elif claim.kind == "inspect":
+        _in("params", lambda: Record({"scores": ListOf(Number(), max_items=100_000, min_items=2),
+                                      "scale": Number(), "ssmax_s": Number(),
+                                      "sink": Number(), "softcap": Number(),
+                                      "sigmoid": Boolean(), "yarn_n_ref": Int()},
+                                     required=frozenset({"scores"})).check(claim.params))
+        _in("measure", lambda: value_path.check(claim.measure))
+    elif claim.kind == "probe":
+        from engine.probe.config import ProbeConfig
+        from engine.readers.schema import dataclass_schema
+
+        probe = dataclass_schema(ProbeConfig, {"text": Text(max_chars=500_000)})
+        _in("params", lambda: Record({**probe.fields, "text_preset": name}).check(claim.params))
+        _in("measure", lambda: value_path.check(claim.measure))
+    else:  # an experiment: its spec, and what is selected from its results
+        spec = _in("params", lambda: experiment_of(claim))
+        _in("measure", lambda: selector_of(claim).check(spec))
+
+
+def _in(where: str, check: Callable[[], Any]) -> Any:
+    """``check()``, its ConfigError's field placed under ``where``."""
+    try:
+        return check()
+    except ConfigError as exc:
+        inside = exc.field not in ("", "value", where)
+        raise ConfigError(f"{where}.{exc.field}" if inside else where, exc.message) from None
 
 
 def _parse_published(text: str) -> tuple[str, float, float]:
     """(op, value, half a unit of the last printed digit); op is "=", ">" or "<"."""
     s = text.strip()
     op = "="
-    if s[:1] in "<>":
+    if s[:1] and s[:1] in "<>":
         op, s = s[0], s[1:].strip()
     try:
         d = Decimal(s)
     except InvalidOperation:
-        raise ValueError(f"published must be a number as printed or a bound, got {text!r}") from None
+        raise ValueError(f"published must be a number as printed or a bound, got {quote(text)}") from None
     if not d.is_finite():
-        raise ValueError(f"published must be finite, got {text!r}")
+        raise ValueError(f"published must be finite, got {quote(text)}")
     exponent = d.as_tuple().exponent
     assert isinstance(exponent, int)
     return op, float(d), 0.5 * 10.0 ** exponent
@@ -222,11 +268,11 @@ def _measure_simulate(claim: Claim, cache: _Cache) -> tuple[float, float]:
     m = claim.measure
     rule = m.get("rule", next(iter(rows)))
     if rule not in rows:
-        raise ConfigError("claims", f"claim {claim.id!r}: rule {rule!r} was not run")
+        raise ConfigError("claims", f"claim {quote(claim.id)}: rule {quote(rule)} was not run")
     row = rows[rule]
     column = m["column"]
     if column not in row:
-        raise ConfigError("claims", f"claim {claim.id!r}: no column {column!r} in summary.csv")
+        raise ConfigError("claims", f"claim {quote(claim.id)}: no column {quote(column)} in summary.csv")
     value = float(row[column])
     se = float(row[m["se"]]) if "se" in m else 0.0
     if m.get("transform") == "sqrt":  # a standard deviation from a variance (delta method)
@@ -238,8 +284,10 @@ def _measure_inspect(claim: Claim, cache: _Cache) -> tuple[float, float]:
     from engine.inspect import inspect_scores
     from engine.softmax import JACOBIAN_ENTRY_MAX
 
-    r = cache.get({"inspect": claim.params},
-                  lambda: inspect_scores(claim.params["scores"], claim.params.get("scale", 1.0)))
+    p = claim.params
+    options = {k: p[k] for k in ("sink", "softcap", "sigmoid", "yarn_n_ref") if k in p}
+    r = cache.get({"inspect": p}, lambda: inspect_scores(p["scores"], p.get("scale", 1.0),
+                                                         p.get("ssmax_s"), **options))
     d = r.to_dict()
     d["top_weight"] = float(max(r.weights))
     d["quarter_over_max_entry"] = JACOBIAN_ENTRY_MAX / r.jacobian_max_abs
@@ -326,15 +374,21 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     params = dict(claim.params)
     name = params.pop("text_preset", None)
     if name is not None:
-        texts = json.loads((CLAIMS_FILE.parent / "probe_texts.json").read_text(encoding="utf-8"))
-        found = [p["text"] for p in texts["presets"] if p["name"].split(" (")[0] == name]
+        from engine.probe.texts import load_text_presets
+
+        texts = load_text_presets(CLAIMS_FILE.parent / "probe_texts.json")
+        found = [text for title, text in texts if title.split(" (")[0] == name]
         if not found:
-            raise ConfigError("claims", f"claim {claim.id!r}: no probe text named {name!r}")
+            raise ConfigError("claims", f"claim {quote(claim.id)}: no probe text named {quote(name)}")
         params["text"] = found[0]
 
     def run() -> Any:
         try:
             return summarize(run_to_result(analyze(ProbeConfig(**params))))
+        except FileFormatError as exc:  # a file of the model folder (the bundled model's)
+            if exc.option == "model":
+                raise Unavailable(str(exc)) from None
+            raise
         except ConfigError as exc:
             if exc.field == "model":
                 raise Unavailable(exc.message) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from engine.rules import N_REF_DEFAULT, RULES, SSMAX_S_DEFAULT
+from engine.rules import N_REF_DEFAULT, RULES, SINK_DEFAULT, SOFTCAP_DEFAULT, SSMAX_S_DEFAULT
 from engine.validate import (
     ConfigMethods,
     check_choice,
@@ -28,6 +28,10 @@ MEAN_ABS_MAX = 1e3
 STD_MAX = 1e3
 TEMPERATURE_RANGE = (1e-6, 1e6)
 SSMAX_S_MAX = 1e3
+#: c of ``softcap``: (0, SOFTCAP_MAX]
+SOFTCAP_MAX = 1e6
+#: the sink logit: [-SINK_ABS_MAX, SINK_ABS_MAX]
+SINK_ABS_MAX = 1e6
 
 #: Rules whose logits need the explicit vectors (norms / layer-norm), so the exact shortcut cannot serve them.
 RULES_NEEDING_VECTORS = frozenset({"cosine", "qknorm"})
@@ -59,10 +63,14 @@ class SimulationConfig(ConfigMethods):
     device: str = "auto"
     dtype: str = "float64"
     method: str = "auto"
-    #: reference length of the ``logn`` rule (equal to ``sqrt`` when n_keys = n_ref)
+    #: reference length of the ``logn`` and ``yarn`` rules (both equal ``sqrt`` when n_keys = n_ref)
     n_ref: int = N_REF_DEFAULT
     #: s of the ``ssmax`` rule (logits = s ln(n) q.k / sqrt(d_k))
     ssmax_s: float = SSMAX_S_DEFAULT
+    #: c of the ``softcap`` rule (logits = c tanh(q.k / sqrt(d_k) / c))
+    softcap: float = SOFTCAP_DEFAULT
+    #: the ``sink`` rule's logit (0 = "softmax plus one")
+    sink: float = SINK_DEFAULT
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -87,6 +95,8 @@ class SimulationConfig(ConfigMethods):
         check_choice("method", self.method, METHODS)
         s(self, "n_ref", check_int("n_ref", self.n_ref, 2, N_KEYS_MAX))
         s(self, "ssmax_s", check_float("ssmax_s", self.ssmax_s, 0.0, SSMAX_S_MAX, lo_open=True))
+        s(self, "softcap", check_float("softcap", self.softcap, 0.0, SOFTCAP_MAX, lo_open=True))
+        s(self, "sink", check_float("sink", self.sink, -SINK_ABS_MAX, SINK_ABS_MAX))
         if self.backend == "numpy" and self.device == "cuda":
             from engine.errors import ConfigError
 
@@ -102,7 +112,7 @@ class SimulationConfig(ConfigMethods):
     def rule_params(self) -> dict[str, float]:
         """The keyword parameters of ``Rule.logits`` beyond d_k and T (every row sees n_keys)."""
         return {"log_n": math.log(self.n_keys), "log_n_ref": math.log(self.n_ref),
-                "ssmax_s": self.ssmax_s}
+                "ssmax_s": self.ssmax_s, "softcap": self.softcap, "sink": self.sink}
 
     @property
     def exact_is_valid(self) -> bool:

@@ -12,5 +12,31 @@ class ConfigError(ValueError):
         self.message = message
 
 
+class FileFormatError(ConfigError):
+    """A file the lab reads is not what it should be. Its one line is ``FILE: WHERE: PROBLEM``:
+    ``where`` is the field path inside the file (``config.scalings[2]``; empty for the file as a
+    whole). ``field`` is the file (so ``f"{field}: {message}"`` reads the same line) and
+    ``option`` the command-line option or form field that named it, when the caller knows it."""
+
+    def __init__(self, file: str, where: str, problem: str, option: str = "") -> None:
+        super().__init__(str(file), f"{where}: {problem}" if where else problem)
+        self.file = str(file)
+        self.where = where
+        self.problem = problem
+        self.option = option
+
+
+class WouldOverwrite(ConfigError):
+    """An output folder holds files the command would replace (``files``, relative to
+    ``folder``): refused unless the user allows it (``--force`` on the CLI; the GUI asks)."""
+
+    def __init__(self, folder: str, files: list[str], field: str = "out") -> None:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5:,} more" if len(files) > 5 else "")
+        super().__init__(field, f"{folder} already holds {shown}, which this would replace: "
+                                "choose another folder, or allow replacing them (--force)")
+        self.folder = folder
+        self.files = files
+
+
 class Cancelled(Exception):
     """Raised inside engine loops when the caller's cancel flag is set."""

@@ -20,10 +20,13 @@ SUMMARY_COLUMNS = (
     "raw_score_mean", "raw_score_mean_se", "raw_score_var", "raw_score_var_se", "raw_score_std",
     "raw_score_var_theory",
     "logit_mean", "logit_mean_se", "logit_var", "logit_var_se", "logit_std", "logit_var_theory",
+    "raw_score_row_var", "raw_score_row_var_se", "logit_row_var", "logit_row_var_se",
+    "logit_row_std", "logit_row_var_theory",
     "top_weight_mean", "top_weight_se", "saturated_frac", "saturated_frac_se",
     "entropy_mean", "entropy_se", "entropy_norm_mean", "entropy_norm_se",
     "jacobian_fro_mean", "jacobian_fro_se", "jacobian_max_abs_mean", "jacobian_max_abs_se",
     "saturation_threshold", "method", "backend", "device", "dtype",
+    "key_mass_mean", "key_mass_se", "sink_weight_mean", "sink_weight_se",
 )
 #: added to summary.csv when the correlation is not 0 (key 0 is a target key, the "needle")
 TARGET_COLUMNS = ("target_weight_mean", "target_weight_se")
@@ -71,6 +74,10 @@ def config_record(snapshots: Sequence[SimulationSnapshot], extra: Mapping[str, A
     if extra:
         record.update(extra)
     return record
+
+
+#: the files ``write_simulation_outputs`` writes
+SIMULATION_FILES = ("summary.csv", "histograms.npz", "config.json")
 
 
 def write_simulation_outputs(

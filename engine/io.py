@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, WouldOverwrite
 
 
 def ensure_writable_dir(path: str | os.PathLike[str], field: str = "out") -> Path:
@@ -32,6 +32,42 @@ def ensure_writable_dir(path: str | os.PathLike[str], field: str = "out") -> Pat
         reason = exc.strerror or str(exc)
         raise ConfigError(field, f"cannot write to {str(path)!r}: {reason}") from None
     return path
+
+
+#: what a figure writer may name its files: any PNG or SVG in a folder would be replaced
+FIGURE_PATTERNS = ("*.png", "*.svg")
+
+
+def files_in_the_way(out: str | os.PathLike[str], names: Iterable[str] = (),
+                     patterns: Iterable[str] = ()) -> list[str]:
+    """The files in ``out`` that writing ``names`` (a name ending in "/" stands for every file in
+    that folder) and files matching ``patterns`` would replace, sorted; [] for a new folder."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    found: set[str] = set()
+    for name in names:
+        if name.endswith("/"):
+            sub = out / name.rstrip("/")
+            if sub.is_dir():
+                found.update(f"{name}{p.name}" for p in sub.iterdir() if not p.name.startswith("."))
+        elif (out / name).exists() or (out / name).is_symlink():
+            found.add(name)
+    for pattern in patterns:
+        found.update(p.name for p in out.glob(pattern))
+    return sorted(found)
+
+
+def output_dir(path: str | os.PathLike[str], names: Iterable[str] = (),
+               patterns: Iterable[str] = (), force: bool = False, field: str = "out") -> Path:
+    """``path`` made writable for a command that writes ``names`` (and files matching
+    ``patterns``): a folder already holding any of them is refused (WouldOverwrite naming the
+    files) unless ``force``: a user's files are never replaced silently."""
+    if not force:
+        hits = files_in_the_way(path, names, patterns)
+        if hits:
+            raise WouldOverwrite(str(path), hits, field)
+    return ensure_writable_dir(path, field)
 
 
 @contextlib.contextmanager

@@ -16,11 +16,11 @@ import numpy as np
 
 from engine.config import SimulationConfig, SweepConfig
 from engine.errors import Cancelled
-from engine.rules import RULE_REGISTRY
+from engine.rules import RULE_REGISTRY, RuleParams
 from engine.sampling import ScoreSampler, resolve_backend
-from engine.softmax import row_metrics
+from engine.softmax import RowMetrics
 from engine.stats import Estimate, Histogram, PooledScoreMoments, RunningMoments, StreamingHistogram
-from engine.theory import NormalMixture, logit_theory, raw_score_theory
+from engine.theory import NormalMixture, logit_theory, raw_score_theory, row_var_theory
 
 SCORE_BINS = 120
 UNIT_BINS = 100
@@ -30,7 +30,14 @@ SAMPLE_KEYS = 512
 
 # per-row metrics tracked by RunningMoments, in this order
 _ROW_FIELDS = ("top_weight", "saturated", "entropy", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
-               "target_weight")
+               "target_weight", "row_var", "key_mass", "sink_weight")
+
+
+def row_variance(x: np.ndarray) -> np.ndarray:
+    """The spread of each row around its own mean (unbiased, ddof=1): what the softmax sees. A
+    shift shared by the whole row (a key mean times sum(q)) cancels here, as in the softmax,
+    while it inflates the pooled variance (docs/SCIENCE.md, "Shift invariance")."""
+    return np.asarray(x, dtype=np.float64).var(axis=-1, ddof=1)
 
 
 @dataclass(frozen=True)
@@ -55,10 +62,23 @@ class RuleResult:
     sample_weights: np.ndarray
     #: mean weight on key 0, the target key ("needle") when the correlation is not 0
     target_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
+    #: mean within-row variance of the logits (what the softmax sees; ``row_variance``)
+    logit_row_var: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
+    #: its prediction (``engine.theory.row_var_theory``); None where no exact formula applies
+    logit_row_var_theory: float | None = None
+    #: mean sum of the key weights (1 for a softmax; below 1 with a sink; any value for sigmoid)
+    key_mass: Estimate = field(default_factory=lambda: Estimate(1.0, 0.0))
+    #: mean weight on the sink (0 without one): engine.softmax, "Weights that do not sum to one"
+    sink_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
 
     @property
     def logit_std(self) -> Estimate:
         return _std(self.logit_var)
+
+    @property
+    def logit_row_std(self) -> Estimate:
+        """The square root of the mean within-row variance (delta-method SE)."""
+        return _std(self.logit_row_var)
 
 
 def _std(var: Estimate) -> Estimate:
@@ -82,10 +102,16 @@ class SimulationSnapshot:
     raw_hist: Histogram
     raw_theory: NormalMixture
     rules: dict[str, RuleResult] = field(default_factory=dict)
+    #: mean within-row variance of the raw scores q·k (a key mean's shared shift cancels in it)
+    raw_row_var: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
 
     @property
     def raw_std(self) -> Estimate:
         return _std(self.raw_var)
+
+    @property
+    def raw_row_std(self) -> Estimate:
+        return _std(self.raw_row_var)
 
     @property
     def progress(self) -> float:
@@ -104,6 +130,12 @@ class SimulationSnapshot:
                 "logit_mean": r.logit_mean.mean, "logit_mean_se": r.logit_mean.se,
                 "logit_var": r.logit_var.mean, "logit_var_se": r.logit_var.se,
                 "logit_std": r.logit_std.mean, "logit_var_theory": r.logit_theory.var,
+                "raw_score_row_var": self.raw_row_var.mean,
+                "raw_score_row_var_se": self.raw_row_var.se,
+                "logit_row_var": r.logit_row_var.mean, "logit_row_var_se": r.logit_row_var.se,
+                "logit_row_std": r.logit_row_std.mean,
+                "logit_row_var_theory": ("" if r.logit_row_var_theory is None
+                                         else r.logit_row_var_theory),
                 "top_weight_mean": r.top_weight.mean, "top_weight_se": r.top_weight.se,
                 "saturated_frac": r.saturated_frac.mean, "saturated_frac_se": r.saturated_frac.se,
                 "entropy_mean": r.entropy.mean, "entropy_se": r.entropy.se,
@@ -116,6 +148,8 @@ class SimulationSnapshot:
                 "saturation_threshold": c.saturation_threshold,
                 "method": self.method, "backend": self.backend, "device": self.device,
                 "dtype": c.dtype,
+                "key_mass_mean": r.key_mass.mean, "key_mass_se": r.key_mass.se,
+                "sink_weight_mean": r.sink_weight.mean, "sink_weight_se": r.sink_weight.se,
             })
         return rows
 
@@ -148,16 +182,18 @@ class _RuleAccumulator:
         self.entropy_hist = StreamingHistogram(UNIT_BINS, np.linspace(0.0, 1.0, UNIT_BINS + 1))
         self.jac_hist = StreamingHistogram(len(LOG10_JACOBIAN_EDGES) - 1, LOG10_JACOBIAN_EDGES)
         self.theory = logit_theory(cfg, rule)
+        self.row_theory = row_var_theory(cfg, rule)
         self.sample: np.ndarray | None = None
         self.log_n = math.log(cfg.n_keys)
         self.threshold = cfg.saturation_threshold
 
-    def update(self, logits: np.ndarray) -> None:
-        m = row_metrics(logits)
+    def update(self, logits: np.ndarray, m: RowMetrics) -> None:
+        """One chunk: its logits (what the softmax sees) and their row metrics under the rule."""
         entropy_norm = m.entropy / self.log_n
         saturated = m.top_weight > self.threshold
         cols = np.stack([m.top_weight, saturated, m.entropy, entropy_norm,
-                         m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0]], axis=1)
+                         m.jacobian_fro, m.jacobian_max_abs, m.weights[:, 0],
+                         row_variance(logits), m.key_mass, m.sink_weight], axis=1)
         self.rows.update(cols)
         self.logits.update(logits)
         self.logit_hist.update(logits)
@@ -179,7 +215,8 @@ class _RuleAccumulator:
             entropy_norm_hist=self.entropy_hist.snapshot(),
             log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
             sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
-            target_weight=e(6),
+            target_weight=e(6), logit_row_var=e(7), logit_row_var_theory=self.row_theory,
+            key_mass=e(8), sink_weight=e(9),
         )
 
 
@@ -194,25 +231,32 @@ def simulate(
     method = cfg.resolved_method
     sampler = ScoreSampler(cfg, backend, device, method)
     raw = PooledScoreMoments()
+    raw_rows = RunningMoments(1)
     raw_hist = StreamingHistogram(SCORE_BINS)
     raw_theory = raw_score_theory(cfg)
     accs = {name: _RuleAccumulator(cfg, name) for name in cfg.scalings}
     params = cfg.rule_params()
+    rule_params = RuleParams(cfg.d_k, cfg.temperature, **params)
     done = 0
     for size in sampler.plan.sizes(cfg.trials):
         if cancelled is not None and cancelled():
             raise Cancelled
         scores = sampler.draw(size, cancelled)
         raw.update(scores.dot)
+        raw_rows.update(row_variance(scores.dot)[:, None])
         raw_hist.update(scores.dot)
         for name, acc in accs.items():
-            acc.update(RULE_REGISTRY[name].logits(scores, cfg.d_k, cfg.temperature, **params))
+            rule = RULE_REGISTRY[name]
+            z = rule.pre_logits(scores, cfg.d_k, cfg.temperature, **params)
+            logits = rule.capped(z, rule_params)
+            acc.update(logits, rule.row_metrics(logits, rule_params, z))
         done += size
         yield SimulationSnapshot(
             config=cfg, trials_done=done, elapsed_s=time.perf_counter() - start,
             done=done >= cfg.trials, backend=backend, device=device, method=method,
             raw_mean=raw.mean_estimate(), raw_var=raw.var_estimate(), raw_hist=raw_hist.snapshot(),
             raw_theory=raw_theory, rules={name: acc.result() for name, acc in accs.items()},
+            raw_row_var=raw_rows.estimate(0),
         )
 
 

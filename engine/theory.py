@@ -99,15 +99,19 @@ def raw_score_theory(cfg: SimulationConfig) -> NormalMixture:
 
 
 def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
-    """The overlay for a rule's logits: exact moments for the divisor rules; a large-d_k
-    approximation for cosine (norms ~ their means) and for qknorm's target key (entries ~
-    standardized; its independent keys are exact, see ``qknorm_independent_var``)."""
+    """The overlay for a rule's logits: exact moments for the divisor rules (sink and sigmoid
+    too: their logits are sqrt's, only the weights differ); softcap's capped moments of that
+    overlay; a large-d_k approximation for cosine (norms ~ their means) and for qknorm's target
+    key (entries ~ standardized; its independent keys are exact, see ``qknorm_independent_var``)."""
     from engine.rules import RULE_REGISTRY, RuleParams
 
     spec = RULE_REGISTRY[rule]
     if spec.linear_in_dot:
         factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
         return raw_score_theory(cfg).scaled(factor)
+    if spec.cap:  # softcap: the capped moments of each normal component of the sqrt logits
+        factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
+        return capped_mixture(raw_score_theory(cfg).scaled(factor), cfg.softcap)
     d, rho = cfg.d_k, cfg.correlation
     kappa = KURTOSIS[cfg.dist]
     if rule == "qknorm":
@@ -123,6 +127,46 @@ def logit_theory(cfg: SimulationConfig, rule: str) -> NormalMixture:
         m, v = raw_score_moments(cfg, target)
         comps.append((m / norm / cfg.temperature, v / (norm * cfg.temperature) ** 2))
     return _mixture(cfg, comps, False)
+
+
+def capped_mixture(mix: NormalMixture, c: float, nodes: int = 96) -> NormalMixture:
+    """The normal overlay of c tanh(Z / c) for Z drawn from ``mix``: each component keeps its
+    weight and gets the mean and std of its capped values (Gauss-Hermite quadrature), so the
+    moments are those of the capped mixture; the shape is a normal approximation (exact as
+    c grows, a bounded distribution when the spread reaches c)."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    means, stds = [], []
+    for m, sd in zip(mix.means, mix.stds):
+        y = c * np.tanh((m + sd * x) / c)
+        mu = float((w * y).sum())
+        means.append(mu)
+        stds.append(math.sqrt(max(float((w * (y - mu) ** 2).sum()), 0.0)))
+    return NormalMixture(mix.weights, tuple(means), tuple(stds), False)
+
+
+def row_var_theory(cfg: SimulationConfig, rule: str) -> float | None:
+    """Expected within-row variance of a rule's logits (docs/SCIENCE.md, "Shift invariance"), or
+    None where no exact formula applies (a target key, cosine).
+
+    Given q, keys independent of q and of each other have Var(q.k | q) = sk^2 |q|^2 whatever
+    their distribution, and E|q|^2 = d (sq^2 + mq^2); the shift mk * sum(q) is the same for
+    every key of the row and drops out. So the row spread is ``d sk^2 (sq^2 + mq^2)`` (over
+    c^2 for a divisor rule): a query mean widens it, a key mean does not. The pooled variance adds
+    the spread of that shared shift across rows, ``d sq^2 mk^2``. QK-norm's normalized vectors
+    have mean 0 given q, so its row variance is its pooled one.
+    """
+    from engine.rules import RULE_REGISTRY, RuleParams
+
+    if cfg.correlation != 0.0:
+        return None
+    spec = RULE_REGISTRY[rule]
+    if spec.linear_in_dot:
+        factor = spec.scale(1.0, RuleParams(cfg.d_k, cfg.temperature, **cfg.rule_params()))
+        return float(cfg.d_k * cfg.k_std**2 * (cfg.q_std**2 + cfg.q_mean**2) * factor**2)
+    if rule == "qknorm":
+        return qknorm_independent_var(cfg.d_k, cfg.dist)
+    return None
 
 
 # -- the length axis (README, "Sequence length") ----------------------------------------------
@@ -191,7 +235,9 @@ def length_theory(cfg: SimulationConfig, rule: str) -> LengthTheory | None:
     """The length predictions for ``rule`` at ``cfg``, or None where their assumptions fail."""
     from engine.rules import RULE_REGISTRY
 
-    if cfg.dist != "gaussian" or cfg.k_mean != 0.0 or not RULE_REGISTRY[rule].linear_in_dot:
+    spec = RULE_REGISTRY[rule]
+    if cfg.dist != "gaussian" or cfg.k_mean != 0.0 or not spec.linear_in_dot \
+            or not spec.softmax_weights:
         return None
     mix = logit_theory(cfg, rule)
     sigma2 = mix.stds[0] ** 2

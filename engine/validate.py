@@ -8,6 +8,23 @@ from typing import Any
 
 from engine.errors import ConfigError
 
+#: characters of a bad value an error message quotes (a 20 MB string must not reach a dialog)
+QUOTE_CHARS = 40
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, saying how long the whole is: error
+    messages quote user input this way, so a huge bad value costs nothing to report."""
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > limit:
+        kind = {list: "list", tuple: "list", dict: "object"}.get(type(value), "collection")
+        return f"a {kind} of {len(value):,} items"
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1:,} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
 
 def check_int(field: str, value: Any, lo: int, hi: int) -> int:
     """An integer in [lo, hi]; bools and floats with a fraction are refused."""
@@ -22,10 +39,12 @@ def check_int(field: str, value: Any, lo: int, hi: int) -> int:
             else:
                 raise TypeError
         except TypeError:
-            raise ConfigError(field, f"must be an integer from {lo:,} to {hi:,}, got {value!r}") from None
+            raise ConfigError(field, f"must be an integer from {lo:,} to {hi:,}, got "
+                                     f"{quote(value)}") from None
     value = int(value)
     if not lo <= value <= hi:
-        raise ConfigError(field, f"must be from {lo:,} to {hi:,}, got {value:,}")
+        shown = f"{value:,}" if abs(value) < 10**QUOTE_CHARS else quote(value)
+        raise ConfigError(field, f"must be from {lo:,} to {hi:,}, got {shown}")
     return value
 
 
@@ -39,10 +58,12 @@ def check_float(
     hi_open: bool = False,
 ) -> float:
     """A finite float in the interval; the message shows open/closed ends."""
+    if isinstance(value, (str, bytes, bool)):  # float("1e3") and float(True) are not numbers here
+        raise ConfigError(field, f"must be a number, got {quote(value)}")
     try:
         value = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(field, f"must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(field, f"must be a number, got {quote(value)}") from None
     left = "(" if lo_open else "["
     right = ")" if hi_open else "]"
     allowed = f"{left}{lo:g}, {hi:g}{right}"
@@ -55,8 +76,8 @@ def check_float(
 
 def check_choice(field: str, value: Any, choices: Iterable[str]) -> str:
     choices = tuple(choices)
-    if value not in choices:
-        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {quote(value)}")
     return value
 
 
@@ -65,9 +86,14 @@ def check_choices(field: str, values: Any, choices: Iterable[str], *, min_len: i
     choices = tuple(choices)
     if isinstance(values, str):
         values = (values,)
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(field, f"must be a list of names from {', '.join(choices)}; got "
+                                 f"{quote(values)}")
     values = tuple(values)
     if len(values) < min_len:
         raise ConfigError(field, f"needs at least {min_len} of {', '.join(choices)}")
+    if len(values) > len(choices):  # (a name twice, at least: refused before a long check)
+        raise ConfigError(field, f"lists {len(values):,} names; there are {len(choices)}")
     for v in values:
         check_choice(field, v, choices)
     if len(set(values)) != len(values):
@@ -77,19 +103,19 @@ def check_choices(field: str, values: Any, choices: Iterable[str], *, min_len: i
 
 def config_from_dict(cls: type, data: Any) -> Any:
     """Build the frozen config dataclass ``cls`` from a plain dict (a preset, a saved session, an
-    exported config.json). Unknown keys are refused (a typo must not fall back to a default), and
-    JSON lists become tuples for the tuple-typed fields; ``cls`` validates the values."""
+    exported config.json). The types are checked first against the fields' annotations
+    (``engine.readers.schema``: a ConfigError names the field, a wrong type never reaches the
+    checks), unknown keys are refused (a typo must not fall back to a default), and JSON lists
+    become tuples for the tuple-typed fields; ``cls`` validates the values."""
     import dataclasses
+
+    from engine.readers.schema import dataclass_schema
 
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be a mapping of parameter names to values, got "
                                     f"{type(data).__name__}")
-    fields = dataclasses.fields(cls)
-    names = {f.name for f in fields}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(unknown[0], f"unknown parameter (known: {', '.join(sorted(names))})")
-    tuples = {f.name for f in fields if str(f.type).startswith(("tuple", "Tuple"))}
+    data = dataclass_schema(cls).check(data)
+    tuples = {f.name for f in dataclasses.fields(cls) if str(f.type).startswith(("tuple", "Tuple"))}
     return cls(**{k: tuple(v) if k in tuples and isinstance(v, list) else v
                   for k, v in data.items()})
 

@@ -40,7 +40,9 @@ def test_every_science_reference_points_into_docs() -> None:
 
 
 @pytest.mark.parametrize("section", ["The core argument", "Exact shortcut for Gaussian keys",
-                                     "Numerics that must hold", "Worked examples"])
+                                     "Numerics that must hold", "Worked examples",
+                                     "Shift invariance: which means cancel",
+                                     "The gradient, link by link"])
 def test_sections_the_code_cites_exist(section: str) -> None:
     assert f"## {section}" in SCIENCE.read_text(encoding="utf-8")
 

@@ -1,4 +1,5 @@
-"""The "export this plot" dialog every page shares: ask for a file, write the plot, report."""
+"""The "export this plot" dialog every page shares: ask for a file, write the plot, report; and
+the question every writer asks before it replaces files the user did not pick in a dialog."""
 
 from __future__ import annotations
 
@@ -6,12 +7,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from ui.export import PRESETS, ExportError, export_panel, export_preset
 
 FILTERS = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
            "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
+
+
+def ask_overwrite(parent: QWidget, folder: str | Path, files: list[str]) -> bool:
+    """Ask before replacing ``files`` in ``folder`` (a few named, then a count); True: replace.
+    No is the default: a user's files are never replaced by accident."""
+    shown = "\n".join(files[:8]) + (f"\n… and {len(files) - 8:,} more" if len(files) > 8 else "")
+    answer = QMessageBox.question(
+        parent, "Replace files?",
+        f"{folder} already holds files this would replace:\n\n{shown}\n\nReplace them?",
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+        QMessageBox.StandardButton.No)
+    return answer == QMessageBox.StandardButton.Yes
 
 
 def export_panel_dialog(parent: QWidget, panel: Any, kind: str, folder: Path | None,

@@ -12,6 +12,7 @@ for what the tests and the other modules call.
 from __future__ import annotations
 
 import importlib
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.config import SimulationConfig
+from engine.errors import ConfigError
 from ui.lab_style import size_combos_by_contents
 from ui.page_tabs import PageTabs
 from ui.pages.simulation.page import SimulationPage
@@ -177,10 +179,7 @@ class MainWindow(QMainWindow):
         self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation")
         self._action(r, "&New seed", self.params.draw_new_seed, None, "Draw a new random seed and rerun")
         self.presets_menu = mb.addMenu("&Presets")
-        for preset in load_presets():
-            self._action(self.presets_menu, preset.title, lambda c=preset.config: self.apply_config(c),
-                         None, preset.description)
-        self.presets_menu.setToolTipsVisible(True)
+        self._fill_presets_menu()
         v = mb.addMenu("&View")
         group = QActionGroup(self)
         self.theme_actions: dict[str, QAction] = {}
@@ -200,6 +199,21 @@ class MainWindow(QMainWindow):
         self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
         self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
 
+    def _fill_presets_menu(self) -> None:
+        """One entry per preset; a broken presets file gives one disabled entry that says which
+        file and what is wrong (and the same line on stderr)."""
+        try:
+            presets = load_presets()
+        except ConfigError as exc:  # FileFormatError: FILE: field path: what is wrong
+            sys.stderr.write(f"presets unavailable: {exc}\n")
+            act = self.presets_menu.addAction(f"Presets unavailable: {exc}")
+            act.setEnabled(False)
+            return
+        for preset in presets:
+            self._action(self.presets_menu, preset.title, lambda c=preset.config: self.apply_config(c),
+                         None, preset.description)
+        self.presets_menu.setToolTipsVisible(True)
+
     def set_presentation(self, on: bool) -> None:
         """Presentation mode on or off (View menu, F11, ``--present``)."""
         self.presenter.switch(on)
@@ -212,9 +226,15 @@ class MainWindow(QMainWindow):
         module, cls = spec
         try:
             page = getattr(importlib.import_module(module), cls)(self)
-        except Exception as exc:  # the tab stays and shows why (and the traceback goes to stderr)
-            traceback.print_exc()
-            page = QLabel(f"This page could not be loaded:\n{type(exc).__name__}: {exc}")
+        except Exception as exc:  # the tab stays and shows why
+            if isinstance(exc, ConfigError):  # a broken bundled file: which, and what is wrong
+                why = str(exc)
+                sys.stderr.write(f"{self.tabs.tabText(index)} page: {why}\n")
+            else:  # a bug: the traceback goes to stderr
+                traceback.print_exc()
+                why = f"{type(exc).__name__}: {exc}"
+            page = QLabel(f"This page could not be loaded:\n{why}")
+            page.setWordWrap(True)
             page.setObjectName("page_load_error")
             page.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             page.setAlignment(Qt.AlignmentFlag.AlignCenter)

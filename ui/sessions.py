@@ -8,7 +8,6 @@ their parameters). A bad file is refused before anything changes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,10 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.io import write_json
+from engine.validate import quote
+from ui.session_file import check_real_model_part, check_training_part, read_session_file
 from ui.window_part import WindowPart
 
 
@@ -32,46 +33,12 @@ class PageParams:
     check: Callable[[Any], None]
 
 
-def _check_training(data: Any) -> None:
-    from engine.training.config import TrainingConfig
-
-    TrainingConfig.from_dict(data)
-
-
-def _check_real_model(data: Any) -> None:
-    from engine.probe.config import PROBE_RULES, check_text_and_model
-
-    if not isinstance(data, dict):
-        raise ValueError('"real_model" is not a JSON object')
-    check_text_and_model(data.get("text"), data.get("model"))
-    if data.get("rule", "model") not in PROBE_RULES:
-        raise ConfigError("rule", f"one of {', '.join(PROBE_RULES)}")
-
-
 #: the pages whose parameters a session carries (each page has ``session_params()`` and
 #: ``apply_session_params(data) -> bool``, False while it is busy and cannot take them yet)
 PAGE_PARAMS = (
-    PageParams("training", "TrainingPage", _check_training),
-    PageParams("real_model", "RealModelPage", _check_real_model),
+    PageParams("training", "TrainingPage", check_training_part),
+    PageParams("real_model", "RealModelPage", check_real_model_part),
 )
-
-
-def read_session_file(path: str | Path, current_config: Callable[[], dict]) -> dict:
-    """The session dict in ``path`` (a session, a config.json or an exported figure)."""
-    if Path(path).suffix.lower() in (".png", ".svg"):
-        from ui.plots.base import read_figure_metadata
-
-        data = read_figure_metadata(path)
-        if data is None:
-            raise ValueError("this image carries no Attention Scaling Lab parameters")
-        if "config" not in data:  # a Training figure: the simulation stays as it is
-            data = {**data, "config": current_config()}
-    else:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    if not isinstance(data, dict):
-        raise ValueError("not a session file (expected a JSON object)")
-    return data
 
 
 class Sessions(WindowPart):
@@ -104,11 +71,8 @@ class Sessions(WindowPart):
         """Load a session, an exported config.json (the config is under "config") or an exported
         figure (PNG or SVG: the parameters it carries), and rerun."""
         w = self.window
-        data = read_session_file(path, w.params.widget_values)
-        cfg_dict = data.get("config", data)
-        if not isinstance(cfg_dict, dict):
-            raise ValueError('"config" is not a JSON object')
-        cfg = SimulationConfig.from_dict(cfg_dict)
+        data = read_session_file(path, w.params.widget_values)  # every part checked
+        cfg = SimulationConfig.from_dict(data["config"])
         parts = {spec.key: data[spec.key] for spec in PAGE_PARAMS if data.get(spec.key) is not None}
         for spec in PAGE_PARAMS:  # refuse a bad file before changing anything
             if spec.key in parts:
@@ -157,5 +121,8 @@ class Sessions(WindowPart):
         try:
             self.open(path)
             w.window_settings.remember_dir(Path(path).parent)
+        except FileFormatError as exc:  # the reader's one line: FILE: field path: problem
+            self.window.message("Open session", f"Cannot open {exc}", error=True)
         except (OSError, ValueError) as exc:  # ConfigError is a ValueError
-            self.window.message("Open session", f"Cannot open {path}: {exc}", error=True)
+            self.window.message("Open session", f"Cannot open {path}: {quote(str(exc), 300)}",
+                                error=True)

@@ -37,13 +37,22 @@ def settings_location() -> str:
     return open_settings().fileName()
 
 
+#: the largest remembered value read back (parameters: a few hundred bytes)
+MAX_SETTING_CHARS = 100_000
+
+
 def load_json(settings: QSettings, key: str) -> Any | None:
+    """A remembered JSON value, or None when it is missing or not bounded, valid JSON (a stale
+    or hand-edited settings file costs nothing: the defaults stay)."""
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import parse_json
+
     raw = settings.value(key)
     if not raw:
         return None
     try:
-        return json.loads(str(raw))
-    except ValueError:
+        return parse_json(str(raw), key, max_bytes=MAX_SETTING_CHARS, kind="setting")
+    except FileFormatError:
         return None
 
 

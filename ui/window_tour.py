@@ -3,7 +3,9 @@ window (parameters, sweep axis, the plot to watch, presentation mode, the Score 
 what a step's run measured for its question).
 
 The tour panel is built the first time it is shown; one that fails to load says why (message and
-traceback) instead of vanishing.
+traceback) instead of vanishing. Where the window is too narrow for the parameters, the page and
+the tour side by side (a 1280x720 projector), the tour shares the parameters' place as a tab
+(raised; the parameters are one click away), so the page keeps the width its plots need.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import importlib
 import traceback
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget
 
 from ui.window_part import WindowPart
@@ -24,6 +26,7 @@ class WindowTour(WindowPart):
     def __init__(self, window: Any) -> None:
         super().__init__(window)
         self.panel: Any = None
+        self._options: dict = {}  #: the scale controls of the current step's inspector example
         self.dock: QDockWidget | None = None
         self._size_before: Any = None
 
@@ -38,22 +41,27 @@ class WindowTour(WindowPart):
                 self.panel.start()  # enter step 1: applies its parameters, highlights its plot
         if not self.dock.isVisible():
             self._size_before = w.size()
+        self._place()
         self.dock.show()
         self.dock.raise_()
         self.panel.setFocus()
-        QTimer.singleShot(0, self._make_room)
 
-    def _make_room(self) -> None:
-        """With both docks the Simulation page of a narrow window (1280x720) scrolled sideways
-        and the step's plot was cut: the parameter dock steps aside while the tour is open (the
-        steps set the parameters; the dock comes back when the tour is left)."""
+    def _place(self) -> None:
+        """Beside the page on the right where the window is wide enough for the page's plots,
+        the parameters and the tour; else tabbed with the parameters on the left."""
         w = self.window
-        page = w.page
-        if self.dock is None or not self.dock.isVisible() or not w.params_dock.isVisible():
+        params = getattr(w, "params_dock", None)
+        page = w.page.widget() if hasattr(w.page, "widget") else None
+        need = page.minimumSizeHint().width() if page is not None else 0
+        tour = max(self.dock.sizeHint().width(), self.dock.minimumSizeHint().width())
+        side = params.width() if params is not None and params.isVisible() else 0
+        if params is None or not params.isVisible() or w.width() >= need + side + tour + 24:
+            if w.dockWidgetArea(self.dock) != Qt.DockWidgetArea.RightDockWidgetArea or \
+                    w.tabifiedDockWidgets(self.dock):
+                w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
             return
-        if page.widget().minimumSizeHint().width() > page.viewport().width():
-            w.params_dock.hide()
-            self._hid_params = True
+        if self.dock not in w.tabifiedDockWidgets(params):
+            w.tabifyDockWidget(params, self.dock)
 
     def _build(self, spec: tuple[str, str]) -> bool:
         """The tour panel, connected to the window, in a dock on the right; False (the error
@@ -81,11 +89,16 @@ class WindowTour(WindowPart):
             tour.sweep_axis.connect(lambda axis: w.set_sweep_axis(axis, rerun=False))
         tour.apply_config.connect(w.apply_config)
         tour.highlight.connect(lambda plot_id: w.highlight_plot(plot_id, hold=True))
+        if hasattr(tour, "inspector_options"):
+            tour.inspector_options.connect(self._example_options)
         if hasattr(tour, "show_inspector"):
             tour.show_inspector.connect(self._load_example)
         if hasattr(tour, "open_inspector"):
             tour.open_inspector.connect(self._open_example)
         tour.finished.connect(self.leave)
+        # back on the Simulation page the parameters' tab reappears: the tour stays in front
+        w.tabs.currentChanged.connect(lambda _i: self.dock.raise_()
+                                      if self.dock is not None and self.dock.isVisible() else None)
         tour.highlight.connect(w.presenter.follow)  # presentation: show the step's plot
         if hasattr(tour, "show_result"):  # what the step's run measured, for its question
             w.results_complete.connect(lambda: tour.show_result(w.state.snapshot if w.state else None))
@@ -95,13 +108,17 @@ class WindowTour(WindowPart):
         grows the window to fit), give the width back so it is not remembered."""
         w = self.window
         self.dock.hide()
-        if getattr(self, "_hid_params", False):
-            self._hid_params = False
-            w.want_params_dock(True)
         w.page.clear_highlight()  # the step's plot to watch was outlined until now
         before = self._size_before
         if before is not None and not w.isMaximized() and w.width() > before.width():
             w.resize(before)
+
+    def _example_options(self, options: dict) -> None:
+        """The next example's soft-cap and sink (cleared when it has none)."""
+        self._options = dict(options)  # (an inspector opened later by the link gets them too)
+        page = self.window.pages.get("InspectorPage")
+        if page is not None and hasattr(page, "set_rule_options"):
+            page.set_rule_options(options)
 
     def _load_example(self, scores: list, scale: float) -> None:
         """A step's example: load it into the inspector if that page exists, without leaving the
@@ -114,4 +131,6 @@ class WindowTour(WindowPart):
         """The user asked for the step's example: open the inspector with it."""
         page = self.window.open_page("InspectorPage")
         if page is not None and hasattr(page, "set_scores"):
+            if hasattr(page, "set_rule_options"):
+                page.set_rule_options(self._options)
             page.set_scores(scores, scale)

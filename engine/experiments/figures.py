@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.experiments.sensitivity import Sensitivity, lr_sensitivity
 from engine.experiments.spec import ExperimentSpec, FigureSpec
 from engine.experiments.summary import (
     SEED_AXIS,
@@ -43,7 +44,16 @@ LABELS = {
     "heads": "heads",
     "seed": "seed",
     "accuracy_len": "accuracy at evaluation (no gradient)",
+    "clip_events": "heads clipped over the run (qkclip)",
+    "lr_sensitivity": "learning-rate sensitivity (Wortsman et al.)",
     "entropy_norm_len": "entropy / log n of the query's row at evaluation",
+    "saturated_frac": "saturated rows (fraction, mean over heads)",
+    "grad_norm_q": "‖∂L/∂W_Q‖",
+    "grad_norm_attn": "‖∂L/∂p‖ (upstream, at the weights)",
+    "grad_norm_logits": "‖∂L/∂z‖ (after the softmax Jacobian)",
+    "grad_norm_scores": "‖∂L/∂(q·k)‖ (after the divisor)",
+    "grad_norm_query": "‖∂L/∂q‖",
+    "softmax_gain": "softmax gain ‖∂L/∂z‖ / ‖∂L/∂p‖",
 }
 RATE_ERROR = "Wilson 95 % interval"
 MEAN_ERROR = "mean ± 1 standard error over seeds"
@@ -170,6 +180,8 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
                           tuple((float(j), r) for j, r in enumerate(rules)))
     if fig.kind == "vs_length":
         return _vs_length(spec, fig, fid, results)
+    if fig.kind == "lr_sensitivity":
+        return _sensitivity_figure(spec, fig, fid, results)
     if fig.kind == "vs_axis":
         return _vs_axis(spec, fig, fid, y_label, results)
     return _vs_step(spec, fig, fid, y_label, results)
@@ -311,6 +323,69 @@ def _median_steps(metric: str, results: list[dict[str, Any]], rule: str) -> str:
     return f", median {statistics.median(steps):g} steps" if steps else ""
 
 
+def _sensitivity_figure(spec: ExperimentSpec, fig: FigureSpec, fid: str,
+                        results: list[dict[str, Any]]) -> FigureData:
+    """One bar per rule: its learning-rate sensitivity along ``fig.x`` ± 1 SE over seeds."""
+    series = []
+    for j, rule in enumerate(spec.rules):
+        s = lr_sensitivity(results, rule, fig.x, fig.y)
+        pts = [(j, (s.mean, s.mean - s.se, s.mean + s.se, s.n))] if s is not None else []
+        series.append(_series(rule, rule, pts, fig.y_log))
+    y_label = fig.y_label or f"{label('lr_sensitivity')} of the {label(fig.y)}"
+    return FigureData(fid, "by_rule", fig.title, "scaling rule", y_label, False, fig.y_log,
+                      tuple(series), MEAN_ERROR, tuple((float(j), r) for j, r in enumerate(spec.rules)))
+
+
+def _basin_judgment(rule: str, s: Sensitivity, s_ref: Sensitivity,
+                    top: tuple[float, float] | None, top_ref: tuple[float, float] | None,
+                    at: str) -> str:
+    """One rule against the reference: a difference counts beyond 2 combined standard errors."""
+    d, e = s.mean - s_ref.mean, math.hypot(s.se, s_ref.se)
+    basin = ("widens the basin" if d < -2 * e else "narrows the basin" if d > 2 * e
+             else "does not change the basin measurably")
+    text = f"{rule} {basin} ({d:+.3g} ± {e:.2g})"
+    if top is None or top_ref is None:
+        return text
+    dl, el = top[0] - top_ref[0], math.hypot(top[1], top_ref[1])
+    logits = f"largest |logit| at {at} {top[0]:.3g} ± {top[1]:.2g} vs {top_ref[0]:.3g} ± {top_ref[1]:.2g}"
+    bounds = dl < -2 * el
+    if basin == "widens the basin":
+        return f"{text} and bounds the logit ({logits})" if bounds \
+            else f"{text} without bounding the logit ({logits})"
+    return f"{text}: it only bounds the logit ({logits})" if bounds \
+        else f"{text} and does not bound the logit ({logits})"
+
+
+def _sensitivity_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
+    """Each rule's sensitivity ± SE and best rate, then each against the first rule: does it
+    widen the basin, and does it bound the largest |logit| at the largest rate."""
+    v = spec.verdict
+    values = next(a.values for a in spec.axes if a.field == v.over)
+    sens = {rule: lr_sensitivity(results, rule, v.over, v.metric) for rule in spec.rules}
+    parts = [f"{rule} {s.mean:.3g} ± {s.se:.2g} (best {v.over} {_fmt(s.best)}: "
+             f"{s.best_loss:.3g} ± {s.best_loss_se:.2g})"
+             for rule, s in sens.items() if s is not None]
+    n = max((s.n for s in sens.values() if s is not None), default=0)
+    line = (f"{label('lr_sensitivity')} of the {label(v.metric)} over {v.over} "
+            f"{_fmt(values[0])}-{_fmt(values[-1])} (mean ± SE over {n} seeds; lower = a wider "
+            "basin of good rates): " + "; ".join(parts))
+    ref = spec.rules[0]
+    if sens.get(ref) is None:
+        return line
+    at_top = [r for r in results if _matches(r, {v.over: values[-1]})]
+
+    def top(rule: str) -> tuple[float, float] | None:
+        p = point(at_top, rule, "max_logit_abs")
+        return (p[0], p[0] - p[1]) if p is not None else None
+
+    judged = [_basin_judgment(rule, s, sens[ref], top(rule), top(ref),
+                              f"{v.over} {_fmt(values[-1])}")
+              for rule, s in sens.items() if rule != ref and s is not None]
+    if judged:
+        line += f". Against {ref} (a difference counts beyond 2 combined SE): " + "; ".join(judged)
+    return line
+
+
 def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     """One line computed from the results, with the uncertainty of every number."""
     v = spec.verdict
@@ -324,6 +399,8 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     parts = []
     if v.kind == "longest_length":
         return _longest_length(spec, results)
+    if v.kind == "lr_sensitivity":
+        return _sensitivity_verdict(spec, results)
     if v.kind == "by_rule":
         for rule in spec.rules:
             parts.append(f"{rule} {_describe(metric, point(results, rule, metric))}"

@@ -21,7 +21,7 @@ from typing import Any
 #: per-rule results of a job: the summary.csv columns after job, the axes and scaling
 RESULT_FIELDS = ("final_loss", "final_accuracy", "probe_accuracy", "steps_to_target",
                  "max_logit_abs", "max_logit_std", "min_entropy_norm", "diverged_step",
-                 "collapsed", "seconds")
+                 "collapsed", "seconds", "clip_events")
 
 
 def _finite(x: float) -> float | None:
@@ -47,6 +47,7 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
             "diverged_step": div if div >= 0 else None,
             "collapsed": bool((snap.collapse_step[r] >= 0).any()),
             "seconds": seconds,
+            "clip_events": _clip_events(snap, r, rule),
         }
         if ok.size:
             last = ok[-1]
@@ -60,6 +61,16 @@ def rule_results(snap: Any, target: float, seconds: float) -> dict[str, dict[str
         res.update(length_results(snap, r, ok, div))
         out[rule] = res
     return out
+
+
+def _clip_events(snap: Any, r: int, rule: str) -> int | None:
+    """qkclip: how many (head, update) pairs were clipped over the run; None for other rules."""
+    from engine.rules import RULE_REGISTRY
+
+    clipped = getattr(snap, "clipped_per_step", None)
+    if not RULE_REGISTRY[rule].qk_clip or clipped is None:
+        return None
+    return int(clipped[r].sum())
 
 
 def length_results(snap: Any, r: int, ok: Any, div: int) -> dict[str, float | None]:
@@ -87,14 +98,22 @@ def write_progress(path: str, step: int, steps: int) -> None:
         pass  # (only a progress bar misses it; the job goes on)
 
 
+#: the largest progress file read (two integers)
+PROGRESS_FILE_MAX = 4096
+
+
 def read_progress(path: str | os.PathLike[str]) -> float | None:
-    """The fraction in [0, 1] a progress file says, None if there is none (or a foreign one)."""
+    """The fraction in [0, 1] a progress file says, None if there is none (or a foreign one:
+    read bounded, its two integers checked)."""
+    from engine.readers.json_file import read_json
+    from engine.readers.schema import Int
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        frac = int(data["step"]) / max(int(data["steps"]), 1)
-    except (OSError, ValueError, KeyError, TypeError):
+        data = read_json(path, max_bytes=PROGRESS_FILE_MAX, kind="progress file")
+        step, steps = Int(lo=0).check(data["step"]), Int(lo=0).check(data["steps"])
+    except (ValueError, KeyError, TypeError):  # (FileFormatError and SchemaError are ValueErrors)
         return None
-    return min(max(frac, 0.0), 1.0)
+    return min(max(step / max(steps, 1), 0.0), 1.0)
 
 
 def run_job(config: dict[str, Any], target: float = 0.9,

@@ -14,7 +14,6 @@ on cancel) ``summary.csv`` and ``metrics.csv``. ``resume`` skips the jobs whose 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import os
 import sys
 import time
@@ -24,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.experiments.folder import (
+    EXPERIMENT_FILE,
+    JOBS_DIR,
+    read_experiment,
+    scan_job_files,
+)
 from engine.experiments.job import read_progress, run_job
 from engine.experiments.spec import ExperimentSpec, Job
 from engine.experiments.summary import (
@@ -32,11 +37,9 @@ from engine.experiments.summary import (
     summary_columns,
     summary_rows,
 )
-from engine.io import ensure_writable_dir, package_versions, write_csv, write_json
-from engine.training.config import TrainingConfig
+from engine.io import ensure_writable_dir, output_dir, package_versions, write_csv, write_json
+from engine.validate import quote
 
-EXPERIMENT_FILE = "experiment.json"
-JOBS_DIR = "jobs"
 RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
 WORKERS_MAX = 1024
 #: how often the runner checks the cancel flag and reports progress while jobs run
@@ -89,61 +92,16 @@ def progress_file(out_dir: Path, index: int) -> Path:
 
 
 def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
-    """The spec saved in an experiment folder (or an experiment.json file)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / EXPERIMENT_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError("experiment", f"cannot read {str(path)!r}: {exc}") from None
-    return ExperimentSpec.from_dict(data.get("experiment", data))
-
-
-def _same_config(saved: Any, config: TrainingConfig) -> bool:
-    """A saved job config matches when it rebuilds the same TrainingConfig: a file written before
-    a field existed lacks it, and the field's default keeps the old behaviour (new knobs default
-    off), so such a job still counts."""
-    try:
-        return TrainingConfig.from_dict(saved) == config
-    except (ConfigError, TypeError, ValueError):
-        return False
+    """The spec saved in an experiment folder (or an experiment.json file); FileFormatError
+    (``FILE: field path: what is wrong``) when it cannot be taken."""
+    return read_experiment(path)[0]
 
 
 def scan_results(spec: ExperimentSpec, out_dir: Path
                  ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Finished jobs in ``out_dir/jobs`` that belong to this spec's grid, by job key, and one
-    reason per job file that does not (another grid, or a config this version cannot read)."""
-    jobs = {j.index: j for j in spec.jobs()}
-    found: dict[str, dict[str, Any]] = {}
-    ignored: list[str] = []
-    folder = Path(out_dir) / JOBS_DIR
-    if not folder.is_dir():
-        return found, ignored
-    for path in sorted(folder.glob("job-*.json")):
-        try:
-            res = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            ignored.append(f"{path.name}: not a job file")
-            continue
-        job = jobs.get(res.get("index")) if isinstance(res, dict) else None
-        if job is None or res.get("key") != job.key:
-            ignored.append(f"{path.name}: not a job of this grid")
-        elif not _same_config(res.get("config"), job.config):
-            ignored.append(f"{path.name}: its training config differs from this experiment's "
-                           "(another version of the experiment or of the app)")
-        else:
-            found[job.key] = res
-    return found, ignored
-
-
-def _same_spec(saved: Any, spec: ExperimentSpec) -> bool:
-    """Equal after a round trip through this version (fields added since default to the old
-    behaviour)."""
-    try:
-        return ExperimentSpec.from_dict(saved).to_dict() == spec.to_dict()
-    except (ConfigError, TypeError, ValueError, AttributeError):
-        return False
+    reason per job file not taken (``engine.experiments.folder``: each is checked completely)."""
+    return scan_job_files(spec, out_dir)
 
 
 def runs_on_cuda(spec: ExperimentSpec) -> bool:
@@ -153,26 +111,26 @@ def runs_on_cuda(spec: ExperimentSpec) -> bool:
     return spec.base.device != "cpu" and cuda_available()
 
 
-def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool) -> Path:
-    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``) or
-    any experiment (without: nothing is overwritten)."""
-    out = ensure_writable_dir(out_dir)
-    saved = out / EXPERIMENT_FILE
+def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool,
+                  force: bool = False) -> Path:
+    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``),
+    any experiment (without: nothing is overwritten), or no experiment but files an experiment
+    writes (a user's summary.csv, metrics.csv or jobs/: WouldOverwrite, unless ``force``)."""
+    saved = Path(out_dir) / EXPERIMENT_FILE
+    jobs = Path(out_dir) / JOBS_DIR
     if saved.exists():
+        out = ensure_writable_dir(out_dir)
         if not resume:
             raise ConfigError("out", f"{str(out)!r} already holds an experiment: resume it or "
                                      "choose another folder")
-        try:
-            data = json.loads(saved.read_text(encoding="utf-8"))
-            other = data.get("experiment", data)
-        except (OSError, ValueError):
-            raise ConfigError("resume", f"{str(saved)!r} is not an experiment file") from None
-        if not _same_spec(other, spec):
+        other = read_experiment(saved, option="resume")[0]
+        if other.to_dict() != spec.to_dict():
             raise ConfigError("resume", f"{str(out)!r} holds a different experiment "
-                                        f"({other.get('name', '?')!r}); use another folder")
-    elif resume and (out / JOBS_DIR).is_dir() and any((out / JOBS_DIR).iterdir()):
-        raise ConfigError("resume", f"{str(out)!r} has job files but no {EXPERIMENT_FILE}")
-    return out
+                                        f"({quote(other.name)}); use another folder")
+        return out
+    if resume and jobs.is_dir() and any(jobs.iterdir()):
+        raise ConfigError("resume", f"{str(out_dir)!r} has job files but no {EXPERIMENT_FILE}")
+    return output_dir(out_dir, RESULT_FILES, force=force)
 
 
 def process_pool(workers: int, start_method: str | None = None) -> cf.ProcessPoolExecutor:
@@ -273,17 +231,20 @@ class _Run:
 def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                    workers: int | None = None, executor: cf.Executor | None = None,
                    resume: bool = False, cancelled: Callable[[], bool] | None = None,
-                   scheduler: str | None = None) -> Iterator[ExperimentProgress]:
+                   scheduler: str | None = None, force: bool = False
+                   ) -> Iterator[ExperimentProgress]:
     """Run every job of ``spec`` (those not already in ``out_dir`` with ``resume``), yielding a
     progress snapshot when a job finishes (and about once a second meanwhile), and a last one
     with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
-    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler."""
+    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler;
+    WouldOverwrite: a folder holding files an experiment writes but no experiment (``force``
+    replaces them)."""
     if workers is None:
         workers = default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
     jobs = spec.jobs()
-    out = check_out_dir(spec, out_dir, resume) if out_dir is not None else None
+    out = check_out_dir(spec, out_dir, resume, force) if out_dir is not None else None
     results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
     pending_jobs = [j for j in jobs if j.key not in results]
     on_cuda = runs_on_cuda(spec)

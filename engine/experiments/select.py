@@ -24,13 +24,18 @@ from engine.experiments.summary import (
     result_value,
     wilson_interval,
 )
+from engine.validate import quote
 
 #: over the seeds of one point: runs, runs that reached the target, its rate and Wilson 95 %
 #: bounds, the median steps to target of those that reached it (need no ``value``); the mean of
 #: ``value``, its standard error, its smallest and largest value (need one)
 STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps", "mean", "se", "min",
-         "max")
+         "max", "lr_sensitivity", "lr_sensitivity_se", "best")
 VALUE_STATS = ("mean", "se", "min", "max")
+#: along the axis ``over`` (needs it): the learning-rate sensitivity of ``value`` (default
+#: final_loss; engine.experiments.sensitivity), its standard error over seeds, and the axis
+#: value whose mean loss is lowest
+OVER_STATS = ("lr_sensitivity", "lr_sensitivity_se", "best")
 #: how the statistics of several points (rules or axis values) become one figure
 ACROSS = ("min", "max")
 _AT_STEP = re.compile(r"^(?P<column>[a-z_0-9]+)@(?P<at>0|end|[1-9][0-9]*)$")
@@ -42,17 +47,19 @@ class Selector:
     ``at`` (a list: each of those values). ``value``: a per-rule result (``final_accuracy``, ``steps_to_target``, ...) or a
     metrics.csv column at a logged step: ``column@0`` (the first log), ``column@end`` (the last),
     ``column@300`` (step 300). Points that ``at`` leaves open (rules, other axes' values) need
-    ``across`` (``min`` or ``max`` of their statistics)."""
+    ``across`` (``min`` or ``max`` of their statistics). The OVER_STATS run along the axis
+    ``over`` (e.g. ``lr``), which is then not a point either."""
 
     stat: str
     rules: tuple[str, ...] = ()
     at: dict[str, Any] = field(default_factory=dict)
     value: str = ""
     across: str = ""
+    over: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Selector:
-        known = {"stat", "rule", "at", "value", "across"}
+        known = {"stat", "rule", "at", "value", "across", "over"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError("measure", f"unknown key(s) {', '.join(unknown)} (known: "
@@ -67,32 +74,37 @@ class Selector:
         if not isinstance(at, dict):
             raise ConfigError("measure", "at must map an axis to its value")
         return cls(str(data["stat"]), rules, dict(at), str(data.get("value", "")),
-                   str(data.get("across", "")))
+                   str(data.get("across", "")), str(data.get("over", "")))
 
     def check(self, spec: ExperimentSpec) -> None:
         """Refuse, before anything runs, a selection the experiment cannot answer."""
         if self.stat not in STATS:
-            raise ConfigError("measure", f"stat must be one of {', '.join(STATS)}, got {self.stat!r}")
+            raise ConfigError("measure", f"stat must be one of {', '.join(STATS)}, got {quote(self.stat)}")
         if self.stat in VALUE_STATS and not self.value:
-            raise ConfigError("measure", f"stat {self.stat!r} needs a value")
+            raise ConfigError("measure", f"stat {quote(self.stat)} needs a value")
         if self.value:
             _check_value(spec, self.value)
+        if (self.stat in OVER_STATS) != bool(self.over):
+            raise ConfigError("measure", f"over (an axis) goes with the stats {', '.join(OVER_STATS)} "
+                                         "and only with them")
+        if self.over and (self.over not in spec.axis_names or self.over in self.at):
+            raise ConfigError("measure", f"over={self.over!r} must be an axis that at leaves open")
         if self.across and self.across not in ACROSS:
             raise ConfigError("measure", f"across must be one of {', '.join(ACROSS)}")
         for rule in self.rules:
             if rule not in spec.rules:
-                raise ConfigError("measure", f"rule {rule!r} is not trained in {spec.name!r} "
+                raise ConfigError("measure", f"rule {quote(rule)} is not trained in {quote(spec.name)} "
                                              f"({', '.join(spec.rules)})")
         axes = {a.field: a.values for a in spec.axes}
         for name, given in self.at.items():
             if name not in axes:
-                raise ConfigError("measure", f"{name!r} is not an axis of {spec.name!r}")
+                raise ConfigError("measure", f"{quote(name)} is not an axis of {quote(spec.name)}")
             for v in given if isinstance(given, list) else [given]:
                 if v not in axes[name]:
-                    raise ConfigError("measure", f"{name}={v!r} is not a value of that axis")
+                    raise ConfigError("measure", f"{name}={quote(v)} is not a value of that axis")
         if not self.across and len(self._points(spec)) > 1:
             raise ConfigError("measure", f"selects {len(self._points(spec))} points of "
-                                         f"{spec.name!r}: fix them with rule and at, or give across")
+                                         f"{quote(spec.name)}: fix them with rule and at, or give across")
 
     def _points(self, spec: ExperimentSpec) -> list[tuple[str, dict[str, Any]]]:
         """(rule, values of the non-seed axes) of every point the selection spans; the seed axis
@@ -103,7 +115,8 @@ class Selector:
         for axis in spec.axes:
             given = self.at.get(axis.field)
             if given is None:
-                choices.append((axis.field, [None] if axis.field == SEED_AXIS else axis.values))
+                open_axis = axis.field in (SEED_AXIS, self.over)
+                choices.append((axis.field, [None] if open_axis else axis.values))
             else:
                 choices.append((axis.field, given if isinstance(given, list) else [given]))
         names = [name for name, _ in choices]
@@ -119,7 +132,7 @@ class Selector:
             members = [r for r in runs if rule in r["rules"]
                        and all(r["values"].get(k) == v for k, v in point.items())]
             if not members:
-                raise ConfigError("measure", f"no finished run of {rule!r} at {point}")
+                raise ConfigError("measure", f"no finished run of {quote(rule)} at {point}")
             figures.append(self._stat(members, rule))
         if len(figures) == 1:
             return figures[0]
@@ -139,6 +152,8 @@ class Selector:
             return wilson_interval(k, n)[self.stat == "rate_hi"], 0.0
         if self.stat == "median_steps":  # inf where no run reached the target: never a figure
             return (statistics.median(steps) if steps else math.inf), 0.0
+        if self.stat in OVER_STATS:
+            return self._over_stat(runs, rule)
         values = [v for r in runs if (v := run_value(r, rule, self.value)) is not None]
         if not values:
             return math.nan, 0.0
@@ -148,6 +163,18 @@ class Selector:
         if self.stat == "se":
             return se, 0.0
         return (min(values) if self.stat == "min" else max(values)), 0.0
+
+
+    def _over_stat(self, runs: list[dict[str, Any]], rule: str) -> tuple[float, float]:
+        """The learning-rate sensitivity along ``over`` (mean, SE), its SE, or the best value."""
+        from engine.experiments.sensitivity import lr_sensitivity
+
+        s = lr_sensitivity(runs, rule, self.over, self.value or "final_loss")
+        if s is None:
+            return math.nan, 0.0
+        if self.stat == "best":
+            return float(s.best), 0.0
+        return (s.mean, s.se) if self.stat == "lr_sensitivity" else (s.se, 0.0)
 
 
 def run_value(res: dict[str, Any], rule: str, name: str) -> float | None:
@@ -174,7 +201,7 @@ def _check_value(spec: ExperimentSpec, name: str) -> None:
     m = _AT_STEP.match(name)
     columns = metrics_csv_columns(spec.base.eval_lengths)
     if m is None or m["column"] not in columns or m["column"] in ("scaling", "step"):
-        raise ConfigError("measure", f"value {name!r} is neither a per-rule result "
+        raise ConfigError("measure", f"value {quote(name)} is neither a per-rule result "
                                      f"({', '.join(RESULT_FIELDS)}) nor COLUMN@0|end|STEP of a "
                                      "metrics.csv column")
     if m["at"] not in ("0", "end"):
@@ -182,5 +209,5 @@ def _check_value(spec: ExperimentSpec, name: str) -> None:
         for job in spec.jobs():
             cfg = job.config
             if step > cfg.steps or (step % cfg.log_every and step != cfg.steps):
-                raise ConfigError("measure", f"value {name!r}: step {step} is not logged in "
+                raise ConfigError("measure", f"value {quote(name)}: step {step} is not logged in "
                                              f"{job.key} ({cfg.steps} steps, every {cfg.log_every})")

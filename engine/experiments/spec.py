@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.training.config import TrainingConfig
-from engine.validate import check_choice, check_float
+from engine.validate import check_choice, check_float, quote
 
 #: fields that are not axes: the rules are trained side by side inside every job, and where a
 #: job runs is the runner's business
@@ -24,9 +24,9 @@ NOT_AXES = ("scalings", "device")
 #: most jobs in one grid
 JOBS_MAX = 100_000
 #: figure kinds (see ``engine.experiments.figures``)
-FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length")
+FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length", "lr_sensitivity")
 #: verdict kinds (see ``engine.experiments.figures.verdict``)
-VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length")
+VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length", "lr_sensitivity")
 #: what ``vs_length`` figures and the ``longest_length`` verdict show at each evaluation length
 LENGTH_METRICS = ("accuracy", "entropy_norm")
 
@@ -74,7 +74,7 @@ class Axis:
     def __post_init__(self) -> None:
         allowed = axis_fields()
         if self.field not in allowed:
-            raise ConfigError("axis", f"{self.field!r} is not a field that can vary (one of "
+            raise ConfigError("axis", f"{quote(self.field)} is not a field that can vary (one of "
                                       f"{', '.join(allowed)})")
         values = (self.values,) if isinstance(self.values, (str, int, float)) else self.values
         values = tuple(values)
@@ -82,7 +82,7 @@ class Axis:
             raise ConfigError("axis", f"{self.field}: needs at least one value")
         if len(set(values)) != len(values):
             raise ConfigError("axis", f"{self.field}: lists a value twice: "
-                                      f"{', '.join(map(str, values))}")
+                                      f"{quote(', '.join(map(str, values)), 80)}")
         object.__setattr__(self, "values", values)
 
     @classmethod
@@ -90,7 +90,7 @@ class Axis:
         """``field=v1,v2,...`` (the CLI's ``--axis``)."""
         name, sep, rest = text.partition("=")
         if not sep or not rest.strip():
-            raise ConfigError("axis", f"{text!r}: expected FIELD=V1,V2,...")
+            raise ConfigError("axis", f"{quote(text)}: expected FIELD=V1,V2,...")
         name = name.strip().replace("-", "_")
         if name not in axis_fields():
             Axis(name, (0,))  # the same error as the constructor
@@ -104,8 +104,10 @@ class FigureSpec:
     ``y``: a per-rule result (``success``, ``steps_to_target``, ``final_loss``, ...) or a
     metrics.csv column at a step (``logit_std@0``, ``entropy_norm_mean@end``) for ``by_rule`` and
     ``vs_axis``; a metrics.csv column for ``vs_step``; ``accuracy`` or ``entropy_norm`` after
-    training at each of the base config's evaluation lengths for ``vs_length``. ``x``: the axis
-    drawn along x (``vs_axis``) or that splits the curves (``vs_step``)."""
+    training at each of the base config's evaluation lengths for ``vs_length``; the loss whose
+    learning-rate sensitivity each rule gets (``final_loss``) for ``lr_sensitivity``, along the
+    axis ``x``. ``x``: the axis drawn along x (``vs_axis``), that splits the curves
+    (``vs_step``) or that the sensitivity runs over (``lr_sensitivity``)."""
 
     kind: str
     y: str
@@ -117,8 +119,8 @@ class FigureSpec:
 
     def __post_init__(self) -> None:
         check_choice("figures", self.kind, FIGURE_KINDS)
-        if self.kind == "vs_axis" and not self.x:
-            raise ConfigError("figures", f"{self.title!r}: a vs_axis figure needs x (an axis)")
+        if self.kind in ("vs_axis", "lr_sensitivity") and not self.x:
+            raise ConfigError("figures", f"{quote(self.title)}: a {self.kind} figure needs x (an axis)")
         if self.kind == "vs_length":
             check_choice("figures", self.y, LENGTH_METRICS)
 
@@ -127,7 +129,9 @@ class FigureSpec:
 class VerdictSpec:
     """The verdict line: ``metric`` per rule over all jobs (``by_rule``), at the first and last
     value of the axis ``over`` (``ends_of_axis``), or (``accuracy`` or ``entropy_norm``) at the
-    longest evaluation length after training (``longest_length``), each with its uncertainty.
+    longest evaluation length after training (``longest_length``), or the learning-rate
+    sensitivity of ``metric`` along ``over`` with each rule judged against the first one
+    (``lr_sensitivity``, engine.experiments.sensitivity), each with its uncertainty.
     ``at`` restricts it to the jobs at some axis values (e.g. one learning rate, where pooling all
     of them would let the largest dominate); given as a mapping, kept as (axis, value) pairs."""
 
@@ -142,11 +146,11 @@ class VerdictSpec:
         try:
             pairs = tuple((str(k), v) for k, v in at)
         except (TypeError, ValueError):
-            raise ConfigError("verdict", f"at must map axes to one value each, got {self.at!r}"
+            raise ConfigError("verdict", f"at must map axes to one value each, got {quote(self.at)}"
                               ) from None
         object.__setattr__(self, "at", pairs)
-        if self.kind == "ends_of_axis" and not self.over:
-            raise ConfigError("verdict", "ends_of_axis needs over (an axis)")
+        if self.kind in ("ends_of_axis", "lr_sensitivity") and not self.over:
+            raise ConfigError("verdict", f"{self.kind} needs over (an axis)")
         if self.kind == "longest_length":
             check_choice("verdict", self.metric, LENGTH_METRICS)
 
@@ -198,29 +202,29 @@ class ExperimentSpec:
         for fig in self.figures:
             for name in (fig.x,) if fig.x else ():
                 if name not in names:
-                    raise ConfigError("figures", f"{fig.title!r}: x={name!r} is not an axis")
+                    raise ConfigError("figures", f"{quote(fig.title)}: x={quote(name)} is not an axis")
         if not self.base.eval_lengths and (
                 any(f.kind == "vs_length" for f in self.figures)
                 or self.verdict.kind == "longest_length"):
             raise ConfigError("eval_lengths", "a vs_length figure or a longest_length verdict "
                                               "needs evaluation lengths in the base config")
         if self.verdict.over and self.verdict.over not in names:
-            raise ConfigError("verdict", f"over={self.verdict.over!r} is not an axis")
+            raise ConfigError("verdict", f"over={quote(self.verdict.over)} is not an axis")
         for name, value in self.verdict.at:
             axis = next((a for a in axes if a.field == name), None)
             if axis is None or name == self.verdict.over:
-                raise ConfigError("verdict", f"at: {name!r} is not an axis other than over")
+                raise ConfigError("verdict", f"at: {quote(name)} is not an axis other than over")
             if value not in axis.values:
-                raise ConfigError("verdict", f"at: {name}={value!r} is not one of the axis's "
+                raise ConfigError("verdict", f"at: {name}={quote(value)} is not one of the axis's "
                                              f"values {list(axis.values)}")
         for axis in axes:  # each value alone first: the error names that value
             for v in axis.values:
                 try:
                     self.base.replace(**{axis.field: v})
                 except ConfigError as exc:
-                    raise ConfigError("axis", f"{axis.field}={v!r}: {exc.message}") from None
+                    raise ConfigError("axis", f"{axis.field}={quote(v)}: {exc.message}") from None
                 except TypeError:
-                    raise ConfigError("axis", f"{axis.field}={v!r}: wrong type") from None
+                    raise ConfigError("axis", f"{axis.field}={quote(v)}: wrong type") from None
         object.__setattr__(self, "_jobs", tuple(self._build_jobs()))
 
     def _build_jobs(self) -> list[Job]:
@@ -258,14 +262,12 @@ class ExperimentSpec:
     @classmethod
     def from_dict(cls, data: Any) -> ExperimentSpec:
         """From ``to_dict``'s output (experiment.json) or a built-in experiment file, where
-        ``preset`` names the training preset that ``base`` (then a few overrides) starts from."""
+        ``preset`` names the training preset that ``base`` (then a few overrides) starts from.
+        The structure and types are checked first (``spec_schema``): an error names the field
+        path (``base.lr``, ``axes.seed[3]``, ``figures[1].kind``)."""
         if not isinstance(data, dict):
-            raise ConfigError("experiment", "must be a mapping")
-        known = {"name", "title", "description", "base", "preset", "axes", "target", "figures",
-                 "verdict"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown experiment key (known: {', '.join(sorted(known))})")
+            raise ConfigError("experiment", f"must be a mapping, got {type(data).__name__}")
+        data = spec_schema().check(data)
         base_data = dict(data.get("base") or {})
         if "preset" in data:
             from engine.training.presets import preset
@@ -273,17 +275,47 @@ class ExperimentSpec:
             start = preset(data["preset"]).config.to_dict()
             start.update(base_data)
             base_data = start
-        base = TrainingConfig.from_dict(base_data)
-        axes_data = data.get("axes") or {}
-        if not isinstance(axes_data, dict):
-            raise ConfigError("axis", "axes must map a field to its list of values")
         try:
-            figures = tuple(FigureSpec(**f) for f in data.get("figures") or ())
-            verdict = VerdictSpec(**(data.get("verdict") or {}))
-        except TypeError as exc:
-            raise ConfigError("figures", str(exc)) from None
+            base = TrainingConfig.from_dict(base_data)
+        except ConfigError as exc:
+            raise ConfigError(f"base.{exc.field}", exc.message) from None
+        figures = tuple(FigureSpec(**f) for f in data.get("figures") or ())
+        verdict = VerdictSpec(**(data.get("verdict") or {}))
         return cls(name=data.get("name", "experiment"), base=base,
                    axes=tuple(Axis(k, tuple(v) if isinstance(v, list) else v)
-                              for k, v in axes_data.items()),
+                              for k, v in (data.get("axes") or {}).items()),
                    title=data.get("title", ""), description=data.get("description", ""),
                    target=data.get("target", 0.9), figures=figures, verdict=verdict)
+
+
+def spec_schema() -> Any:
+    """The structure of an experiment dict (experiment.json's "experiment", a built-in file, a
+    claim's "spec"): types and sizes only; the dataclasses check the values."""
+    from engine.readers.schema import (
+        AnyObject,
+        Boolean,
+        Int,
+        ListOf,
+        MapOf,
+        Nullable,
+        Number,
+        OneOf,
+        Record,
+        Text,
+        dataclass_schema,
+    )
+
+    scalar = OneOf((Boolean(), Int(), Number(), Text(max_chars=200)),
+                   what="a number, a string or true/false")
+    values = OneOf((ListOf(scalar, max_items=JOBS_MAX), scalar), what="a list of values")
+    pair = ListOf(scalar, max_items=2, min_items=2, what="an [axis, value] pair")
+    at = OneOf((MapOf(scalar, max_items=64), ListOf(pair, max_items=64)),
+               what="an object of axis: value")
+    return Record({
+        "name": Text(max_chars=200), "title": Text(max_chars=1000),
+        "description": Text(max_chars=20_000), "preset": Text(max_chars=200),
+        "base": Nullable(AnyObject()), "axes": MapOf(values, max_items=64),
+        "target": Number(), "figures": ListOf(dataclass_schema(FigureSpec, label="key"),
+                                              max_items=100),
+        "verdict": dataclass_schema(VerdictSpec, {"at": at}, label="key"),
+    }, label="experiment key")

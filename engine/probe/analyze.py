@@ -57,7 +57,8 @@ class ProbeResult:
     scores: np.ndarray  #: (L, H, n, n) float32 raw q.k
     q: np.ndarray  #: (L, H, n, d_k) float32
     k: np.ndarray  #: (L, H, n, d_k) float32
-    pair_mask: np.ndarray  #: (n, n) bool, key visible to query
+    pair_mask: np.ndarray  #: (n, n) bool, key visible to query (the first layer's)
+    pair_masks: np.ndarray  #: (L, n, n) bool, per layer (encoder, decoder, cross differ)
     score_stats: ScoreStats
     rows: dict[str, RowStats]  #: per rule in PROBE_RULES
     attn_max_abs_diff: np.ndarray  #: (L, H) recomputed vs the model's own attention
@@ -137,7 +138,6 @@ def analyze_capture(
     keep = cap.valid_positions
     ids_kept = tuple(int(token_ids[i]) for i in keep)
     labels = tuple(tokens[i] for i in keep) if tokens is not None else tuple(map(str, ids_kept))
-    pm = cap.pair_mask
     n_layers = cap.q.shape[0]
     d_k = loaded.info.d_k
     scores = np.empty(cap.q.shape[:3] + (cap.q.shape[2],), dtype=np.float32)
@@ -148,15 +148,15 @@ def analyze_capture(
         yield ProbeSnapshot(f"statistics, layer {layer + 1} of {n_layers}",
                             0.4 + 0.6 * layer / n_layers)
         sl = slice(layer, layer + 1)
+        pm = cap.pair_masks[layer]
         q = cap.q[sl].astype(np.float64)
         k = cap.k[sl].astype(np.float64)
         s = q @ np.swapaxes(k, -1, -2)
         scores[sl] = s
         parts.append(score_stats(q, k, pm, cfg.bootstrap, cfg.seed + 7919 * layer, cancelled))
         for rule in PROBE_RULES:
-            scale = cap.scale[sl] if rule == "model" else 1.0 / RULE_REGISTRY[rule].divisor(d_k, 1.0)
-            row_parts[rule].append(row_stats(s, scale, pm,
-                                             cap.model_attn[sl] if rule == "model" else None))
+            row_parts[rule].append(_model_rows(cap, layer, s) if rule == "model" else
+                                   row_stats(s, 1.0 / RULE_REGISTRY[rule].divisor(d_k, 1.0), pm))
     sstats = concat_layers(parts)
     rows = {rule: concat_layers(row_parts[rule]) for rule in PROBE_RULES}
     diff = rows["model"].max_abs_diff
@@ -179,7 +179,8 @@ def analyze_capture(
         scores=scores,
         q=cap.q,
         k=cap.k,
-        pair_mask=pm,
+        pair_mask=cap.pair_mask,
+        pair_masks=cap.pair_masks,
         score_stats=sstats,
         rows=rows,
         attn_max_abs_diff=diff,
@@ -188,6 +189,21 @@ def analyze_capture(
         stats_s=time.perf_counter() - t0,
     )
     yield ProbeSnapshot("done", 1.0, done=True, result=result)
+
+
+def _model_rows(cap: Capture, layer: int, s: np.ndarray) -> RowStats:
+    """The 'model' rule of one layer: the model's own logits (its scale, soft-cap and additive
+    terms), compared with its own weights (with sinks, the rows' shapes: a sink's share is not
+    on the keys)."""
+    sl = slice(layer, layer + 1)
+    pm = cap.pair_masks[layer]
+    c = float(cap.softcap[layer])
+    attn = cap.model_attn[sl]
+    if cap.sinks:
+        tot = np.where(pm, attn, 0.0).sum(-1, keepdims=True)
+        attn = np.where(pm, attn / np.where(tot > 0, tot, 1.0), attn)
+    return row_stats(s, cap.scale[sl], pm, attn, None if cap.bias is None else cap.bias[sl],
+                     None if np.isnan(c) else c)
 
 
 def run_to_result(gen: Iterator[ProbeSnapshot]) -> ProbeResult:
@@ -227,7 +243,7 @@ def head_detail(result: ProbeResult, layer: int, head: int, rule: str = "model",
     if rule not in PROBE_RULES:
         raise ValueError(f"rule must be one of {PROBE_RULES}")
     s = result.scores[layer, head].astype(np.float64)
-    pm = result.pair_mask
+    pm = result.pair_masks[layer]
     vals = s[pm]
     scale = result.scale(rule, layer)
     mean = float(result.score_stats.iid_pred_mean[layer, head])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +23,27 @@ import numpy as np
 
 from engine.errors import Cancelled, ConfigError
 from engine.probe.config import check_text_and_model
-from engine.probe.scale_fit import ScaleFit, fit_scale, is_flagged, verdict, verdict_kind
+from engine.probe.scale_fit import (
+    AFTER_SOFTMAX,
+    ScaleFit,
+    fit_scale,
+    is_flagged,
+    verdict,
+    verdict_kind,
+)
+from engine.probe.sites import SiteRecord
+from engine.probe.softcap_fit import CapFit, fit_capped
 from engine.snapshots import last_result
 from engine.validate import ConfigMethods, check_int
 
-EAGER_NOTE = "attention run eagerly (attn_implementation='eager') for the capture"
+#: how the capture sees the model (audit.json, the page, the CLI)
+CAPTURE_NOTE = ("captured at transformers' attention interface around the model's own eager "
+                "attention; scale measured against the q and k projections' outputs")
+#: mean KL per row above which the weights are not the model's softmax of scaled q.k at all
+#: (float32 models fit to ~1e-13; an after-softmax factor under sinks leaves ~1)
+MISFIT_LIMIT = 1e-6
+#: the old name of the note (the Training lab audit has its own)
+EAGER_NOTE = CAPTURE_NOTE
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,8 @@ class AuditResult:
     forward_s: float
     fit_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    #: per site (transformers models): block, features, declared source, soft-cap, mismatch
+    sites: tuple[SiteAudit, ...] = ()
 
     def grid(self, name: str = "scale_x_sqrt_dk") -> np.ndarray:
         """(L, H) of a per-head figure: scale, scale_x_sqrt_dk, residual_max_abs, tol_log..."""
@@ -101,7 +119,12 @@ class AuditResult:
         return np.array([f.scale[0] for f in self.layer_fits]) * np.sqrt(self.d_k)
 
     def flagged_layers(self) -> list[int]:
+        """Layers whose scale is not the standard 1/sqrt(d_k) (by design or by a bug)."""
         return [i for i, v in enumerate(self.layer_verdicts) if is_flagged(v)]
+
+    def mismatched_layers(self) -> list[int]:
+        """Layers whose measured scale (or soft-cap) differs from what the model declares."""
+        return [i for i, s in enumerate(self.sites) if not s.matches_declared]
 
 
 @dataclass(frozen=True)
@@ -110,6 +133,29 @@ class AuditSnapshot:
     fraction: float
     done: bool = False
     result: AuditResult | None = None
+
+
+def _layer_verdict(hf: ScaleFit, lf: ScaleFit, head_v: list[str], d_k: int, d_model: int,
+                   n_heads: int | None) -> str:
+    """One layer's verdict: its joint fit's, unless its heads disagree ("mixed")."""
+    lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
+                 float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model, n_heads)
+    agreeing = [v for v in head_v if not v.startswith("cannot")]
+    if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
+        kinds = sorted({verdict_kind(v) for v in agreeing})
+        lv = f"mixed: {'; '.join(kinds)}"
+    elif agreeing and verdict_kind(agreeing[0]) == "other: s * sqrt(d_k)":
+        ok = hf.identifiable
+        x = hf.scale[ok] * np.sqrt(d_k)
+        # heads whose "other" scales differ by more than their tolerances: no one layer scale
+        if x.size > 1 and math.log(x.max() / x.min()) > 2 * float(hf.tol_log[ok].max()):
+            lv = f"mixed: other, s * sqrt(d_k) from {x.min():.3g} to {x.max():.3g}"
+    return lv
+
+
+def _joint_start(hf: ScaleFit) -> np.ndarray:
+    ok = hf.identifiable
+    return np.array([np.exp(np.median(np.log(hf.scale[ok] if ok.any() else hf.scale)))])
 
 
 def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.ndarray,
@@ -127,89 +173,192 @@ def fit_layers(scores: list[np.ndarray], probs: list[np.ndarray], visible: np.nd
             progress(layer)
         hf = fit_scale(z, p, visible, d_k=d_k)
         h = z.shape[0]
-        ok = hf.identifiable
-        start = np.exp(np.median(np.log(hf.scale[ok] if ok.any() else hf.scale)))
         lf = fit_scale(z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1]),
-                       np.tile(visible, (h, 1)), start=np.array([start]), d_k=d_k)
+                       np.tile(visible, (h, 1)), start=_joint_start(hf), d_k=d_k)
         head_fits.append(hf)
         layer_fits.append(lf)
         head_v.append([verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),
                                float(hf.weight_sum[i]), hf.weight_sum_tol, d_k, d_model)
                        for i in range(h)])
-        lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
-                     float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model)
-        agreeing = [v for v in head_v[-1] if not v.startswith("cannot")]
-        if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
-            kinds = sorted({verdict_kind(v) for v in agreeing})
-            lv = f"mixed: {'; '.join(kinds)}"
-        elif agreeing and verdict_kind(agreeing[0]) == "other: s * sqrt(d_k)":
-            ok = hf.identifiable
-            x = hf.scale[ok] * np.sqrt(d_k)
-            # heads whose "other" scales differ by more than their tolerances: no one layer scale
-            if x.size > 1 and math.log(x.max() / x.min()) > 2 * float(hf.tol_log[ok].max()):
-                lv = f"mixed: other, s * sqrt(d_k) from {x.min():.3g} to {x.max():.3g}"
-        layer_v.append(lv)
+        layer_v.append(_layer_verdict(hf, lf, head_v[-1], d_k, d_model, None))
     return head_fits, layer_fits, head_v, layer_v
 
 
-def ensure_eager(loaded: Any) -> None:
-    """Switch a transformers model to eager attention (the only one that returns P)."""
-    cfg = loaded.model.config
-    if getattr(cfg, "_attn_implementation", "eager") != "eager":
-        setter = getattr(loaded.model, "set_attn_implementation", None)
-        if setter is None:
-            raise ConfigError("model", "cannot switch this model to eager attention")
-        setter("eager")
+@dataclass(frozen=True)
+class SiteFit:
+    """The fit of one attention site of a transformers model."""
+
+    head: ScaleFit
+    layer: ScaleFit
+    head_verdicts: list[str]
+    layer_verdict: str
+    cap: CapFit | None  #: per head, for a site that soft-caps (or declares a cap)
+    layer_cap: CapFit | None
+
+
+def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
+    """(scores, probs, visible, bias) of a site for the fit; a sink joins each row as one more
+    key with q.k = 0 and the sink's logit as its bias, holding the mass the row gave it."""
+    z = rec.scores()
+    p = rec.probs.astype(np.float64)
+    vis = rec.visible
+    bias = None if rec.bias is None else rec.bias.astype(np.float64)
+    if rec.sinks is not None:
+        h, r, _n = z.shape
+        vis_row = vis.sum(axis=-1) >= 1
+        sink_p = np.clip(1.0 - np.where(vis, p, 0.0).sum(axis=-1), 0.0, 1.0)  # (H, R)
+        z = np.concatenate([z, np.zeros((h, r, 1))], axis=-1)
+        p = np.concatenate([p, sink_p[..., None]], axis=-1)
+        vis = np.concatenate([vis, vis_row[:, None]], axis=-1)
+        b = np.zeros((h, r, z.shape[-1] - 1)) if bias is None else np.broadcast_to(
+            bias, (h, r, z.shape[-1] - 1))
+        bias = np.concatenate([b, np.broadcast_to(rec.sinks[:, None, None], (h, r, 1))], axis=-1)
+    return z, p, vis, bias
+
+
+def fit_site(rec: SiteRecord, d_model: int) -> SiteFit:
+    """Fit every head of one site and the site jointly (with its soft-cap when it declares one)."""
+    z, p, vis, bias = site_arrays(rec)
+    d_k, h = rec.d_k, rec.n_heads
+    zj, pj = z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1])
+    visj = np.tile(vis, (h, 1))
+    bj = None if bias is None else np.broadcast_to(bias, z.shape).reshape(1, -1, z.shape[-1])
+    cap = layer_cap = None
+    if rec.softcap is not None:
+        hf, cap = fit_capped(z, p, vis, bias, d_k, rec.softcap)
+        lf, layer_cap = fit_capped(zj, pj, visj, bj, d_k, rec.softcap)
+    else:
+        hf = fit_scale(z, p, vis, d_k=d_k, bias=bias)
+        lf = fit_scale(zj, pj, visj, start=_joint_start(hf), d_k=d_k, bias=bj)
+    hv = [verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),
+                  float(hf.weight_sum[i]), hf.weight_sum_tol, d_k, d_model, h) for i in range(h)]
+    return SiteFit(hf, lf, hv, _layer_verdict(hf, lf, hv, d_k, d_model, h), cap, layer_cap)
+
+
+@dataclass(frozen=True)
+class SiteAudit:
+    """What the audit says about one site besides its fitted scale."""
+
+    name: str  #: the module's path in the model
+    block: str  #: encoder, decoder or cross
+    features: tuple[str, ...]
+    kv_head: np.ndarray  #: (H,) the key head each query head reads
+    declared_source: str
+    softcap_declared: float | None
+    softcap: np.ndarray | None  #: (H,) fitted caps (inf: not reached or absent)
+    softcap_reach: float | None  #: the largest |logit| below the cap
+    matches_declared: bool
+    mismatch: str  #: what differs from the declaration ("" when it matches)
+
+
+def block_of(loaded: Any, site: Any, causal: bool) -> str:
+    if site.cross:
+        return "cross"
+    if getattr(loaded.model.config, "is_encoder_decoder", False):
+        return "decoder" if "decoder" in site.name.split(".")[:2] else "encoder"
+    return "decoder" if causal else "encoder"
+
+
+def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str]:
+    """Does the measured scale (and cap) agree with the declared one? (ok, what differs)"""
+    hf = fit.head
+    if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
+            verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
+        return False, "weights scaled after the softmax"
+    if float(fit.layer.misfit[0]) > MISFIT_LIMIT:
+        return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
+                       f"(misfit {float(fit.layer.misfit[0]):.2g})")
+    ok = hf.identifiable
+    gap = np.abs(np.log(hf.scale / declared))
+    bad = ok & (gap > hf.tol_log)
+    if bad.any():
+        x = float(np.median(hf.scale[bad]) / declared)
+        heads = np.flatnonzero(bad)
+        where = "all heads" if bad.sum() == ok.sum() else f"heads {', '.join(map(str, heads))}"
+        return False, f"measured {x:.4g} x the declared scale ({where})"
+    if fit.cap is not None and fit.cap.declared is not None and not fit.cap.declared_consistent[
+            ok | ~ok].all():
+        caps = fit.cap.cap[np.isfinite(fit.cap.cap)]
+        found = f"fitted {np.median(caps):.4g}" if caps.size else "no cap found"
+        return False, (f"soft-cap {fit.cap.declared:g} declared, {found} (logits reach "
+                       f"{float(fit.cap.reach.max()):.3g})")
+    return True, ""
+
+
+def audit_ids(loaded: Any, ids: Sequence[int], bugs: Mapping[int, str] | None = None,
+              tokens: tuple[str, ...] = (), cancelled: Callable[[], bool] = lambda: False
+              ) -> AuditResult:
+    """Audit one token sequence (tests and the CLI share the generator below)."""
+    return run_audit(audit_tokens(loaded, ids, tokens, bugs or {}, cancelled))
+
+
+def audit_tokens(loaded: Any, ids: Sequence[int], tokens: tuple[str, ...],
+                 bugs: Mapping[int, str], cancelled: Callable[[], bool] = lambda: False
+                 ) -> Iterator[AuditSnapshot]:
+    from engine.probe.capture import capture_sites
+    from engine.probe.inject import bug_modifiers
+
+    mods = bug_modifiers(loaded, bugs)
+    yield AuditSnapshot("forward pass", 0.1)
+    records, forward_s, _out = capture_sites(loaded, ids, modifiers=mods, cancelled=cancelled)
+    yield from audit_records(loaded, records, tokens, bugs, forward_s, cancelled)
 
 
 def audit(cfg: AuditConfig, loaded: Any = None,
           cancelled: Callable[[], bool] = lambda: False) -> Iterator[AuditSnapshot]:
     """Audit ``cfg.text`` through a transformers model (loaded here when ``loaded`` is None)."""
-    from engine.probe.capture import capture
-    from engine.probe.inject import check_layers, injected
+    from engine.probe.inject import check_layers
     from engine.probe.loader import load_model, tokenize
 
     if loaded is None:
         yield AuditSnapshot("loading model", 0.0)
         loaded = load_model(cfg.model)
     check_layers(loaded, cfg.bugs, "inject")
-    ensure_eager(loaded)
     if cancelled():
         raise Cancelled()
     tok = tokenize(loaded, cfg.text, cfg.max_tokens)
-    yield AuditSnapshot("forward pass", 0.1)
-    with injected(loaded, cfg.bugs):
-        cap = capture(loaded, tok.ids)
-    yield from audit_capture(loaded, cap, tok.tokens, cfg.bugs, cancelled)
+    yield from audit_tokens(loaded, tok.ids, tok.tokens, cfg.bugs, cancelled)
 
 
-def audit_capture(loaded: Any, cap: Any, tokens: tuple[str, ...], bugs: Mapping[int, str],
+def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
+                  bugs: Mapping[int, str], forward_s: float,
                   cancelled: Callable[[], bool] = lambda: False) -> Iterator[AuditSnapshot]:
-    """The fit and verdicts of one capture (tests feed captures of tiny models here)."""
+    """The fit, verdicts and declared-vs-measured comparison of one capture's sites."""
     t0 = time.perf_counter()
     info = loaded.info
-    q = cap.q.astype(np.float64)
-    k = cap.k.astype(np.float64)
-    n_layers = q.shape[0]
-    scores = [q[i] @ np.swapaxes(k[i], -1, -2) for i in range(n_layers)]
-    probs = [cap.model_attn[i].astype(np.float64) for i in range(n_layers)]
-    head_fits, layer_fits, head_v, layer_v = [], [], [], []
-    for layer in range(n_layers):  # one layer at a time: progress and a cancel check each
-        yield AuditSnapshot(f"fit, layer {layer + 1} of {n_layers}", 0.2 + 0.8 * layer / n_layers)
-        hf, lf, hv, lv = fit_layers(scores[layer:layer + 1], probs[layer:layer + 1],
-                                    cap.pair_mask, info.d_k, info.d_model, cancelled)
-        head_fits += hf
-        layer_fits += lf
-        head_v += hv
-        layer_v += lv
-    keep = cap.valid_positions
+    n_sites = len(records)
+    if len({(r.n_heads, r.d_k) for r in records}) != 1:
+        raise ConfigError("model", "its attention sites differ in heads or head width; the "
+                          "audit's layer x head grid needs one shape")
+    fits: list[SiteFit] = []
+    sites: list[SiteAudit] = []
+    for i, rec in enumerate(records):  # one site at a time: progress and a cancel check each
+        if cancelled():
+            raise Cancelled()
+        yield AuditSnapshot(f"fit, layer {i + 1} of {n_sites}", 0.2 + 0.8 * i / n_sites)
+        fit = fit_site(rec, info.d_model)
+        fits.append(fit)
+        declared, source = loaded.declared[i]
+        ok, why = compare_declared(fit, declared, rec.d_k)
+        site = loaded.sites[i]
+        cap = fit.cap
+        sites.append(SiteAudit(
+            name=site.name, block=block_of(loaded, site, rec.causal), features=rec.features,
+            kv_head=rec.kv_head.copy(), declared_source=source, softcap_declared=rec.softcap,
+            softcap=None if cap is None else cap.cap.copy(),
+            softcap_reach=None if cap is None else float(cap.reach.max()),
+            matches_declared=ok, mismatch=why))
+    rec0 = records[0]
+    n_tok = rec0.q.shape[1]
     result = AuditResult(
-        model_name=info.name, model_type=info.model_type, run=None, n_layers=n_layers,
-        n_heads=info.n_heads, d_k=info.d_k, d_model=info.d_model, causal=cap.causal,
-        n_tokens=len(keep), tokens=tuple(tokens[i] for i in keep) if tokens else (),
-        inject=dict(bugs), declared_scale=cap.scale, head_fits=head_fits, layer_fits=layer_fits,
-        head_verdicts=head_v, layer_verdicts=layer_v, note=EAGER_NOTE, forward_s=cap.forward_s,
-        fit_s=time.perf_counter() - t0)
+        model_name=info.name, model_type=info.model_type, run=None, n_layers=n_sites,
+        n_heads=rec0.n_heads, d_k=rec0.d_k, d_model=info.d_model, causal=loaded.causal,
+        n_tokens=n_tok, tokens=tuple(tokens[:n_tok]) if tokens else (),
+        inject=dict(bugs), declared_scale=np.array([d for d, _s in loaded.declared]),
+        head_fits=[f.head for f in fits], layer_fits=[f.layer for f in fits],
+        head_verdicts=[f.head_verdicts for f in fits],
+        layer_verdicts=[f.layer_verdict for f in fits], note=CAPTURE_NOTE, forward_s=forward_s,
+        fit_s=time.perf_counter() - t0, sites=tuple(sites))
     yield AuditSnapshot("done", 1.0, done=True, result=result)
 
 

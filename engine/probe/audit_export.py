@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine.io import staged, write_csv, write_json
 from engine.probe.audit import AuditResult
 from engine.probe.scale_fit import is_flagged, verdict_kind
@@ -19,11 +21,13 @@ from engine.probe.scale_fit import is_flagged, verdict_kind
 AUDIT_COLUMNS: tuple[str, ...] = (
     "layer", "head", "d_k", "fitted_scale", "scale_x_sqrt_dk", "residual_max_abs", "identifiable",
     "verdict", "tolerance_rel", "residual_at_0.9s", "residual_at_1.1s", "misfit_kl",
-    "weight_sum", "n_rows",
+    "weight_sum", "n_rows", "block", "kv_head", "declared_scale", "softcap", "features",
 )
 LAYER_COLUMNS: tuple[str, ...] = (
     "layer", "verdict", "flagged", "fitted_scale", "scale_x_sqrt_dk", "tolerance_rel",
     "heads_agreeing", "n_heads", "d_k", "d_model", "injected", "declared_scale",
+    "block", "name", "features", "declared_source", "matches_declared", "mismatch",
+    "softcap_declared", "softcap",
 )
 
 
@@ -31,8 +35,16 @@ def _tol(tol_log: float) -> Any:
     return math.expm1(tol_log) if math.isfinite(tol_log) else ""
 
 
-def _num(x: float) -> Any:
-    return float(x) if math.isfinite(x) else ""
+def _num(x: float | None) -> Any:
+    return float(x) if x is not None and math.isfinite(x) else ""
+
+
+def _site_cells(result: AuditResult, layer: int) -> dict[str, Any]:
+    """The per-site columns (empty for Training lab runs, which have no sites)."""
+    if not result.sites:
+        return {"block": "", "features": ""}
+    s = result.sites[layer]
+    return {"block": s.block, "features": "; ".join(s.features)}
 
 
 def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
@@ -54,6 +66,11 @@ def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
                 "misfit_kl": float(fit.misfit[head]),
                 "weight_sum": float(fit.weight_sum[head]),
                 "n_rows": fit.rows,
+                **_site_cells(result, layer),
+                "kv_head": int(result.sites[layer].kv_head[head]) if result.sites else "",
+                "declared_scale": _num(float(result.declared_scale[layer])),
+                "softcap": _num(float(result.sites[layer].softcap[head]))
+                if result.sites and result.sites[layer].softcap is not None else "",
             })
             rows.append(row)
     return rows
@@ -73,15 +90,31 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
             "n_heads": result.n_heads, "d_k": result.d_k, "d_model": result.d_model,
             "injected": result.inject.get(layer, ""),
             "declared_scale": _num(float(result.declared_scale[layer])),
+            **_site_cells(result, layer),
         })
+        if result.sites:
+            site = result.sites[layer]
+            caps = None if site.softcap is None else site.softcap[np.isfinite(site.softcap)]
+            row.update({"name": site.name, "declared_source": site.declared_source,
+                        "matches_declared": site.matches_declared, "mismatch": site.mismatch,
+                        "softcap_declared": _num(site.softcap_declared),
+                        "softcap": _num(float(np.median(caps))) if caps is not None and caps.size
+                        else ""})
+        else:
+            row.update({"name": "", "declared_source": "", "matches_declared": "",
+                        "mismatch": "", "softcap_declared": "", "softcap": ""})
         rows.append(row)
     return rows
 
 
+#: the files ``write_audit_outputs`` may write
+AUDIT_FILES = ("audit.csv", "layers.csv", "whatif.csv", "backends.csv", "audit.json")
+
+
 def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif: Any = None,
-                        extra: dict[str, Any] | None = None) -> list[Path]:
-    """audit.csv, layers.csv, (whatif.csv) and audit.json (model, note, timings) in ``out``,
-    all or none of them."""
+                        extra: dict[str, Any] | None = None, backends: Any = None) -> list[Path]:
+    """audit.csv, layers.csv, (whatif.csv, backends.csv) and audit.json (model, note, timings)
+    in ``out``, all or none of them."""
     out = Path(out)
     lead = ("run",) if results and results[0].run is not None else ()
     a_rows = [r for res in results for r in audit_rows(res)]
@@ -90,6 +123,11 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
     if whatif is not None:
         tables.append(("whatif.csv", whatif.rows(), whatif.columns()))
     first = results[0]
+    if backends is not None:
+        from engine.probe.backends import COLUMNS as BACKEND_COLUMNS
+
+        tables.append(("backends.csv", backends.rows([s.block for s in first.sites]),
+                       BACKEND_COLUMNS))
     meta = {
         "command": "audit-model",
         "model": {"name": first.model_name, "type": first.model_type, "layers": first.n_layers,
@@ -98,8 +136,16 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
         "runs": [r.run for r in results if r.run is not None],
         "n_tokens": first.n_tokens,
         "tokens": list(first.tokens),  # the text as the model saw it (the audit can be rerun)
-        **({"whatif_layer": "all" if whatif.layer is None else whatif.layer}
-           if whatif is not None else {}),
+        **({"whatif_layer": "all" if whatif.layer is None else whatif.layer,
+            "whatif_model": whatif.model_state} if whatif is not None else {}),
+        **({"backends": {"compared": list(backends.compared),
+                         "unavailable": dict(backends.unavailable),
+                         "tolerance_rel_floor": backends.tolerance,
+                         "flagged": [{"backend": b.backend, "layer": b.site,
+                                      "output_rel_diff": b.output_rel_diff}
+                                     for b in backends.flagged()]}}
+           if backends is not None else {}),
+        "mismatched_layers": first.mismatched_layers(),
         "inject": {str(k): v for k, v in first.inject.items()},
         "note": first.note,
         "method": "per head, s minimizing mean KL(P || softmax(s q.k + mask)); a known scale is "

@@ -1,176 +1,220 @@
-"""One forward pass with forward hooks on the query/key projections: per-head q, k and the model's
-own attention probabilities (``output_attentions=True``), as NumPy arrays.
+"""Run a loaded model once and keep what every attention site saw (:mod:`engine.probe.tap`).
 
-Hooks fire in call order, so layer i is the i-th call of a projection; the scale factor of each
-layer is read from its attention module (``scaling``), with the architecture's formula as a
-fallback for transformers versions that do not keep it.
+:func:`prepare` puts a model in the tap's hands (our registered attention implementation, or an
+adapter for an architecture that bypasses the interface) and numbers its sites;
+:func:`capture_sites` runs one text and returns one :class:`~engine.probe.sites.SiteRecord` per
+site (the audit); :func:`capture` packs them as the per-layer arrays the probe statistics use.
 """
 
 from __future__ import annotations
 
-import math
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.probe.loader import LoadedModel
+from engine.probe.sites import MAX_FIT_ROWS, SiteRecord, record_call
+from engine.probe.tap import IMPLEMENTATION, Modifier, SiteCall, Tap, register
+
+#: tokens of the discovery pass (enough for every site to run once)
+DISCOVERY_TOKENS = 4
+
+
+def prepare(net: Any, model_type: str) -> Tap:
+    """Route ``net``'s attention through the tap and number its sites; refuse, naming the
+    architecture, when no attention call can be seen."""
+    from engine.probe.adapters import BYPASSING, adapter_for
+
+    reads = getattr(net, "main_input_name", "input_ids")
+    if reads != "input_ids":
+        raise ConfigError("model", f"{model_type} reads {reads} (audio or images), not token "
+                          "ids; the audit runs text models")
+    tap = Tap(net)
+    install = adapter_for(model_type)
+    if install is not None:
+        install(tap, net)
+    else:
+        _use_interface(net, model_type)
+    try:
+        sites = tap.discover(lambda: run_forward(net, list(range(1, DISCOVERY_TOKENS + 1))))
+    except ConfigError:
+        raise
+    except Exception as exc:  # a model whose forward needs more than token ids
+        raise ConfigError("model", f"{model_type}: a forward pass on token ids failed "
+                          f"({_one_line(exc)}); the audit runs text models") from None
+    if not sites:
+        why = BYPASSING.get(model_type, "computes attention inside its own modules")
+        raise ConfigError("model", f"{model_type} {why}, outside transformers' attention "
+                          "interface, and the lab has no adapter for it: its q.k cannot be seen")
+    return tap
+
+
+def _use_interface(net: Any, model_type: str) -> None:
+    register()
+    setter = getattr(net, "set_attn_implementation", None)
+    if setter is None:
+        raise ConfigError("model", f"{model_type} cannot switch its attention implementation")
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "does not support setting ..." is our refusal below
+    try:
+        setter(IMPLEMENTATION)
+    except Exception as exc:
+        raise ConfigError("model", f"{model_type}: cannot route its attention through the "
+                          f"lab's capture ({_one_line(exc)})") from None
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def forward_kwargs(net: Any, ids: Sequence[int], mask: Sequence[int] | None = None
+                   ) -> dict[str, Any]:
+    """The keyword arguments of one forward pass on ``ids`` (an encoder-decoder model's decoder
+    reads the same text shifted right by one, teacher-forced)."""
+    import torch
+
+    t = torch.as_tensor([list(ids)], dtype=torch.long)
+    m = torch.ones_like(t) if mask is None else torch.as_tensor([list(mask)], dtype=torch.long)
+    kw: dict[str, Any] = {"input_ids": t, "attention_mask": m}
+    params = _params(net)
+    if getattr(net.config, "is_encoder_decoder", False):
+        start = next((v for v in (getattr(net.config, "decoder_start_token_id", None),
+                                  getattr(net.config, "pad_token_id", None)) if
+                      isinstance(v, int)), 0)
+        kw["decoder_input_ids"] = torch.cat([torch.full((1, 1), start, dtype=torch.long),
+                                             t[:, :-1]], dim=1)
+    if "use_cache" in params:
+        kw["use_cache"] = False
+    return kw
+
+
+def _params(net: Any) -> set[str]:
+    cached = getattr(net, "_attention_lab_params", None)
+    if cached is None:
+        cached = set(inspect.signature(net.forward).parameters)
+        try:
+            net._attention_lab_params = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+def run_forward(net: Any, ids: Sequence[int], mask: Sequence[int] | None = None) -> Any:
+    import torch
+
+    with torch.inference_mode():
+        return net(**forward_kwargs(net, ids, mask))
+
+
+def last_hidden(out: Any) -> Any:
+    """The final hidden states of a model output (the decoder's for an encoder-decoder)."""
+    h = getattr(out, "last_hidden_state", None)
+    return out[0] if h is None else h
+
+
+def capture_sites(loaded: Any, ids: Sequence[int], mask: Sequence[int] | None = None,
+                  modifiers: Mapping[int, Modifier] | None = None,
+                  max_rows: int | None = MAX_FIT_ROWS,
+                  cancelled: Callable[[], bool] = lambda: False
+                  ) -> tuple[list[SiteRecord], float, Any]:
+    """One forward pass: (a record per site in site order, its wall time, the model output)."""
+    records: list[SiteRecord | None] = [None] * len(loaded.sites)
+    norms = loaded.qk_norm_sites
+    sites = loaded.sites
+
+    def observe(call: SiteCall) -> None:
+        records[call.site] = record_call(call, max_rows, call.site in norms,
+                                         sites[call.site].cross)
+
+    t0 = time.perf_counter()
+    with loaded.tap.active(observe, modifiers, cancelled):
+        out = run_forward(loaded.model, ids, mask)
+    elapsed = time.perf_counter() - t0
+    missing = [i for i, r in enumerate(records) if r is None]
+    if missing:
+        raise ConfigError("model", f"attention site {missing[0]} did not run on this text; "
+                          "the model's attention changes with the input and cannot be audited")
+    return [r for r in records if r is not None], elapsed, out
 
 
 @dataclass(frozen=True)
 class Capture:
-    """Everything one forward pass gives, restricted to the valid (non-padding) tokens."""
+    """The probe's view of one pass: per-site arrays on the valid (non-padding) tokens."""
 
-    q: np.ndarray  #: (L, H, n, d_k) float32 queries per head
-    k: np.ndarray  #: (L, H, n, d_k) float32 keys per head
+    q: np.ndarray  #: (L, H, n, d_k) float32 queries of the projections, per head
+    k: np.ndarray  #: (L, H, n, d_k) float32 keys, expanded to the query heads (GQA)
     model_attn: np.ndarray  #: (L, H, n, n) float32 the model's own attention probabilities
     #: (L, H) largest model probability on a masked key of a valid query row (should be 0)
     masked_mass: np.ndarray
-    scale: np.ndarray  #: (L,) factor the model multiplies q.k by (1/sqrt(d_k) for BERT)
+    scale: np.ndarray  #: (L,) factor the model multiplies the projections' q.k by
+    pair_masks: np.ndarray  #: (L, n, n) bool key visible to query, per site
+    bias: np.ndarray | None  #: (L, H, n, n) additive terms (position bias, ALiBi), or None
+    softcap: np.ndarray  #: (L,) the soft-cap of each site, NaN without one
+    sinks: bool  #: some site has attention sinks (its rows sum below 1)
     valid_positions: np.ndarray  #: (n,) positions of the valid tokens in the padded input
     causal: bool
     forward_s: float
 
     @property
     def pair_mask(self) -> np.ndarray:
-        """(n, n) bool: key j is visible to query i (causal: j <= i)."""
-        n = self.q.shape[2]
-        if self.causal:
-            return np.tril(np.ones((n, n), dtype=bool))
-        return np.ones((n, n), dtype=bool)
+        """(n, n): the first site's visibility (every site's, for a one-kind model)."""
+        return self.pair_masks[0]
 
 
-def _attention_modules(loaded: LoadedModel) -> list[Any]:
-    spec = loaded.spec
-    found = []
-    for mod in loaded.model.modules():
-        if spec.fused is not None:
-            if hasattr(mod, spec.fused) and not getattr(mod, "is_cross_attention", False):
-                found.append(mod)
-        elif hasattr(mod, spec.query) and hasattr(mod, spec.key):
-            found.append(mod)
-    if not found:
-        names = spec.fused or f"{spec.query}/{spec.key}"
-        raise ConfigError("model", f"{type(loaded.model).__name__} has no attention modules with "
-                          f"{names} projections; this variant of {loaded.info.model_type} is not "
-                          "supported")
-    return found
-
-
-def _fallback_scale(loaded: LoadedModel, module: Any, layer: int) -> float:
-    d_k = loaded.info.d_k
-    if loaded.info.model_type == "gpt2":
-        cfg = loaded.model.config
-        s = d_k**-0.5 if getattr(cfg, "scale_attn_weights", True) else 1.0
-        if getattr(cfg, "scale_attn_by_inverse_layer_idx", False):
-            s /= float(layer + 1)
-        return s
-    return 1.0 / math.sqrt(d_k)
-
-
-def _register_hooks(loaded: LoadedModel, n_all: int, qs: list[np.ndarray], ks: list[np.ndarray],
-                    scales: list[float]) -> list[Any]:
-    """Forward hooks on every attention layer's q and k projections (or the fused qkv one) that
-    append each layer's per-head q, k (H, n, d_k) and its scale; returns the hook handles."""
-    spec, n_heads, d_k = loaded.spec, loaded.info.n_heads, loaded.info.d_k
-    width = n_heads * d_k
-    handles = []
-
-    def heads(t: Any) -> np.ndarray:  # (1, n, H*d) -> (H, n, d)
-        return t[0].detach().float().reshape(n_all, n_heads, d_k).permute(1, 0, 2).cpu().numpy()
-
-    for mod in _attention_modules(loaded):
-        if spec.fused is not None:
-            def fused_hook(_m: Any, _inp: Any, out: Any, parent: Any = mod) -> None:
-                qs.append(heads(out[..., :width]))
-                ks.append(heads(out[..., width:2 * width]))
-                scales.append(_scale_of(parent))
-
-            handles.append(getattr(mod, spec.fused).register_forward_hook(fused_hook))
-        else:
-            def q_hook(_m: Any, _inp: Any, out: Any, parent: Any = mod) -> None:
-                qs.append(heads(out))
-                scales.append(_scale_of(parent))
-
-            def k_hook(_m: Any, _inp: Any, out: Any) -> None:
-                ks.append(heads(out))
-
-            handles.append(getattr(mod, spec.query).register_forward_hook(q_hook))
-            handles.append(getattr(mod, spec.key).register_forward_hook(k_hook))
-    return handles
-
-
-def capture(
-    loaded: LoadedModel,
-    input_ids: Sequence[int],
-    attention_mask: Sequence[int] | None = None,
-) -> Capture:
-    """Run the model once on one sequence; return q, k and attention of its valid tokens.
+def capture(loaded: Any, input_ids: Sequence[int],
+            attention_mask: Sequence[int] | None = None) -> Capture:
+    """Run the model once on one sequence; q, k and attention of its valid tokens, per site.
 
     ``attention_mask`` (1 = token, 0 = padding) may mark padding anywhere; padding tokens are
     dropped from every returned array, and the model's weight on them is reported in
     ``masked_mass`` so a test can check that the model gave them none.
     """
-    import torch  # lazy: the GUI imports this module before any model is loaded
-
-    spec, n_heads = loaded.spec, loaded.info.n_heads
-    ids = torch.as_tensor([list(input_ids)], dtype=torch.long)
-    n_all = ids.shape[1]
-    if attention_mask is None:
-        mask = torch.ones_like(ids)
-    else:
-        mask = torch.as_tensor([list(attention_mask)], dtype=torch.long)
-        if mask.shape != ids.shape:
-            raise ValueError("attention_mask must have one entry per token")
-    valid = mask[0].numpy().astype(bool)
+    n_all = len(input_ids)
+    if attention_mask is not None and len(attention_mask) != n_all:
+        raise ValueError("attention_mask must have one entry per token")
+    valid = (np.ones(n_all, dtype=bool) if attention_mask is None
+             else np.asarray(attention_mask, dtype=bool))
     if valid.sum() < 1:
         raise ValueError("no valid token")
-
-    qs: list[np.ndarray] = []
-    ks: list[np.ndarray] = []
-    scales: list[float] = []
-    handles = _register_hooks(loaded, n_all, qs, ks, scales)
-    t0 = time.perf_counter()
-    try:
-        with torch.inference_mode():
-            out = loaded.model(input_ids=ids, attention_mask=mask, output_attentions=True)
-    finally:
-        for h in handles:
-            h.remove()
-    forward_s = time.perf_counter() - t0
-    attentions = getattr(out, "attentions", None)
-    if attentions is None or len(attentions) != len(qs) or len(ks) != len(qs):
-        raise ConfigError("model", "the model did not return one attention map per captured "
-                          f"layer ({0 if attentions is None else len(attentions)} maps, {len(qs)} "
-                          "layers); this variant is not supported")
-    attn_all = np.stack([a[0].detach().float().cpu().numpy() for a in attentions])  # (L,H,N,N)
-
+    records, forward_s, _out = capture_sites(loaded, input_ids, attention_mask, max_rows=None)
     pos = np.flatnonzero(valid)
-    layers = len(qs)
-    scale = np.array([s if s is not None else _fallback_scale(loaded, None, i)
-                      for i, s in enumerate(scales)], dtype=np.float64)
-    # the model's weight on masked keys, over valid query rows (padding, and the future if causal)
-    visible = valid[None, :] & valid[:, None]
-    if spec.causal:
-        visible &= np.tril(np.ones((n_all, n_all), dtype=bool))
-    hidden = ~visible & valid[:, None]
-    masked_mass = np.where(hidden, attn_all, 0.0).max(axis=(2, 3)) if hidden.any() else \
-        np.zeros(attn_all.shape[:2])
+    shapes = {(r.n_heads, r.d_k, r.q.shape[1], r.k.shape[1]) for r in records}
+    if len(shapes) != 1:
+        raise ConfigError("model", "its attention sites differ in heads, head width or length; "
+                          "the probe's per-layer grids need one shape (the audit handles it)")
+    q = np.stack([r.q for r in records])[:, :, pos]
+    k = np.stack([r.k[r.kv_head] for r in records])[:, :, pos]
+    attn = np.stack([r.probs for r in records])  # (L, H, N, N)
+    vis = np.stack([r.visible for r in records])  # (L, N, N)
+    hidden = ~vis & valid[None, :, None]
+    masked_mass = np.where(hidden[:, None], attn, 0.0).max(axis=(2, 3))
+    bias = None
+    if any(r.bias is not None for r in records):
+        h = records[0].n_heads
+        bias = np.stack([np.zeros((h, n_all, n_all), np.float32) if r.bias is None else
+                         np.broadcast_to(r.bias, (h, n_all, n_all)) for r in records])
+        bias = bias[:, :, pos][:, :, :, pos]
+    scale = np.array([_site_scale(r) for r in records])
     return Capture(
-        q=np.stack(qs)[:, :, pos, :],
-        k=np.stack(ks)[:, :, pos, :],
-        model_attn=attn_all[:, :, pos][:, :, :, pos],
-        masked_mass=np.asarray(masked_mass, dtype=np.float64).reshape(layers, n_heads),
-        scale=scale,
-        valid_positions=pos,
-        causal=spec.causal,
-        forward_s=forward_s,
-    )
+        q=q, k=k, model_attn=attn[:, :, pos][:, :, :, pos],
+        masked_mass=np.asarray(masked_mass, dtype=np.float64),
+        scale=scale, pair_masks=vis[:, pos][:, :, pos], bias=bias,
+        softcap=np.array([np.nan if r.softcap is None else r.softcap for r in records]),
+        sinks=any(r.sinks is not None for r in records), valid_positions=pos,
+        causal=any(r.causal for r in records), forward_s=forward_s)
 
 
-def _scale_of(module: Any) -> float | None:
-    s = getattr(module, "scaling", None)
-    return float(s) if isinstance(s, (int, float)) else None
+def _site_scale(r: SiteRecord) -> float:
+    """The factor on the projections' q.k the site's code applies: the scaling it passed (the
+    eager default 1/sqrt(d) when it passed none) times the q/k pre-scale."""
+    s = r.d_k**-0.5 if r.scaling is None else r.scaling
+    return float(s * np.median(r.prescale()))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

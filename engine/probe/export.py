@@ -92,6 +92,10 @@ def config_dict(result: ProbeResult) -> dict[str, Any]:
     }
 
 
+#: the files ``write_outputs`` writes
+PROBE_FILES = ("heads.csv", "scores.npz", "config.json")
+
+
 def write_outputs(result: ProbeResult, out: str | Path) -> dict[str, Path]:
     """heads.csv, scores.npz and config.json in ``out`` (which must already be writable).
 

@@ -1,15 +1,15 @@
-"""Change the scale a loaded transformers model applies, at run time, layer by layer.
+"""Plant a scaling bug in chosen attention sites, or multiply their logits, at run time.
 
-Both uses patch the eager attention modules' ``scaling`` (the factor their eager attention
-multiplies q.k by) and put everything back on exit:
+Both act through the tap (:mod:`engine.probe.tap`) as a bug in the model's code would: the query
+that reaches the attention product is multiplied by a factor (so every logit q.k is, before any
+soft-cap), the weights are multiplied after the softmax, or the soft-cap argument is dropped.
+Nothing in the model is modified, so nothing needs restoring, and it works the same on every
+architecture the tap sees (adapters included).
 
-* :func:`injected` plants a scaling bug (``twice``, ``none``, ``dmodel``, ``after_softmax``) so a
-  user sees what each bug looks like to the audit;
-* :func:`multiplied` multiplies the logits of every layer (or one) by m for the what-if sweep.
-
-``after_softmax`` needs more than the factor: the pre-softmax scale is removed and the weights are
-multiplied by it after the softmax (forward hooks, run before transformers' own output recorder so
-the returned attentions are the weights the values really see).
+Bugs are defined against the site's *declared* scale s0 (:mod:`engine.probe.declared`): "none"
+makes the factor on the projections' q.k 1 whatever s0 is (OPT's pre-scaled q included), "twice"
+divides it by sqrt(d_k) once more, "after_softmax" removes it before the softmax and divides the
+weights by sqrt(d_k) after it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.probe.loader import LoadedModel
+from engine.probe.tap import Modifier
 
 #: bug kind -> what it does (help texts, legends)
 BUG_KINDS: dict[str, str] = {
@@ -28,26 +28,14 @@ BUG_KINDS: dict[str, str] = {
     "none": "no scaling at all",
     "dmodel": "divided by sqrt(d_model) instead of sqrt(d_k)",
     "after_softmax": "softmax of the unscaled q.k, the weights then divided by sqrt(d_k)",
+    "head_dim": "the scale taken from the other width: sqrt(d_model / heads) where the model "
+                "uses sqrt(head_dim), or the other way round (models where they differ)",
+    "softcap_off": "the attention logit soft-cap left out (models that cap)",
 }
 
-#: the output projection inside the attention module (None: the module returns P @ V itself)
-_OUT_PROJ = {"gpt2": "c_proj", "distilbert": "out_lin"}
 
-
-def attention_modules(loaded: LoadedModel) -> list[Any]:
-    """The self-attention modules in layer order (those the capture hooks)."""
-    from engine.probe.capture import _attention_modules
-
-    mods = _attention_modules(loaded)
-    for m in mods:
-        if not isinstance(getattr(m, "scaling", None), (int, float)):
-            raise ConfigError("model", f"{type(m).__name__} keeps no 'scaling' factor; this "
-                              f"transformers version of {loaded.info.model_type} cannot be patched")
-    return mods
-
-
-def check_layers(loaded: LoadedModel, layers: Mapping[int, str] | None, field: str) -> None:
-    n = loaded.info.n_layers
+def check_layers(loaded: Any, layers: Mapping[int, str] | None, field: str) -> None:
+    n = loaded.n_sites
     for layer, kind in (layers or {}).items():
         if not 0 <= int(layer) < n:
             raise ConfigError(field, f"layer {layer} is out of range; this model has layers 0..{n - 1}")
@@ -55,79 +43,78 @@ def check_layers(loaded: LoadedModel, layers: Mapping[int, str] | None, field: s
             raise ConfigError(field, f"unknown bug kind {kind!r}; one of {', '.join(BUG_KINDS)}")
 
 
-def bug_scaling(kind: str, s0: float, d_k: int, d_model: int) -> float:
+def bug_scaling(kind: str, s0: float, d_k: int, d_model: int, n_heads: int | None = None) -> float:
     """The pre-softmax factor of a layer with bug ``kind`` whose correct factor is ``s0``
     (``after_softmax`` drops it here and applies it to the weights instead)."""
     if kind == "twice":
         return s0 / math.sqrt(d_k)
     if kind == "dmodel":
         return s0 * math.sqrt(d_k) / math.sqrt(d_model)
+    if kind == "head_dim":
+        if not n_heads:
+            raise ConfigError("inject", "head_dim needs the number of heads")
+        width = d_model / n_heads
+        if abs(s0 * math.sqrt(width) - 1.0) < 1e-6:  # the model uses d_model / heads (Gemma 2
+            return d_k**-0.5  # 27B's query_pre_attn_scalar): the bug takes head_dim
+        return s0 * math.sqrt(d_k) / math.sqrt(width)
     if kind in ("none", "after_softmax"):
         return 1.0
+    if kind == "softcap_off":
+        return s0
     raise ConfigError("inject", f"unknown bug kind {kind!r}; one of {', '.join(BUG_KINDS)}")
 
 
-@contextlib.contextmanager
-def injected(loaded: LoadedModel, bugs: Mapping[int, str]) -> Iterator[dict[int, float]]:
-    """Plant ``bugs`` ({layer: kind}); yields {layer: the factor now applied to q.k (before the
-    softmax, or after it for ``after_softmax``)}."""
+def bug_modifier(loaded: Any, layer: int, kind: str) -> Modifier:
+    """The :class:`Modifier` that plants ``kind`` in site ``layer`` (refused where it would
+    change nothing there)."""
+    s0 = loaded.declared[layer][0]
+    d_k, n_heads = loaded.site_d_k[layer], loaded.site_heads[layer]
+    d_model = loaded.info.d_model
+    if kind == "softcap_off":
+        if loaded.site_softcap[layer] is None:
+            raise ConfigError("inject", f"layer {layer} has no soft-cap to leave out")
+        return Modifier(softcap_off=True)
+    if kind == "head_dim" and abs(d_model / n_heads - d_k) < 1e-9:
+        raise ConfigError("inject", f"layer {layer}: head_dim {d_k} equals d_model / heads "
+                          f"({d_model}/{n_heads}); this bug changes nothing here")
+    if kind == "dmodel" and d_model == d_k:
+        raise ConfigError("inject", f"layer {layer}: d_model equals d_k; dmodel changes nothing")
+    target = bug_scaling(kind, s0, d_k, d_model, n_heads)
+    if kind == "none" and abs(target / s0 - 1.0) < 1e-12:
+        raise ConfigError("inject", f"layer {layer} already applies no scale (declared "
+                          f"{loaded.declared[layer][1]}); 'none' changes nothing here")
+    w = d_k**-0.5 if kind == "after_softmax" else 1.0
+    return Modifier(q_factor=target / s0, w_factor=w)
+
+
+def bug_modifiers(loaded: Any, bugs: Mapping[int, str]) -> dict[int, Modifier]:
     check_layers(loaded, bugs, "inject")
-    if not bugs:  # nothing to plant: touch nothing (works on modules without 'scaling' too)
-        yield {}
-        return
-    mods = attention_modules(loaded)
-    d_k, d_model = loaded.info.d_k, loaded.info.d_model
-    saved = [m.scaling for m in mods]
-    handles: list[Any] = []
-    applied: dict[int, float] = {}
-    try:
-        for layer, kind in sorted(bugs.items()):
-            m = mods[layer]
-            s0 = float(m.scaling)
-            m.scaling = bug_scaling(kind, s0, d_k, d_model)
-            if kind == "after_softmax":
-                handles += _scale_after_softmax(loaded, m, s0)
-            applied[layer] = float(m.scaling) if kind != "after_softmax" else s0
-        yield applied
-    finally:
-        for h in handles:
-            h.remove()
-        for m, s in zip(mods, saved):
-            m.scaling = s
-
-
-def _scale_after_softmax(loaded: LoadedModel, module: Any, factor: float) -> list[Any]:
-    """Hooks that multiply the attention weights (and so P @ V) by ``factor``."""
-    out_proj = _OUT_PROJ.get(loaded.info.model_type)
-
-    def weights_hook(_m: Any, _inp: Any, out: Any) -> Any:
-        if not isinstance(out, tuple) or len(out) < 2 or out[1] is None:
-            return out
-        head = out[0] if out_proj is not None else out[0] * factor
-        return (head, out[1] * factor, *out[2:])
-
-    handles = [module.register_forward_hook(weights_hook, prepend=True)]
-    if out_proj is not None:
-        def pre(_m: Any, args: Any) -> Any:
-            return (args[0] * factor, *args[1:])
-
-        handles.append(getattr(module, out_proj).register_forward_pre_hook(pre))
-    return handles
+    return {int(layer): bug_modifier(loaded, int(layer), kind) for layer, kind in bugs.items()}
 
 
 @contextlib.contextmanager
-def multiplied(loaded: LoadedModel, m: float, layer: int | None = None) -> Iterator[None]:
-    """Multiply the logits of every layer (``layer`` None) or of one layer by ``m``."""
-    mods = attention_modules(loaded)
-    if layer is not None and not 0 <= layer < len(mods):
+def injected(loaded: Any, bugs: Mapping[int, str]) -> Iterator[dict[int, float]]:
+    """Forward passes inside the block run with ``bugs`` ({layer: kind}) planted; yields
+    {layer: the factor now applied to the projections' q.k (before the softmax, or after it for
+    ``after_softmax``)}."""
+    mods = bug_modifiers(loaded, bugs)
+    applied = {layer: (loaded.declared[layer][0] * m.q_factor if bugs[layer] != "after_softmax"
+                       else m.w_factor) for layer, m in mods.items()}
+    with loaded.tap.active(modifiers=mods):
+        yield applied
+
+
+def multiplier_modifiers(loaded: Any, m: float, layer: int | None = None) -> dict[int, Modifier]:
+    """Logits of every site (``layer`` None) or of one multiplied by ``m``."""
+    n = loaded.n_sites
+    if layer is not None and not 0 <= layer < n:
         raise ConfigError("whatif_layer", f"layer {layer} is out of range; this model has layers "
-                          f"0..{len(mods) - 1}")
-    saved = [x.scaling for x in mods]
-    try:
-        for i, x in enumerate(mods):
-            if layer is None or i == layer:
-                x.scaling = float(x.scaling) * m
+                          f"0..{n - 1}")
+    return {i: Modifier(q_factor=m) for i in range(n) if layer is None or i == layer}
+
+
+@contextlib.contextmanager
+def multiplied(loaded: Any, m: float, layer: int | None = None) -> Iterator[None]:
+    """Forward passes inside the block run with the logits of every layer (or one) times ``m``."""
+    with loaded.tap.active(modifiers=multiplier_modifiers(loaded, m, layer)):
         yield
-    finally:
-        for x, s in zip(mods, saved):
-            x.scaling = s

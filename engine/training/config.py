@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from engine.config import SEED_MAX, TEMPERATURE_RANGE
 from engine.errors import ConfigError
-from engine.rules import TRAINING_RULES
+from engine.rules import SOFTCAP_DEFAULT, TRAINING_RULES
 from engine.validate import (
     ConfigMethods,
     check_choice,
     check_choices,
     check_float,
     check_int,
+    quote,
 )
 
 TASKS = ("retrieval", "recall")
@@ -35,6 +36,8 @@ DEVICES = ("auto", "cpu", "cuda")
 #: ``none`` = no position signal but the causal mask itself (any length)
 POSITIONS = ("learned", "sinusoidal", "none")
 
+#: default tau of ``qkclip`` (see ``TrainingConfig.qk_clip_tau``)
+QK_CLIP_TAU_DEFAULT = 30.0
 D_MODEL_MAX = 4096
 HEADS_MAX = 64
 LAYERS_MAX = 4
@@ -84,6 +87,11 @@ class TrainingConfig(ConfigMethods):
     scalings: tuple[str, ...] = ("none", "sqrt", "dk")
     temperature: float = 1.0  #: T of the fixed ``temperature`` rule
     cosine_temperature: float = 0.1  #: initial (learned) T of the ``cosine`` rule
+    softcap: float = SOFTCAP_DEFAULT  #: c of the ``softcap`` rule (Gemma 2's 50)
+    #: tau of the ``qkclip`` rule: a head whose largest logit on the batch exceeds it is clipped
+    #: back to it after the step (Kimi K2 uses 100; the tiny models here reach 30 within a few
+    #: hundred steps at learning rates of 1e-2 and above, 100 only where sqrt already fails)
+    qk_clip_tau: float = QK_CLIP_TAU_DEFAULT
     # optimisation
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -229,12 +237,14 @@ def _check_model(cfg: TrainingConfig) -> None:
     s(cfg, "layers", check_int("layers", cfg.layers, 1, LAYERS_MAX))
     for name in ("mlp", "layernorm"):
         if not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}")
+            raise ConfigError(name, f"must be true or false, got {quote(getattr(cfg, name))}")
     s(cfg, "qk_init", check_float("qk_init", cfg.qk_init, 0.0, 100.0, lo_open=True))
     s(cfg, "scalings", check_choices("scalings", cfg.scalings, TRAINING_RULES))
     s(cfg, "temperature", check_float("temperature", cfg.temperature, *TEMPERATURE_RANGE))
     s(cfg, "cosine_temperature",
       check_float("cosine_temperature", cfg.cosine_temperature, *TEMPERATURE_RANGE))
+    s(cfg, "softcap", check_float("softcap", cfg.softcap, 0.0, 1e6, lo_open=True))
+    s(cfg, "qk_clip_tau", check_float("qk_clip_tau", cfg.qk_clip_tau, 0.0, 1e6, lo_open=True))
 
 
 def _check_optimisation(cfg: TrainingConfig) -> None:
@@ -340,6 +350,10 @@ FIELD_HELP: dict[str, str] = {
     "scalings": "rules trained side by side from the same initial weights on the same batches",
     "temperature": "T of the fixed temperature rule (logits = q.k / T)",
     "cosine_temperature": "initial value of the cosine rule's learned temperature (logits = cos / T)",
+    "softcap": "c of the softcap rule: logits = c tanh(q.k / sqrt(d_k) / c) (Gemma 2: 50)",
+    "qk_clip_tau": "tau of the qkclip rule: after each step, W_Q and W_K of a head whose largest "
+                   "logit on the batch exceeds tau are multiplied by sqrt(tau / largest) "
+                   "(Kimi K2: 100; default 30, which these tiny models reach)",
     "optimizer": "adam or sgd",
     "lr": "learning rate (> 0)",
     "batch": "examples per step",

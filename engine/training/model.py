@@ -6,9 +6,13 @@ with the logits the softmax sees and the weights it returns.
 
 Scaling rules: the math of each is in ``engine.rules.RULE_REGISTRY`` (one definition for the
 simulation and this model). Here the model computes the similarity a rule needs (q.k, cosine or
-layer-normed q.k), the per-row number of keys n (for ``logn`` and ``ssmax``) and the learned
-per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at ``cosine_temperature``,
-and the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals ``sqrt`` there.
+layer-normed q.k), the per-row number of keys n (for ``logn``, ``ssmax``, ``yarn`` and sigmoid's
+b = -ln n) and the learned per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at
+``cosine_temperature``; the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals
+``sqrt`` there; the ``sink`` rule's sink logit, starting at 0 (gpt-oss's ``sinks``). The rule's
+``weights`` say how logits become weights: softmax, softmax with the sink's column dropped, or
+sigmoid(z - ln n). ``softcap`` caps the logits to c tanh(z / c) (``cfg.softcap``); ``qkclip``
+trains with ``sqrt``'s forward pass and is clipped by the trainer (engine.training.qk_clip).
 
 Masks (padding, causal) go on the logits after scaling, before the softmax.
 
@@ -22,27 +26,40 @@ memory grows like T instead of T^2.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.rules import LENGTH_RULES, N_REF_DEFAULT, RULE_REGISTRY, SSMAX_S_DEFAULT, RuleParams
+from engine.rules import (
+    LENGTH_RULES,
+    N_REF_DEFAULT,
+    RULE_REGISTRY,
+    SINK_DEFAULT,
+    SOFTCAP_DEFAULT,
+    SSMAX_S_DEFAULT,
+    Rule,
+    RuleParams,
+)
 from engine.training.config import TrainingConfig
+from engine.training.gradients import GradTaps
 
 LN_EPS = 1e-5
 #: names of the parameters a rule learns itself (not shared between the runs' initial weights)
-RULE_PARAMETERS = ("log_t", "ssmax_s")
+RULE_PARAMETERS = ("log_t", "ssmax_s", "sink")
 
 
 @dataclass
 class AttentionCapture:
     """What one attention layer saw on one forward pass (detached tensors)."""
 
-    logits: torch.Tensor  #: (B, H, T, T) scaled scores before masking
+    logits: torch.Tensor  #: (B, H, T, T) scaled scores before masking (after a cap)
     weights: torch.Tensor  #: (B, H, T, T) softmax output (masked keys get 0)
     mask: torch.Tensor  #: (B, 1 or H, T, T) bool, True = key visible
+    pre_logits: torch.Tensor | None = None  #: (B, H, T, T) before the cap (softcap only)
+    sink: torch.Tensor | None = None  #: (H,) the sink logit of each head (sink only)
 
 
 def similarity(q: torch.Tensor, k: torch.Tensor, needs: str) -> torch.Tensor:
@@ -67,15 +84,48 @@ def keys_per_row(mask: torch.Tensor | None, s: int, dtype: torch.dtype) -> torch
 def scale_scores(q: torch.Tensor, k: torch.Tensor, rule: str, temperature: float | torch.Tensor = 1.0,
                  mask: torch.Tensor | None = None, n_ref: int = N_REF_DEFAULT,
                  ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT) -> torch.Tensor:
-    """Logits of one scaling rule (``engine.rules``) from per-head q (..., T, d_k), k (..., S, d_k);
-    ``mask`` (True = visible) gives the length rules their per-row n."""
+    """Logits of one scaling rule (``engine.rules``) from per-head q (..., T, d_k), k (..., S, d_k),
+    before any cap; ``mask`` (True = visible) gives the length rules their per-row n."""
     spec = RULE_REGISTRY[rule]
+    return scale_similarity(similarity(q, k, spec.needs), rule, q.shape[-1], temperature, mask,
+                            n_ref, ssmax_s)
+
+
+def scale_similarity(sim: torch.Tensor, rule: str, d_k: int,
+                     temperature: float | torch.Tensor = 1.0, mask: torch.Tensor | None = None,
+                     n_ref: int = N_REF_DEFAULT,
+                     ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT) -> torch.Tensor:
+    """The rule's logits from its similarity (..., T, S): q.k, the cosine or the layer-normed
+    dot product (``similarity``), before any cap."""
+    params = rule_params(sim, rule, d_k, temperature, mask, n_ref, ssmax_s)
+    return RULE_REGISTRY[rule].scale(sim, params)
+
+
+def rule_params(sim: torch.Tensor, rule: str, d_k: int, temperature: float | torch.Tensor = 1.0,
+                mask: torch.Tensor | None = None, n_ref: int = N_REF_DEFAULT,
+                ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT, softcap: float = SOFTCAP_DEFAULT,
+                sink: float | torch.Tensor = SINK_DEFAULT) -> RuleParams:
+    """What the rule's math reads: d_k, T, ln n (per row under a mask; length rules only), the
+    SSMax s, the soft-cap c and the sink logit."""
     log_n: float | torch.Tensor = 0.0  # only the length rules read it
     if rule in LENGTH_RULES:
-        n = keys_per_row(mask, k.shape[-2], q.dtype)
+        n = keys_per_row(mask, sim.shape[-1], sim.dtype)
         log_n = math.log(n) if isinstance(n, float) else n.log()
-    params = RuleParams(q.shape[-1], temperature, log_n, math.log(n_ref), ssmax_s)
-    return spec.scale(similarity(q, k, spec.needs), params)
+    return RuleParams(d_k, temperature, log_n, math.log(n_ref), ssmax_s, softcap, sink)
+
+
+def attention_weights(logits: torch.Tensor, spec: Rule, p: RuleParams,
+                      mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, H, T, S) weights from (B, H, T, S) logits: a softmax over the visible keys, with the
+    sink's logit joining it (its column dropped), or sigmoid(logit - ln n) per key."""
+    masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
+    if spec.weights == "sigmoid":  # b = -ln n; a masked key's -inf gives weight 0
+        return torch.sigmoid(masked - p.log_n)
+    if spec.weights == "sink":  # (H, 1, 1) -> a (B, H, T, 1) column appended, then dropped
+        sink = torch.as_tensor(p.sink, dtype=logits.dtype, device=logits.device)
+        sink = sink.expand(*logits.shape[:-1], 1)
+        return torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[..., :-1]
+    return torch.softmax(masked, dim=-1)  # rows sum to 1
 
 
 def attend(
@@ -87,15 +137,24 @@ def attend(
     temperature: float | torch.Tensor = 1.0,
     n_ref: int = N_REF_DEFAULT,
     ssmax_s: float | torch.Tensor = SSMAX_S_DEFAULT,
+    tap: Callable[..., None] | None = None,
+    softcap: float = SOFTCAP_DEFAULT,
+    sink: float | torch.Tensor = SINK_DEFAULT,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """softmax(scale(q, k) + mask) v written out; returns (output, logits, weights).
+    """weights(cap(scale(q, k)) + mask) v written out; returns (output, logits, weights).
 
     ``mask`` is boolean, True = key visible, broadcast to (..., T, S); every row must see a key.
+    ``tap(q, scores, logits, weights, mask)`` sees the tensors of the gradient chain
+    (``engine.training.gradients``) before they are used; its logits are what the weights are
+    made of (after a cap).
     """
     spec = RULE_REGISTRY[rule]
-    logits = scale_scores(q, k, rule, temperature, mask, n_ref, ssmax_s)  # (B, H, T, S)
-    masked = logits if mask is None else logits.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(masked, dim=-1)  # (B, H, T, S), rows sum to 1
+    sim = similarity(q, k, spec.needs)  # (B, H, T, S): q.k, cos or LN(q).LN(k)
+    p = rule_params(sim, rule, q.shape[-1], temperature, mask, n_ref, ssmax_s, softcap, sink)
+    logits = spec.capped(spec.scale(sim, p), p)  # softcap: c tanh(z / c); else z itself
+    weights = attention_weights(logits, spec, p, mask)  # (B, H, T, S)
+    if tap is not None:
+        tap(q, sim, logits, weights, mask)
     used = weights
     if spec.after_softmax is not None:  # the scale_after_softmax bug
         used = weights * spec.after_softmax(RuleParams(q.shape[-1]))
@@ -150,23 +209,59 @@ class SelfAttention(nn.Module):
             self.ssmax_s = nn.Parameter(torch.full((cfg.heads, 1, 1), 1.0 / math.log(self.n_ref)))
         else:
             self.register_parameter("ssmax_s", None)
+        if RULE_REGISTRY[rule].weights == "sink":  # one sink logit per head, 0 at init
+            self.sink = nn.Parameter(torch.full((cfg.heads, 1, 1), SINK_DEFAULT))
+        else:
+            self.register_parameter("sink", None)
+        self.softcap = cfg.softcap
 
     def temperature(self) -> float | torch.Tensor:
         return self.log_t.exp() if self.log_t is not None else self.fixed_temperature
 
+    def project_qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, d_model) -> q, k each (B, H, T, d_k)."""
+        b, t, _ = x.shape
+        split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
+        return split(self.w_q(x)), split(self.w_k(x))
+
+    def _ssmax_s(self) -> float | torch.Tensor:
+        return self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT  # (H, 1, 1) if learned
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                tap: Callable[..., None] | None = None) -> tuple[torch.Tensor, ...]:
+        """``attend`` with this layer's rule and its (learned) parameters."""
+        sink = self.sink if self.sink is not None else SINK_DEFAULT  # (H, 1, 1) when learned
+        return attend(q, k, v, self.rule, mask, self.temperature(), self.n_ref, self._ssmax_s(),
+                      tap, self.softcap, sink)
+
+    def _capture(self, q: torch.Tensor, k: torch.Tensor, logits: torch.Tensor,
+                 weights: torch.Tensor, mask: torch.Tensor | None) -> AttentionCapture:
+        """What this layer saw, detached; softcap also keeps its logits before the cap."""
+        b, _, t, _ = logits.shape
+        full = torch.ones(1, 1, t, t, dtype=torch.bool, device=q.device) if mask is None else mask
+        pre = None
+        if RULE_REGISTRY[self.rule].cap:  # (B, H, T, T) once more, only on a logged probe pass
+            pre = scale_scores(q, k, self.rule, self.temperature(), mask, self.n_ref,
+                               self._ssmax_s()).detach()
+        return AttentionCapture(logits.detach(), weights.detach(),
+                                full.expand(b, -1, t, t).detach(), pre,
+                                self.sink.detach().view(-1) if self.sink is not None else None)
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
         b, t, _ = x.shape  # batch, sequence length, d_model
         # (B, T, H * d_k) -> (B, H, T, d_k): one slice per head
         split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
         q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))  # each (B, H, T, d_k)
-        s = self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT  # (H, 1, 1) when learned
+        tap = None
+        if taps is not None:  # the gradient chain of this layer (a logged training step)
+            layer = taps.next_layer()
+            tap = lambda *tensors: taps.watch(layer, *tensors)  # noqa: E731
         # out (B, H, T, d_k); logits and weights (B, H, T, T); mask broadcasts to (B, H, T, T)
-        out, logits, weights = attend(q, k, v, self.rule, mask, self.temperature(), self.n_ref, s)
+        out, logits, weights = self._attend(q, k, v, mask, tap)
         if capture is not None:
-            full = torch.ones(1, 1, t, t, dtype=torch.bool, device=x.device) if mask is None else mask
-            capture.append(AttentionCapture(logits.detach(), weights.detach(),
-                                            full.expand(b, -1, t, t).detach()))
+            capture.append(self._capture(q, k, logits, weights, mask))
         # re-assemble the heads side by side: (B, H, T, d_k) -> (B, T, H * d_k) -> (B, T, d_model)
         return self.w_o(out.transpose(1, 2).reshape(b, t, self.heads * self.d_k))
 
@@ -180,7 +275,6 @@ class SelfAttention(nn.Module):
         b, t, _ = x.shape
         split = lambda y: y.view(b, t, self.heads, self.d_k).transpose(1, 2)  # noqa: E731
         q, k, v = split(self.w_q(x)), split(self.w_k(x)), split(self.w_v(x))
-        s = self.ssmax_s if self.ssmax_s is not None else SSMAX_S_DEFAULT
         out = torch.empty_like(q)
         picked = torch.zeros(b, self.heads, t, dtype=q.dtype, device=x.device)
         for a in range(0, t, rows):
@@ -190,8 +284,7 @@ class SelfAttention(nn.Module):
                 c = (torch.arange(a, e, device=x.device)[:, None]
                      >= torch.arange(t, device=x.device)[None, :]).view(1, 1, e - a, t)
                 m = c if m is None else m & c
-            out[:, :, a:e], _, w = attend(q[:, :, a:e], k, v, self.rule, m, self.temperature(),
-                                          self.n_ref, s)
+            out[:, :, a:e], _, w = self._attend(q[:, :, a:e], k, v, m)
             hit = torch.nonzero((readout >= a) & (readout < e)).view(-1)
             if hit.numel():  # (hits, H, T): the readout row of each example in this chunk
                 picked[hit] = w[hit, :, readout[hit] - a, :]
@@ -220,8 +313,9 @@ class Block(nn.Module):
         self.mlp = MLP(cfg.d_model) if cfg.mlp else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), mask, capture)
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask, capture, taps)
         if self.mlp is not None:
             x = x + self.mlp(self.ln2(x))
         return x
@@ -304,10 +398,13 @@ class AttentionModel(nn.Module):
         return x
 
     def forward(self, inputs: torch.Tensor, readout: torch.Tensor, mask: torch.Tensor | None,
-                capture: list[AttentionCapture] | None = None) -> torch.Tensor:
+                capture: list[AttentionCapture] | None = None,
+                taps: GradTaps | None = None) -> torch.Tensor:
+        """Class logits read at ``readout``; ``capture`` collects each layer's attention,
+        ``taps`` hooks its gradient chain for the next backward pass."""
         x = self.embed_inputs(inputs)
         for blk in self.blocks:
-            x = blk(x, mask, capture)
+            x = blk(x, mask, capture, taps)
         x = self.ln_f(x)
         picked = x[torch.arange(x.shape[0], device=x.device), readout]
         return self.head(picked)

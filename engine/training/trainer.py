@@ -25,7 +25,9 @@ import torch
 from torch.nn import functional as F
 
 from engine.device import resolve_device as _resolve_device
+from engine.rules import RULE_REGISTRY
 from engine.training.config import TrainingConfig
+from engine.training.gradients import CHAIN, GAIN, GradTaps
 from engine.training.lengths import evaluate_lengths, length_columns
 from engine.training.model import RULE_PARAMETERS, AttentionCapture, AttentionModel
 from engine.training.numerics import training_numerics
@@ -38,6 +40,7 @@ from engine.training.observe import (  # noqa: F401 (the column names are re-exp
     head_stats,
     logit_edges,
 )
+from engine.training.qk_clip import clip_heads
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
 
 
@@ -74,6 +77,8 @@ class TrainingSnapshot:
     #: (n,) bool: the evaluation lengths were measured at this log (``eval_every``); the
     #: ``*_len{N}`` scalars are 0 where not. None = at every log
     length_evaluated: np.ndarray | None = None
+    #: (R, updates) int: heads qkclip clipped after each update (0 for the other rules)
+    clipped_per_step: np.ndarray | None = None
 
     def length_logs(self, r: int) -> np.ndarray:
         """Indices of the logs of run ``r`` that hold an evaluation at the lengths."""
@@ -128,9 +133,18 @@ class TrainingSnapshot:
                            grad_norm_v=h["grad_norm_v"], grad_norm_o=h["grad_norm_o"],
                            temperature=h["temperature"] if self.has_temperature[r] else "",
                            ssmax_s=h["ssmax_s"] if rule == "ssmax" else "",
-                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()))
+                           logit_max_abs=float(self.heads["logit_max_abs"][i, r].max()),
+                           key_mass_mean=h["key_mass"], sink_weight_mean=h["sink_weight"],
+                           sink_logit=h["sink_logit"] if _learns_sink(rule) else "",
+                           clipped_heads=self._clipped_heads(i, r) if _clips(rule) else "",
+                           **{k: h[k] for k in (*CHAIN, GAIN)})
                 rows.append(row)
         return rows
+
+    def _clipped_heads(self, i: int, r: int) -> float:
+        """Mean number of heads qkclip clipped per update between the previous log and log i."""
+        updates = int(self.log_steps[i]) - (int(self.log_steps[i - 1]) if i > 0 else 0)
+        return float(self.heads["clip_count"][i, r].sum()) / updates if updates > 0 else 0.0
 
     def head_rows(self) -> list[dict[str, object]]:
         """One row per (rule, log step, layer, head): ``metrics_heads.csv``."""
@@ -155,6 +169,10 @@ class TrainingSnapshot:
                     row["temperature"] = ""
                 if rule != "ssmax":
                     row["ssmax_s"] = ""
+                if not _learns_sink(rule):
+                    row["sink_logit"] = ""
+                if not _clips(rule):
+                    row["clip_count"] = ""
                 rows.append(row)
         return rows
 
@@ -167,11 +185,21 @@ class TrainingSnapshot:
                "diverged_step": self.diverged_step, "collapse_step": self.collapse_step}
         if self.length_evaluated is not None:
             out["length_evaluated"] = self.length_evaluated
+        if self.clipped_per_step is not None:
+            out["clipped_heads_per_step"] = self.clipped_per_step
         for name, arr in self.scalars.items():
             out[name] = arr
         for name, arr in self.heads.items():
             out[f"head_{name}"] = arr
         return out
+
+
+def _learns_sink(rule: str) -> bool:
+    return RULE_REGISTRY[rule].weights == "sink"
+
+
+def _clips(rule: str) -> bool:
+    return RULE_REGISTRY[rule].qk_clip
 
 
 class _Growable:
@@ -235,6 +263,10 @@ class _Run:
         self.loss_sum = 0.0
         self.acc_sum = 0.0
         self.count = 0
+        self.clips = RULE_REGISTRY[rule].qk_clip  #: qkclip: W_Q, W_K clipped after each step
+        #: heads clipped per (layer, head) since the last log, and per update over the run
+        self.clip_since_log = np.zeros((cfg.layers, cfg.heads), dtype=np.int64)
+        self.clipped_per_step: list[int] = []
 
     @property
     def alive(self) -> bool:
@@ -326,7 +358,8 @@ class Trainer:
             if not run.alive:
                 continue
             run.model.train()
-            logits = run.model(batch.inputs, batch.readout, batch.mask)
+            taps = GradTaps(cfg.layers, cfg.heads) if log else None
+            logits = run.model(batch.inputs, batch.readout, batch.mask, taps=taps)
             loss = F.cross_entropy(logits, batch.targets)
             loss_value = float(loss.detach())
             if not math.isfinite(loss_value):
@@ -339,7 +372,7 @@ class Trainer:
             run.acc_sum += float((logits.argmax(dim=1) == batch.targets).float().mean())
             run.count += 1
             if log:
-                grads[i] = self._grad_norms(run.model)
+                grads[i] = {**self._grad_norms(run.model), **taps.metrics()}
         if log:  # observe the weights after s updates, before update s + 1
             self._record(s, grads)
         if s < cfg.steps:
@@ -352,10 +385,19 @@ class Trainer:
                     if cfg.grad_clip > 0:
                         torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
                     run.opt.step()
+                    if run.clips:
+                        self._qk_clip(run, batch)
         self.next_iter += 1
         self.elapsed += time.perf_counter() - start
         self._iters_timed += 1
         return log
+
+    def _qk_clip(self, run: _Run, batch: Any) -> None:
+        """qkclip after the update: rescale the heads above tau on this batch, count them."""
+        clipped = clip_heads(run.model, batch.inputs, batch.mask, batch.lengths,
+                             self.cfg.qk_clip_tau).cpu().numpy()
+        run.clip_since_log += clipped
+        run.clipped_per_step.append(int(clipped.sum()))
 
     def _grad_norms(self, model: AttentionModel) -> dict[str, np.ndarray]:
         h = self.cfg.heads
@@ -411,6 +453,7 @@ class Trainer:
             head[key][i] = arr
         for layer, cap in enumerate(capture):
             self._record_layer(i, layer, run, cap, log, lengths)
+        run.clip_since_log[:] = 0  # (read by _record_layer)
         if not log.finite(i):
             run.diverged_step = s  # e.g. a learned temperature that overflowed: no NaN/Inf out
             log.blank(i)
@@ -431,7 +474,11 @@ class Trainer:
         """Per-head statistics of one layer's probe attention, and its learned parameters."""
         head = log.heads
         st = head_stats(cap.logits.double().cpu().numpy(), cap.mask.cpu().numpy(), lengths,
-                        self.edges, self.cfg.saturation_threshold)
+                        self.edges, self.cfg.saturation_threshold, run.rule,
+                        sink=None if cap.sink is None else cap.sink.double().cpu().numpy(),
+                        pre_logits=None if cap.pre_logits is None
+                        else cap.pre_logits.double().cpu().numpy(),
+                        softcap=self.cfg.softcap)
         head["entropy_norm"][i, layer] = st.entropy_norm
         head["logit_mean"][i, layer] = st.logit_mean
         head["logit_std"][i, layer] = st.logit_std
@@ -439,6 +486,12 @@ class Trainer:
         head["top_weight"][i, layer] = st.top_weight
         head["saturated_frac"][i, layer] = st.saturated_frac
         head["jacobian_fro"][i, layer] = st.jacobian_fro
+        head["key_mass"][i, layer] = st.key_mass
+        head["sink_weight"][i, layer] = st.sink_weight
+        if cap.sink is not None:
+            head["sink_logit"][i, layer] = cap.sink.double().cpu().numpy()
+        if run.clips:
+            head["clip_count"][i, layer] = run.clip_since_log[layer]
         log.hist[i, layer], log.outside[i, layer], log.pct[i, layer] = (
             st.hist_counts, st.hist_outside, st.percentiles)
         self._probe_w[i, layer] = st.probe_weights
@@ -482,7 +535,16 @@ class Trainer:
                                       for run in self.runs]),
             diverged_step=np.array([run.diverged_step for run in self.runs], dtype=np.int64),
             collapse_step=collapse, length_evaluated=self._evaluated.view(),
+            clipped_per_step=self._clipped_per_step(),
         )
+
+    def _clipped_per_step(self) -> np.ndarray:
+        """(R, updates) heads clipped after each update (0 for rules that do not clip; a run
+        that diverged stops early and keeps 0 for the updates it did not do)."""
+        out = np.zeros((len(self.runs), self.step), dtype=np.int64)
+        for r, run in enumerate(self.runs):
+            out[r, : len(run.clipped_per_step)] = run.clipped_per_step[: self.step]
+        return out
 
     def iterate(self, cancelled: Callable[[], bool] | None = None,
                 min_interval_s: float = 0.0) -> Iterator[TrainingSnapshot]:

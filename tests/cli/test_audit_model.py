@@ -57,13 +57,35 @@ def test_empty_text_file_exits_2(tmp_path: Path, capsys) -> None:
     assert len(err) == 1 and "--text-file" in err[0]
 
 
-def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5",
-                                                      "architectures": ["T5Model"]}))
+def test_unsupported_architecture_exits_2_naming_it(tiny_bert_dir: Path, tmp_path: Path,
+                                                    capsys) -> None:
+    """A saved Falcon (attention outside transformers' interface, no adapter) is refused."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = tmp_path / "falcon"
+    torch.manual_seed(0)
+    transformers.FalconModel(transformers.FalconConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    ).save_pretrained(folder)
+    for f in tiny_bert_dir.glob("tok*"):
+        shutil.copy(f, folder / f.name)
+    capsys.readouterr()  # save_pretrained's own progress bar
+    assert _exit_code(["audit-model", "--model", str(folder), "--text", "hi",
+                       "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "falcon" in err[0] and "--model" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_that_is_a_list_exits_2_naming_file_and_field(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").write_text("[1, 2]")
     assert _exit_code(["audit-model", "--model", str(tmp_path), "--text", "hi",
                        "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t5" in err[0] and "--model" in err[0]
+    assert len(err) == 1 and "config.json: top level" in err[0] and "--model" in err[0], err
 
 
 def test_layer_out_of_range_exits_2(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
@@ -177,7 +199,8 @@ def test_a_failed_write_leaves_no_partial_outputs(tiny_bert_dir: Path, tmp_path:
     out = tmp_path / "out"
     out.mkdir()
     (out / "layers.csv").write_text("old")
-    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--out"]
+    argv = ["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT, "--quiet", "--force",
+            "--out"]
     assert _exit_code([*argv, str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
@@ -185,3 +208,56 @@ def test_a_failed_write_leaves_no_partial_outputs(tiny_bert_dir: Path, tmp_path:
     assert (out / "layers.csv").read_text() == "old"
     assert _exit_code([*argv, str(tmp_path / "new")]) == 2
     assert not (tmp_path / "new").exists()
+
+
+def test_t5_folder_reports_blocks_features_and_the_sdpa_comparison(tmp_path: Path, capsys,
+                                                                   save_tiny) -> None:
+    """An encoder-decoder (no scale, relative position bias) through the CLI: encoder, decoder
+    and cross-attention reported separately, as declared, and SDPA compared layer by layer."""
+    model = save_tiny(tmp_path / "t5", "t5", 2, 4)
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--backend", "sdpa",
+                       "--out", str(out), "--quiet"]) == 0
+    layers = read_csv(out / "layers.csv")
+    assert [r["block"] for r in layers] == ["encoder", "encoder", "decoder", "cross", "decoder",
+                                           "cross"]
+    assert all(r["verdict"] == "unscaled" and r["matches_declared"] == "True" for r in layers)
+    assert "relative position bias" in layers[0]["features"]
+    heads = read_csv(out / "audit.csv")
+    assert {"block", "kv_head", "declared_scale", "softcap", "features"} <= set(heads[0])
+    assert [r["kv_head"] for r in heads[:4]] == ["0", "1", "2", "3"]
+    assert float(heads[0]["declared_scale"]) == 1.0
+    backends = read_csv(out / "backends.csv")
+    assert len(backends) == 6 and {r["backend"] for r in backends} == {"sdpa"}
+    assert all(r["flagged"] == "False" and float(r["output_rel_diff"]) < 1e-4 for r in backends)
+    printed = capsys.readouterr().out
+    assert "backend sdpa: agrees with eager in all 6 layers" in printed
+    assert "0 of 6 layers differ from what the model declares" in printed
+
+
+def test_whatif_says_it_ran_on_the_injected_model(tiny_bert_dir: Path, tmp_path: Path,
+                                                  capsys) -> None:
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT,
+                       "--inject", "1=twice", "--whatif", "--out", str(out), "--quiet"]) == 0
+    w = read_csv(out / "whatif.csv")
+    assert {r["model"] for r in w} == {"model with injected bugs (layer 1 twice)"}
+    assert "what-if on the model with injected bugs (layer 1 twice)" in capsys.readouterr().out
+    assert json.loads((out / "audit.json").read_text())["mismatched_layers"] == [1]
+
+
+def test_a_huge_text_file_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    big = tmp_path / "big.txt"
+    with big.open("wb") as fh:  # sparse: 11 MB on paper, nothing on disk
+        fh.truncate(11_000_000)
+    assert _exit_code(["audit-model", "--text-file", str(big), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--text-file" in err[0] and "10 MB" in err[0], err
+
+
+def test_backend_comparison_is_refused_for_training_lab_weights(tmp_path: Path, capsys) -> None:
+    (tmp_path / "weights.pt").write_bytes(b"not read")
+    assert _exit_code(["audit-model", "--model", str(tmp_path / "weights.pt"), "--backend",
+                       "sdpa", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend" in err[0], err

@@ -40,7 +40,7 @@ def test_a_tiny_grid_writes_its_files_and_resume_reruns_nothing(tmp_path, capsys
     assert list(summary[0]) == ["job", "lr", "seed", "scaling", "final_loss", "final_accuracy",
                                 "probe_accuracy", "steps_to_target", "max_logit_abs",
                                 "max_logit_std", "min_entropy_norm", "diverged_step",
-                                "collapsed", "seconds"]
+                                "collapsed", "seconds", "clip_events"]
     assert len(summary) == 8
     assert len(read_csv(out / "metrics.csv")) == 4 * 2 * 3
     saved = json.loads((out / "experiment.json").read_text())

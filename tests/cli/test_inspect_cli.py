@@ -95,3 +95,23 @@ def test_inspect_repeated_scores_with_ssmax():
     bad = subprocess.run([sys.executable, "main.py", "inspect", "3", "-2*0"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "SCORE" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_sink_softcap_sigmoid_and_yarn_options() -> None:
+    r = run("8", "0", "-8", "--sink", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    z = np.exp([8.0, 0.0, -8.0]).sum() + 1.0
+    assert d["sink_weight"] == pytest.approx(1 / z, rel=1e-13)
+    assert d["key_mass"] + d["sink_weight"] == pytest.approx(1.0, abs=1e-15)
+    r = run("8", "0", "-8", "--sink", "0")
+    assert "sink weight: 0.0003352" in r.stdout
+    r = run("30", "0", "-30", "--softcap", "5", "--json")
+    assert max(abs(x) for x in json.loads(r.stdout)["scaled"]) <= 5.0
+    r = run("3", "-2*9", "--yarn", "5", "--json")
+    factor = (0.1 * np.log(10 / 5) + 1) ** 2
+    np.testing.assert_allclose(json.loads(r.stdout)["scaled"][:2], [3 * factor, -2 * factor])
+    r = run("1", "2", "--sigmoid", "--sink", "1")
+    assert r.returncode == 2 and "--sink" in r.stderr and "Traceback" not in r.stderr
+    r = run("1", "2", "--yarn", "0")
+    assert r.returncode == 2 and "--yarn" in r.stderr

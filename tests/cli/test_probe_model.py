@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +41,17 @@ def test_bad_input_exits_2_with_one_line(capsys, argv: list[str], field: str) ->
     assert len(err) == 1 and field in err[0], err
 
 
-def test_unsupported_architecture_exits_2_naming_it(tmp_path: Path, capsys) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama",
-                                                      "architectures": ["LlamaForCausalLM"]}))
-    assert _exit_code(["probe-model", "--model", str(tmp_path), "--text", "hi"]) == 2
+def test_unknown_architecture_exits_2_naming_it(tmp_path: Path, capsys, save_tiny) -> None:
+    """A folder whose model_type transformers does not know is refused by name (no code of
+    the folder's own is ever run)."""
+    folder = save_tiny(tmp_path / "model", "gpt2", 2, 4)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(model_type="lab-unknown", architectures=["LabUnknownModel"])
+    (folder / "config.json").write_text(json.dumps(cfg))
+    capsys.readouterr()  # save_pretrained's own progress bar
+    assert _exit_code(["probe-model", "--model", str(folder), "--text", "hi", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "llama" in err[0] and "LlamaForCausalLM" in err[0]
+    assert len(err) == 1 and "lab-unknown" in err[0] and "LabUnknownModel" in err[0], err
 
 
 @pytest.mark.parametrize("arch", ["bert", "gpt2"])
@@ -106,6 +112,7 @@ def test_without_the_models_extra_it_says_how_to_install(tmp_path: Path, capsys,
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 1,
                                                       "num_attention_heads": 2, "hidden_size": 8}))
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")  # no tensors
     monkeypatch.setattr(loader, "models_extra_available", lambda: False)
     assert _exit_code(["probe-model", "--model", str(tmp_path), "--text", "hi", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -126,12 +133,13 @@ def _no_config(tmp_path: Path) -> list[str]:
     return ["--model", str(tmp_path / "empty_model"), "--text", "hi"]
 
 
-def _t5(tmp_path: Path) -> list[str]:
-    (tmp_path / "t5").mkdir()
-    (tmp_path / "t5" / "config.json").write_text(json.dumps({
+def _remote_code(tmp_path: Path) -> list[str]:
+    """A folder that needs its own Python code (trust_remote_code) is refused, not run."""
+    (tmp_path / "rc").mkdir()
+    (tmp_path / "rc" / "config.json").write_text(json.dumps({
         "model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 8,
-        "num_layers": 1, "num_heads": 2}))
-    return ["--model", str(tmp_path / "t5"), "--text", "hi"]
+        "num_layers": 1, "num_heads": 2, "auto_map": {"AutoModel": "modeling_evil.Model"}}))
+    return ["--model", str(tmp_path / "rc"), "--text", "hi"]
 
 
 def _out_is_a_file(tmp_path: Path) -> list[str]:
@@ -139,6 +147,7 @@ def _out_is_a_file(tmp_path: Path) -> list[str]:
     (tmp_path / "m").mkdir()  # a config-only folder: --out is checked before anything loads
     (tmp_path / "m" / "config.json").write_text(json.dumps({
         "model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8}))
+    (tmp_path / "m" / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")
     return ["--model", str(tmp_path / "m"), "--text", "hi", "--out", str(tmp_path / "a_file" / "o")]
 
 
@@ -150,7 +159,7 @@ def _blank_text_file(tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("make_argv, field, words", [
     (_no_config, "--model", "no config.json"),
     (_blank_text_file, "--text-file", "non-blank"),
-    (_t5, "--model", "T5ForConditionalGeneration"),
+    (_remote_code, "--model", "trust_remote_code"),
     (lambda _p: ["--text", "hi", "--max-tokens", "0"], "--max-tokens", "from 2"),
     (lambda _p: ["--text", "\n \t "], "--text", "non-blank"),
     (_out_is_a_file, "--out", "cannot write"),
@@ -195,7 +204,7 @@ def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkey
 
     monkeypatch.setattr(export, "write_json", full)
     assert _exit_code(["probe-model", "--model", str(model), "--text", "why is the key scaled",
-                       "--out", str(out), "--bootstrap", "0", "--quiet"]) == 2
+                       "--out", str(out), "--bootstrap", "0", "--quiet", "--force"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv"]  # no staging folder left

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from engine.claims import Claim, check_claims, judge, load_claims
-from engine.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,23 +69,39 @@ def test_slow_claims_are_skipped_under_fast() -> None:
     assert check.status == "skipped" and check.measured is None
 
 
-@pytest.mark.parametrize(("content", "says"), [
-    ("{", "cannot read"),
-    ('{"claims": []}', "at least one claim"),
-    ('{"claims": [{"id": "a"}]}', "missing field"),
+@pytest.mark.parametrize(("content", "where", "says"), [
+    ("{", "", "not valid JSON"),
+    ('{"claims": []}', "claims", "at least 1"),
+    ('{"claims": [{"id": "a"}]}', "claims['a'].kind", "required, but missing"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "guess", "params": {}, '
-     '"measure": {}, "published": "1"}]}', "kind must be"),
+     '"measure": {}, "published": "1"}]}', "claims['a'].kind", "must be one of"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": {}, '
-     '"measure": {}, "published": "about 1"}]}', "published must be"),
+     '"measure": {}, "published": "about 1"}]}', "claims['a'].published", "published must be"),
     ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": {}, '
-     '"measure": {}, "published": "1", "colour": "red"}]}', "unknown field"),
+     '"measure": {}, "published": "1", "colour": "red"}]}', "claims['a'].colour", "unknown field"),
+    ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": '
+     '{"scores": [1, "x"]}, "measure": {"value": "entropy"}, "published": "1"}]}',
+     "claims['a'].params.scores[1]", "must be a number"),
+    ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "simulate", "params": '
+     '{"scalings": 5}, "measure": {"column": "x"}, "published": "1"}]}',
+     "claims['a'].params.scalings", "must be a list of names"),
+    ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "experiment", "params": '
+     '{"experiment": ["seeds"]}, "measure": {}, "published": "1"}]}',
+     "claims['a'].params.experiment", "must be one of"),
+    ('{"claims": [{"id": "a", "where": "w", "text": "t", "kind": "inspect", "params": '
+     '{"scores": [1, 2]}, "measure": {"value": "entropy"}, "published": "1", "scale": "x"}]}',
+     "claims['a'].scale", "must be a number"),
 ])
-def test_a_bad_claims_file_names_the_problem(tmp_path: Path, content: str, says: str) -> None:
+def test_a_bad_claims_file_names_the_problem(tmp_path: Path, content: str, where: str,
+                                             says: str) -> None:
+    from engine.errors import FileFormatError
+
     path = tmp_path / "claims.json"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(FileFormatError) as err:
         load_claims(path)
-    assert err.value.field == "claims" and says in err.value.message
+    assert err.value.option == "claims" and err.value.file == str(path)
+    assert err.value.where == where and says in err.value.problem, str(err.value)
 
 
 def test_the_shipped_file_is_valid_json_with_unique_ids() -> None:

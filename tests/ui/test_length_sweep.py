@@ -49,3 +49,25 @@ def sweep_metrics():
     from ui.plots.sweep import METRICS
 
     return METRICS
+
+
+def test_the_key0_plot_says_there_is_no_target_at_rho_0(qtbot, window, wait_complete):
+    """At ρ = 0 key 0 is a key like the others (its weight is 1/n on average): the plot says so
+    instead of calling it the target; with a correlation it is the target again."""
+    from ui.plots.sweep import NO_TARGET_TITLE, single_metric_panel
+
+    sweep = window.page.panels["sweep"]
+    i = next(k for k, m in enumerate(sweep_metrics()) if m.key == "target_weight")
+    window.apply_config({"trials": 100, "scalings": ["sqrt"], "correlation": 0.0})
+    wait_complete(window)
+    assert sweep.plots[i].titleLabel.text == NO_TARGET_TITLE
+    single = single_metric_panel("target_weight")()
+    qtbot.addWidget(single)
+    single.refresh(window.state, force=True)
+    assert NO_TARGET_TITLE in single.title
+    window.apply_config({"correlation": 0.3})
+    wait_complete(window)
+    assert sweep.plots[i].titleLabel.text == sweep_metrics()[i].title
+    single.refresh(window.state, force=True)
+    assert single.title.startswith(sweep_metrics()[i].title)
+    single.close()

@@ -306,6 +306,14 @@ def test_tour_keeps_its_plot_in_view_and_opens_the_inspector_on_request(qtbot, w
         tour.answer(0)
     assert window.tabs.currentWidget() is window.page
     assert list(page.result.scores) == list(tour.steps[later].inspector.scores)
+    # a step whose example sets a sink or a soft-cap sets it in the inspector, the next one clears it
+    for i, s in enumerate(tour.steps):
+        if s.inspector is not None and i > later:
+            tour.go_to(i)
+            if tour.asking:
+                tour.answer(0)
+            assert page.result.sink == s.inspector.options.get("sink")
+            assert page.result.softcap == s.inspector.options.get("softcap")
 
 
 def test_sweep_axis_leaves_room_for_the_end_labels(qtbot, window, wait_complete):

@@ -7,26 +7,32 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import fail, text_arg
+from ui.cli.common import TEXT_FILE_LIMIT_MB, add_force, fail, text_arg
 
 PROG = "attention-lab audit-model"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="PATH",
-                   help="local Hugging Face folder (BERT family or GPT-2), or the Training lab's "
-                   "weights.pt (or the folder of `train --out`); default: the bundled "
-                   "all-MiniLM-L6-v2. Never downloads.")
+                   help="local Hugging Face folder of any architecture transformers runs on text "
+                   "(no remote code), or the Training lab's weights.pt (or the folder of `train "
+                   "--out`); default: the bundled all-MiniLM-L6-v2. Never downloads.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to run through the model (default: the Real model "
                      "page's first preset text)")
-    src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
+    src.add_argument("--text-file", metavar="FILE", help=f"read the text from FILE (UTF-8, at "
+                     f"most {TEXT_FILE_LIMIT_MB} MB; only its start is tokenized)")
     p.add_argument("--inject", action="append", default=[], metavar="LAYER=KIND",
-                   help="plant a scaling bug in a layer (from 0) before the audit; KIND is twice, "
-                   "none, dmodel or after_softmax; repeatable")
+                   help="plant a scaling bug in an attention layer (from 0, in call order: "
+                   "encoder, then decoder self- and cross-attention) before the audit; KIND is "
+                   "twice, none, dmodel, after_softmax, head_dim or softcap_off; repeatable")
     p.add_argument("--whatif", action="store_true",
-                   help="also rerun the (intact) model with its logits x m, m = 1/8 .. 8, and "
-                   "write whatif.csv")
+                   help="also rerun the model with its logits x m, m = 1/8 .. 8, and write "
+                   "whatif.csv (on the model with the --inject bugs, if any: it says which)")
+    p.add_argument("--backend", choices=("eager", "sdpa", "all"), default="eager",
+                   help="eager: the audit only (default); sdpa: also compare each layer's "
+                   "output under SDPA with eager; all: every implementation this machine has "
+                   "(flex and flash on CUDA); writes backends.csv")
     p.add_argument("--whatif-layer", type=int, metavar="LAYER",
                    help="multiply only this layer's logits in the what-if sweep (default: all)")
     p.add_argument("--run", action="append", default=[], metavar="RULE",
@@ -34,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="cut the text to N tokens")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="write audit.csv, layers.csv (whatif.csv), audit.json here")
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -53,6 +60,9 @@ def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
         if args.whatif:
             fail(PROG, "the what-if sweep works on transformers models, not Training lab "
                  "weights", "whatif")
+        if args.backend != "eager":
+            fail(PROG, "compares transformers backends; Training lab weights run the lab's own "
+                 "attention", "backend")
         return
     if args.run:
         fail(PROG, "selects a run of Training lab weights; this model is not one", "run")
@@ -89,7 +99,8 @@ def _config(args: argparse.Namespace, text: str | None, bugs: tuple[tuple[int, s
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import output_dir
+    from engine.probe.audit_export import AUDIT_FILES
     from engine.probe.training_audit import training_weights_path
 
     weights = training_weights_path(args.model)
@@ -99,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = None if weights is not None else _config(args, text, bugs)
         created = not Path(args.out).exists()
-        out = ensure_writable_dir(args.out)
+        out = output_dir(args.out, AUDIT_FILES, force=args.force)
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
@@ -110,9 +121,10 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 out.rmdir()
 
+    backends = None
     try:
         if weights is None:
-            results, whatif = _audit_transformers(cfg, args)
+            results, whatif, backends = _audit_transformers(cfg, args)
         else:
             results, whatif = _audit_training(weights, args), None
     except ConfigError as exc:
@@ -126,10 +138,12 @@ def run(args: argparse.Namespace) -> int:
         _print_result(res)
     if whatif is not None:
         _print_whatif(whatif)
+    if backends is not None:
+        _print_backends(backends, results[0])
     from engine.probe.audit_export import write_audit_outputs
 
     try:
-        paths = write_audit_outputs(out, results, whatif)
+        paths = write_audit_outputs(out, results, whatif, backends=backends)
     except OSError as exc:
         discard()
         fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
@@ -138,12 +152,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _audit_transformers(cfg, args):
+    from engine.errors import ConfigError
     from engine.probe.audit import audit
     from engine.probe.loader import load_model, tokenize
     from engine.probe.whatif import run_whatif, whatif
     from ui.cli.common import progress_bar
 
     loaded = load_model(cfg.model)
+    from engine.probe.inject import check_layers
+
+    check_layers(loaded, cfg.bugs, "inject")
+    if args.whatif_layer is not None and args.whatif_layer >= loaded.n_sites:
+        raise ConfigError("whatif_layer", f"layer {args.whatif_layer} is out of range; this "
+                          f"model has layers 0..{loaded.n_sites - 1}")
     bar = progress_bar(100, "audit-model", args.quiet, unit="%")
     result = None
     for snap in audit(cfg, loaded):
@@ -153,11 +174,15 @@ def _audit_transformers(cfg, args):
             result = snap.result
     bar.close()
     assert result is not None
-    sweep = None
+    sweep = backends = None
+    tok = tokenize(loaded, cfg.text, cfg.max_tokens)
     if args.whatif:
-        tok = tokenize(loaded, cfg.text, cfg.max_tokens)
-        sweep = run_whatif(whatif(loaded, tok.ids, layer=args.whatif_layer))
-    return [result], sweep
+        sweep = run_whatif(whatif(loaded, tok.ids, layer=args.whatif_layer, bugs=cfg.bugs))
+    if args.backend != "eager":
+        from engine.probe.backends import compare_backends
+
+        backends = compare_backends(loaded, tok.ids, ["sdpa"] if args.backend == "sdpa" else None)
+    return [result], sweep, backends
 
 
 def _audit_training(weights: Path, args) -> list:
@@ -178,17 +203,44 @@ def _print_result(res) -> None:
         ok = res.head_fits[layer].identifiable
         spread = (f"heads {heads[ok].min():.6g}..{heads[ok].max():.6g}" if ok.any()
                   else "no head auditable")
+        site = res.sites[layer] if res.sites else None
         print(f"layer {layer}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
               f"{res.layer_verdicts[layer]}" + (f"  [injected {res.inject[layer]}]"
                                                  if layer in res.inject else ""))
+        if site is not None:
+            declared = f"declared {res.declared_scale[layer] * sq:.6g} ({site.declared_source})"
+            state = "as declared" if site.matches_declared else f"MISMATCH: {site.mismatch}"
+            print(f"    {site.block}: {'; '.join(site.features)}; {declared}: {state}")
+    mism = res.mismatched_layers()
+    if res.sites:
+        print(f"{len(mism)} of {res.n_layers} layers differ from what the model declares"
+              + (f": {', '.join(map(str, mism))}" if mism else ""))
     print(f"forward {res.forward_s:.3f} s, fit {res.fit_s:.3f} s")
+
+
+def _print_backends(rep, res) -> None:
+    for backend, why in rep.unavailable.items():
+        print(f"backend {backend}: not compared ({why})")
+    for backend in rep.compared:
+        rows = [s for s in rep.sites if s.backend == backend]
+        worst = max(rows, key=lambda s: s.output_rel_diff)
+        flagged = [s for s in rows if s.flagged]
+        if flagged:
+            parts = ", ".join(f"layer {s.site} (output differs by {s.output_rel_diff:.2g} of its "
+                              f"size)" for s in flagged)
+            print(f"backend {backend}: DISAGREES with eager in {parts}")
+        else:
+            print(f"backend {backend}: agrees with eager in all {len(rows)} layers (largest "
+                  f"relative difference {worst.output_rel_diff:.2g}, tolerance there "
+                  f"{worst.tolerance:.2g}; intact model)")
 
 
 def _print_whatif(w) -> None:
     ext = "perplexity" if w.perplexity is not None else "pooled cosine"
     vals = w.perplexity if w.perplexity is not None else w.pooled_cosine
     where = "every layer" if w.layer is None else f"layer {w.layer}"
-    print(f"what-if (logits of {where} x m): m, H/log n, saturated, output cosine, {ext}")
+    print(f"what-if on the {w.model_state} (logits of {where} x m; m = 1 is that model's own "
+          f"scale): m, H/log n, saturated, output cosine, {ext}")
     for i, m in enumerate(w.multipliers):
         print(f"  m = {m:6.3g}: {w.entropy_norm[i].mean():.3f}  {w.saturated[i].mean():.3f}  "
               f"{w.output_cosine[i]:.4f}  {vals[i]:.4g}")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 
 EXIT_USAGE = 2
 
@@ -33,6 +33,13 @@ def add_figure_style(p: argparse.ArgumentParser) -> None:
                         "(default: slide)")
 
 
+def add_force(p: argparse.ArgumentParser) -> None:
+    """``--force``: replace files already in --out (without it such a folder is refused)."""
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out that this command writes (without it, a folder "
+                        "that holds any of them is refused, naming them)")
+
+
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",
@@ -42,8 +49,11 @@ def option_name(field: str) -> str:
 
 
 def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoReturn:
-    """Exit 2 with one line naming the parameter."""
-    if isinstance(error, ConfigError):
+    """Exit 2 with one line naming the parameter (a file's problem: ``FILE: field path: what is
+    wrong``, after the option that named the file when it is known)."""
+    if isinstance(error, FileFormatError):
+        msg = f"{option_name(error.option)}: {error}" if error.option else str(error)
+    elif isinstance(error, ConfigError):
         msg = f"{option_name(error.field)}: {error.message}"
     else:
         msg = f"{option_name(field)}: {error}" if field else str(error)
@@ -51,14 +61,25 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
+#: a --text-file larger than this is refused (the models read at most a few thousand tokens;
+#: the tokenizer only ever sees the start of the text)
+TEXT_FILE_LIMIT_MB = 10
+
+
 def text_arg(prog: str, args: argparse.Namespace) -> str | None:
     """The text of ``--text`` or ``--text-file FILE`` (UTF-8), None when neither is given; an
-    unreadable file exits 2 naming --text-file."""
+    unreadable file, or one over TEXT_FILE_LIMIT_MB, exits 2 naming --text-file."""
     if args.text_file:
         from pathlib import Path
 
+        path = Path(args.text_file)
         try:
-            return Path(args.text_file).read_text(encoding="utf-8")
+            size = path.stat().st_size
+            if size > TEXT_FILE_LIMIT_MB * 1_000_000:
+                fail(prog, f"{args.text_file!r} is {size / 1e6:.1f} MB; texts over "
+                     f"{TEXT_FILE_LIMIT_MB} MB are refused (only the first --max-tokens tokens "
+                     "are read)", "text_file")
+            return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             fail(prog, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
                  "text_file")

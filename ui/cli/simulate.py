@@ -7,14 +7,14 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
 
 DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", "dk"])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from engine.config import BACKENDS, DEVICES, DISTRIBUTIONS, DTYPES, METHODS, RULES
-    from engine.rules import N_REF_DEFAULT, SSMAX_S_DEFAULT
+    from engine.rules import N_REF_DEFAULT, SINK_DEFAULT, SOFTCAP_DEFAULT, SSMAX_S_DEFAULT
 
     p.add_argument("--d-k", type=int, nargs="+", default=DEFAULTS["d_k"], metavar="D",
                    help="head width(s) d_k, 1..65536 (default: 4 64 512)")
@@ -36,9 +36,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=1.0,
                    help="T for the temperature and cosine rules (default: 1)")
     p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
-                   help=f"reference length of the logn rule (equal to sqrt there; default: {N_REF_DEFAULT})")
+                   help="reference length of the logn and yarn rules (both equal sqrt there; "
+                        f"default: {N_REF_DEFAULT})")
     p.add_argument("--ssmax-s", type=float, default=SSMAX_S_DEFAULT, metavar="S",
                    help=f"s of the ssmax rule: logits = s ln(n) q.k/sqrt(d_k) (default: {SSMAX_S_DEFAULT})")
+    p.add_argument("--softcap", type=float, default=SOFTCAP_DEFAULT, metavar="C",
+                   help="c of the softcap rule: logits = c tanh(q.k/sqrt(d_k)/c) (default: "
+                        f"{SOFTCAP_DEFAULT:g}, Gemma 2's)")
+    p.add_argument("--sink", type=float, default=SINK_DEFAULT, metavar="S",
+                   help="logit of the sink rule's extra softmax entry, its weight dropped "
+                        f"(default: {SINK_DEFAULT:g} = softmax plus one)")
     p.add_argument("--saturation-threshold", type=float, default=0.99,
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
     p.add_argument("--backend", default="auto", help=f"{', '.join(BACKENDS)} (auto: torch on CUDA if present, else numpy)")
@@ -51,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(d64_scores.png, ...; with several --keys d64_n8_scores.png, ...) and the "
                    "sweep (sweep.png)")
     add_figure_style(p)
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -65,6 +73,7 @@ def build_configs(args: argparse.Namespace):  # -> list[SweepConfig]
         correlation=args.correlation, scalings=tuple(args.scaling), temperature=args.temperature,
         saturation_threshold=args.saturation_threshold, backend=args.backend, device=args.device,
         dtype=args.dtype, method=args.method, n_ref=args.n_ref, ssmax_s=args.ssmax_s,
+        softcap=args.softcap, sink=args.sink,
     )
     if len(args.d_k) == 1 and len(args.keys) > 1:
         return [SweepConfig(base=base, d_ks=tuple(args.d_k), axis="n_keys",
@@ -77,12 +86,14 @@ TABLE = [("d_k", "d_k"), ("n_keys", "n"), ("scaling", "rule"), ("raw_score_var",
          ("logit_var", "Var(logit)"), ("top_weight_mean", "top weight"), ("top_weight_se", "±se"),
          ("saturated_frac", "saturated"), ("entropy_norm_mean", "H/log n"),
          ("jacobian_fro_mean", "|J|_F"), ("jacobian_fro_se", "±se"),
-         ("jacobian_max_abs_mean", "max|J_ij|")]
+         ("jacobian_max_abs_mean", "max|J_ij|"), ("sink_weight_mean", "sink w"),
+         ("key_mass_mean", "sum p")]
 
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.export import SIMULATION_FILES
+    from engine.io import FIGURE_PATTERNS, output_dir
     from engine.sampling import resolve_backend
 
     prog = "attention-lab simulate"
@@ -93,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         for sweep_cfg in sweeps:
             for value in sweep_cfg.values:  # validates every point (e.g. the exact method's conditions)
                 resolve_backend(sweep_cfg.point(value))
-        out = ensure_writable_dir(args.out) if args.out else None
+        out = output_dir(args.out, SIMULATION_FILES, FIGURE_PATTERNS if args.figures else (),
+                         args.force) if args.out else None
     except ConfigError as exc:
         fail(prog, exc)
     return _run_sweeps(args, prog, sweeps, out)

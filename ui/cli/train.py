@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
 
 PROG = "attention-lab train"
 
@@ -32,6 +32,8 @@ _OPTIONS: dict[str, tuple[Any, str | None]] = {
     "qk_init": (float, "G"),
     "temperature": (float, "T"),
     "cosine_temperature": (float, "T"),
+    "softcap": (float, "C"),
+    "qk_clip_tau": (float, "TAU"),
     "optimizer": (str, None),
     "lr": (float, "LR"),
     "batch": (int, "B"),
@@ -66,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
     add_figure_style(p)
+    add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -111,13 +114,15 @@ def config_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import ensure_writable_dir
+    from engine.io import FIGURE_PATTERNS, output_dir
+    from engine.training.export import RESULT_FILES
 
     if args.figures and not args.out:
         fail(PROG, "needs --out DIR to write the figures into", "figures")
     try:
         cfg = build_config(args)
-        out = ensure_writable_dir(args.out) if args.out else None
+        out = output_dir(args.out, RESULT_FILES, FIGURE_PATTERNS if args.figures else (),
+                         args.force) if args.out else None
         from engine.training.trainer import Trainer  # imports torch
 
         trainer = Trainer(cfg)

@@ -78,7 +78,9 @@ TIPS = {
     "dtype": "Floating-point precision of the sampled vectors and scores.",
     "method": "How scores are drawn: exact samples them directly (Gaussian entries; not for cosine/qknorm), explicit draws the vectors.",
     "scalings": "Scaling rules to compare; each keeps its colour in every plot.",
-    "n_ref": "Reference length of the logn rule: logits = q·k/√d_k · ln(n)/ln(n_ref), equal to sqrt at n = n_ref.",
+    "n_ref": "Reference length of the logn and yarn rules: logn = q·k/√d_k · ln(n)/ln(n_ref); yarn multiplies the sqrt logits by (0.1·ln(n/n_ref) + 1)² beyond n_ref; both equal sqrt at n = n_ref.",
+    "softcap": "c of the softcap rule (Gemma 2: 50): logits = c·tanh(q·k/√d_k / c), never beyond c.",
+    "sink": "Logit of the sink rule's extra entry (0 = softmax plus one): it joins each row's softmax and its weight is dropped.",
     "ssmax_s": "s of the ssmax rule (Scalable-Softmax): logits = s · ln(n) · q·k/√d_k; 0.43 is the paper's example.",
 }
 
@@ -226,8 +228,10 @@ class ParamPanel(QScrollArea):
             self.rule_boxes[name] = cb
         form = QFormLayout()
         form.addRow("temperature T", self._dspin("temperature", 0, 1e6, 0.1, 4))
-        form.addRow("logn n_ref", self._spin("n_ref", 2, N_KEYS_MAX))
+        form.addRow("logn/yarn n_ref", self._spin("n_ref", 2, N_KEYS_MAX))
         form.addRow("ssmax s", self._dspin("ssmax_s", 0, 1000, 0.01, 4))
+        form.addRow("softcap c", self._dspin("softcap", 0, 1e6, 1.0, 3))
+        form.addRow("sink logit", self._dspin("sink", -1e6, 1e6, 0.5, 3))
         form.addRow("saturation >", self._dspin("saturation_threshold", 0, 1, 0.005, 4))
         lay.addLayout(form)
         return box
@@ -279,8 +283,11 @@ class ParamPanel(QScrollArea):
     def _update_enabled(self, *_: Any) -> None:
         uses_t = any(self.rule_boxes[n].isChecked() for n in RULES_WITH_T)
         self.fields["temperature"].setEnabled(uses_t)
-        self.fields["n_ref"].setEnabled(self.rule_boxes["logn"].isChecked())
-        self.fields["ssmax_s"].setEnabled(self.rule_boxes["ssmax"].isChecked())
+        checked = {n for n, box in self.rule_boxes.items() if box.isChecked()}
+        self.fields["n_ref"].setEnabled(bool(checked & {"logn", "yarn"}))
+        self.fields["ssmax_s"].setEnabled("ssmax" in checked)
+        self.fields["softcap"].setEnabled("softcap" in checked)
+        self.fields["sink"].setEnabled("sink" in checked)
 
     def draw_new_seed(self) -> None:
         self.fields["seed"].setText(str(random.randrange(0, 2**31)))
@@ -311,6 +318,7 @@ class ParamPanel(QScrollArea):
             "dtype": self._combo_value(f["dtype"], DTYPES),
             "method": self._combo_value(f["method"], METHODS),
             "n_ref": f["n_ref"].value(), "ssmax_s": f["ssmax_s"].value(),
+            "softcap": f["softcap"].value(), "sink": f["sink"].value(),
         }
 
     def config_from_widgets(self) -> SimulationConfig:
@@ -335,7 +343,7 @@ class ParamPanel(QScrollArea):
             f["seed"].setText(str(cfg.seed))
             f["dist"].setCurrentIndex(DISTRIBUTIONS.index(cfg.dist))
             for name in ("q_mean", "q_std", "k_mean", "k_std", "correlation", "temperature",
-                         "saturation_threshold", "n_ref", "ssmax_s"):
+                         "saturation_threshold", "n_ref", "ssmax_s", "softcap", "sink"):
                 f[name].setValue(getattr(cfg, name))
             for name, cb in self.rule_boxes.items():
                 cb.setChecked(name in cfg.scalings)

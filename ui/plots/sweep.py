@@ -38,7 +38,8 @@ from ui.theme import Theme, rule_color
 Z95 = 1.959964
 #: a marker per rule as well as a colour and line pattern: coinciding curves stay apart
 RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t", "temperature": "d", "cosine": "+",
-                "qknorm": "x", "logn": "p", "ssmax": "h"}
+                "qknorm": "x", "logn": "p", "ssmax": "h", "softcap": "star", "sink": "t1",
+                "sigmoid": "t2", "yarn": "t3"}
 LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
@@ -71,6 +72,13 @@ METRICS = (
 )
 #: metric key -> what the asymptotic theory predicts for it (engine.theory.LengthTheory)
 THEORY = {"entropy_norm": "entropy_norm", "target_weight": "target_weight"}
+#: at correlation 0 key 0 is a key like any other: its weight is noise around 1/n, not a needle
+NO_TARGET_TITLE = "key 0 (no target: ρ = 0)"
+
+
+def metric_title(m: Metric, correlation: float) -> str:
+    """The plot's title; the target-key plot says when there is no target (ρ = 0)."""
+    return NO_TARGET_TITLE if m.key == "target_weight" and correlation == 0.0 else m.title
 
 
 
@@ -343,6 +351,7 @@ class SweepPanel(PlotPanel):
             self.clear_hover()
             return
         rules = tuple(points[0].snapshot.rules)
+        self._show_titles(points[0].snapshot.config.correlation)
         self._sync(rules)
         self._draw_theory(points, rules)
         fit_legend_columns(self.legend, room=0.95 * self.glw.width())
@@ -374,6 +383,12 @@ class SweepPanel(PlotPanel):
             + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
         if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
             self.show_values_at(*self._hover_at)
+
+    def _show_titles(self, correlation: float) -> None:
+        for p, m in zip(self.plots, self.metrics, strict=True):
+            title = metric_title(m, correlation)
+            if p.titleLabel.text != title:
+                p.setTitle(title, size="9pt")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
@@ -482,8 +497,13 @@ def single_metric_panel(key: str) -> type[SweepPanel]:
 
             def _show_title(self) -> None:
                 """The figure is the plot alone: its title says what it is and along what."""
-                self.title = f"{metric.title} vs {'d_k' if self.axis == 'd_k' else 'keys n'}"
+                what = metric_title(metric, getattr(self, "_correlation", 1.0))
+                self.title = f"{what} vs {'d_k' if self.axis == 'd_k' else 'keys n'}"
                 self.plots[0].setTitle(self.title, color=self.theme.foreground, size="11pt")
+
+            def _show_titles(self, correlation: float) -> None:
+                self._correlation = correlation
+                self._show_title()
 
             def _use_axis(self, axis: str) -> None:
                 super()._use_axis(axis)

@@ -90,7 +90,7 @@ def test_figure_and_verdict_refer_to_axes():
 
 def test_builtin_experiments_are_valid_data():
     specs = load_builtins()
-    assert list(specs)[:4] == ["seeds", "head_width", "learning_rate", "heads"]
+    assert list(specs)[:5] == ["seeds", "head_width", "learning_rate", "logit_control", "heads"]
     seeds = builtin("seeds")
     assert len(seeds.axes[0].values) >= 8 and seeds.base.head_dim == 256
     hw = builtin("head_width")

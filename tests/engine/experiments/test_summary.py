@@ -82,7 +82,7 @@ def test_summary_and_metrics_rows_have_the_documented_columns():
     cols = summary_columns(SPEC)
     assert cols == ["job", "lr", "seed", "scaling", "final_loss", "final_accuracy",
                     "probe_accuracy", "steps_to_target", "max_logit_abs", "max_logit_std",
-                    "min_entropy_norm", "diverged_step", "collapsed", "seconds"]
+                    "min_entropy_norm", "diverged_step", "collapsed", "seconds", "clip_events"]
     rows = summary_rows(SPEC, results)
     assert len(rows) == 6 * 2 and [r["job"] for r in rows[:4]] == [0, 0, 1, 1]
     assert rows[0]["steps_to_target"] == "" and rows[1]["steps_to_target"] == 30

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
-from engine.probe.audit import AuditConfig, audit, audit_capture, run_audit
+from engine.probe.audit import AuditConfig, audit, run_audit
 from engine.probe.loader import bundled_model_dir
 from engine.probe.scale_fit import (
     NOT_AUDITABLE,
@@ -100,14 +100,9 @@ def _saved_gpt2(tmp_path, **extra):
 
 
 def _audit_ids(loaded, ids, bugs=None):
-    from engine.probe.audit import ensure_eager
-    from engine.probe.capture import capture
-    from engine.probe.inject import injected
+    from engine.probe.audit import audit_ids
 
-    ensure_eager(loaded)
-    with injected(loaded, bugs or {}):
-        cap = capture(loaded, ids)
-    return run_audit(audit_capture(loaded, cap, (), bugs or {}))
+    return audit_ids(loaded, ids, bugs or {})
 
 
 IDS = list(np.random.default_rng(3).integers(1, 64, size=24))
@@ -115,8 +110,10 @@ IDS = list(np.random.default_rng(3).integers(1, 64, size=24))
 
 def test_gpt2_saved_without_scaling_is_unscaled_in_every_layer(tmp_path) -> None:
     loaded = _saved_gpt2(tmp_path, scale_attn_weights=False)
+    from engine.probe.tap import IMPLEMENTATION
+
     r = _audit_ids(loaded, IDS)
-    assert loaded.model.config._attn_implementation == "eager"  # switched from sdpa
+    assert loaded.model.config._attn_implementation == IMPLEMENTATION  # switched from sdpa
     assert r.layer_verdicts == [UNSCALED] * 3
     assert all(v == UNSCALED for row in r.head_verdicts for v in row)
     assert np.allclose(r.grid(), math.sqrt(16), rtol=1e-5)
@@ -137,10 +134,8 @@ def test_gpt2_inverse_layer_idx_is_one_over_layer_plus_one(tmp_path) -> None:
 
 
 def test_injected_bugs_on_a_tiny_bert_and_the_scale_is_restored(make_bert) -> None:
-    from engine.probe.inject import attention_modules
-
     loaded = make_bert(init=0.3, layers=4, width=64)
-    before = [m.scaling for m in attention_modules(loaded)]
+    before = [m.scaling for m in loaded.tap.modules()]
     intact = _audit_ids(loaded, IDS)
     assert intact.layer_verdicts == [STANDARD] * 4 and intact.flagged_layers() == []
     bugs = {0: "dmodel", 1: "after_softmax", 3: "twice"}
@@ -150,7 +145,8 @@ def test_injected_bugs_on_a_tiny_bert_and_the_scale_is_restored(make_bert) -> No
     assert r.layer_verdicts[1] == "scaled after softmax (weights sum to 0.25)"
     assert r.layer_verdicts[2] == STANDARD
     assert r.layer_verdicts[3] == TWICE
-    assert [m.scaling for m in attention_modules(loaded)] == before
+    assert [m.scaling for m in loaded.tap.modules()] == before
+    assert r.mismatched_layers() == [0, 1, 3] and intact.mismatched_layers() == []
 
 
 def test_inject_refuses_a_layer_out_of_range_and_an_unknown_kind(make_bert) -> None:
@@ -223,6 +219,7 @@ def test_minilm_every_head_is_standard_within_its_tolerance(minilm) -> None:
     assert np.all(np.isfinite(tol)) and r.grid("identifiable").all()
     assert np.all(np.abs(np.log(x)) <= tol)
     assert r.layer_verdicts == [STANDARD] * 6 and r.flagged_layers() == []
+    assert r.mismatched_layers() == [] and all(s.block == "encoder" for s in r.sites)
     assert all(v == STANDARD for row in r.head_verdicts for v in row)
     assert "eager" in r.note
 
@@ -230,7 +227,7 @@ def test_minilm_every_head_is_standard_within_its_tolerance(minilm) -> None:
 @pytest.mark.slow
 def test_minilm_injected_layers_and_only_they_are_flagged(minilm) -> None:
     r = run_audit(audit(AuditConfig(text=TEXT, inject=((2, "twice"), (4, "none"))), minilm))
-    assert r.flagged_layers() == [2, 4]
+    assert r.flagged_layers() == [2, 4] and r.mismatched_layers() == [2, 4]
     assert r.layer_verdicts[2] == TWICE and r.layer_verdicts[4] == UNSCALED
     d_k = r.d_k
     s2, s4 = r.layer_fits[2].scale[0], r.layer_fits[4].scale[0]

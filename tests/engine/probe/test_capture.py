@@ -108,12 +108,47 @@ def test_two_token_gpt2_text_gives_finite_figures(make_gpt2) -> None:
     assert np.all(res.attn_max_abs_diff < TOL)
 
 
-def test_a_model_without_the_expected_projections_is_refused(make_bert) -> None:
-    from engine.errors import ConfigError
-    from engine.probe.loader import SUPPORTED
+def test_an_architecture_outside_the_interface_without_adapter_is_refused_by_name() -> None:
+    """Falcon computes attention inline (outside transformers' attention interface): the tap
+    sees no call, and the refusal names the architecture and why."""
+    import torch
+    import transformers
 
-    loaded = make_bert()
-    loaded.spec = SUPPORTED["distilbert"]  # q_lin / k_lin: not in a BERT
+    from engine.errors import ConfigError
+    from engine.probe.loader import info_from_config, wrap_model
+
+    torch.manual_seed(0)
+    cfg = transformers.FalconConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, attn_implementation="eager")
+    net = transformers.FalconModel(cfg)
     with pytest.raises(ConfigError) as err:
-        capture(loaded, _ids(5))
-    assert err.value.field == "model" and "q_lin" in err.value.message
+        wrap_model(net, info_from_config(net.config, "tiny-falcon"))
+    msg = err.value.message
+    assert err.value.field == "model" and "falcon" in msg and "interface" in msg, msg
+
+
+@pytest.mark.parametrize("name", ["T5", "Gemma 2", "gpt-oss", "Bloom", "OPT", "Qwen2"])
+def test_the_probe_recomputes_the_attention_of_other_architectures(name: str) -> None:
+    """Bias (T5, ALiBi), soft-cap, sinks, pre-scaled q, grouped keys: the probe's 'model' rule
+    recomputes each model's own weights from the projections' q and k."""
+    from engine.probe.zoo import ZOO, build, zoo_ids
+
+    loaded = build(next(e for e in ZOO if e.name == name))
+    ids = zoo_ids()
+    _cap, res = _result(loaded, ids)
+    assert np.all(res.attn_max_abs_diff < 1e-5), res.attn_max_abs_diff
+    assert res.pair_masks.shape == (loaded.n_sites, len(ids), len(ids))
+
+
+def test_a_model_that_reads_no_token_ids_is_refused_by_name() -> None:
+    import transformers
+
+    from engine.errors import ConfigError
+    from engine.probe.loader import info_from_config, wrap_model
+
+    net = transformers.WhisperModel(transformers.WhisperConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0,
+        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2))
+    with pytest.raises(ConfigError, match="whisper reads input_features"):
+        wrap_model(net, info_from_config(net.config, "tiny-whisper"))

@@ -16,13 +16,7 @@ from engine.training.presets import preset  # noqa: E402
 from engine.training.tasks import make_batch, stream_seed  # noqa: E402
 from engine.training.trainer import Trainer  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_grad_norms_per_head_match_autograd() -> None:

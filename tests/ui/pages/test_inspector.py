@@ -208,7 +208,7 @@ def test_large_n_hides_cell_numbers_but_hover_reads_them(page, qtbot) -> None:
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(3.1, 5.2)))  # column 3, row 5
     assert blocker.args[0].startswith("J[5, 3] = ")
-    value = float(blocker.args[0].split("=")[1])
+    value = float(blocker.args[0].split(";")[0].split("=")[-1])
     assert value == pytest.approx(oracle(list(range(n)), 8)["jacobian"][5][3], rel=1e-7)
     assert page.hover_label.text() == blocker.args[0]
 
@@ -309,7 +309,19 @@ def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> Non
     vb = page.heatmap.getPlotItem().vb
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
-    assert blocker.args[0] == f"J[0, 0] = {want:.8g}"
+    assert blocker.args[0] == f"J[0, 0] = ∂p_0/∂z_0 = {want:.8g}"
+
+
+def test_the_heatmap_says_it_is_the_derivative_by_the_scaled_logit(page, qtbot) -> None:
+    """J = ∂p/∂z with z = s / scale: per unit of raw score s the entry is J / scale (the axis and
+    the hover say so)."""
+    assert "z = s / scale" in page.heatmap.getPlotItem().getAxis("bottom").labelText
+    page.set_scores([16, 8, 0, -8], 8)
+    vb = page.heatmap.getPlotItem().vb
+    with qtbot.waitSignal(page.heatmap.hovered) as blocker:
+        page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
+    j00 = float(page.heatmap.image.image[0, 0])
+    assert blocker.args[0].endswith(f"∂p_0/∂s_0 = J/8 = {j00 / 8:.8g}")
 def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
     """SSMax paper, Figure 1 at n = 1,000: softmax 0.1293; as SSMax's scale 0.9996."""
     from ui.pages.inspector.page import EXAMPLES
@@ -320,3 +332,39 @@ def test_the_ssmax_examples_type_a_needle_among_999_scores(page) -> None:
     assert round(float(page.result.weights[0]), 4) == 0.1293
     page.examples.activated.emit(first + 2)
     assert round(float(page.result.weights[0]), 4) == 0.9996
+
+
+def test_a_sink_logit_takes_its_weight_and_is_shown(qtbot, page):
+    type_into(qtbot, page.scores_edit, "8, 0, -8")
+    type_into(qtbot, page.sink_edit, "8")
+    assert page.refresh()
+    r = page.result
+    # the sink ties the top score: it takes about half of the row, and the page says so
+    assert r.sink == 8.0 and r.sink_weight == pytest.approx(1 / (2 + math.exp(-8) + math.exp(-16)))
+    assert r.key_mass + r.sink_weight == pytest.approx(1.0, abs=1e-15)
+    assert "sink takes" in page.summary["top"].text()
+    assert "sink" in page.formula.text()
+    # every entry's weight: e^s_i / (sum e^s + e^sink)
+    z = math.exp(8) + 1 + math.exp(-8) + math.exp(8)
+    np.testing.assert_allclose(page.model.column("weight"), [math.exp(8) / z, 1 / z,
+                                                            math.exp(-8) / z], rtol=1e-13)
+
+
+def test_softcap_and_sigmoid_fields_and_bad_text(qtbot, page):
+    type_into(qtbot, page.scores_edit, "30, 0, -30")
+    type_into(qtbot, page.softcap_edit, "5")
+    assert page.refresh()
+    assert page.result.softcap == 5.0 and np.abs(page.result.scaled).max() <= 5.0
+    page.softcap_edit.setText("")
+    page.sigmoid_box.setChecked(True)
+    assert page.refresh()
+    assert page.result.sigmoid and page.result.key_mass != 1.0
+    page.sink_edit.setText("1")  # a sink needs a softmax
+    assert not page.refresh()
+    assert "sink" in page.error_text("options")
+    page.sigmoid_box.setChecked(False)
+    page.sink_edit.setText("abc")
+    assert not page.refresh()
+    assert "not a number" in page.error_text("options")
+    page.sink_edit.setText("")
+    assert page.refresh() and page.error_text("options") == ""

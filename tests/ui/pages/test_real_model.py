@@ -63,13 +63,80 @@ def test_without_the_models_extra_the_page_says_how_to_install(qtbot, monkeypatc
         p.close()
 
 
-def test_unsupported_folder_is_refused_with_its_architecture(page, tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5",
-                                                      "architectures": ["T5Model"]}))
+@pytest.mark.parametrize("config, words", [
+    ("[1, 2]", "config.json: top level"),
+    (json.dumps({"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": "abc",
+                 "hidden_size": 32}), "config.json: num_attention_heads"),
+    (json.dumps({"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "hidden_size": 32, "auto_map": {}}), "trust_remote_code"),
+])
+def test_a_bad_model_folder_is_refused_on_the_error_line(page, tmp_path: Path, config: str,
+                                                         words: str) -> None:
+    (tmp_path / "config.json").write_text(config)
     before = page.model_dir
     assert page.set_model_dir(str(tmp_path)) is False
-    assert "t5" in page.last_message and "T5Model" in page.last_message
+    assert words in page.last_message and "\n" not in page.last_message, page.last_message
     assert page.model_dir == before
+
+
+def test_an_architecture_outside_the_interface_is_refused_by_name(page, qtbot, tiny_folder: Path,
+                                                                  tmp_path: Path) -> None:
+    """A saved Falcon passes the folder checks; loading it names it and says why."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = tmp_path / "falcon"
+    torch.manual_seed(0)
+    transformers.FalconModel(transformers.FalconConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    ).save_pretrained(folder)
+    for f in tiny_folder.glob("tok*"):
+        shutil.copy(f, folder / f.name)
+    assert page.set_model_dir(str(folder))
+    page.text_edit.setPlainText("the attention score")
+    assert page.analyze()
+    qtbot.waitUntil(lambda: not page.worker.is_running() and not page.stop_button.isEnabled(),
+                    timeout=60_000)
+    assert "falcon" in page.last_message and "interface" in page.last_message, page.last_message
+
+
+def test_any_architecture_t5_audit_shows_blocks_and_features_and_whatif_says_its_model(
+        page, qtbot, tiny_folder: Path, tmp_path: Path) -> None:
+    """A T5 folder (encoder-decoder, no scale, relative bias): the audit view lists each
+    layer's block and features; a bug planted in layer 1 is the one mismatch; the what-if then
+    runs on that model and its title says so."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = tmp_path / "t5"
+    torch.manual_seed(0)
+    transformers.T5Model(transformers.T5Config(
+        vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        decoder_start_token_id=0, initializer_factor=2.0)).save_pretrained(folder)
+    for f in tiny_folder.glob("tok*"):
+        shutil.copy(f, folder / f.name)
+    assert page.set_model_dir(str(folder))
+    page.text_edit.setPlainText("Why is the attention score scaled? The softmax of the query and "
+                                "key is the head width.")
+    assert page.run_audit()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    text = page.audit_panel.verdict_label.text()
+    assert "cross" in text and "relative position bias" in text and "as declared" in text
+    assert page.audit_panel.layer_spin.maximum() == 5  # 6 attention sites
+    first = page.audit_result
+    assert page.break_layer(1, "twice")
+    _wait_idle(page, qtbot, lambda: page.audit_result is not first)
+    assert page.audit_result.mismatched_layers() == [1]
+    assert "differ from what the model declares" in page.audit_panel.verdict_label.text()
+    assert page.run_whatif(None)
+    _wait_idle(page, qtbot, lambda: page.whatif_result is not None)
+    assert page.whatif_result.injected == {1: "twice"}
+    assert "injected" in page.whatif_panel.attn_plot.titleLabel.text
+    assert page.whatif_panel.std_lines[0].isVisible()
 
 
 def _analyze(page, qtbot, text: str) -> None:
@@ -352,3 +419,54 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3
+
+
+def test_training_lab_weights_are_audited_run_by_run(page, qtbot, tmp_path: Path) -> None:
+    """The folder `train --out` wrote opens too: Analyze audits every run on the lab's own
+    probe examples, the run box switches between them, the what-if is refused in one line and
+    Export all writes every run."""
+    import main
+
+    run = tmp_path / "run"
+    assert main.main(["train", "--scaling", "sqrt", "sqrt_twice", "--steps", "2", "--layers", "1",
+                      "--d-model", "16", "--heads", "2", "--log-every", "2", "--batch", "4",
+                      "--probe-size", "2", "--out", str(run), "--quiet"]) == 0
+    assert page.set_model_dir(str(run)), page.last_message
+    assert "Training lab weights" in page.model_label.text()
+    assert page.audit_panel.run_box.isVisibleTo(page.audit_panel)
+    assert not page.audit_panel.inject_button.isVisibleTo(page.audit_panel)
+    assert page.analyze()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    assert [r.run for r in page.run_results] == ["sqrt", "sqrt_twice"]
+    box = page.audit_panel.run_box
+    assert [box.itemText(i) for i in range(box.count())] == ["sqrt", "sqrt_twice"]
+    box.setCurrentIndex(1)
+    assert page.audit_result.run == "sqrt_twice"
+    assert page.audit_result.layer_verdicts == ["scaled twice"]
+    assert "scaled twice" in page.audit_panel.verdict_label.text()
+    assert page.run_whatif(None) is False and "Training lab" in page.last_message
+    out = page.export_all(tmp_path / "exports")
+    assert out is not None, page.last_message
+    assert [r["run"] for r in read_csv(out / "layers.csv")] == ["sqrt", "sqrt_twice"]
+
+
+def test_a_broken_presets_file_is_named_on_the_error_line(show_widget, tmp_path: Path,
+                                                          monkeypatch, capfd) -> None:
+    """No silent fallback: the status line and stderr name the file and the field, the preset
+    menu is disabled and says why, the text is left to the user."""
+    import engine.probe.texts as texts
+    from ui.pages.real_model.page import RealModelPage
+
+    bad = tmp_path / "probe_texts.json"
+    bad.write_text(json.dumps({"presets": [{"name": "A", "text": "x"}, {"name": 7, "text": "y"}]}))
+    monkeypatch.setattr(texts, "PRESETS_FILE", bad)
+    p = show_widget(RealModelPage(), (1400, 900))
+    said = f"{bad}: presets[1].name: must be a string"
+    assert said in p.last_message and "\n" not in p.last_message, p.last_message
+    assert said in p.status_label.text()
+    assert not p.preset_box.isEnabled() and said in p.preset_box.toolTip()
+    assert p.preset_box.count() == 1 and "unavailable" in p.preset_box.itemText(0)
+    assert p.text_edit.toPlainText() == "" and p.presets == []
+    err = capfd.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert p.analyze() is False and p.last_message == "type a text first"

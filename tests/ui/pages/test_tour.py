@@ -90,10 +90,58 @@ def test_the_science_the_texts_claim() -> None:
     assert small.config["d_k"] <= 8 and small.plot == "sweep"
     assert f"{math.sqrt(small.config['d_k']):g}" in small.text
 
-    qk = step_with("qk-norm")
+    qk = step_with("qk-norm and cosine")
     assert {"qknorm", "cosine"} <= set(qk.config["scalings"])
     var = (qk.config["q_std"] * qk.config["k_std"]) ** 2  # Var(q.k / sqrt(d_k)) = sq^2 sk^2
     assert f"= {var:g}" in qk.text
+
+
+    # cosine logits have std about 1/(T sqrt(d_k)); T = 1/sqrt(d_k) gives unit spread
+    assert f"{1 / qk.config['d_k'] ** 0.5:.3f}" in qk.text
+
+    align = step_with("does not fix alignment")
+    rho, d_k = align.config["correlation"], align.config["d_k"]
+    assert {"sqrt", "qknorm"} <= set(align.config["scalings"]) and rho > 0
+    assert f"{rho * math.sqrt(d_k):.0f}" in align.text and f"{math.sqrt(d_k):.1f}" in align.text
+
+    means = step_with("means")
+    assert means.config["k_mean"] != 0 and means.config["q_mean"] == 0  # the key mean cancels
+    assert "row std" in means.text
+
+    chain = step_with("link by link")
+    assert "(1/c) Σ_j (J g)_j k_j" in chain.text and chain.plot == "jacobian"
+    assert {"none", "sqrt", "dk"} <= set(chain.config["scalings"])
+
+
+def test_the_order_and_the_interview_questions() -> None:
+    """Small d_k right after 1/d_k; the interview answer closes the tour; the three length steps
+    follow as an optional appendix; the questions an interviewer asks are all asked."""
+    titles = [s.title for s in STEPS]
+    flat = titles.index(step_with("dividing by d_k").title)
+    assert titles[flat + 1] == step_with("small d_k").title
+    interview = titles.index(step_with("say it in the interview").title)
+    length = [i for i, s in enumerate(STEPS) if s.sweep_axis == "n_keys"]
+    assert len(length) == 3 and min(length) > interview
+    # whatever follows the interview answer is the optional appendix, and says so
+    assert interview < len(STEPS) - 1
+    assert all(s.title.startswith("Beyond the question") for s in STEPS[interview + 1:])
+    asks = " ".join(s.question.ask for s in STEPS if s.question is not None).lower()
+    for topic in ("square root and not d_k", "vanishing or exploding", "d_k or d_model",
+                  "keys have a mean"):
+        assert topic in asks, topic
+
+
+def test_the_interview_step_links_every_claim_to_a_plot_or_step() -> None:
+    from ui.pages.tour.steps import LINK, find_step
+
+    text = step_with("say it in the interview").text
+    for level in ("**Weak:**", "**Strong:**", "**Staff:**", "**Mistakes to avoid:**"):
+        assert level in text
+    links = LINK.findall(text)
+    assert {t for k, t in links if k == "plot"} == set(PLOT_IDS) - {"weights"}
+    for kind, target in links:
+        if kind == "step":
+            assert len(find_step(STEPS, target)) == 1, target
 
 
 def test_bad_tour_data_is_refused_with_a_message(tmp_path) -> None:
@@ -105,6 +153,11 @@ def test_bad_tour_data_is_refused_with_a_message(tmp_path) -> None:
         parse_tour({"steps": [dict(good["steps"][0], colour="red")]})
     with pytest.raises(TourError, match="inspector"):
         parse_tour({"steps": [dict(good["steps"][0], inspector={"scores": [1], "scale": 1})]})
+    first = good["steps"][0]
+    with pytest.raises(TourError, match="link to plot 'histogram'"):
+        parse_tour({"steps": [dict(first, text="see [it](plot:histogram)")]})
+    with pytest.raises(TourError, match="link to step 'nowhere': 0 titles"):
+        parse_tour({"steps": [dict(first, text="see [it](step:nowhere)")]})
 
 
 # -- the panel -------------------------------------------------------------------------------
@@ -221,6 +274,20 @@ def test_the_inspector_link_opens_the_step_example(panel) -> None:
     panel._plot_hint.linkActivated.emit("inspector")  # what a click on the link does
     example = STEPS[with_example].inspector
     assert opened == [(list(example.scores), example.scale)]
+
+
+def test_links_in_a_step_outline_a_plot_or_go_to_a_step(panel) -> None:
+    rec = Recorder(panel)
+    interview = STEPS.index(step_with("say it in the interview"))
+    panel.start(interview)
+    rec.take()
+    assert panel.follow_link("plot:entropy") and rec.take() == [("highlight", "entropy")]
+    assert panel.index == interview  # a plot link stays on the step
+    panel._text.linkActivated.emit("step:means")  # what a click on the link does
+    assert panel.index == STEPS.index(step_with("means"))
+    assert rec.take() == expected_events(panel.index)
+    assert not panel.follow_link("plot:nothing") and not panel.follow_link("step:zzz")
+    assert rec.take() == []
 
 
 def test_escape_leaves_the_tour(panel, qtbot) -> None:
@@ -362,3 +429,43 @@ def test_unchecking_ask_shows_question_steps_at_once(asking_panel) -> None:
     panel.ask_check.setChecked(False)
     panel.start(QUESTION_STEPS[0])
     assert not panel.asking and rec.take() == expected_events(QUESTION_STEPS[0])
+
+
+def test_the_scale_control_steps_claims() -> None:
+    """Soft-capping and sinks: the inspector numbers in their texts follow from the engine (the
+    simulation figures are claims in resources/claims.json)."""
+    cap = step_with("soft-capping has")
+    assert cap.config["softcap"] == 5.0 and "softcap" in cap.config["scalings"]
+    assert cap.inspector is not None and cap.inspector.options == {"softcap": 5.0}
+    capped = inspect_scores(cap.inspector.scores, cap.inspector.scale, softcap=5.0)
+    top = capped.weights[0]
+    slope = 1 - math.tanh(16 / 5) ** 2
+    assert f"{5 * math.tanh(16 / 5):.2f}" in cap.text and f"{slope:.4f}" in cap.text
+    assert f"{top * (1 - top):.3f}" in cap.text
+    assert capped.jacobian[0, 0] == pytest.approx(top * (1 - top) * slope, rel=1e-12)
+    assert f"{capped.jacobian[0, 0]:.1e}" in cap.text  # the target's entry, through the cap
+    sink = step_with("a sink lets")
+    assert sink.config["sink"] == 2.0 and sink.inspector.options == {"sink": 2.0}
+    no_match = inspect_scores(sink.inspector.scores, sink.inspector.scale, sink=2.0)
+    matched = inspect_scores([6, *sink.inspector.scores[1:]], sink.inspector.scale, sink=2.0)
+    assert f"{no_match.sink_weight:.3f}" in sink.text and f"{matched.sink_weight:.3f}" in sink.text
+    keys, s = 8 * math.exp(0.5), math.exp(2.0)  # E[sum e^z] of 8 logits of spread 1; the sink
+    explain = sink.question.explain
+    assert f"{keys:.1f}" in explain and f"{s:.1f}" in explain and f"{s / (s + keys):.2f}" in explain
+
+
+def test_an_example_with_scale_controls_sends_them_before_its_scores(panel) -> None:
+    events = []
+    panel.inspector_options.connect(lambda o: events.append(("options", o)))
+    panel.show_inspector.connect(lambda s, c: events.append(("inspector", s, c)))
+    panel.start()
+    index = next(i for i, s in enumerate(STEPS) if s.inspector and "sink" in s.inspector.options)
+    plain = next(i for i, s in enumerate(STEPS) if s.inspector and not s.inspector.options)
+    while panel.index < index:
+        events.clear()
+        panel.next_button.click()
+    assert events[0] == ("options", {"sink": 2.0}) and events[1][0] == "inspector"
+    while panel.index > plain:  # an example without options clears them
+        events.clear()
+        panel.back_button.click()
+    assert events[0] == ("options", {})

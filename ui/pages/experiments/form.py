@@ -251,7 +251,7 @@ class ExperimentForm(QWidget):
             return
         from engine.training.config import TrainingConfig
 
-        if data.get("builtin") in self.builtins:
+        if isinstance(data.get("builtin"), str) and data["builtin"] in self.builtins:
             self.select_builtin(data["builtin"])
         else:
             self.choice.setCurrentIndex(0)
@@ -261,12 +261,12 @@ class ExperimentForm(QWidget):
                 pass
         rules = data.get("rules")
         if isinstance(rules, list):
-            self._set_rules(tuple(r for r in rules if r in self.rule_checks))
+            self._set_rules(tuple(r for r in rules if isinstance(r, str) and r in self.rule_checks))
         axes = data.get("axes")
         if isinstance(axes, list) and all(isinstance(a, list) and len(a) == 2 for a in axes):
             self.axes.set_axes([(str(f), str(t)) for f, t in axes])
-        if isinstance(data.get("workers"), int):
-            self.workers.setValue(data["workers"])
+        if isinstance(data.get("workers"), int) and not isinstance(data["workers"], bool):
+            self.workers.setValue(min(max(data["workers"], 1), WORKERS_MAX))
         if isinstance(data.get("out"), str):
             self.out_edit.setText(data["out"])
         self.changed.emit()

@@ -254,7 +254,25 @@ class ExperimentsPage(LivePage):
             return False
         spec = self.spec
         out = Path(self.form.out_dir()) if self.form.out_dir() else new_run_dir(spec.name)
-        return self._launch(spec, out, resume=False)
+        hits = self.files_in_the_way(out)
+        if hits and not self.ask_overwrite(out, hits):
+            self._set_status(self.status, f"not started: {out} holds files an experiment writes",
+                             error=True)
+            return False
+        return self._launch(spec, out, resume=False, force=bool(hits))
+
+    @staticmethod
+    def files_in_the_way(out: Path) -> list[str]:
+        """Files of a folder that is not an experiment's that a run would replace."""
+        from engine.experiments.runner import EXPERIMENT_FILE, RESULT_FILES
+        from engine.io import files_in_the_way
+
+        return [] if (out / EXPERIMENT_FILE).exists() else files_in_the_way(out, RESULT_FILES)
+
+    def ask_overwrite(self, out: Path, files: list[str]) -> bool:
+        from ui.export_dialog import ask_overwrite
+
+        return ask_overwrite(self, out, files)
 
     def resume(self) -> bool:
         """Continue the run shown (same spec, same folder): finished jobs are skipped."""
@@ -269,7 +287,7 @@ class ExperimentsPage(LivePage):
         self._cancel.set()
         self._set_status("stopping")
 
-    def _launch(self, spec: Any, out: Path, resume: bool) -> bool:
+    def _launch(self, spec: Any, out: Path, resume: bool, force: bool = False) -> bool:
         from engine.experiments.runner import run_experiment
 
         self.estimator.stop()
@@ -286,7 +304,7 @@ class ExperimentsPage(LivePage):
         def factory(_worker_cancelled: Any) -> Any:
             # the page's own flag: the runner then writes the finished jobs and yields a last
             # snapshot (the worker's flag is for closing the window)
-            return run_experiment(spec, out, workers=workers, resume=resume,
+            return run_experiment(spec, out, workers=workers, resume=resume, force=force,
                                   cancelled=lambda: cancel.is_set() or _worker_cancelled())
 
         self.worker.start(factory)
@@ -450,8 +468,8 @@ class ExperimentsPage(LivePage):
         out = Path(folder)
         try:
             spec = load_experiment(out)
-        except ConfigError as exc:
-            self._set_status(self.status, f"cannot open {out}: {exc.message}", error=True)
+        except ConfigError as exc:  # FileFormatError: FILE: field path: what is wrong
+            self._set_status(self.status, f"cannot open {exc}", error=True)
             return False
         found, ignored = scan_results(spec, out)
         results = tuple(sorted(found.values(), key=lambda r: r["index"]))

@@ -1,7 +1,8 @@
 """Inspector data as CSV (atomic, via engine.io), testable without any dialog.
 
-``<name>.csv`` has one row per score; the row-level numbers (Jacobian size, entropy, ...) are
-repeated on every row so the file stands alone. ``<name>_jacobian.csv`` holds the n x n Jacobian
+``<name>.csv`` has one row per score; the row-level numbers (Jacobian size, entropy, the sum of
+the weights, the sink's weight, the soft-cap, sink and sigmoid settings, ...) are repeated on every
+row so the file stands alone. ``<name>_jacobian.csv`` holds the n x n Jacobian
 when n <= JACOBIAN_CSV_MAX (a 4096 x 4096 matrix would be ~400 MB of text).
 """
 
@@ -18,6 +19,7 @@ JACOBIAN_CSV_MAX = 512
 ENTRY_COLUMNS = (
     "index", "score", "scale", "scaled_score", "weight", "p_one_minus_p",
     "jacobian_fro", "log10_jacobian_fro", "jacobian_max_abs", "entropy", "entropy_norm",
+    "key_mass", "sink_weight", "softcap", "sink", "sigmoid",
 )
 
 
@@ -29,6 +31,11 @@ def entry_rows(result: InspectResult) -> list[dict[str, object]]:
         "jacobian_max_abs": result.jacobian_max_abs,
         "entropy": result.entropy,
         "entropy_norm": result.entropy_norm,
+        "key_mass": result.key_mass,
+        "sink_weight": result.sink_weight,
+        "softcap": "" if result.softcap is None else result.softcap,
+        "sink": "" if result.sink is None else result.sink,
+        "sigmoid": result.sigmoid,
     }
     return [
         {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -32,7 +33,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ConfigError
 from engine.inspect import InspectResult, inspect_scores
 from engine.softmax import JACOBIAN_ENTRY_MAX
-from ui.pages.inspector.export import write_inspection_csv
+from ui.pages.inspector.export import jacobian_path, write_inspection_csv
 from ui.pages.inspector.fmt import plain, sig
 from ui.pages.inspector.parse import parse_scale, parse_scores
 from ui.pages.inspector.table import EntriesModel
@@ -64,6 +65,23 @@ EXAMPLES: tuple[tuple[str, Sequence[float] | str, float], ...] = (
 )
 
 
+PLAIN_FORMULA = "p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_i(δ_ij − p_j))"
+
+
+def formula_text(r: InspectResult) -> str:
+    """What the page computes for this result, in one line."""
+    z = "z = scores / scale"
+    logit = f"c·tanh(z/c), c = {r.softcap:g}" if r.softcap else "z"
+    if r.sigmoid:
+        text = f"{z},  p_i = σ({logit} − ln n),  J = diag(p_i (1 − p_i))"
+    elif r.sink is not None:
+        text = (f"{z},  p = softmax({logit}, sink {r.sink:g}) without the sink,  "
+                "J = diag(p) − p pᵀ")
+    else:
+        text = PLAIN_FORMULA if not r.softcap else f"{z},  p = softmax({logit}),  J = diag(p) − p pᵀ"
+    return text + ("  × tanh′(z/c) per column" if r.softcap else "")
+
+
 class InspectorPage(QWidget):
     """Scores + scale -> weights bar chart, Jacobian heatmap, largest-entry gauge, table, summary."""
 
@@ -79,8 +97,9 @@ class InspectorPage(QWidget):
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
         inputs = self._build_inputs()
-        formula = QLabel("p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_i(δ_ij − p_j))")
+        formula = QLabel(PLAIN_FORMULA)
         formula.setObjectName("inspectorFormula")
+        self.formula = formula
         splitter = self._build_views()
         bottom = self._build_export_row()
         layout = QVBoxLayout(self)
@@ -121,11 +140,55 @@ class InspectorPage(QWidget):
         inputs.addWidget(self.scores_edit, 0, 1)
         inputs.addWidget(QLabel("Divide by (scale)"), 0, 2)
         inputs.addWidget(self.scale_edit, 0, 3)
-        inputs.addWidget(self.examples, 0, 4)
+        inputs.addLayout(self._build_rule_row(), 0, 4)
+        inputs.addWidget(self.examples, 0, 5)
         inputs.addWidget(self.scores_error, 1, 1)
-        inputs.addWidget(self.scale_error, 1, 2, 1, 3)
+        inputs.addWidget(self.scale_error, 1, 2, 1, 2)
+        inputs.addWidget(self.options_error, 1, 4, 1, 2)
         inputs.setColumnStretch(1, 1)
         return inputs
+
+    def _build_rule_row(self) -> QHBoxLayout:
+        """The scale controls after the scale: a soft-cap, a sink logit, sigmoid weights."""
+        self.softcap_edit = QLineEdit("")
+        self.softcap_edit.setPlaceholderText("off")
+        self.softcap_edit.setToolTip("Soft-capping: the logits z become c·tanh(z/c) (empty: off). "
+                                     "The Jacobian then includes the cap's slope tanh'(z/c).")
+        self.sink_edit = QLineEdit("")
+        self.sink_edit.setPlaceholderText("off")
+        self.sink_edit.setToolTip("An attention sink: this logit joins the row's softmax and its "
+                                  "weight is dropped, so the row may attend to nothing "
+                                  "(empty: off; gpt-oss learns one per head).")
+        self.sigmoid_box = QCheckBox("sigmoid")
+        self.sigmoid_box.setToolTip("Sigmoid attention: each score gets sigmoid(z − ln n) on its "
+                                    "own; the weights need not sum to 1.")
+        for edit in (self.softcap_edit, self.sink_edit):
+            edit.setMaximumWidth(60)
+            edit.textChanged.connect(self._schedule)
+            edit.returnPressed.connect(self.refresh)
+        self.sigmoid_box.toggled.connect(self._schedule)
+        self.options_error = _error_label("optionsError")
+        row = QHBoxLayout()
+        for label, widget in (("cap c", self.softcap_edit), ("sink", self.sink_edit)):
+            text = QLabel(label)
+            text.setToolTip(widget.toolTip())
+            row.addWidget(text)
+            row.addWidget(widget)
+        row.addWidget(self.sigmoid_box)
+        return row
+
+    def rule_options(self) -> dict[str, object]:
+        """The soft-cap, sink and sigmoid fields as ``inspect_scores`` keywords (ConfigError
+        naming ``softcap`` or ``sink`` for text that is not a number)."""
+        out: dict[str, object] = {"sigmoid": self.sigmoid_box.isChecked()}
+        for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
+            text = edit.text().strip()
+            if text:
+                try:
+                    out[name] = float(text)
+                except ValueError:
+                    raise ConfigError(name, f"{text!r} is not a number") from None
+        return out
 
     def _build_views(self) -> QSplitter:
         """Weights, gauge and summary on the left; the Jacobian heatmap and its table right."""
@@ -214,6 +277,17 @@ class InspectorPage(QWidget):
             edit.blockSignals(False)
         return self.refresh()
 
+    def set_rule_options(self, options: dict) -> None:
+        """Set the soft-cap and sink fields (absent = off) and clear sigmoid, without
+        recomputing (the tour calls ``set_scores`` next)."""
+        for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
+            edit.blockSignals(True)
+            edit.setText(plain(float(options[name])) if name in options else "")
+            edit.blockSignals(False)
+        self.sigmoid_box.blockSignals(True)
+        self.sigmoid_box.setChecked(bool(options.get("sigmoid", False)))
+        self.sigmoid_box.blockSignals(False)
+
     def refresh(self) -> bool:
         """Parse both fields and recompute; on invalid input show why and keep the last result."""
         self._timer.stop()
@@ -230,13 +304,19 @@ class InspectorPage(QWidget):
             scale = parse_scale(self.scale_edit.text())
         except ConfigError as exc:
             errors["scale"] = exc.message
+        options: dict[str, object] = {}
+        try:
+            options = self.rule_options()
+        except ConfigError as exc:
+            errors["options"] = f"{exc.field}: {exc.message}"
         result = None
         if not errors:
             try:
                 with np.errstate(over="ignore"):  # an overflowing scale is refused just below
-                    result = inspect_scores(scores, scale)
+                    result = inspect_scores(scores, scale, **options)
             except ConfigError as exc:
-                errors[exc.field if exc.field in ("scores", "scale") else "scores"] = exc.message
+                field = exc.field if exc.field in ("scores", "scale") else "options"
+                errors[field] = exc.message if field != "options" else f"{exc.field}: {exc.message}"
         if "scores" in errors and "scale" not in errors:
             # the scores are unusable, but say now whether the scale is valid too (engine rules)
             try:
@@ -256,13 +336,15 @@ class InspectorPage(QWidget):
         self.theme = theme
         for plot in (self.weights_plot, self.heatmap, self.gauge):
             apply_plot_theme(plot, theme)
-        for label in (self.scores_error, self.scale_error):
+        for label in (self.scores_error, self.scale_error, self.options_error):
             themed_css(label, ERROR_TEXT)
         self._show_errors(self._errors)
 
     def error_text(self, field: str) -> str:
-        """The message shown next to ``scores`` or ``scale`` ('' when that field is valid)."""
-        label = self.scores_error if field == "scores" else self.scale_error
+        """The message shown next to ``scores``, ``scale`` or the rule ``options`` (soft-cap,
+        sink, sigmoid; '' when valid)."""
+        label = {"scores": self.scores_error, "options": self.options_error}.get(
+            field, self.scale_error)
         return label.text() if not label.isHidden() else ""
 
     def export_csv(self, path: str | Path) -> list[Path]:
@@ -271,17 +353,25 @@ class InspectorPage(QWidget):
             raise ValueError("nothing to export: no valid scores yet")
         return write_inspection_csv(path, self._result)
 
-    def export_plots(self, base: str | Path) -> list[Path]:
-        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
+    def _plot_files(self, base: str | Path) -> list[tuple[Path, Any, Any]]:
+        """(path, writer, plot) of ``<base>_{weights,jacobian,gauge}.{png,svg}``."""
         base = Path(base)
         stem = base.with_suffix("") if base.suffix.lower() in (".png", ".svg") else base
+        return [(stem.with_name(f"{stem.name}_{name}.{kind}"), write, plot)
+                for kind, write in (("png", export_png), ("svg", export_svg))
+                for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
+                                   ("gauge", self.gauge))]
+
+    def plot_paths(self, base: str | Path) -> list[Path]:
+        """The files ``export_plots(base)`` writes."""
+        return [path for path, _write, _plot in self._plot_files(base)]
+
+    def export_plots(self, base: str | Path) -> list[Path]:
+        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
         written = []
-        for kind, write in (("png", export_png), ("svg", export_svg)):
-            for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
-                               ("gauge", self.gauge)):
-                path = stem.with_name(f"{stem.name}_{name}.{kind}")
-                write(plot, str(path))
-                written.append(path)
+        for path, write, plot in self._plot_files(base):
+            write(plot, str(path))
+            written.append(path)
         return written
 
     # -- internals ----------------------------------------------------------------------------
@@ -311,6 +401,11 @@ class InspectorPage(QWidget):
             themed_css(edit, field_error_css("QLineEdit") if message else "")
             label.setText(f"{field}: {message}{stale}" if message else "")
             label.setHidden(not message)
+        message = errors.get("options", "")
+        for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
+            themed_css(edit, field_error_css("QLineEdit") if message.startswith(name) else "")
+        self.options_error.setText(f"{message}{stale}" if message else "")
+        self.options_error.setHidden(not message)
 
     def _update_views(self, r: InspectResult) -> None:
         self.weights_plot.update_result(r)
@@ -320,24 +415,39 @@ class InspectorPage(QWidget):
         n = r.scores.size
         s = self.summary
         s["n"].setText(str(n))
-        s["top"].setText(sig(float(r.weights.max())))
+        top = sig(float(r.weights.max()))
+        if r.sink is not None:
+            top += f"   Σp_i = {sig(r.key_mass)}, the sink takes {sig(r.sink_weight)}"
+        elif r.sigmoid:
+            top += f"   Σp_i = {sig(r.key_mass)} (no normalization)"
+        s["top"].setText(top)
+        self.formula.setText(formula_text(r))
         s["fro"].setText(f"{sig(r.jacobian_fro, 10)}   (log₁₀ = {r.log10_jacobian_fro:.4f})")
         share = r.jacobian_max_abs / JACOBIAN_ENTRY_MAX
         s["max_abs"].setText(f"{sig(r.jacobian_max_abs)}   = {share:.3g} × the maximum 0.25")
-        s["entropy"].setText(f"{sig(r.entropy)}   of at most log n = {math.log(n):.6g}")
+        of = "   of p / Σp" if r.key_mass != 1.0 else ""
+        s["entropy"].setText(f"{sig(r.entropy)}   of at most log n = {math.log(n):.6g}{of}")
         s["entropy_norm"].setText(sig(r.entropy_norm, 6))
 
     def _on_save_csv(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save inspector data", "inspector.csv",
                                               "CSV files (*.csv)")
-        if path:
+        # (the dialog asked about the file picked; the Jacobian's file beside it is asked here)
+        if path and self._may_replace([jacobian_path(path)]):
             self._report(lambda: self.export_csv(path))
 
     def _on_save_png(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save inspector plots (base name)",
                                               "inspector.png", "PNG images (*.png)")
-        if path:
+        if path and self._may_replace(self.plot_paths(path)):
             self._report(lambda: self.export_plots(path))
+
+    def _may_replace(self, paths: list[Path]) -> bool:
+        """True unless files the user did not pick in the dialog exist and they keep them."""
+        from ui.export_dialog import ask_overwrite
+
+        there = [p for p in paths if p.exists()]
+        return not there or ask_overwrite(self, there[0].parent, [p.name for p in there])
 
     def _report(self, action) -> None:
         try:

@@ -123,6 +123,10 @@ class WeightsPlot(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        title = r.weights_name[0].upper() + r.weights_name[1:]
+        if r.sink is not None:
+            title += f" (the sink takes {cell(r.sink_weight, compact=True)})"
+        self.getPlotItem().setTitle(title)
         n = r.weights.size
         x = np.arange(n, dtype=float)
         width = 0.4 if n <= 256 else 0.5
@@ -152,6 +156,17 @@ def _log10(values: np.ndarray) -> np.ndarray:
         return np.log10(values)
 
 
+def jacobian_title(r: InspectResult) -> str:
+    """The heatmap's title: the formula of this result's Jacobian."""
+    if r.sigmoid:
+        text = "Sigmoid Jacobian J = diag(p_i (1 − p_i))"
+    elif r.sink is not None:
+        text = "Jacobian with a sink J = diag(p) − p pᵀ (Σp < 1)"
+    else:
+        text = "Softmax Jacobian J = diag(p) − p pᵀ"
+    return text + (" × tanh′(z_j/c)" if r.softcap else "")
+
+
 class JacobianHeatmap(pg.PlotWidget):
     """diag(p) − p pᵀ as a heatmap, values in the cells for small n, hover value for any n."""
 
@@ -161,7 +176,9 @@ class JacobianHeatmap(pg.PlotWidget):
         super().__init__(parent)
         item = self.getPlotItem()
         item.setTitle("Softmax Jacobian J = diag(p) − p pᵀ")
-        item.setLabel("bottom", "column j (∂p_i/∂s_j)")
+        # J is the derivative with respect to the logits z = s / scale, not the raw scores s:
+        # per unit of raw score the softmax passes back J_ij / scale
+        item.setLabel("bottom", "column j (J_ij = ∂p_i/∂z_j, z = s / scale)")
         item.setLabel("left", "row i")
         item.setAspectLocked(True)
         item.invertY(True)
@@ -186,6 +203,7 @@ class JacobianHeatmap(pg.PlotWidget):
 
     def update_result(self, r: InspectResult) -> None:
         self._result = r
+        self.getPlotItem().setTitle(jacobian_title(r))
         self.hovered.emit("")  # a read-out of the old matrix (e.g. J[4, 3] of a 5x5) is stale
         jac = r.jacobian
         n = jac.shape[0]
@@ -258,7 +276,10 @@ class JacobianHeatmap(pg.PlotWidget):
         i, j = int(np.floor(p.y() + 0.5)), int(np.floor(p.x() + 0.5))
         n = r.jacobian.shape[0]
         if 0 <= i < n and 0 <= j < n:
-            self.hovered.emit(f"J[{i}, {j}] = {r.jacobian[i, j]:.8g}")
+            text = f"J[{i}, {j}] = ∂p_{i}/∂z_{j} = {r.jacobian[i, j]:.8g}"
+            if r.scale != 1.0:  # the raw score s = scale * z: per unit of s, J / scale
+                text += f"; ∂p_{i}/∂s_{j} = J/{r.scale:g} = {r.jacobian[i, j] / r.scale:.8g}"
+            self.hovered.emit(text)
         else:
             self.hovered.emit("")
 

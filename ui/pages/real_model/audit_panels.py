@@ -20,7 +20,15 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QRectF, Qt, Signal
-from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSlider, QSpinBox
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QSpinBox,
+)
 
 from engine.probe.audit import AuditResult
 from engine.probe.inject import BUG_KINDS
@@ -31,6 +39,8 @@ from ui.plots.base import PlotPanel, finite
 from ui.theme import Theme, rule_color
 
 AUDIT_HOVER_HINT = "hover a head for its fit"
+#: the most height the per-layer verdict lines take before they scroll (px)
+VERDICT_HEIGHT = 150
 #: the colour scale spans at least 2^-3 .. 2^3 of s * sqrt(d_k) (twice / unscaled at d_k = 64)
 MIN_LOG2_SPAN = 3.0
 
@@ -78,6 +88,7 @@ class AuditPanel(PlotPanel):
     run_requested = Signal()
     inject_requested = Signal(int, str)  #: (layer, kind)
     clear_requested = Signal()
+    run_changed = Signal(int)  #: the Training lab run to show (index)
 
     def build(self) -> None:
         self.run_button = QPushButton("Audit", self)
@@ -99,17 +110,32 @@ class AuditPanel(PlotPanel):
         self.clear_button = QPushButton("Repair", self)
         self.clear_button.setToolTip("Remove every planted bug and audit again")
         self.clear_button.clicked.connect(self.clear_requested.emit)
-        for i, w in enumerate((self.run_button, self.layer_spin, self.kind_box, self.inject_button,
-                               self.clear_button)):
+        self.run_box = QComboBox(self)
+        self.run_box.setToolTip("The Training lab run (scaling rule) whose audit is shown")
+        self.run_box.currentIndexChanged.connect(self.run_changed.emit)
+        self.run_box.setVisible(False)
+        self._training = False
+        for i, w in enumerate((self.run_button, self.run_box, self.layer_spin, self.kind_box,
+                               self.inject_button, self.clear_button)):
             self.header.insertWidget(1 + i, w)
         self.hover_label = QLabel(AUDIT_HOVER_HINT)
         self.hover_label.setWordWrap(True)
         self.verdict_label = QLabel("")
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # one line per layer with its block and features: a 32-layer model scrolls, the grid
+        # keeps its room
+        self.verdict_scroll = QScrollArea(self)
+        self.verdict_scroll.setObjectName("audit_verdicts")
+        self.verdict_scroll.setWidgetResizable(True)
+        self.verdict_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.verdict_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.verdict_scroll.setWidget(self.verdict_label)
+        self.verdict_scroll.setMaximumHeight(VERDICT_HEIGHT)
         outer = self.layout()
         outer.addWidget(self.hover_label)
-        outer.addWidget(self.verdict_label)
+        outer.addWidget(self.verdict_scroll)
         self.plot = self.add_plot(0, 0, "head", "layer", legend=False)
         self.plot.invertY(True)
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
@@ -127,8 +153,24 @@ class AuditPanel(PlotPanel):
     def set_layers(self, n_layers: int) -> None:
         self.layer_spin.setRange(0, max(0, n_layers - 1))
 
+    def set_training(self, on: bool) -> None:
+        """Training lab weights: a run box instead of the break-it controls (they are audited
+        as saved)."""
+        self._training = on
+        for w in (self.layer_spin, self.kind_box, self.inject_button, self.clear_button):
+            w.setVisible(not on)
+        self.run_box.setVisible(on)
+
+    def set_runs(self, names: list[str]) -> None:
+        keep = self.run_box.currentIndex()
+        self.run_box.blockSignals(True)
+        self.run_box.clear()
+        self.run_box.addItems(names)
+        self.run_box.setCurrentIndex(keep if 0 <= keep < len(names) else 0)
+        self.run_box.blockSignals(False)
+
     def set_busy(self, busy: bool) -> None:
-        for w in (self.run_button, self.inject_button, self.clear_button):
+        for w in (self.run_button, self.inject_button, self.clear_button, self.run_box):
             w.setEnabled(not busy)
 
     def show_empty(self, message: str = "Press Audit to measure the scale\nevery head applies") -> None:
@@ -168,20 +210,36 @@ class AuditPanel(PlotPanel):
         self.plot.setTitle(f"s·√d_k per head, {what} (d_k {res.d_k}, {res.n_tokens} tokens)",
                            color=self.theme.foreground, size="9pt")
         self.set_layers(res.n_layers)
-        lines = []
-        per_layer = res.layer_scale_x_sqrt_dk()
-        for i, v in enumerate(res.layer_verdicts):
-            colour = self.theme.error if is_flagged(v) else self.theme.foreground
-            inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
-            lines.append(f"<span style='color:{colour}'>layer {i}: {v} "
-                         f"(s·√d_k = {per_layer[i]:.4g}){inj}</span>")
-        flagged = res.flagged_layers()
-        head = (f"<b>{len(flagged)} of {res.n_layers} layers flagged</b>" if flagged else
-                "<b>every layer applies 1/√d_k</b>")
-        self.verdict_label.setText(f"{head} ({res.note})<br>" + "<br>".join(lines))
+        self.verdict_label.setText(self.verdict_html(res))
         self._rows = [{"layer": layer, "head": h, "scale_x_sqrt_dk": float(x[layer, h]),
                        "verdict": res.head_verdicts[layer][h]}
                       for layer in range(res.n_layers) for h in range(res.n_heads)]
+
+    def verdict_html(self, res: AuditResult) -> str:
+        """The summary and one line per layer: block, scale, verdict, declared, features."""
+        lines = []
+        per_layer = res.layer_scale_x_sqrt_dk()
+        sq = math.sqrt(res.d_k)
+        for i, v in enumerate(res.layer_verdicts):
+            site = res.sites[i] if res.sites else None
+            bad = is_flagged(v) if site is None else not site.matches_declared
+            colour = self.theme.error if bad else self.theme.foreground
+            inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
+            text = f"layer {i}: {v} (s·√d_k = {per_layer[i]:.4g}){inj}"
+            if site is not None:
+                decl = f"{site.block}, declared {res.declared_scale[i] * sq:.4g}"
+                text += (f" — {decl}, as declared" if site.matches_declared
+                         else f" — {decl}: <b>{site.mismatch}</b>")
+                text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}</small>"
+            lines.append(f"<span style='color:{colour}'>{text}</span>")
+        flagged = res.flagged_layers()
+        head = (f"<b>{len(flagged)} of {res.n_layers} layers not at 1/√d_k</b>" if flagged else
+                "<b>every layer applies 1/√d_k</b>")
+        if res.sites:
+            mism = res.mismatched_layers()
+            head += (f"; <b>{len(mism)} differ from what the model declares</b>" if mism
+                     else "; every layer as the model declares")
+        return f"{head} ({res.note})<br>" + "<br>".join(lines)
 
     def hover_text(self, layer: int, head: int) -> str:
         res = self._result
@@ -189,10 +247,17 @@ class AuditPanel(PlotPanel):
         f = res.head_fits[layer]
         tol = float(f.tol_log[head])
         tol_txt = f"± {math.expm1(tol):.1e} (relative)" if math.isfinite(tol) else "not identifiable"
+        extra = ""
+        if res.sites:
+            site = res.sites[layer]
+            extra = f"; reads key head {int(site.kv_head[head])}"
+            if site.softcap is not None:
+                c = float(site.softcap[head])
+                extra += f", soft-cap {c:.4g}" if math.isfinite(c) else ", soft-cap not reached"
         return (f"layer {layer}, head {head}: s = {f.scale[head]:.6g}, s·√d_k = "
                 f"{f.scale[head] * math.sqrt(res.d_k):.6g} {tol_txt}; residual "
                 f"{f.residual_max_abs[head]:.1e} (at 0.9 s {f.residual_probe[head, 0]:.1e}, at 1.1 s "
-                f"{f.residual_probe[head, 1]:.1e}); {res.head_verdicts[layer][head]}")
+                f"{f.residual_probe[head, 1]:.1e}); {res.head_verdicts[layer][head]}{extra}")
 
     def _on_move(self, pos: Any) -> None:
         res = self._result
@@ -223,6 +288,7 @@ class WhatIfPanel(PlotPanel):
         self.run_button = QPushButton("Run what-if", self)
         self.run_button.setToolTip("Rerun the model with its logits × m for m = 1/8 … 8")
         self.run_button.clicked.connect(lambda: self.run_requested.emit(self.layer_box.currentData()))
+        self._training = False
         self.slider = QSlider(Qt.Orientation.Horizontal, self)
         self.slider.setRange(0, 0)
         self.slider.setMinimumWidth(120)
@@ -305,7 +371,15 @@ class WhatIfPanel(PlotPanel):
         self.layer_box.blockSignals(False)
 
     def set_busy(self, busy: bool) -> None:
-        self.run_button.setEnabled(not busy)
+        self.run_button.setEnabled(not busy and not self._training)
+
+    def set_training(self, on: bool) -> None:
+        """Training lab weights: no what-if (it reruns transformers models)."""
+        self._training = on
+        self.run_button.setEnabled(not on)
+        self.run_button.setToolTip("The what-if reruns transformers models; Training lab weights "
+                                   "are audited as saved" if on else
+                                   "Rerun the model with its logits × m for m = 1/8 … 8")
 
     def show_empty(self, message: str = "Press Run what-if to rerun the model\nwith its logits × m") -> None:
         for c in (self.ent_curve, self.sat_curve, self.cos_curve, self.pool_curve):
@@ -379,7 +453,8 @@ class WhatIfPanel(PlotPanel):
         self.attn_plot.setYRange(0.0, 1.0, padding=0.02)
         where = "every layer" if w.layer is None else f"layer {w.layer}"
         fg = self.theme.foreground
-        self.attn_plot.setTitle(f"attention, logits of {where} × m", color=fg, size="9pt")
+        self.attn_plot.setTitle(f"attention, logits of {where} × m, {w.model_state}", color=fg,
+                                size="9pt")
         self.out_plot.setTitle("perplexity vs m" if causal else "output similarity vs m",
                                color=fg, size="9pt")
         i = self._draw_marks(state)

@@ -40,7 +40,8 @@ def _export_into(page: Any, out: Path) -> None:
                 export_panel(panel, out / f"{panel.plot_id}.{kind}", kind)
     try:
         if page.audit_result is not None:
-            write_audit_outputs(out, [page.audit_result], page.whatif_result)
+            runs = page.run_results if page.weights_path is not None else [page.audit_result]
+            write_audit_outputs(out, runs or [page.audit_result], page.whatif_result)
         elif page.whatif_result is not None:
             w = page.whatif_result
             write_csv(out / "whatif.csv", w.rows(), w.columns())

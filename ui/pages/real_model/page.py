@@ -9,6 +9,7 @@ lazily, in that thread) -> latest snapshot -> panels redraw on a ~30 Hz timer. W
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.probe.analyze import ProbeResult, ProbeSnapshot, analyze, head_detail
 from engine.probe.audit import AuditConfig, AuditResult, AuditSnapshot, audit
 from engine.probe.config import PROBE_RULES, ProbeConfig
@@ -46,6 +47,7 @@ from engine.probe.loader import (
     load_model,
     models_extra_available,
     resolve_model_dir,
+    text_length,
     tokenize,
 )
 from engine.probe.summary import summarize
@@ -64,6 +66,14 @@ from ui.theme import ERROR_TEXT, themed_css
 
 TOKENS_DEBOUNCE_MS = 250
 FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
+
+
+def error_text(exc: ConfigError) -> str:
+    """What the status line says of a refusal: a file's whole line (``FILE: field: problem``),
+    else the message (the field is the page's model or text)."""
+    return str(exc) if isinstance(exc, FileFormatError) else exc.message
+
+
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
@@ -86,6 +96,9 @@ class RealModelPage(LivePage):
         self.whatif_result: WhatIfResult | None = None
         self.whatif_index = 0
         self.bugs: dict[int, str] = {}  #: planted by "break it" (layer -> kind)
+        #: the Training lab's weights.pt behind model_dir, when that is what was opened
+        self.weights_path: Path | None = None
+        self.run_results: list[AuditResult] = []  #: one audit per run of those weights
         self._job = "probe"  #: what the worker runs now: probe, audit or whatif
 
         self.worker.finished.connect(self._on_finished)
@@ -100,6 +113,8 @@ class RealModelPage(LivePage):
         self.timer.start()
         self._update_availability()
         self._show_empty()
+        if self.presets_error:
+            self._message(self.presets_error, error=True)
 
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -144,8 +159,9 @@ class RealModelPage(LivePage):
         mb.addWidget(self.model_label)
         row = QHBoxLayout()
         self.open_button = QPushButton("Open model folder…", model_box)
-        self.open_button.setToolTip("A local Hugging Face model folder (BERT family or GPT-2). "
-                                    "Nothing is ever downloaded.")
+        self.open_button.setToolTip("A local Hugging Face model folder of any architecture "
+                                    "transformers runs on text (no remote code). Nothing is ever "
+                                    "downloaded.")
         self.open_button.clicked.connect(self._choose_folder)
         self.bundled_button = QPushButton(f"Bundled {BUNDLED_NAME}", model_box)
         self.bundled_button.clicked.connect(lambda: self.set_model_dir(None))
@@ -162,16 +178,23 @@ class RealModelPage(LivePage):
         """The text (or a preset), Analyze / Stop, progress and the status line."""
         text_box = QGroupBox("Text", side)
         tb = QVBoxLayout(text_box)
-        self.presets = load_text_presets()
+        self.presets, self.presets_error = [], ""
+        try:
+            self.presets = load_text_presets()
+        except ConfigError as exc:  # FileFormatError: FILE: field path: what is wrong
+            self.presets_error = f"preset texts unavailable: {error_text(exc)}"
+            sys.stderr.write(self.presets_error + "\n")
         self.preset_box = QComboBox(text_box)
-        self.preset_box.addItem("Preset texts…")
+        self.preset_box.addItem("Preset texts…" if self.presets else "Preset texts unavailable")
+        self.preset_box.setToolTip(self.presets_error)
+        self.preset_box.setEnabled(bool(self.presets))
         for name, _text in self.presets:
             self.preset_box.addItem(name)
         self.preset_box.activated.connect(self._pick_preset)
         tb.addWidget(self.preset_box)
         self.text_edit = QPlainTextEdit(text_box)
         self.text_edit.setPlaceholderText("Type or paste a text, then Analyze (Ctrl+Enter)")
-        self.text_edit.setPlainText(self.presets[0][1])
+        self.text_edit.setPlainText(self.presets[0][1] if self.presets else "")
         self.text_edit.setMinimumHeight(90)
         tb.addWidget(self.text_edit, 1)
         row = QHBoxLayout()
@@ -244,6 +267,7 @@ class RealModelPage(LivePage):
         self.audit_panel.run_requested.connect(self.run_audit)
         self.audit_panel.inject_requested.connect(self.break_layer)
         self.audit_panel.clear_requested.connect(self.repair)
+        self.audit_panel.run_changed.connect(self.show_run)
         self.whatif_panel = WhatIfPanel(self)
         self.whatif_panel.run_requested.connect(self.run_whatif)
         self.whatif_panel.index_changed.connect(self.set_whatif_index)
@@ -286,6 +310,9 @@ class RealModelPage(LivePage):
             where = bundled_model_dir()
             self.model_label.setText(f"<b>{BUNDLED_NAME}</b> (bundled; BERT, 6 layers × 12 heads, "
                                      f"d_k 32)" + ("" if where else " — not installed"))
+        elif self.weights_path is not None:
+            self.model_label.setText(f"<b>Training lab weights</b> ({self.weights_path.name}; "
+                                     f"Scale audit per run)<br>{self.model_dir}")
         else:
             self.model_label.setText(f"<b>{Path(self.model_dir).name}</b><br>{self.model_dir}")
         ready = extra and (self.model_dir is not None or bundled_model_dir() is not None)
@@ -294,20 +321,28 @@ class RealModelPage(LivePage):
         self.bundled_button.setEnabled(extra and self.model_dir is not None)
 
     def set_model_dir(self, folder: str | None) -> bool:
-        """Use another model (None = bundled); refused at once with a message if unsupported."""
+        """Use another model (None = bundled) or the Training lab's weights; refused at once
+        with a message if the folder is not one."""
+        from engine.probe.training_audit import training_weights_path
+
+        weights = training_weights_path(folder)
         try:
-            if folder is not None:
+            if folder is not None and weights is None:
                 inspect_model_dir(resolve_model_dir(folder))
         except ConfigError as exc:
-            self._message(exc.message, error=True)
+            self._message(error_text(exc), error=True)
             return False
         if folder != self.model_dir:
             self.worker.stop()  # a running analysis belongs to the previous model
             self.model_dir = folder
+            self.weights_path = weights
             self._models.clear()  # load lazily at the next Analyze
             self._show_empty()  # the previous result belongs to the previous model
         self._update_availability()
-        self._message("model chosen; press Analyze" if folder else "")
+        for panel in self.audit_panels:
+            panel.set_training(weights is not None)
+        self._message(("Training lab weights chosen; press Audit" if weights is not None else
+                       "model chosen; press Analyze") if folder else "")
         return True
 
     def _show_empty(self) -> None:
@@ -319,10 +354,12 @@ class RealModelPage(LivePage):
         self.summary_label.setText("")
         shape = (6, 12)  # all-MiniLM-L6-v2
         try:
-            info = inspect_model_dir(resolve_model_dir(self.model_dir))
-            shape = (info.n_layers, info.n_heads)
+            if self.weights_path is None:
+                info = inspect_model_dir(resolve_model_dir(self.model_dir))
+                shape = (info.n_layers, info.n_heads)
         except ConfigError:
             pass
+        self.run_results = []
         self.grid_panel.show_empty(*shape)
         self.scores_panel.show_empty()
         self.attention_panel.show_empty()
@@ -347,10 +384,13 @@ class RealModelPage(LivePage):
         """Start an analysis of the current text in the worker thread; False if refused."""
         if not self.analyze_button.isEnabled() and not self.worker.is_running():
             return False
+        if self.weights_path is not None:  # the lab's runs: the audit is what applies
+            return self.run_audit()
         try:
             cfg = ProbeConfig(text=self.text_edit.toPlainText(), model=self.model_dir)
         except ConfigError as exc:
-            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            self._message(error_text(exc) if exc.field != "text" else "type a text first",
+                          error=True)
             return False
         models = self._models
 
@@ -382,14 +422,18 @@ class RealModelPage(LivePage):
         return loaded
 
     def run_audit(self) -> bool:
-        """Audit the current text (with the planted bugs) in the worker thread."""
+        """Audit the current text (with the planted bugs) in the worker thread; for the
+        Training lab's weights, every run on the lab's own probe examples."""
         if not self._can_start():
             return False
+        if self.weights_path is not None:
+            return self._audit_runs(self.weights_path)
         try:
             cfg = AuditConfig(text=self.text_edit.toPlainText(), model=self.model_dir,
                               inject=tuple(self.bugs.items()))
         except ConfigError as exc:
-            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            self._message(error_text(exc) if exc.field != "text" else "type a text first",
+                          error=True)
             return False
 
         def job(cancelled: Any):
@@ -399,6 +443,30 @@ class RealModelPage(LivePage):
 
         self.tabs.setCurrentWidget(self.audit_panel)
         return self._start("audit", job)
+
+    def _audit_runs(self, path: Path) -> bool:
+        from engine.probe.training_audit import audit_training
+
+        results: list[AuditResult] = []
+        self.run_results = results
+
+        def job(cancelled: Any):
+            last = None
+            for snap in audit_training(path, cancelled=cancelled):
+                if snap.result is not None:
+                    results.append(snap.result)  # every run, before the worker keeps the last
+                    last = snap.result
+                yield AuditSnapshot(snap.stage, snap.fraction)
+            yield AuditSnapshot("done", 1.0, done=True, result=last)
+
+        self.tabs.setCurrentWidget(self.audit_panel)
+        return self._start("audit", job)
+
+    def show_run(self, index: int) -> None:
+        """Show the audit of the Training lab run ``index`` (the panel's run box)."""
+        if 0 <= index < len(self.run_results):
+            self.audit_result = self.run_results[index]
+            self._refresh_audit_views(force=True)
 
     def break_layer(self, layer: int, kind: str) -> bool:
         """Plant ``kind`` in ``layer`` (replacing a bug already there) and audit again."""
@@ -413,7 +481,12 @@ class RealModelPage(LivePage):
         """Rerun the model with its logits × m (every layer, or ``layer``) in the worker."""
         if not self._can_start():
             return False
+        if self.weights_path is not None:
+            self._message("the what-if reruns transformers models; Training lab weights are "
+                          "audited as saved", error=True)
+            return False
         text, model = self.text_edit.toPlainText(), self.model_dir
+        bugs = dict(self.bugs)  # the what-if runs on the model as the audit left it
         if not text.strip():
             self._message("type a text first", error=True)
             return False
@@ -422,7 +495,7 @@ class RealModelPage(LivePage):
             yield WhatIfSnapshot("loading the model (once)…", 0.02)
             loaded = self._loaded(model)
             tok = tokenize(loaded, text)
-            yield from whatif(loaded, tok.ids, layer=layer, cancelled=cancelled)
+            yield from whatif(loaded, tok.ids, layer=layer, cancelled=cancelled, bugs=bugs)
 
         self.tabs.setCurrentWidget(self.whatif_panel)
         return self._start("whatif", job)
@@ -445,7 +518,7 @@ class RealModelPage(LivePage):
             return None
         std = None
         a = self.audit_result
-        if a is not None and not a.inject:
+        if a is not None and a.inject == w.injected:  # the audit measured the model swept
             x = float(np.median(a.layer_scale_x_sqrt_dk()))
             std = 1.0 / x if x > 0 else None
         return WhatIfView(w, min(self.whatif_index, len(w.multipliers) - 1), std)
@@ -483,6 +556,8 @@ class RealModelPage(LivePage):
             if snap.result is not self.audit_result:
                 self.analyze_s = time.perf_counter() - self._started
                 self.audit_result = snap.result
+                self.audit_panel.set_runs([r.run for r in self.run_results
+                                           if self.weights_path is not None and r.run])
                 self.whatif_panel.set_layers(snap.result.n_layers)
                 self._refresh_audit_views(force=True)
                 self.export_button.setEnabled(True)
@@ -503,31 +578,38 @@ class RealModelPage(LivePage):
     def _on_finished(self, _gen: int) -> None:
         self.tick()
         self._set_running(False)
+        loaded = self._models.get(self.model_dir)
+        if loaded is not None:  # the attention sites (encoder, decoder, cross) are known now
+            self.audit_panel.set_layers(loaded.n_sites)
+            self.whatif_panel.set_layers(loaded.n_sites)
         if self._job != "probe":
             self.show_tokens()  # the model is loaded now: the token list can follow the text
         if self._job == "audit" and self.audit_result is not None:
             a = self.audit_result
-            flagged = a.flagged_layers()
+            flagged, mism = a.flagged_layers(), a.mismatched_layers()
             self._message(f"audit of {a.n_tokens} tokens in {self.analyze_s:.2f} s (fit "
                           f"{a.fit_s:.2f} s); " + (f"flagged layers {flagged}" if flagged
-                                                   else "every layer applies 1/√d_k"))
+                                                   else "every layer applies 1/√d_k")
+                          + (f"; layers {mism} differ from what the model declares" if mism
+                             else "; every layer as the model declares" if a.sites else ""))
             return
         if self._job == "whatif" and self.whatif_result is not None:
             w = self.whatif_result
-            self._message(f"what-if: {len(w.multipliers)} reruns in {w.sweep_s:.2f} s")
+            self._message(f"what-if: {len(w.multipliers)} reruns of the {w.model_state} in "
+                          f"{w.sweep_s:.2f} s")
             return
         res = self.result
         if self._job == "probe" and res is not None:
             note = ""
             if res.truncated_from is not None:
-                note = (f" The text has {res.truncated_from} tokens; the model takes "
-                        f"{res.n_tokens}, so it was truncated.")
+                note = (f" The text has {text_length(res.truncated_from, res.n_tokens)}; the "
+                        f"model takes {res.n_tokens}, so it was truncated.")
             self._message(f"{res.n_tokens} tokens analyzed in {self.analyze_s:.2f} s "
                           f"(model load {res.load_s:.1f} s when first used).{note}")
 
     def _on_error(self, _gen: int, exc: object) -> None:
         self._set_running(False)
-        text = exc.message if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        text = error_text(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         self._message(text, error=True)
         self.progress.setValue(0)
 
@@ -549,10 +631,10 @@ class RealModelPage(LivePage):
         try:
             tok = tokenize(loaded, text)
         except ConfigError as exc:
-            self.tokens_count.setText(exc.message)
+            self.tokens_count.setText(error_text(exc))
             return
         self.tokens_view.setPlainText(format_tokens(tok.tokens))
-        note = (f"; the text has {tok.truncated_from}, the rest is cut"
+        note = (f"; the text has {text_length(tok.truncated_from, len(tok.ids))}, the rest is cut"
                 if tok.truncated_from is not None else "")
         self.tokens_count.setText(f"{len(tok.ids)} tokens (model limit {loaded.max_tokens}){note}")
 
@@ -564,7 +646,7 @@ class RealModelPage(LivePage):
             self.layer, self.head = 0, 0
         self.tokens_view.setPlainText(format_tokens(res.tokens))
         limit = self._models[res.config.model].max_tokens if res.config.model in self._models else None
-        cut = (f"; the text has {res.truncated_from}, the rest was cut"
+        cut = (f"; the text has {text_length(res.truncated_from, res.n_tokens)}, the rest was cut"
                if res.truncated_from is not None else "")
         self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
                                                               else "") + cut)

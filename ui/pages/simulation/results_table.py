@@ -28,12 +28,18 @@ from ui.theme import rule_color
 #: (header, tooltip, getter) per column after the rule name
 COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
     ("logit var", "Variance of the logits the softmax sees (pooled over keys)", lambda r: r.logit_var),
-    ("logit std", "Standard deviation of the logits", lambda r: r.logit_std),
+    ("logit std", "Standard deviation of the logits (pooled over keys and rows)", lambda r: r.logit_std),
+    ("row std", "Within-row standard deviation of the logits: the spread the softmax sees. A shift "
+     "shared by a whole row (a key mean times sum(q)) inflates the pooled variance but cancels "
+     "here and in the softmax; a query mean does not cancel", lambda r: r.logit_row_std),
     ("top weight", "Mean of the largest softmax weight per row", lambda r: r.top_weight),
     ("saturated", "Fraction of rows whose top weight exceeds the threshold", lambda r: r.saturated_frac),
     ("H / log n", "Mean attention entropy divided by its ceiling log(n)", lambda r: r.entropy_norm),
     ("‖J‖_F", "Mean Frobenius norm of the softmax Jacobian per row", lambda r: r.jacobian_fro),
     ("max |J_ij|", "Mean largest Jacobian entry per row (at most 0.25)", lambda r: r.jacobian_max_abs),
+    ("Σ p_i", "Mean sum of the key weights: 1 for a softmax, below 1 with a sink, any value for "
+              "sigmoid attention", lambda r: r.key_mass),
+    ("sink", "Mean weight on the sink (the sink rule; 0 for the others)", lambda r: r.sink_weight),
 )
 
 
@@ -106,7 +112,8 @@ class ResultsTable(QWidget):
         self.raw_label.setText(
             f"raw q·k (d_k={c.d_k}, n={c.n_keys}, {snap.trials_done:,} trials): mean "
             f"{fmt(snap.raw_mean, snap.trials_done)}, var {fmt(snap.raw_var, snap.trials_done)} "
-            f"(theory {snap.raw_theory.var:.4g})")
+            f"(theory {snap.raw_theory.var:.4g}); within rows var "
+            f"{fmt(snap.raw_row_var, snap.trials_done)}")
         rules = list(snap.rules.items())
         self.table.setColumnCount(len(rules) + 1)
         for col, (name, r) in enumerate(rules, start=1):

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.pages.tour.question import SKIPPED, QuestionBox
-from ui.pages.tour.steps import TourError, TourStep, load_steps
+from ui.pages.tour.steps import PLOT_IDS, TourError, TourStep, find_step, load_steps
 
 INSPECTOR_LINK = "inspector"
 
@@ -41,11 +41,8 @@ PLOT_NAMES = {
 }
 
 
-def plot_name(step: TourStep) -> str:
-    """What the user reads for the step's plot to watch (the sweep says what it runs along)."""
-    if step.plot == "sweep" and step.sweep_axis == "n_keys":
-        return "the sweep along n (the number of keys)"
-    return PLOT_NAMES.get(step.plot, step.plot)
+#: how the hint names an example's scale controls (the inspector's field labels)
+OPTION_NAMES = {"softcap": "cap c", "sink": "sink"}
 
 
 class TourPanel(QWidget):
@@ -55,6 +52,9 @@ class TourPanel(QWidget):
     sweep_axis = Signal(str)  #: what the entered step's sweep runs along (before apply_config)
     highlight = Signal(str)  #: plot id of the entered step
     show_inspector = Signal(list, float)  #: scores and scale, when the step has an example
+    #: the example's scale controls (soft-cap c, sink logit; {} for none), just before
+    #: ``show_inspector`` / ``open_inspector``
+    inspector_options = Signal(dict)
     #: the user clicked "open the Score inspector": scores and scale of the step's example
     open_inspector = Signal(list, float)
     finished = Signal()  #: the user left the tour (the settings stay)
@@ -102,7 +102,11 @@ class TourPanel(QWidget):
         self._text.setWordWrap(True)
         self._text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
-        self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # selectable, and its links ([the score histogram](plot:scores), [means](step:means)) work
+        self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                           | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self._text.setOpenExternalLinks(False)
+        self._text.linkActivated.connect(self.follow_link)
         self._plot_hint = QLabel()
         self._plot_hint.setObjectName("tourPlotHint")
         self._plot_hint.setWordWrap(True)
@@ -284,11 +288,16 @@ class TourPanel(QWidget):
             self._counter.setText(f"Step {index + 1} of {n}")
             self._title.setText(step.title)
             self._text.setText(step.text)
-            hint = f"Look at: <b>{html.escape(plot_name(step))}</b>"
+            name = PLOT_NAMES.get(step.plot, step.plot)
+            if step.plot == "sweep" and step.sweep_axis == "n_keys":
+                name = "the sweep along n"
+            hint = f"Look at: <b>{html.escape(name)}</b>"
             if step.inspector is not None:
                 scores = step.inspector.scores_text
+                extra = "".join(f", {OPTION_NAMES[k]} {v:g}"
+                                for k, v in step.inspector.options.items())
                 hint += (f'; then <a href="{INSPECTOR_LINK}">open the Score inspector</a> '
-                         f"(scores {scores}, scale {step.inspector.scale:g})")
+                         f"(scores {scores}, scale {step.inspector.scale:g}{extra})")
             self._plot_hint.setText(hint)
         self.back_button.setEnabled(step is not None and index > 0)
         self.next_button.setEnabled(step is not None and index < n - 1)
@@ -298,12 +307,26 @@ class TourPanel(QWidget):
         step = self.current_step
         if step is None or step.inspector is None:
             return False
+        self.inspector_options.emit(dict(step.inspector.options))
         self.open_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))
         return True
 
     def _on_link(self, href: str) -> None:
         if href == INSPECTOR_LINK:
             self.open_example()
+
+    def follow_link(self, href: str) -> bool:
+        """A link of the step's text: ``plot:ID`` outlines that plot (in presentation mode it
+        shows it), ``step:WORD`` enters the step whose title contains WORD. False if unknown."""
+        kind, _, target = href.partition(":")
+        if kind == "plot" and target in PLOT_IDS:
+            self.highlight.emit(target)
+            return True
+        found = find_step(self._steps, target) if kind == "step" and target else []
+        if len(found) == 1:
+            self.go_to(found[0])
+            return True
+        return False
 
     def _emit_step(self) -> None:
         step = self.current_step
@@ -313,4 +336,5 @@ class TourPanel(QWidget):
         self.apply_config.emit(dict(step.config))
         self.highlight.emit(step.plot)
         if step.inspector is not None:
+            self.inspector_options.emit(dict(step.inspector.options))
             self.show_inspector.emit(list(step.inspector.scores), float(step.inspector.scale))

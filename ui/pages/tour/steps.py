@@ -6,12 +6,14 @@ fully determines the science parameters and nothing leaks from the previous step
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from engine.validate import quote
 
 #: the plot ids a step may point at (the main window maps them to its plots)
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
@@ -21,10 +23,18 @@ _QUESTION_KEYS = frozenset({"ask", "choices", "answer", "measure", "explain"})
 #: what a question's answer is measured as: a rule's statistic of the final simulation snapshot
 #: (engine.simulate.RuleResult) or, with rule "raw", the spread of the raw scores q·k
 STATISTICS = ("top_weight", "saturated_frac", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
-              "logit_std", "target_weight")
+              "logit_std", "target_weight", "sink_weight", "key_mass")
 RAW_STATISTICS = ("raw_std",)
 #: what a step's sweep runs along (the Simulation page's switch)
 SWEEP_AXES = ("d_k", "n_keys")
+#: links in a step's Markdown text: [text](plot:ID) outlines a plot, [text](step:WORD) goes to the
+#: one step whose title contains WORD (by word, so inserting steps breaks no link)
+LINK = re.compile(r"\]\((plot|step):([^)\s]+)\)")
+
+
+def find_step(steps: Sequence[TourStep], word: str) -> list[int]:
+    """Indices of the steps whose title contains ``word`` (case-insensitive)."""
+    return [i for i, st in enumerate(steps) if word.lower() in st.title.lower()]
 
 
 def resources_dir() -> Path:
@@ -40,12 +50,18 @@ class TourError(ValueError):
     """The tour file is malformed; the message names the step and the key."""
 
 
+#: what an inspector example may set besides the scores and the scale (engine.inspect keywords)
+INSPECTOR_OPTIONS = ("softcap", "sink")
+
+
 @dataclass(frozen=True)
 class InspectorExample:
     scores: tuple[float, ...]
     scale: float
     #: the scores as written in the tour file ("3, -2*999" stays short in the hint)
     text: str = ""
+    #: the scale controls of the example: a soft-cap c, a sink logit (INSPECTOR_OPTIONS)
+    options: dict[str, float] = field(default_factory=dict)
 
     @property
     def scores_text(self) -> str:
@@ -107,14 +123,24 @@ class TourStep:
     question: Question | None = None  #: asked before the step shows its plot
 
 
+#: the largest tour file read
+TOUR_FILE_MAX = 2_000_000
+
+
 def load_steps(path: str | Path | None = None) -> list[TourStep]:
     """Read and check a tour file; raise :class:`TourError` naming what is wrong."""
+    from engine.errors import FileFormatError
+    from engine.readers.json_file import read_json
+
     path = Path(path) if path is not None else default_tour_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TourError(f"cannot read tour file {str(path)!r}: {exc}") from None
-    return parse_tour(data)
+        data = read_json(path, max_bytes=TOUR_FILE_MAX, kind="tour file")
+    except FileFormatError as exc:
+        raise TourError(f"cannot read tour file {exc}") from None
+    try:
+        return parse_tour(data)
+    except TourError as exc:
+        raise TourError(f"{path}: {exc}") from None
 
 
 def parse_tour(data: Any) -> list[TourStep]:
@@ -128,14 +154,28 @@ def parse_tour(data: Any) -> list[TourStep]:
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str) or not raw_steps:
         raise TourError("'steps' must be a non-empty list")
-    return [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
+    steps = [_parse_step(i, raw, base) for i, raw in enumerate(raw_steps, start=1)]
+    _check_links(steps)
+    return steps
+
+
+def _check_links(steps: list[TourStep]) -> None:
+    """Every link of every text names a known plot, or a word found in exactly one title."""
+    for number, step in enumerate(steps, start=1):
+        for kind, target in LINK.findall(step.text):
+            if kind == "plot" and target not in PLOT_IDS:
+                raise TourError(f"step {number}: link to plot {target!r}: not one of "
+                                f"{', '.join(PLOT_IDS)}")
+            if kind == "step" and len(find_step(steps, target)) != 1:
+                raise TourError(f"step {number}: link to step {target!r}: "
+                                f"{len(find_step(steps, target))} titles contain it, not 1")
 
 
 def _refuse_unknown_keys(where: str, raw: Mapping[str, Any], known: Any) -> None:
     """A typo in tour.json is named, never silently ignored."""
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise TourError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise TourError(f"{where}: unknown key {quote(unknown[0])} (known: {', '.join(sorted(known))})")
 
 
 def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
@@ -145,16 +185,17 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
     _refuse_unknown_keys(where, raw, _STEP_KEYS)
     for key in ("title", "text"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
-            raise TourError(f"{where}: {key!r} must be a non-empty string")
+            raise TourError(f"{where}: {quote(key)} must be a non-empty string")
     config = raw.get("config", {})
     if not isinstance(config, Mapping):
         raise TourError(f"{where}: 'config' must be an object")
+    _check_config(where, {**base, **config})
     plot = raw.get("plot")
     if plot not in PLOT_IDS:
-        raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {plot!r}")
+        raise TourError(f"{where}: 'plot' must be one of {', '.join(PLOT_IDS)}; got {quote(plot)}")
     axis = raw.get("sweep_axis", "d_k")
     if axis not in SWEEP_AXES:
-        raise TourError(f"{where}: 'sweep_axis' must be one of {', '.join(SWEEP_AXES)}; got {axis!r}")
+        raise TourError(f"{where}: 'sweep_axis' must be one of {', '.join(SWEEP_AXES)}; got {quote(axis)}")
     return TourStep(
         title=raw["title"].strip(),
         text=raw["text"].strip(),
@@ -164,6 +205,17 @@ def _parse_step(number: int, raw: Any, base: Mapping[str, Any]) -> TourStep:
         sweep_axis=axis,
         question=_parse_question(where, raw.get("question"), {**base, **config}),
     )
+
+
+def _check_config(where: str, config: dict[str, Any]) -> None:
+    """A step's parameters are valid simulation parameters (their types and ranges)."""
+    from engine.config import SimulationConfig
+    from engine.errors import ConfigError
+
+    try:
+        SimulationConfig.from_dict(config)
+    except ConfigError as exc:
+        raise TourError(f"{where}: config.{exc.field}: {exc.message}") from None
 
 
 def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question | None:
@@ -202,9 +254,9 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
             raise TourError(f"{where}: with rule 'raw' the statistic must be one of {', '.join(RAW_STATISTICS)}")
     else:
         if rule not in config.get("scalings", ()):
-            raise TourError(f"{where}: measured rule {rule!r} is not among the step's scalings")
+            raise TourError(f"{where}: measured rule {quote(rule)} is not among the step's scalings")
         if stat not in STATISTICS:
-            raise TourError(f"{where}: 'statistic' must be one of {', '.join(STATISTICS)}; got {stat!r}")
+            raise TourError(f"{where}: 'statistic' must be one of {', '.join(STATISTICS)}; got {quote(stat)}")
     explain = raw.get("explain", "")
     if not isinstance(explain, str):
         raise TourError(f"{where}: 'explain' must be a string")
@@ -214,8 +266,13 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
 def _parse_example(where: str, raw: Any) -> InspectorExample | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping) or set(raw) - {"scores", "scale"}:
-        raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}}")
+    if not isinstance(raw, Mapping) or set(raw) - {"scores", "scale", *INSPECTOR_OPTIONS}:
+        raise TourError(f"{where}: 'inspector' must be {{'scores': [...], 'scale': number}} "
+                        f"(optionally {', '.join(INSPECTOR_OPTIONS)})")
+    options = {k: raw[k] for k in INSPECTOR_OPTIONS if k in raw}
+    if not all(_is_finite_number(v) for v in options.values()) or options.get("softcap", 1) <= 0:
+        raise TourError(f"{where}: inspector 'softcap' must be a positive number and 'sink' a "
+                        "finite number")
     scores = raw.get("scores")
     scale = raw.get("scale", 1.0)
     text = ""
@@ -233,7 +290,8 @@ def _parse_example(where: str, raw: Any) -> InspectorExample | None:
         raise TourError(f"{where}: inspector 'scores' must be a list of at least 2 finite numbers")
     if not _is_finite_number(scale) or scale <= 0:
         raise TourError(f"{where}: inspector 'scale' must be a positive number")
-    return InspectorExample(tuple(float(s) for s in scores), float(scale), text)
+    return InspectorExample(tuple(float(s) for s in scores), float(scale), text,
+                            {k: float(v) for k, v in options.items()})
 
 
 def _is_finite_number(x: Any) -> bool:

@@ -41,11 +41,12 @@ PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up
 SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
 JOIN_S = 10.0
 #: plot_id -> (row, column, column span): four columns, three rows, so that every panel fits a
-#: 1280x720 projector beside the form without scrolling (the two wide views get more columns)
+#: 1280x720 projector beside the form without scrolling (the two heatmaps at the bottom get two columns)
 GRID = {
     "train_loss": (0, 0, 1), "train_accuracy": (0, 1, 1), "train_entropy": (0, 2, 1),
     "train_logit_std": (0, 3, 1),
-    "train_grads": (1, 0, 1), "train_jacobian": (1, 1, 1), "train_logit_dist": (1, 2, 2),
+    "train_grads": (1, 0, 1), "train_jacobian": (1, 1, 1), "train_grad_chain": (1, 2, 1),
+    "train_logit_dist": (1, 3, 1),
     "train_probe_attention": (2, 0, 2), "train_lengths": (2, 2, 2),
 }
 COLUMNS = 4

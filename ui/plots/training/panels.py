@@ -272,6 +272,77 @@ class GradPanel(_CurvesPanel):
         return snap.heads[key[1]][:, r].mean(axis=(1, 2))
 
 
+#: the links of dL/dq = (1/c) sum_j (J g)_j k_j, then W_Q: (metric, tick label), in the order the
+#: gradient meets them on its way back (engine.training.gradients)
+CHAIN_LINKS = (("grad_norm_attn", "p"), ("grad_norm_logits", "z"), ("grad_norm_scores", "q·k"),
+               ("grad_norm_query", "q"), ("grad_norm_q", "W_Q"))
+RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t"}
+
+
+class GradChainPanel(_CurvesPanel):
+    """The gradient link by link at one log step: upstream at the weights p, after the softmax
+    Jacobian (logits z), after the divisor 1/c (raw scores q·k), at the query q, at W_Q. One line
+    per rule (means over layers and heads): where a line falls, that link shrinks the gradient."""
+
+    plot_id = "train_grad_chain"
+    title = "Gradient chain"
+    y_label = "‖∂L/∂x‖"
+    log_y = True
+    log_toggle = False
+    per_head = False
+
+    def build(self) -> None:
+        super().build()
+        self.plot.setLabel("bottom", "x, back from p to W_Q")
+        axis = self.plot.getAxis("bottom")
+        axis.setTicks([[(float(i), text) for i, (_, text) in enumerate(CHAIN_LINKS)]])
+        # all five labels, even in a narrow panel (the defaults dropped "W_Q", the last one)
+        axis.setStyle(hideOverlappingLabels=False, textFillLimits=[(0, 1.0)])
+        self.plot.setXRange(-0.6, len(CHAIN_LINKS) - 0.4, padding=0)
+        self.plot.getViewBox().setMouseEnabled(x=False)  # five fixed links, nothing to pan
+        self.at_init = QCheckBox("step 0", self)
+        self.at_init.setToolTip("Show the chain at initialization instead of the latest logged "
+                                "step")
+        self.at_init.toggled.connect(lambda _on: self.invalidate())
+        self.header.insertWidget(2, self.at_init)
+
+    def extra_key(self) -> Any:
+        return self.at_init.isChecked()
+
+    def series(self, snap: Any) -> list[tuple[tuple, str, Qt.PenStyle, float, bool]]:
+        return [((rule, -1, -1), rule, Qt.PenStyle.SolidLine, 2.0, True) for rule in snap.rules]
+
+    def draw(self, state: Any) -> None:
+        snap = state.snapshot
+        self._sync(snap)
+        self._rows = []
+        step = None
+        for key, item in self.curves.items():
+            rule = key[0]
+            r = snap.rules.index(rule)
+            logs = np.flatnonzero(snap.valid[:, r])
+            if logs.size == 0:
+                item.setData([], [])
+                continue
+            i = int(logs[0] if self.at_init.isChecked() else logs[-1])
+            step = int(snap.log_steps[i])
+            y = finite(np.array([snap.heads[m][i, r].mean() for m, _ in CHAIN_LINKS]))
+            y = np.maximum(y, LOG_FLOOR)
+            x = np.arange(len(CHAIN_LINKS), dtype=np.float64)
+            item.setData(x, y, symbol=RULE_SYMBOLS.get(rule, "o"), symbolSize=7,
+                         symbolBrush=rule_color(rule), symbolPen=rule_color(rule))
+            self._rows += [{"scaling": rule, "step": step, "link": m, "value": float(v)}
+                           for (m, _), v in zip(CHAIN_LINKS, y, strict=True)]
+        self.plot.setXRange(-0.6, len(CHAIN_LINKS) - 0.4, padding=0)  # (refresh autoranges)
+        self.plot.setTitle(f"at step {step}" if step is not None else "", size="9pt",
+                           color=self.theme.foreground)
+
+    def clear_data(self) -> None:
+        super().clear_data()
+        self.plot.titleLabel.setText("")  # it named the step of the old run
+        self.plot.setTitle(None)
+
+
 class LogitDistributionPanel(TrainingPanel):
     """Step x bin heatmap of the chosen head's logits (every bin kept) with percentile lines."""
 
@@ -411,5 +482,5 @@ def _clamp_selection(snap: Any, state: TrainingView) -> tuple[int, int, int]:
 #: every panel, in page order
 PANEL_CLASSES: tuple[type[TrainingPanel], ...] = (
     LossPanel, AccuracyPanel, EntropyPanel, LogitStdPanel, GradPanel, JacobianPanel,
-    LogitDistributionPanel, ProbeAttentionPanel, LengthPanel,
+    GradChainPanel, LogitDistributionPanel, ProbeAttentionPanel, LengthPanel,
 )

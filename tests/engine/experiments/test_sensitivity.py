@@ -1,0 +1,116 @@
+"""Learning-rate sensitivity (Wortsman et al. 2023) from job results: hand-computed cases, the
+verdict's judgments, the figure, and the claims' selector."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from engine.experiments.builtin import builtin
+from engine.experiments.figures import figure_data, verdict
+from engine.experiments.select import Selector
+from engine.experiments.sensitivity import lr_sensitivity, seed_sensitivity
+from engine.experiments.spec import ExperimentSpec
+
+LRS = (0.001, 0.01, 0.1)
+
+
+def _result(index, lr, seed, rules):
+    """A job result as the runner stores it: rules -> (final loss or None, loss at init,
+    largest |logit|)."""
+    return {"index": index, "key": f"lr={lr!r},seed={seed!r}", "values": {"lr": lr, "seed": seed},
+            "error": None,
+            "rules": {r: {"final_loss": f, "max_logit_abs": m, "steps_to_target": None,
+                          "diverged_step": None if f is not None else 50, "collapsed": False}
+                      for r, (f, _, m) in rules.items()},
+            "rows": [{"scaling": r, "step": 0, "loss": init} for r, (_, init, _) in rules.items()]}
+
+
+#: sqrt: an optimum at 0.01, fails at 0.1 (diverges for seed 1) with huge logits; qknorm: a
+#: wide basin with bounded logits; softcap: sqrt's basin, bounded logits
+CURVES = {
+    0: {"sqrt": ((2.5, 2.0, 5.0), (0.5, 2.0, 30.0), (1.0, 2.0, 4000.0)),
+        "qknorm": ((0.6, 2.0, 4.0), (0.4, 2.0, 5.0), (0.45, 2.0, 5.5)),
+        "softcap": ((2.5, 2.0, 5.0), (0.5, 2.0, 30.0), (1.1, 2.0, 50.0))},
+    1: {"sqrt": ((1.5, 2.2, 6.0), (0.2, 2.2, 35.0), (None, 2.2, 6000.0)),
+        "qknorm": ((0.5, 2.2, 4.1), (0.3, 2.2, 5.1), (0.35, 2.2, 5.4)),
+        "softcap": ((1.5, 2.2, 6.0), (0.2, 2.2, 35.0), (2.1, 2.2, 50.0))},
+}
+
+
+def _results():
+    out = []
+    for i, (lr_i, seed) in enumerate((a, s) for a in range(3) for s in (0, 1)):
+        out.append(_result(i, LRS[lr_i], seed,
+                           {r: c[lr_i] for r, c in CURVES[seed].items()}))
+    return out
+
+
+SPEC = ExperimentSpec.from_dict({
+    "name": "toy", "preset": "demo", "base": {"scalings": ["sqrt", "qknorm", "softcap"]},
+    "axes": {"lr": list(LRS), "seed": [0, 1]},
+    "figures": [{"kind": "lr_sensitivity", "x": "lr", "y": "final_loss", "title": "S"}],
+    "verdict": {"kind": "lr_sensitivity", "metric": "final_loss", "over": "lr"}})
+
+
+def test_hand_computed_sensitivity_with_a_diverged_run():
+    # seed 0: min(loss, 2.0) = 2.0, 0.5, 1.0 -> mean 3.5/3 - best 0.5; seed 1: 1.5, 0.2, 2.2
+    # (diverged = the loss at init) -> mean 3.9/3 - 0.2
+    s0, s1 = 3.5 / 3 - 0.5, 3.9 / 3 - 0.2
+    s = lr_sensitivity(_results(), "sqrt")
+    assert s.per_seed == pytest.approx((s0, s1))
+    assert s.mean == pytest.approx((s0 + s1) / 2)
+    assert s.se == pytest.approx(statistics.stdev([s0, s1]) / math.sqrt(2))
+    assert s.best == 0.01 and s.best_loss == pytest.approx(0.35) and s.n == 2
+    assert seed_sensitivity(1.0, {1: 0.5, 2: 0.5}) == 0.0  # a flat curve: no sensitivity
+
+
+def test_verdict_judges_each_rule_against_the_first():
+    line = verdict(SPEC, _results())
+    assert line.startswith("learning-rate sensitivity (Wortsman et al.) of the final training loss"
+                           " over lr 0.001-0.1")
+    assert "sqrt 0.883 ± 0.22 (best lr 0.01: 0.35 ± 0.15)" in line
+    assert "qknorm widens the basin" in line and "and bounds the logit" in line
+    assert "softcap does not change the basin measurably" in line
+    assert "it only bounds the logit" in line
+
+
+def test_the_sensitivity_figure_has_one_bar_per_rule_with_its_error():
+    fig = figure_data(SPEC, _results())[0]
+    assert fig.kind == "by_rule" and [t for _, t in fig.x_ticks] == ["sqrt", "qknorm", "softcap"]
+    sqrt = fig.series[0]
+    s = lr_sensitivity(_results(), "sqrt")
+    assert sqrt.y == (s.mean,) and sqrt.lo == (s.mean - s.se,) and sqrt.n == (2,)
+
+
+def test_selector_reads_the_sensitivity_and_the_best_rate():
+    res = _results()
+    sel = Selector.from_dict({"stat": "lr_sensitivity", "rule": "qknorm", "over": "lr"})
+    sel.check(SPEC)
+    s = lr_sensitivity(res, "qknorm")
+    assert sel.measure(SPEC, res) == pytest.approx((s.mean, s.se))
+    best = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"})
+    assert best.measure(SPEC, res) == (0.01, 0.0)
+    from engine.errors import ConfigError
+
+    for bad in ({"stat": "lr_sensitivity", "rule": "sqrt"},
+                {"stat": "mean", "value": "final_loss", "rule": "sqrt", "over": "lr",
+                 "at": {"lr": 0.01}},
+                {"stat": "best", "rule": "sqrt", "over": "lr", "at": {"lr": 0.01}}):
+        with pytest.raises(ConfigError):
+            Selector.from_dict(bad).check(SPEC)
+
+
+def test_the_builtin_logit_control_experiment_is_sized_as_documented():
+    spec = builtin("logit_control")
+    lrs = next(a.values for a in spec.axes if a.field == "lr")
+    seeds = next(a.values for a in spec.axes if a.field == "seed")
+    assert len(lrs) >= 6 and max(lrs) / min(lrs) >= 100 and len(seeds) >= 4
+    assert set(spec.rules) == {"sqrt", "qknorm", "softcap", "qkclip", "sink"}
+    assert spec.rules[0] == "sqrt"  # the reference of the verdict
+    assert spec.verdict.kind == "lr_sensitivity" and spec.verdict.over == "lr"
+    b = spec.base
+    assert b.warmup > 0 and b.decay == "cosine"
+    assert {f.kind for f in spec.figures} >= {"vs_axis", "lr_sensitivity"}
