@@ -44,10 +44,8 @@ class ParamBar(QToolBar):
             spin.valueChanged.connect(lambda v, f=field: self.edited.emit({f: int(v)}))
             self.addWidget(spin)
             self.spins[field] = spin
-            if field == "n_keys":
-                self.addSeparator()
-                self.rule_buttons = self._add_rules()
-                self.addSeparator()
+        # the plot navigation before the rule chips: with twelve rules the bar is wider than a
+        # 1280 px window, and what does not fit goes into the bar's » menu (a chip, not ◀ ▶)
         self.addSeparator()
         self.prev_button = self._button("◀", "Previous plot, or the tour's previous step (Left)",
                                         lambda: self.step_requested.emit(-1))
@@ -56,6 +54,8 @@ class ParamBar(QToolBar):
         self.addWidget(self.plot_label)
         self.next_button = self._button("▶", "Next plot, or the tour's next step (Right)",
                                         lambda: self.step_requested.emit(1))
+        self.addSeparator()
+        self.rule_buttons = self._add_rules()
         #: "⚠ not run: plots show d_k 65,536, n 8" while they do: first in the bar, beside the
         #: fields (at the end, a full bar at 1280 px put it out of sight)
         self.outdated_label = QLabel("")
