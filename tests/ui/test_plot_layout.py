@@ -96,6 +96,26 @@ def test_simulation_page_in_presentation_mode(small, qtbot, wait_complete):
         small.set_presentation(False)
 
 
+def test_training_page_empty_hints_fit_their_plots(small, qtbot):
+    """Before Start each panel says what will appear: at 1280x720 (four panels to a row) its
+    sentence wraps to the plot's width instead of running past both edges."""
+    assert small.open_page_titled("Training")
+    page = small.tabs.currentWidget()
+    _problems(page, qtbot)  # (painted once: sized)
+    checked = 0
+    for panel in page.findChildren(PlotPanel):
+        hint = getattr(panel, "hint", None)
+        if hint is None or not hint.visible or not panel.isVisible():
+            continue
+        view = hint.plot.getViewBox()
+        if view.width() < 110:  # (a heatmap's sliver beside its colour bar: words are not cut)
+            continue
+        text = hint.item.mapRectToScene(hint.item.boundingRect())
+        assert view.sceneBoundingRect().adjusted(-2, -2, 2, 2).contains(text), panel.plot_id
+        checked += 1
+    assert checked >= 6
+
+
 def test_training_page_after_a_run(small, qtbot):
     from engine.training.config import TrainingConfig
 

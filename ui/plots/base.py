@@ -577,10 +577,22 @@ class EmptyHint:
         self.item.setZValue(50)
         plot.addItem(self.item, ignoreBounds=True)
         plot.getViewBox().sigRangeChanged.connect(self._centre)
+        plot.getViewBox().sigResized.connect(self._centre)
         self.item.hide()
 
     def _centre(self, *_args: Any) -> None:
-        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        view = self.plot.getViewBox()
+        (x0, x1), (y0, y1) = view.viewRange()
+        # wrapped to the plot's width: in a narrow panel (four to a row at 1280x720) a line
+        # longer than the plot ran past both of its edges
+        # (never narrower than a word or two: a word is not cut)
+        width = max(100.0, view.width() - 8)
+        if abs(self.item.textItem.textWidth() - width) > 0.5:
+            self.item.setTextWidth(width)
+            option = self.item.textItem.document().defaultTextOption()
+            option.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            option.setWrapMode(option.WrapMode.WordWrap)
+            self.item.textItem.document().setDefaultTextOption(option)
         self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
 
     def show(self, text: str, colour: str) -> None:
