@@ -97,6 +97,9 @@ def _look(w, qtbot) -> dict[str, Any]:
         assert w.open_page_titled(title)
         _settle(qtbot)
         page = w.tabs.currentWidget()
+        if hasattr(page, "stale"):  # (panels are redrawn a few per tick: slow under load)
+            qtbot.waitUntil(lambda p=page: not p.stale(), timeout=60_000)
+            _settle(qtbot)
         if hasattr(page, "estimator"):  # the Experiments page times a job: its line changes
             qtbot.waitUntil(lambda p=page: not p.estimate_timer.isActive()
                             and not p.estimator.is_running() and p.estimate is not None
