@@ -150,27 +150,7 @@ class ExperimentFigurePanel(PlotPanel):
 
     def draw(self, fig: Any) -> None:
         self._figure = fig
-        plot = self.plot
-        if self.compact:  # (the header has the title and the error caption)
-            plot.setTitle(None)
-            plot.setLabel("left", two_lines(fig.y_label))
-        else:
-            plot.setTitle(fig.title, color=self.theme.foreground)
-            plot.setLabel("left", f"{fig.y_label} ({fig.error})")
-        plot.setLabel("bottom", fig.x_label)
-        plot.setLogMode(x=fig.x_log, y=fig.y_log)
-        axis = plot.getAxis("bottom")
-        axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
-        plot.enableAutoRange()
-        if fig.x_ticks:  # categories: room on both sides
-            plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
-        if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
-            plot.setYRange(0.0, 1.0, padding=0.02)
-        if not fig.y_log:
-            plot.getAxis("left").setTicks(None)
-        x_range, y_range = plot.getViewBox().viewRange()
-        self._log_ticks("bottom", x_range)
-        self._log_ticks("left", y_range)
+        self._set_axes(fig)
         per_rule: dict[str, int] = {}
         seen = set()
         rules = list(dict.fromkeys(s.rule for s in fig.series))
@@ -209,6 +189,30 @@ class ExperimentFigurePanel(PlotPanel):
                     bars.setData(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0))
         if self.compact:
             self._compact_legend(fig)
+
+    def _set_axes(self, fig: Any) -> None:
+        """Title, labels, log modes, ticks and ranges of ``fig``."""
+        plot = self.plot
+        if self.compact:  # (the header has the title and the error caption)
+            plot.setTitle(None)
+            plot.setLabel("left", two_lines(fig.y_label))
+        else:
+            plot.setTitle(fig.title, color=self.theme.foreground)
+            plot.setLabel("left", f"{fig.y_label} ({fig.error})")
+        plot.setLabel("bottom", fig.x_label)
+        plot.setLogMode(x=fig.x_log, y=fig.y_log)
+        axis = plot.getAxis("bottom")
+        axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
+        plot.enableAutoRange()
+        if fig.x_ticks:  # categories: room on both sides
+            plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
+        if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
+            plot.setYRange(0.0, 1.0, padding=0.02)
+        if not fig.y_log:
+            plot.getAxis("left").setTicks(None)
+        x_range, y_range = plot.getViewBox().viewRange()
+        self._log_ticks("bottom", x_range)
+        self._log_ticks("left", y_range)
 
     def _compact_legend(self, fig: Any) -> None:
         """On the page, a figure of many series (a rule per colour times, e.g., five learning

@@ -193,24 +193,28 @@ class Presenter(QObject):
             normal = QFont(self._saved.get("font", QApplication.font()))
             for panel in self.window.page.panels.values():
                 for plot in panel.plot_items():
-                    for item in plot.listDataItems():
-                        pen = item.opts.get("pen")
-                        if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
-                            continue
-                        pen = pg.mkPen(pen)
-                        self._pens.append((item, QPen(pen)))
-                        pen.setWidthF(max(1.0, pen.widthF() * LINE_SCALE))
-                        item.setPen(pen)
-                    for name in ("left", "bottom"):
-                        axis = plot.getAxis(name)
-                        own = axis.style.get("tickFont")
-                        self._tick_fonts.append((axis, QFont(own) if own is not None else None))
-                        font = QFont(own if own is not None else normal)
-                        size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
-                        font.setPointSizeF(size * TICK_SCALE)
-                        axis.setStyle(tickFont=font)
+                    self._scale_plot(plot, normal)
         for panel in self.window.page.panels.values():
             panel.invalidate()
+
+    def _scale_plot(self, plot: Any, normal: QFont) -> None:
+        """One plot's pens and tick fonts scaled up, each original kept to restore."""
+        for item in plot.listDataItems():
+            pen = item.opts.get("pen")
+            if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
+                continue
+            pen = pg.mkPen(pen)
+            self._pens.append((item, QPen(pen)))
+            pen.setWidthF(max(1.0, pen.widthF() * LINE_SCALE))
+            item.setPen(pen)
+        for name in ("left", "bottom"):
+            axis = plot.getAxis(name)
+            own = axis.style.get("tickFont")
+            self._tick_fonts.append((axis, QFont(own) if own is not None else None))
+            font = QFont(own if own is not None else normal)
+            size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
+            font.setPointSizeF(size * TICK_SCALE)
+            axis.setStyle(tickFont=font)
 
     # -- one plot at a time --------------------------------------------------------------------
     def show_plot(self, index: int) -> None:

@@ -53,7 +53,7 @@ def test_a_new_point_is_drawn_over_several_refreshes(panel, full_state):
     # every curve shows the 5 points, the header says so
     for (_i, _rule), series in panel.series.items():
         assert len(series.curve.xData) == 5
-    assert "5/13 points" in panel.header_label.text()
+    assert "5/13 points" in panel.info_label.full_text  # (the caption under the header)
     # a forced redraw (an export) draws everything at once
     drawn.clear()
     assert panel.refresh(_state(full_state, 7), force=True)
