@@ -130,3 +130,25 @@ def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
         else:
             alive = False
     assert alive, app.stderr.read()[-2000:]
+
+
+def _cells(row: str) -> int:
+    return len(re.split(r"(?<!\\)\|", row.strip().strip("|")))
+
+
+def test_every_table_has_as_many_cells_per_row_as_its_header() -> None:
+    """A header whose cell count differs from its separator is no table at all (a bare ``|J|``
+    in a header cell did that to the worked examples): every row matches its header."""
+    bad = []
+    for path in [README, *sorted(DOCS.rglob("*.md"))]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if i and re.fullmatch(r"\|( *:?-+:? *\|)+", line.strip()):
+                width = _cells(line)
+                j = i + 1
+                rows = [lines[i - 1]]
+                while j < len(lines) and lines[j].startswith("|"):
+                    rows.append(lines[j])
+                    j += 1
+                bad += [f"{path.name}:{i}: {row[:60]}" for row in rows if _cells(row) != width]
+    assert not bad, "\n".join(bad)
