@@ -152,3 +152,17 @@ def test_every_table_has_as_many_cells_per_row_as_its_header() -> None:
                     j += 1
                 bad += [f"{path.name}:{i}: {row[:60]}" for row in rows if _cells(row) != width]
     assert not bad, "\n".join(bad)
+
+
+def test_the_tour_guide_counts_the_steps_of_resources_tour_json() -> None:
+    from ui.pages.tour.steps import load_steps
+
+    steps = load_steps()
+    appendix = [s for s in steps if s.title.startswith("Beyond the question")]
+    asking = [s for s in steps if s.question is not None]
+    text = (DOCS / "guide" / "tour.md").read_text(encoding="utf-8")
+    assert f"The question takes {len(steps) - len(appendix)} steps" in text
+    assert f"appendix of {len(appendix)} steps" in text
+    assert f"\n{len(asking)} steps ask first" in text
+    for step in appendix:
+        assert step.title.split(": ", 1)[1].split()[0].lower() in text.lower(), step.title
