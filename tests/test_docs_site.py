@@ -166,3 +166,30 @@ def test_the_tour_guide_counts_the_steps_of_resources_tour_json() -> None:
     assert f"\n{len(asking)} steps ask first" in text
     for step in appendix:
         assert step.title.split(": ", 1)[1].split()[0].lower() in text.lower(), step.title
+
+
+def test_the_module_map_names_modules_that_exist() -> None:
+    """docs/architecture.md's map: every ``name.py`` and ``folder/`` it names exists under the
+    top-level folder it is listed in (the map stays true as modules move)."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n(.*?)```", text, flags=re.S).group(1)
+    top, missing, named = ROOT, [], 0
+    for line in block.splitlines():
+        if line[:1] not in (" ", ""):
+            first = line.split()[0]
+            top = ROOT / first.rstrip("/") if first.endswith("/") else ROOT
+            if first.endswith(("/", ".py")):
+                named += 1
+                if not (ROOT / first).exists():
+                    missing.append(first)
+        entry = line[2:].split(" ")[0] if line.startswith("  ") and line[2:3] != " " else ""
+        if entry.endswith("/"):
+            named += 1
+            if not (top / entry).is_dir():
+                missing.append(f"{top.name}/{entry}")
+        for name in re.findall(r"(?<![\w/.])([a-z_][\w/]*\.py)\b", line):
+            named += 1
+            if not any(top.rglob(name)):
+                missing.append(f"{top.relative_to(ROOT)}: {name}")
+    assert named >= 40, named
+    assert not missing, missing
