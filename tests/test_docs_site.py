@@ -92,6 +92,7 @@ def test_ci_runs_the_readmes_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     command = 'pip install -e ".[test]" && python -m pytest'
     assert command in readme
+    assert command in (DOCS / "index.md").read_text(encoding="utf-8")  # the site's front page
     assert ci.rstrip().splitlines()[-1] == command
 
 
