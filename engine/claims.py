@@ -27,7 +27,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.validate import quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
@@ -385,6 +385,10 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     def run() -> Any:
         try:
             return summarize(run_to_result(analyze(ProbeConfig(**params))))
+        except FileFormatError as exc:  # a file of the model folder (the bundled model's)
+            if exc.option == "model":
+                raise Unavailable(str(exc)) from None
+            raise
         except ConfigError as exc:
             if exc.field == "model":
                 raise Unavailable(exc.message) from None

@@ -5,8 +5,9 @@ size and depth limits, checks the type and range of every size field it uses, re
 that needs code of its own (``auto_map``: trust_remote_code) or pickled weights only loadable
 without ``weights_only``, reads the safetensors headers (8-byte length + JSON, no tensor data) to
 count the parameters and the layers the weights really hold, checks config against weights, and
-estimates the memory the audit needs before anything is built. Every refusal is one line,
-"FILE: field: what is wrong".
+estimates the memory the audit needs before anything is built. Both JSON documents are read by the
+lab's bounded reader (:mod:`engine.readers`); every refusal of a file is one
+:class:`FileFormatError` line, "FILE: field: what is wrong", its option ``model``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from engine.errors import ConfigError
-from engine.probe.json_limits import load_json, short
+from engine.errors import ConfigError, FileFormatError
+from engine.readers.json_file import check_file, join_path, parse_json, read_json
+from engine.readers.schema import Int, ListOf, Nullable, Record, Text, describe, errors_in_file
+from engine.validate import quote
 
 CONFIG_MAX_BYTES = 4_000_000
 HEADER_MAX_BYTES = 100_000_000
+#: a weights file's size is not limited (only its header is read), but it must be a regular file
+WEIGHTS_MAX_BYTES = 2**60
 #: sanity bounds of a config's sizes (far above any published model)
 LIMITS = {"layers": 1_000, "heads": 4_096, "width": 131_072, "head_dim": 4_096,
           "positions": 10_000_000, "vocab": 10_000_000}
@@ -38,6 +43,17 @@ EXTRA_LAYER_KEYS = ("num_decoder_layers", "encoder_layers", "decoder_layers")
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                 "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|block|blocks)\.(\d+)(?:\.|$)")
+#: the fields of config.json read besides the sizes (a list of names; other keys are the model's)
+_CONFIG = Record({"model_type": Text(max_chars=200, what="a non-empty string"),
+                  "architectures": Nullable(ListOf(Text(max_chars=200), what="a list of names")),
+                  "_name_or_path": Nullable(Text(max_chars=4096))},
+                 required=frozenset({"model_type"}), extra="keep")
+#: a tensor's entry in a safetensors header (other keys are kept unread)
+_TENSOR = Record({"dtype": Text(max_chars=20, choices=tuple(_DTYPE_BYTES)),
+                  "shape": ListOf(Int(0, 2**40 - 1), max_items=64, what="a list of sizes"),
+                  "data_offsets": ListOf(Int(0), min_items=2, max_items=2,
+                                         what="a list [begin, end]")},
+                 required=frozenset({"dtype", "shape", "data_offsets"}), extra="keep")
 
 
 @dataclass(frozen=True)
@@ -64,90 +80,94 @@ def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) 
     """Read and check a model folder (see the module docstring); ``tokens`` sizes the memory
     estimate (the longest text the audit will run)."""
     cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
+    if not os.path.lexists(cfg_path):  # (a folder, a FIFO, a broken link: read_json says so)
         raise ConfigError("model", f"{str(folder)!r} is not a Hugging Face model folder (no "
                           "config.json)")
     label = str(cfg_path)
-    cfg = load_json(cfg_path, "model", CONFIG_MAX_BYTES, max_depth=32, label=label)
+    cfg = read_json(cfg_path, max_bytes=CONFIG_MAX_BYTES, kind="model's config.json",
+                    option="model")
     if not isinstance(cfg, dict):
-        raise ConfigError("model", f"{label}: top level: must be a JSON object, not a "
-                          f"{_json_type(cfg)}")
-    model_type = cfg.get("model_type")
-    if not isinstance(model_type, str) or not model_type.strip():
-        raise ConfigError("model", f"{label}: model_type: must be a non-empty string, not "
-                          f"{short(model_type)}")
-    model_type = model_type.strip()
+        _refuse(label, "top level", f"must be a JSON object, not {describe(cfg)}")
+    with errors_in_file(label, option="model"):
+        _CONFIG.check(cfg)
+    model_type = cfg["model_type"].strip()
+    if not model_type:
+        _refuse(label, "model_type", f"must be a non-empty string, got {quote(cfg['model_type'])}")
     if "auto_map" in cfg:
-        raise ConfigError("model", f"{label}: auto_map: this model needs Python code of its own "
-                          "(trust_remote_code); the lab runs no code from a model folder")
+        _refuse(label, "auto_map", "this model needs Python code of its own (trust_remote_code); "
+                "the lab runs no code from a model folder")
     archs = cfg.get("architectures") or []
-    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
-        raise ConfigError("model", f"{label}: architectures: must be a list of names, not "
-                          f"{short(archs)}")
-    sizes = cfg
-    if not any(k in cfg for _w, keys in SIZE_KEYS for k in keys):
-        sub = cfg.get("text_config")
-        sizes = sub if isinstance(sub, dict) else cfg
-    n_layers = _size(sizes, label, *SIZE_KEYS[0])
-    n_heads = _size(sizes, label, *SIZE_KEYS[1])
-    d_model = _size(sizes, label, *SIZE_KEYS[2])
-    layer_counts = [n_layers] + [_size(sizes, label, "layers", (k,)) for k in EXTRA_LAYER_KEYS
+    sizes, at = cfg, ""  # at: where the sizes are (a multimodal model's text_config)
+    if not any(k in cfg for _w, keys in SIZE_KEYS for k in keys) and isinstance(
+            cfg.get("text_config"), dict):
+        sizes, at = cfg["text_config"], "text_config"
+    src = (label, at, sizes)
+    n_layers = _size(src, *SIZE_KEYS[0])
+    n_heads = _size(src, *SIZE_KEYS[1])
+    d_model = _size(src, *SIZE_KEYS[2])
+    layer_counts = [n_layers] + [_size(src, "layers", (k,)) for k in EXTRA_LAYER_KEYS
                                  if k in sizes]
     head_dim = None
     for key in ("head_dim", "d_kv"):
         if sizes.get(key) is not None:
-            head_dim = _size(sizes, label, "head_dim", (key,))
+            head_dim = _size(src, "head_dim", (key,))
             break
     if head_dim is None and d_model % n_heads:
-        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[1][1])}: {n_heads} heads "
-                          f"do not divide the width {d_model}")
-    max_pos = _size(sizes, label, "positions", ("max_position_embeddings", "n_positions",
-                                                "max_seq_len", "n_ctx"), default=512)
-    vocab = _size(sizes, label, "vocab", ("vocab_size",), default=0)
+        _refuse(label, _key(src, SIZE_KEYS[1][1]), f"{n_heads} heads do not divide the width "
+                f"{d_model}")
+    max_pos = _size(src, "positions", ("max_position_embeddings", "n_positions", "max_seq_len",
+                                       "n_ctx"), default=512)
+    vocab = _size(src, "vocab", ("vocab_size",), default=0)
     if name is None:
         nm = cfg.get("_name_or_path")
         name = (nm.strip() if isinstance(nm, str) else "") or folder.resolve().name
     n_params, weight_layers, widths = _weights(folder)
     if weight_layers is not None and max(layer_counts) > weight_layers:
-        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[0][1])}: "
-                          f"{max(layer_counts)} layers, but the weights hold {weight_layers}")
+        _refuse(label, _key(src, SIZE_KEYS[0][1]), f"{max(layer_counts)} layers, but the "
+                f"weights hold {weight_layers}")
     own_width = any(k in sizes for k in ("word_embed_proj_dim", "embedding_size",
                                           "input_embedding_size", "embed_dim"))
     if widths and not own_width and d_model not in widths:
-        raise ConfigError("model", f"{label}: {_key(sizes, SIZE_KEYS[2][1])}: {d_model}, but "
-                          f"the weights' embeddings are {sorted(widths)[0]} wide")
+        _refuse(label, _key(src, SIZE_KEYS[2][1]), f"{d_model}, but the weights' embeddings "
+                f"are {sorted(widths)[0]} wide")
     info = ModelInfo(folder, name, model_type, tuple(archs), n_layers, n_heads, d_model,
                      max_pos, head_dim, n_params)
     check_memory(info, max(layer_counts), vocab, tokens, label)
     return info
 
 
-def _json_type(v: Any) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
-            type(None): "null"}.get(type(v), type(v).__name__)
+def _refuse(file: str, where: str, problem: str) -> NoReturn:
+    raise FileFormatError(file, where, problem, "model")
 
 
-def _key(cfg: dict[str, Any], keys: tuple[str, ...]) -> str:
-    return next((k for k in keys if k in cfg), keys[0])
+#: (config.json's path, the field path of the sizes in it, the object that holds them)
+_Sizes = tuple[str, str, dict[str, Any]]
 
 
-def _size(cfg: dict[str, Any], label: str, what: str, keys: tuple[str, ...],
-          default: int | None = None) -> int:
+def _key(src: _Sizes, keys: tuple[str, ...]) -> str:
+    """The field path of the first of ``keys`` present (of the first, if none is)."""
+    _label, at, cfg = src
+    return join_path(at, next((k for k in keys if k in cfg), keys[0]))
+
+
+def _size(src: _Sizes, what: str, keys: tuple[str, ...], default: int | None = None) -> int:
     """The first of ``keys`` present: a whole number from 1 to LIMITS[what]."""
+    label, at, cfg = src
+    hi = LIMITS[what]
     for key in keys:
         if key in cfg:
-            v = cfg[key]
-            hi = LIMITS[what]
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError("model", f"{label}: {key}: must be a whole number from 1 to "
-                                  f"{hi:,}, not {short(v)}")
+            with errors_in_file(label, at, option="model"):  # 3.0 too: transformers needs an int
+                v = Int(what=f"a whole number from 1 to {hi:,}", exact=True).check(cfg[key],
+                                                                                   (key,))
             if not 1 <= v <= hi:
                 if default is not None and v <= 0:
                     return default  # "no limit" spelled 0 or -1 (positions, vocab)
-                raise ConfigError("model", f"{label}: {key}: {v:,} is out of range 1 to {hi:,}")
+                _refuse(label, join_path(at, key), f"{quote(v)} is out of range 1 to {hi:,}")
             return v
     if default is None:
-        raise ConfigError("model", f"{label}: {keys[0]}: missing (the number of {what})")
+        also = f"; also read as {', '.join(keys[1:])}" if len(keys) > 1 else ""
+        _refuse(label, join_path(at, keys[0]), f"required, but missing (the number of {what}"
+                f"{also})")
     return default
 
 
@@ -179,47 +199,38 @@ def _weights(folder: Path) -> tuple[int | None, int | None, set[int]]:
 def _header_tensors(path: Path) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor in a safetensors file's header, after checking that the
     header is sound and the data it points to is inside the file."""
-    from engine.probe.json_limits import parse_json
-
     label = str(path)
+    size = check_file(path, max_bytes=WEIGHTS_MAX_BYTES, kind="weights file", option="model")
     try:
-        size = path.stat().st_size
         with path.open("rb") as fh:
             head = fh.read(8)
             if len(head) < 8:
-                raise ConfigError("model", f"{label}: too short for a safetensors file")
+                _refuse(label, "", "too short for a safetensors file")
             (n,) = struct.unpack("<Q", head)
             if n > min(HEADER_MAX_BYTES, size - 8):
-                raise ConfigError("model", f"{label}: header length {n:,} does not fit the "
-                                  f"file ({size:,} bytes)")
+                _refuse(label, "", f"header length {n:,} does not fit the file ({size:,} bytes)")
             raw = fh.read(n)
     except OSError as exc:
-        raise ConfigError("model", f"{label}: cannot be read ({exc.strerror or exc})") from None
+        _refuse(label, "", f"cannot read: {exc.strerror or exc}")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError("model", f"{label}: header is not UTF-8") from None
-    header = parse_json(text, f"{label} (header)", "model", max_depth=4)
+        header = parse_json(raw, label, max_bytes=HEADER_MAX_BYTES, kind="safetensors header",
+                            option="model", max_depth=4)
+    except FileFormatError as exc:  # its field path is inside the header
+        _refuse(label, join_path("header", exc.where), exc.problem)
     if not isinstance(header, dict):
-        raise ConfigError("model", f"{label}: header: must be a JSON object")
+        _refuse(label, "header", f"must be a JSON object, not {describe(header)}")
     out = []
     data_size = size - 8 - n
     for tname, entry in header.items():
         if tname == "__metadata__":
             continue
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        offs = entry.get("data_offsets") if isinstance(entry, dict) else None
-        dtype = entry.get("dtype") if isinstance(entry, dict) else None
-        if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                    and 0 <= d < 2**40 for d in shape)
-                or not isinstance(offs, list) or len(offs) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)
-                or dtype not in _DTYPE_BYTES):
-            raise ConfigError("model", f"{label}: {short(tname)}: malformed tensor entry")
-        nbytes = math.prod(shape) * _DTYPE_BYTES[dtype]
-        if not 0 <= offs[0] <= offs[1] <= data_size or offs[1] - offs[0] != nbytes:
-            raise ConfigError("model", f"{label}: {short(tname)}: data offsets {offs} do not "
-                              f"match its shape or the file (truncated?)")
+        with errors_in_file(label, "header", option="model"):
+            entry = _TENSOR.check(entry, (tname,))
+        shape, offs = entry["shape"], entry["data_offsets"]
+        nbytes = math.prod(shape) * _DTYPE_BYTES[entry["dtype"]]
+        if not offs[0] <= offs[1] <= data_size or offs[1] - offs[0] != nbytes:
+            _refuse(label, join_path("header", tname), f"data offsets {quote(offs)} do not match "
+                    "its shape or the file (truncated?)")
         out.append((tname, tuple(shape)))
     return out
 
@@ -253,5 +264,5 @@ def check_memory(info: ModelInfo, layers: int, vocab: int, tokens: int, label: s
     need = estimate_bytes(info, layers, vocab, tokens)
     have = available_bytes()
     if have is not None and need > 0.9 * have:
-        raise ConfigError("model", f"{label}: the model needs about {need / 1e9:.1f} GB to load "
-                          f"and audit {tokens} tokens; {have / 1e9:.1f} GB are available")
+        _refuse(label, "", f"the model needs about {need / 1e9:.1f} GB to load and audit "
+                f"{tokens} tokens; {have / 1e9:.1f} GB are available")

@@ -120,8 +120,7 @@ def check_tree(data: Any, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
             items = enumerate(node)
         else:
             if isinstance(node, float) and not math.isfinite(node):
-                return format_path(path), (f"{node} is not a number this file may hold (only "
-                                           "finite numbers)")
+                return format_path(path), _not_finite(node)
             continue
         if depth > max_depth:
             return format_path(path), f"nested more than {max_depth} levels deep"
@@ -129,9 +128,13 @@ def check_tree(data: Any, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
             if isinstance(value, (dict, list)):
                 stack.append((value, depth + 1, (*path, key)))
             elif isinstance(value, float) and not math.isfinite(value):
-                return format_path((*path, key)), (f"{value} is not a number this file may hold "
-                                                   "(only finite numbers)")
+                return format_path((*path, key)), _not_finite(value)
     return None
+
+
+def _not_finite(value: float) -> str:
+    return (f"{value} is not a number this file may hold (only finite numbers: no NaN, "
+            "Infinity or -Infinity)")
 
 
 def format_path(path: tuple[Any, ...] | list[Any]) -> str:
@@ -146,3 +149,11 @@ def format_path(path: tuple[Any, ...] | list[Any]) -> str:
                 part = part[:40] + "…"
             text += f".{part}" if text else part
     return text if len(text) <= PATH_CHARS else "…" + text[-PATH_CHARS:]
+
+
+def join_path(where: str, path: str) -> str:
+    """A field path inside ``where``: ``("base", "lr")`` -> ``base.lr``, ``("rows", "[2]")`` ->
+    ``rows[2]`` (either may be empty)."""
+    if not where or not path:
+        return where or path
+    return f"{where}{path}" if path.startswith("[") else f"{where}.{path}"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 from engine.errors import ConfigError, FileFormatError
-from engine.readers.json_file import format_path
+from engine.readers.json_file import format_path, join_path
 from engine.validate import quote
 
 #: most items in a list or an object, unless a schema says otherwise
@@ -48,9 +48,11 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return f"a list of {len(value):,} items" if value else "an empty list"
+        return (f"a list of {len(value):,} item{'s' * (len(value) > 1)}" if value else
+                "an empty list")
     if isinstance(value, dict):
-        return f"an object of {len(value):,} keys" if value else "an empty object"
+        return (f"an object of {len(value):,} key{'s' * (len(value) > 1)}" if value else
+                "an empty object")
     return quote(value)
 
 
@@ -90,14 +92,16 @@ class AnyObject(Schema):
 
 @dataclasses.dataclass(frozen=True)
 class Int(Schema):
-    """An integer (an integral float such as 64.0 too; never true/false), optionally in [lo, hi]."""
+    """An integer (an integral float such as 64.0 too, unless ``exact``: a value passed on to a
+    library that needs an int; never true/false), optionally in [lo, hi]."""
 
     lo: int | None = None
     hi: int | None = None
     what: str = "an integer"
+    exact: bool = False
 
     def check(self, value: Any, path: Path = ()) -> Any:
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and not self.exact:
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             self.wrong(value, path)
@@ -271,15 +275,9 @@ def errors_in_file(source: str, where: str = "", option: str = "") -> Iterator[N
     except FileFormatError:
         raise
     except SchemaError as exc:
-        raise FileFormatError(source, _join(where, exc.path), exc.message, option) from None
+        raise FileFormatError(source, join_path(where, exc.path), exc.message, option) from None
     except ConfigError as exc:
-        raise FileFormatError(source, _join(where, exc.field), exc.message, option) from None
-
-
-def _join(where: str, path: str) -> str:
-    if not where or not path:
-        return where or path
-    return f"{where}{path}" if path.startswith("[") else f"{where}.{path}"
+        raise FileFormatError(source, join_path(where, exc.field), exc.message, option) from None
 
 
 #: a config field's annotation (a string: the modules use ``from __future__ import annotations``)

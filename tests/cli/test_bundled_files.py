@@ -80,3 +80,26 @@ def test_training_presets_file_problems_are_named(tmp_path: Path, text: str, say
     with pytest.raises(FileFormatError) as info:
         load_presets(path)
     assert str(info.value) == f"{path}: {says}" or str(info.value).startswith(f"{path}: {says}")
+
+
+@pytest.fixture
+def broken_probe_texts(tmp_path: Path, monkeypatch) -> Path:
+    import engine.probe.texts as texts
+
+    bad = tmp_path / "probe_texts.json"
+    data = json.loads(texts.PRESETS_FILE.read_text(encoding="utf-8"))
+    data["presets"][0]["text"] = 5
+    bad.write_text(json.dumps(data))
+    monkeypatch.setattr(texts, "PRESETS_FILE", bad)
+    return bad
+
+
+def test_audit_model_without_a_text_names_a_broken_probe_texts_file(broken_probe_texts: Path,
+                                                                    tmp_path: Path,
+                                                                    capsys) -> None:
+    """No silent fallback to a sentence of the program's own: exit 2, one line, no --out."""
+    out = tmp_path / "audit"
+    assert _exit_code(["audit-model", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{broken_probe_texts}: presets[0].text: must be a string" in err[0], err
+    assert not out.exists()

@@ -1,7 +1,7 @@
 """The readers under fuzz: every file format the lab reads, each with a valid document to mutate,
 how to write a document as that file, and how to read it. A read either returns (a reader that
-never refuses: a job scan, the probe texts, a progress file, a setting) or raises its one clear
-error; ``outcome`` turns that into a value the tests judge."""
+never refuses: a job scan, a progress file, a setting) or raises its one clear error; ``outcome``
+turns that into a value the tests judge."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ class Reader:
     prepare: Callable[[Path], Path] = _same
     #: reads files (False: a value held elsewhere, e.g. a setting: no folders, FIFOs, links)
     files: bool = True
+    #: hostile contents that are a sound file of this format all the same (taken, and sane)
+    sound: frozenset[str] = frozenset()
 
 
 def dump(data: Any) -> bytes:
@@ -249,14 +251,67 @@ def _read_probe_texts(path: Path) -> Any:
     return load_text_presets(path)
 
 
-def _fell_back(got: Any) -> bool:
-    from engine.probe.texts import FALLBACK
-
-    return got == [FALLBACK]
-
-
 def _texts_ok(got: Any) -> bool:
-    return bool(got) and all(isinstance(n, str) and isinstance(t, str) for n, t in got)
+    return bool(got) and all(isinstance(n, str) and n.strip() and isinstance(t, str)
+                             and t.strip() for n, t in got)
+
+
+# -- model folders: config.json and the safetensors header, read before anything is built ------
+#: a tiny GPT-2's tensors (name: shape, float32): the embeddings and three layers
+MODEL_TENSORS = {"wte.weight": [64, 64], **{f"h.{i}.ln_1.weight": [64] for i in range(3)}}
+MODEL_DATA_BYTES = 4 * sum(math.prod(shape) for shape in MODEL_TENSORS.values())
+
+
+def valid_model_config() -> dict:
+    return {"model_type": "gpt2", "architectures": ["GPT2Model"], "n_layer": 3, "n_head": 4,
+            "n_embd": 64, "n_positions": 128, "vocab_size": 64, "_name_or_path": "tiny"}
+
+
+def valid_safetensors_header() -> dict:
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, shape in MODEL_TENSORS.items():
+        n = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    return header
+
+
+def _write_safetensors(path: Path, doc: Any) -> None:
+    """A safetensors file: the header (a document, or raw bytes as the header) and the data of
+    the valid header's tensors."""
+    import struct
+
+    raw = doc if isinstance(doc, bytes) else dump(doc)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(MODEL_DATA_BYTES))
+
+
+def _prepare_model_config(folder: Path) -> Path:
+    """A model folder with sound weights; the file to fill is its config.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_safetensors(folder / "model.safetensors", valid_safetensors_header())
+    return folder / "config.json"
+
+
+def _prepare_safetensors(folder: Path) -> Path:
+    """A model folder with a sound config.json; the file to fill is its model.safetensors."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", valid_model_config())
+    return folder / "model.safetensors"
+
+
+def _read_model_folder(path: Path) -> Any:
+    from engine.probe.model_folder import inspect_model_dir
+
+    return inspect_model_dir(path)
+
+
+def _model_ok(info: Any) -> bool:
+    """What reaches the loader: whole positive sizes that fit, names that are strings."""
+    sizes = (info.n_layers, info.n_heads, info.d_model, info.max_positions, info.d_k)
+    return (all(type(v) is int and v >= 1 for v in sizes) and isinstance(info.model_type, str)
+            and info.model_type.strip() and all(isinstance(a, str) for a in info.architectures)
+            and (info.head_dim is not None or info.d_model % info.n_heads == 0))
 
 
 def _write_weights(path: Path, doc: Any) -> None:
@@ -338,8 +393,13 @@ def readers() -> dict[str, Reader]:
             (RESOURCES / "experiments" / "seeds.json").read_text()), write_json, _read_builtin,
             files),
         Reader("tour", ".json", valid_tour, write_json, _read_tour, _tour_errors()),
-        Reader("probe_texts", ".json", valid_probe_texts, write_json, _read_probe_texts, (),
-               _fell_back, _texts_ok),
+        Reader("probe_texts", ".json", valid_probe_texts, write_json, _read_probe_texts, files,
+               sane=_texts_ok),
+        Reader("model_config", "", valid_model_config, write_json, _read_model_folder, files,
+               sane=_model_ok, prepare=_prepare_model_config),
+        Reader("safetensors_header", "", valid_safetensors_header, _write_safetensors,
+               _read_model_folder, files, sane=_model_ok, prepare=_prepare_safetensors,
+               sound=frozenset({"empty_object"})),  # a header of no tensors: an empty file
         Reader("weights", ".pt", None, _write_weights, _read_weights, files),
         Reader("progress", ".progress", lambda: {"step": 3, "steps": 10}, write_json,
                _read_progress, (), lambda got: got is None, _progress_ok),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.probe.config import ProbeConfig
 from engine.probe.loader import inspect_model_dir, resolve_model_dir
 
@@ -67,10 +67,11 @@ def test_config_is_read_and_checked_against_the_weights_without_transformers(tmp
 
 
 def _refusal(folder: Path) -> str:
-    with pytest.raises(ConfigError) as err:
+    """The one line of the refusal: the file, the field path, the problem (for --model)."""
+    with pytest.raises(FileFormatError) as err:
         inspect_model_dir(folder)
-    msg = err.value.message
-    assert err.value.field == "model" and "\n" not in msg
+    msg = str(err.value)
+    assert err.value.option == "model" and "\n" not in msg
     return msg
 
 
@@ -86,6 +87,11 @@ GOOD = {"model_type": "gpt2", "n_layer": 3, "n_head": 4, "n_embd": 64}
     ('{"model_type": "gpt2", "n_layer": Infinity, "n_head": 4, "n_embd": 64}', "config.json",
      "Infinity"),
     (json.dumps({**GOOD, "n_layer": 3.5}), "n_layer", "whole number"),
+    # transformers reads the raw config: 4.0 would reach range() and torch as a float
+    (json.dumps({**GOOD, "n_head": 4.0}), "n_head", "whole number"),
+    (json.dumps({"model_type": "llava", "text_config": {"num_hidden_layers": 3,
+                 "num_attention_heads": "x", "hidden_size": 64}}),
+     "text_config.num_attention_heads", "whole number"),
     (json.dumps({**GOOD, "n_layer": 10**30}), "n_layer", "out of range"),
     (json.dumps({**GOOD, "n_head": 5}), "n_head", "do not divide"),
     (json.dumps({**GOOD, "model_type": 7}), "model_type", "non-empty string"),

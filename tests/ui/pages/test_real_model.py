@@ -448,3 +448,25 @@ def test_training_lab_weights_are_audited_run_by_run(page, qtbot, tmp_path: Path
     out = page.export_all(tmp_path / "exports")
     assert out is not None, page.last_message
     assert [r["run"] for r in read_csv(out / "layers.csv")] == ["sqrt", "sqrt_twice"]
+
+
+def test_a_broken_presets_file_is_named_on_the_error_line(show_widget, tmp_path: Path,
+                                                          monkeypatch, capfd) -> None:
+    """No silent fallback: the status line and stderr name the file and the field, the preset
+    menu is disabled and says why, the text is left to the user."""
+    import engine.probe.texts as texts
+    from ui.pages.real_model.page import RealModelPage
+
+    bad = tmp_path / "probe_texts.json"
+    bad.write_text(json.dumps({"presets": [{"name": "A", "text": "x"}, {"name": 7, "text": "y"}]}))
+    monkeypatch.setattr(texts, "PRESETS_FILE", bad)
+    p = show_widget(RealModelPage(), (1400, 900))
+    said = f"{bad}: presets[1].name: must be a string"
+    assert said in p.last_message and "\n" not in p.last_message, p.last_message
+    assert said in p.status_label.text()
+    assert not p.preset_box.isEnabled() and said in p.preset_box.toolTip()
+    assert p.preset_box.count() == 1 and "unavailable" in p.preset_box.itemText(0)
+    assert p.text_edit.toPlainText() == "" and p.presets == []
+    err = capfd.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert p.analyze() is False and p.last_message == "type a text first"

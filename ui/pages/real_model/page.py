@@ -9,6 +9,7 @@ lazily, in that thread) -> latest snapshot -> panels redraw on a ~30 Hz timer. W
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, FileFormatError
 from engine.probe.analyze import ProbeResult, ProbeSnapshot, analyze, head_detail
 from engine.probe.audit import AuditConfig, AuditResult, AuditSnapshot, audit
 from engine.probe.config import PROBE_RULES, ProbeConfig
@@ -63,6 +64,14 @@ from ui.pages.real_model.panels import (
 )
 
 TOKENS_DEBOUNCE_MS = 250
+
+
+def error_text(exc: ConfigError) -> str:
+    """What the status line says of a refusal: a file's whole line (``FILE: field: problem``),
+    else the message (the field is the page's model or text)."""
+    return str(exc) if isinstance(exc, FileFormatError) else exc.message
+
+
 def format_tokens(tokens: tuple[str, ...]) -> str:
     """'0:[CLS]  1:the  2:quick ...': index and token as the model sees it."""
     return "  ".join(f"{i}:{t}" for i, t in enumerate(tokens))
@@ -102,6 +111,8 @@ class RealModelPage(LivePage):
         self.timer.start()
         self._update_availability()
         self._show_empty()
+        if self.presets_error:
+            self._message(self.presets_error, error=True)
 
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -162,16 +173,23 @@ class RealModelPage(LivePage):
         """The text (or a preset), Analyze / Stop, progress and the status line."""
         text_box = QGroupBox("Text", side)
         tb = QVBoxLayout(text_box)
-        self.presets = load_text_presets()
+        self.presets, self.presets_error = [], ""
+        try:
+            self.presets = load_text_presets()
+        except ConfigError as exc:  # FileFormatError: FILE: field path: what is wrong
+            self.presets_error = f"preset texts unavailable: {error_text(exc)}"
+            sys.stderr.write(self.presets_error + "\n")
         self.preset_box = QComboBox(text_box)
-        self.preset_box.addItem("Preset texts…")
+        self.preset_box.addItem("Preset texts…" if self.presets else "Preset texts unavailable")
+        self.preset_box.setToolTip(self.presets_error)
+        self.preset_box.setEnabled(bool(self.presets))
         for name, _text in self.presets:
             self.preset_box.addItem(name)
         self.preset_box.activated.connect(self._pick_preset)
         tb.addWidget(self.preset_box)
         self.text_edit = QPlainTextEdit(text_box)
         self.text_edit.setPlaceholderText("Type or paste a text, then Analyze (Ctrl+Enter)")
-        self.text_edit.setPlainText(self.presets[0][1])
+        self.text_edit.setPlainText(self.presets[0][1] if self.presets else "")
         self.text_edit.setMinimumHeight(90)
         tb.addWidget(self.text_edit, 1)
         row = QHBoxLayout()
@@ -307,7 +325,7 @@ class RealModelPage(LivePage):
             if folder is not None and weights is None:
                 inspect_model_dir(resolve_model_dir(folder))
         except ConfigError as exc:
-            self._message(exc.message, error=True)
+            self._message(error_text(exc), error=True)
             return False
         if folder != self.model_dir:
             self.worker.stop()  # a running analysis belongs to the previous model
@@ -366,7 +384,8 @@ class RealModelPage(LivePage):
         try:
             cfg = ProbeConfig(text=self.text_edit.toPlainText(), model=self.model_dir)
         except ConfigError as exc:
-            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            self._message(error_text(exc) if exc.field != "text" else "type a text first",
+                          error=True)
             return False
         models = self._models
 
@@ -408,7 +427,8 @@ class RealModelPage(LivePage):
             cfg = AuditConfig(text=self.text_edit.toPlainText(), model=self.model_dir,
                               inject=tuple(self.bugs.items()))
         except ConfigError as exc:
-            self._message(exc.message if exc.field != "text" else "type a text first", error=True)
+            self._message(error_text(exc) if exc.field != "text" else "type a text first",
+                          error=True)
             return False
 
         def job(cancelled: Any):
@@ -584,7 +604,7 @@ class RealModelPage(LivePage):
 
     def _on_error(self, _gen: int, exc: object) -> None:
         self._set_running(False)
-        text = exc.message if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        text = error_text(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         self._message(text, error=True)
         self.progress.setValue(0)
 
@@ -607,7 +627,7 @@ class RealModelPage(LivePage):
         try:
             tok = tokenize(loaded, text)
         except ConfigError as exc:
-            self.tokens_count.setText(exc.message)
+            self.tokens_count.setText(error_text(exc))
             return
         self.tokens_view.setPlainText(format_tokens(tok.tokens))
         note = (f"; the text has {text_length(tok.truncated_from, len(tok.ids))}, the rest is cut"
