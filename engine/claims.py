@@ -32,7 +32,9 @@ from engine.validate import quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
-KINDS = ("simulate", "inspect", "probe", "experiment")
+KINDS = ("simulate", "inspect", "probe", "experiment", "optimum", "coord")
+#: kinds whose runs are reproducible bit for bit (training: single-threaded, subnormals flushed)
+EXACT_KINDS = ("experiment", "optimum", "coord")
 #: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
 #: ... and for experiments: none (their runs are reproducible bit for bit, see above)
@@ -57,7 +59,7 @@ class Claim:
     def __post_init__(self) -> None:
         if self.se_multiple is None:
             object.__setattr__(self, "se_multiple", EXPERIMENT_SE_MULTIPLE
-                               if self.kind == "experiment" else DEFAULT_SE_MULTIPLE)
+                               if self.kind in EXACT_KINDS else DEFAULT_SE_MULTIPLE)
 
     @property
     def command(self) -> str:
@@ -169,7 +171,12 @@ def _check_run(claim: Claim) -> None:
         probe = dataclass_schema(ProbeConfig, {"text": Text(max_chars=500_000)})
         _in("params", lambda: Record({**probe.fields, "text_preset": name}).check(claim.params))
         _in("measure", lambda: value_path.check(claim.measure))
-    else:  # an experiment: its spec, and what is selected from its results
+    elif claim.kind == "coord":
+        from engine.training.coord_check import CoordCheckConfig
+
+        _in("params", lambda: CoordCheckConfig.from_dict(claim.params))
+        _in("measure", lambda: coord_selector(claim))
+    else:  # an experiment (or its best learning rate): its spec, and what is selected from it
         spec = _in("params", lambda: experiment_of(claim))
         _in("measure", lambda: selector_of(claim).check(spec))
 
@@ -321,14 +328,60 @@ def experiment_of(claim: Claim) -> Any:
 
 
 def selector_of(claim: Claim) -> Any:
+    """The claim's figure of its experiment: a statistic over seeds (``experiment``) or a best
+    learning rate and its shift with the width (``optimum``, engine.experiments.transfer)."""
+    if claim.kind == "optimum":
+        from engine.experiments.transfer import OptimumSelector
+
+        return OptimumSelector.from_dict(claim.measure)
     from engine.experiments.select import Selector
 
     return Selector.from_dict(claim.measure)
 
 
+def coord_selector(claim: Claim) -> tuple[Any, str, str, int, str]:
+    """A coord check claim: (its config, param, kind, step, stat: slope or se)."""
+    from engine.training.coord_check import KINDS as COORD_KINDS
+    from engine.training.coord_check import CoordCheckConfig
+
+    cfg = CoordCheckConfig.from_dict(claim.params)
+    m = claim.measure
+    if set(m) != {"param", "kind", "step", "stat"} or m["stat"] not in ("slope", "se") \
+            or m["param"] not in cfg.params or m["kind"] not in COORD_KINDS \
+            or m["step"] not in range(cfg.steps + 1):
+        raise ConfigError("measure", "needs param (one of the check's), kind "
+                                     f"({', '.join(COORD_KINDS)}), step (0..{cfg.steps}) and "
+                                     "stat (slope or se)")
+    return cfg, m["param"], m["kind"], int(m["step"]), m["stat"]
+
+
+def _measure_coord(claim: Claim, cache: _Cache) -> tuple[float, float]:
+    """A slope of the coord check (engine.training.coord_check), mean ± SE over its seeds."""
+    from collections import deque
+
+    from engine.errors import Cancelled
+    from engine.training.coord_check import run_coord_check, slopes
+
+    cfg, param, kind, step, stat = coord_selector(claim)
+
+    def run() -> list[Any]:
+        last = deque(run_coord_check(cfg, cache.cancelled), maxlen=1)
+        if not last or not last[0].finished:
+            raise Cancelled
+        return slopes(last[0].rows)
+
+    fitted = cache.get({"coord": cfg.to_dict()}, run)
+    s = next((s for s in fitted if (s.param, s.kind, s.step) == (param, kind, step)), None)
+    if s is None or s.seeds == 0:
+        raise MeasurementFailed(f"no slope of {kind} at step {step} under {param} (zero at "
+                                "some width)")
+    return (s.slope, s.se) if stat == "slope" else (s.se, 0.0)
+
+
 def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
-    """A figure over the seeds of an experiment (``engine.experiments.select``); the experiment
-    runs once per check, on the cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
+    """A figure over the seeds of an experiment (``engine.experiments.select``, or a best
+    learning rate: ``engine.experiments.transfer``); the experiment runs once per check, on the
+    cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
     from engine.errors import Cancelled
     from engine.experiments.runner import run_experiment, scan_results
 
@@ -402,7 +455,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
 
 MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
     "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
-    "experiment": _measure_experiment,
+    "experiment": _measure_experiment, "optimum": _measure_experiment, "coord": _measure_coord,
 }
 
 

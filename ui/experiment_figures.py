@@ -129,7 +129,7 @@ class ExperimentFigurePanel(PlotPanel):
             seen.add(s.name)
             items = self._items.get(s.name)
             if items is None:
-                items = self._make_items(s.name, s.rule, k, fig.kind)
+                items = self._make_items(s.name, s.rule, k, fig.kind, s.colour)
                 self._items[s.name] = items
             curve, bars, lo_curve, hi_curve = items
             x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
@@ -155,15 +155,18 @@ class ExperimentFigurePanel(PlotPanel):
                 if bars is not None:
                     bars.setData(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0))
 
-    def _make_items(self, name: str, rule: str, k: int, kind: str) -> tuple[Any, Any, Any, Any]:
+    def _make_items(self, name: str, rule: str, k: int, kind: str, own_colour: str = ""
+                    ) -> tuple[Any, Any, Any, Any]:
+        """A series' items in its own colour, else its rule's; the k-th style of its group."""
         plot = self.plot
+        colour = own_colour or rule_color(rule)
         style = _STYLES[k % len(_STYLES)]
-        pen = rule_pen(rule, 2.0, style) if kind != "by_rule" else None
+        pen = pg.mkPen(colour, width=2.0, style=style) if kind != "by_rule" else None
         curve = plot.plot([], [], pen=pen, name=name, symbol=_SYMBOLS[k % len(_SYMBOLS)],
-                          symbolSize=8, symbolBrush=rule_color(rule), symbolPen=rule_color(rule))
+                          symbolSize=8, symbolBrush=colour, symbolPen=colour)
         if kind == "vs_step":
             curve.setSymbol(None)
-            c = pg.mkColor(rule_color(rule))
+            c = pg.mkColor(colour)
             lo_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
             hi_curve = pg.PlotDataItem([], [], pen=pg.mkPen(None))
             plot.addItem(lo_curve)
@@ -172,7 +175,8 @@ class ExperimentFigurePanel(PlotPanel):
             band = pg.FillBetweenItem(lo_curve, hi_curve, brush=pg.mkBrush(c))
             plot.addItem(band)
             return curve, None, lo_curve, hi_curve
-        bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=rule_pen(rule, 1.5), beam=0.05)
+        bar_pen = pg.mkPen(colour, width=1.5) if own_colour else rule_pen(rule, 1.5)
+        bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=bar_pen, beam=0.05)
         plot.addItem(bars)
         return curve, bars, None, None
 

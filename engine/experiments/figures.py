@@ -41,6 +41,8 @@ LABELS = {
     "accuracy": "training accuracy",
     "lr": "learning rate",
     "d_k": "head width d_k",
+    "d_model": "model width d_model",
+    "param": "parametrization",
     "heads": "heads",
     "seed": "seed",
     "accuracy_len": "accuracy at evaluation (no gradient)",
@@ -81,6 +83,7 @@ class Series:
     lo: tuple[float, ...]  #: lower end of the error bar / band
     hi: tuple[float, ...]  #: upper end
     n: tuple[int, ...]  #: runs behind each point
+    colour: str = ""  #: its own colour ("" = the rule's), e.g. graded by width
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def point(results: Sequence[dict[str, Any]], rule: str, metric: str
 
 
 def _series(name: str, rule: str, pts: Iterable[tuple[float, tuple[float, float, float, int]]],
-            y_log: bool) -> Series:
+            y_log: bool, colour: str = "") -> Series:
     xs, ys, los, his, ns = [], [], [], [], []
     for x, (y, lo, hi, n) in pts:
         if not all(math.isfinite(v) for v in (x, y, lo, hi)):
@@ -140,7 +143,18 @@ def _series(name: str, rule: str, pts: Iterable[tuple[float, tuple[float, float,
         los.append(lo)
         his.append(hi)
         ns.append(n)
-    return Series(name, rule, tuple(xs), tuple(ys), tuple(los), tuple(his), tuple(ns))
+    return Series(name, rule, tuple(xs), tuple(ys), tuple(los), tuple(his), tuple(ns), colour)
+
+
+#: a sequential palette (viridis, without its palest yellow): curves ordered by a value (width)
+GRADED = ("#440154", "#414487", "#2A788E", "#22A884", "#7AD151", "#B5DE2B")
+
+
+def graded_colours(n: int) -> list[str]:
+    """``n`` colours spread over GRADED, darkest first."""
+    if n <= 1:
+        return [GRADED[0]] * n
+    return [GRADED[round(i * (len(GRADED) - 1) / (n - 1))] for i in range(n)]
 
 
 def _fmt(v: Any) -> str:
@@ -160,9 +174,80 @@ def _other_points(spec: ExperimentSpec, results: list[dict[str, Any]], exclude: 
 
 
 def figure_data(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> list[FigureData]:
-    """Every figure of ``spec`` from the finished jobs (those that raised are left out)."""
+    """Every figure of ``spec`` from the finished jobs (those that raised are left out); a
+    figure with a ``panel`` axis gives one figure per value of it and rule."""
     results = ok_results(results)
-    return [_figure(spec, fig, i, results) for i, fig in enumerate(spec.figures)]
+    out: list[FigureData] = []
+    for i, fig in enumerate(spec.figures):
+        if fig.panel:
+            out += _panels(spec, fig, i, results)
+        elif fig.kind == "optimum":
+            out.append(_optimum_figure(spec, fig, i, results))
+        else:
+            out.append(_figure(spec, fig, i, results))
+    return out
+
+
+def _panels(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[str, Any]]
+            ) -> list[FigureData]:
+    """``fig.y`` along ``fig.x``, one figure per (value of ``fig.panel``, rule), one curve per
+    value of the other non-seed axes, coloured in their order (e.g. narrow to wide)."""
+    values = next(a.values for a in spec.axes if a.field == fig.x)
+    panel_values = next(a.values for a in spec.axes if a.field == fig.panel)
+    combos = _grid_points(spec, (fig.x, fig.panel))  # (fixed colours as results come in)
+    colours = graded_colours(len(combos))
+    out = []
+    for pv in panel_values:
+        for rule in spec.rules:
+            series = []
+            for where, colour in zip(combos, colours):
+                pts = _along(results, rule, fig, {**where, fig.panel: pv}, values)
+                name = ", ".join(f"{k}={_fmt(v)}" for k, v in where.items()) or rule
+                series.append(_series(name, rule, pts, fig.y_log, colour))
+            fid = f"{spec.name}_{i + 1}_{fig.y.replace('@', '_at_')}_{_fmt(pv)}_{rule}"
+            out.append(FigureData(fid, fig.kind, f"{fig.title}: {fig.panel} {_fmt(pv)}, {rule}",
+                                  label(fig.x), fig.y_label or label(fig.y), fig.x_log,
+                                  fig.y_log, tuple(series),
+                                  RATE_ERROR if fig.y == "success" else MEAN_ERROR))
+    return out
+
+
+def _grid_points(spec: ExperimentSpec, exclude: Iterable[str]) -> list[dict[str, Any]]:
+    """Every combination of the axes other than seed and ``exclude`` (before any result)."""
+    import itertools
+
+    axes = [a for a in spec.axes if a.field != SEED_AXIS and a.field not in set(exclude)]
+    return [dict(zip((a.field for a in axes), combo))
+            for combo in itertools.product(*(a.values for a in axes))] or [{}]
+
+
+OPTIMUM_ERROR = "parabola vertex in log lr; 95 % bootstrap interval over seeds"
+
+
+def _optimum_figure(spec: ExperimentSpec, fig: FigureSpec, i: int,
+                    results: list[dict[str, Any]]) -> FigureData:
+    """The best value of ``fig.over`` (parabola minimum of ``fig.y`` in log) against ``fig.x``,
+    one series per rule and value of the other non-seed axes; bars: the bootstrap interval."""
+    from engine.experiments.transfer import curve, optimum
+
+    xs = next(a.values for a in spec.axes if a.field == fig.x)
+    combos = _grid_points(spec, (fig.x, fig.over))
+    series = []
+    for where in combos:
+        for rule in spec.rules:
+            pts = []
+            for x in xs:
+                c = curve(spec, results, rule, fig.over, {**where, fig.x: x}, fig.y)
+                if c is None:
+                    continue
+                o = optimum(c)
+                if all(math.isfinite(v) for v in (o.log_lr, o.lo, o.hi)):
+                    pts.append((float(x), (o.lr, 10 ** o.lo, 10 ** o.hi, o.seeds)))
+            name = ", ".join([*(f"{k}={_fmt(v)}" for k, v in where.items()), rule])
+            series.append(_series(name, rule, pts, True))
+    return FigureData(f"{spec.name}_{i + 1}_best_{fig.over}", "vs_axis", fig.title, label(fig.x),
+                      fig.y_label or f"best {label(fig.over)}", fig.x_log, True, tuple(series),
+                      OPTIMUM_ERROR)
 
 
 def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[str, Any]]
@@ -187,6 +272,18 @@ def _figure(spec: ExperimentSpec, fig: FigureSpec, i: int, results: list[dict[st
     return _vs_step(spec, fig, fid, y_label, results)
 
 
+def _along(results: list[dict[str, Any]], rule: str, fig: FigureSpec, where: dict[str, Any],
+           values: Iterable[Any]) -> list[tuple[float, tuple[float, float, float, int]]]:
+    """(x, point) of ``fig.y`` for ``rule`` at each value of the axis ``fig.x``, the other axes
+    at ``where`` (a log x axis drops values <= 0)."""
+    pts = []
+    for v in values:
+        p = point([r for r in results if _matches(r, {**where, fig.x: v})], rule, fig.y)
+        if p is not None and not (fig.x_log and float(v) <= 0):
+            pts.append((float(v), p))
+    return pts
+
+
 def _vs_axis(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
              results: list[dict[str, Any]]) -> FigureData:
     """The measure along one axis, a series per rule and per value of the other axes."""
@@ -194,12 +291,7 @@ def _vs_axis(spec: ExperimentSpec, fig: FigureSpec, fid: str, y_label: str,
     series: list[Series] = []
     for rule in spec.rules:
         for where in _other_points(spec, results, (fig.x,)):
-            pts = []
-            for v in values:
-                sel = [r for r in results if _matches(r, {**where, fig.x: v})]
-                p = point(sel, rule, fig.y)
-                if p is not None and not (fig.x_log and float(v) <= 0):
-                    pts.append((float(v), p))
+            pts = _along(results, rule, fig, where, values)
             name = rule + "".join(f", {k}={_fmt(v)}" for k, v in where.items())
             series.append(_series(name, rule, pts, fig.y_log))
     return FigureData(fid, fig.kind, fig.title, label(fig.x), y_label, fig.x_log, fig.y_log,
@@ -399,6 +491,8 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     parts = []
     if v.kind == "longest_length":
         return _longest_length(spec, results)
+    if v.kind == "transfer":
+        return transfer_verdict(spec, results)
     if v.kind == "lr_sensitivity":
         return _sensitivity_verdict(spec, results)
     if v.kind == "by_rule":
@@ -416,3 +510,35 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
                      f"{_describe(metric, point(at_last, rule, metric))}"
                      f"{_median_steps(metric, at_last, rule)}")
     return f"{what}, {v.over} {_fmt(first)} -> {_fmt(last)}: " + "; ".join(parts)
+
+
+def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:
+    """Per rule and value of the other axes (e.g. param): the best ``over`` (lr) at the
+    narrowest and at the widest ``width``, how far it moves (grid steps ± bootstrap SE, and as
+    a factor), and whether the widest model is better at a fixed value: at the narrowest one's
+    best grid value of ``over``, the metric of the widest minus the narrowest (mean ± SE over
+    paired seeds)."""
+    from engine.experiments.transfer import curve, fixed_lr_comparison, optimum, shift
+
+    v = spec.verdict
+    widths = next(a.values for a in spec.axes if a.field == v.width)
+    narrow_w, wide_w = min(widths), max(widths)
+    parts = []
+    for where in _grid_points(spec, (v.over, v.width)):
+        for rule in spec.rules:
+            name = " ".join([*(f"{_fmt(x)}" for x in where.values()), rule])
+            narrow = curve(spec, results, rule, v.over, {**where, v.width: narrow_w}, v.metric)
+            wide = curve(spec, results, rule, v.over, {**where, v.width: wide_w}, v.metric)
+            if narrow is None or wide is None:
+                parts.append(f"{name}: not enough runs yet")
+                continue
+            a, b, sh = optimum(narrow), optimum(wide), shift(narrow, wide)
+            at, diff, diff_se = fixed_lr_comparison(narrow, wide)
+            edge = "" if a.inside and b.inside else " (at the grid's end: may move further)"
+            parts.append(f"{name} {a.lr:.3g} -> {b.lr:.3g}, {sh.steps:+.1f} ± "
+                         f"{sh.se / sh.grid_step:.1f} grid steps (x{sh.factor:.2g}){edge}, widest "
+                         f"at {at:.2g} {diff:+.2g} ± {diff_se:.2g}")
+    return (f"best {v.over}, {v.width} {_fmt(narrow_w)} -> {_fmt(wide_w)} (parabola vertex in "
+            f"log {v.over} of the {label(v.metric)}; ± bootstrap SE over seeds; widest at the "
+            f"narrowest's best {v.over}: its {label(v.metric)} minus the narrowest's, ± SE): "
+            + "; ".join(parts))

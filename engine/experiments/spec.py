@@ -24,9 +24,9 @@ NOT_AXES = ("scalings", "device")
 #: most jobs in one grid
 JOBS_MAX = 100_000
 #: figure kinds (see ``engine.experiments.figures``)
-FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length", "lr_sensitivity")
+FIGURE_KINDS = ("by_rule", "vs_axis", "vs_step", "vs_length", "optimum", "lr_sensitivity")
 #: verdict kinds (see ``engine.experiments.figures.verdict``)
-VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length", "lr_sensitivity")
+VERDICT_KINDS = ("by_rule", "ends_of_axis", "longest_length", "transfer", "lr_sensitivity")
 #: what ``vs_length`` figures and the ``longest_length`` verdict show at each evaluation length
 LENGTH_METRICS = ("accuracy", "entropy_norm")
 
@@ -106,8 +106,12 @@ class FigureSpec:
     ``vs_axis``; a metrics.csv column for ``vs_step``; ``accuracy`` or ``entropy_norm`` after
     training at each of the base config's evaluation lengths for ``vs_length``; the loss whose
     learning-rate sensitivity each rule gets (``final_loss``) for ``lr_sensitivity``, along the
-    axis ``x``. ``x``: the axis drawn along x (``vs_axis``), that splits the curves
-    (``vs_step``) or that the sensitivity runs over (``lr_sensitivity``)."""
+    axis ``x``. ``x``: the axis drawn along x (``vs_axis``, ``optimum``), that splits the curves
+    (``vs_step``) or that the sensitivity runs over (``lr_sensitivity``).
+    ``panel`` (``vs_axis``): one figure per value of that axis and rule, one curve per value of
+    the other axes (e.g. a panel per param, a curve per width). ``optimum``: the value of the
+    axis ``over`` (e.g. lr) where y is smallest, against x (e.g. the width), one series per rule
+    and value of the other axes (``engine.experiments.transfer``)."""
 
     kind: str
     y: str
@@ -116,11 +120,17 @@ class FigureSpec:
     y_label: str = ""
     x_log: bool = False
     y_log: bool = False
+    panel: str = ""
+    over: str = ""
 
     def __post_init__(self) -> None:
         check_choice("figures", self.kind, FIGURE_KINDS)
-        if self.kind in ("vs_axis", "lr_sensitivity") and not self.x:
+        if self.kind in ("vs_axis", "optimum", "lr_sensitivity") and not self.x:
             raise ConfigError("figures", f"{quote(self.title)}: a {self.kind} figure needs x (an axis)")
+        if self.kind == "optimum" and not self.over:
+            raise ConfigError("figures", f"{quote(self.title)}: an optimum figure needs over (an axis)")
+        if self.panel and self.kind != "vs_axis":
+            raise ConfigError("figures", f"{quote(self.title)}: panel is for vs_axis figures")
         if self.kind == "vs_length":
             check_choice("figures", self.y, LENGTH_METRICS)
 
@@ -131,7 +141,10 @@ class VerdictSpec:
     value of the axis ``over`` (``ends_of_axis``), or (``accuracy`` or ``entropy_norm``) at the
     longest evaluation length after training (``longest_length``), or the learning-rate
     sensitivity of ``metric`` along ``over`` with each rule judged against the first one
-    (``lr_sensitivity``, engine.experiments.sensitivity), each with its uncertainty.
+    (``lr_sensitivity``, engine.experiments.sensitivity), each with its uncertainty; or
+    (``transfer``) the value of ``over`` (e.g. lr) where ``metric`` is smallest, at the first
+    and last value of the axis ``width``, and how far it moves, per rule and value of the other
+    axes (``engine.experiments.transfer``).
     ``at`` restricts it to the jobs at some axis values (e.g. one learning rate, where pooling all
     of them would let the largest dominate); given as a mapping, kept as (axis, value) pairs."""
 
@@ -139,9 +152,12 @@ class VerdictSpec:
     metric: str = "success"
     over: str = ""
     at: tuple[tuple[str, Any], ...] = ()
+    width: str = ""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.kind, VERDICT_KINDS)
+        if self.kind == "transfer" and not (self.over and self.width):
+            raise ConfigError("verdict", "transfer needs over (e.g. lr) and width (an axis)")
         at = self.at.items() if isinstance(self.at, dict) else self.at
         try:
             pairs = tuple((str(k), v) for k, v in at)
@@ -200,16 +216,20 @@ class ExperimentSpec:
         if n > JOBS_MAX:
             raise ConfigError("axis", f"the grid has {n:,} jobs, more than {JOBS_MAX:,}")
         for fig in self.figures:
-            for name in (fig.x,) if fig.x else ():
-                if name not in names:
-                    raise ConfigError("figures", f"{quote(fig.title)}: x={quote(name)} is not an axis")
+            for key in ("x", "panel", "over"):
+                name = getattr(fig, key)
+                if name and name not in names:
+                    raise ConfigError("figures", f"{quote(fig.title)}: {key}={quote(name)} is not "
+                                                 "an axis")
         if not self.base.eval_lengths and (
                 any(f.kind == "vs_length" for f in self.figures)
                 or self.verdict.kind == "longest_length"):
             raise ConfigError("eval_lengths", "a vs_length figure or a longest_length verdict "
                                               "needs evaluation lengths in the base config")
-        if self.verdict.over and self.verdict.over not in names:
-            raise ConfigError("verdict", f"over={quote(self.verdict.over)} is not an axis")
+        for key in ("over", "width"):
+            name = getattr(self.verdict, key)
+            if name and name not in names:
+                raise ConfigError("verdict", f"{key}={quote(name)} is not an axis")
         for name, value in self.verdict.at:
             axis = next((a for a in axes if a.field == name), None)
             if axis is None or name == self.verdict.over:
@@ -232,11 +252,21 @@ class ExperimentSpec:
         for index, combo in enumerate(itertools.product(*(a.values for a in self.axes))):
             values = {a.field: v for a, v in zip(self.axes, combo)}
             try:
-                cfg = self.base.replace(**values)
+                cfg = self.base.replace(**values, **self._mup_base_width(values))
             except ConfigError as exc:
                 raise ConfigError("axis", f"{job_key(values)}: {exc.field}: {exc.message}") from None
             jobs.append(Job(index, job_key(values), values, cfg))
         return jobs
+
+    def _mup_base_width(self, values: dict[str, Any]) -> dict[str, int]:
+        """muP's base width, where the grid leaves it open (0): the narrowest value of the width
+        axis, for the jobs that run under mup (the sp jobs' configs stay as they were)."""
+        param = values.get("param", self.base.param)
+        width_field = values.get("width_axis", self.base.width_axis)
+        widths = next((a.values for a in self.axes if a.field == width_field), None)
+        if param != "mup" or self.base.base_width or "base_width" in values or not widths:
+            return {}
+        return {"base_width": min(widths)}
 
     def jobs(self) -> list[Job]:
         """The grid: the product of the axes (the last axis varies fastest)."""

@@ -35,6 +35,12 @@ DEVICES = ("auto", "cpu", "cuda")
 #: ``sinusoidal`` = the fixed sin/cos code of Vaswani et al. 2017 (any length);
 #: ``none`` = no position signal but the causal mask itself (any length)
 POSITIONS = ("learned", "sinusoidal", "none")
+#: parametrization: ``sp`` = the standard one (the model as it always was) or ``mup`` (Yang et al.
+#: 2022, Tensor Programs V; engine.training.parametrization)
+PARAMS = ("sp", "mup")
+#: muP: the dimension that is the width: d_model with the heads fixed (d_k = d_model / heads grows
+#: with it) or the head width d_k with d_model fixed
+WIDTH_AXES = ("d_model", "d_k")
 
 #: default tau of ``qkclip`` (see ``TrainingConfig.qk_clip_tau``)
 QK_CLIP_TAU_DEFAULT = 30.0
@@ -83,6 +89,16 @@ class TrainingConfig(ConfigMethods):
     mlp: bool = False
     layernorm: bool = True
     qk_init: float = 1.0
+    #: parametrization (PARAMS); mup scales inits, multipliers and learning rates with the width
+    param: str = "sp"
+    #: mup: the dimension that is the width (WIDTH_AXES)
+    width_axis: str = "d_model"
+    #: mup: the width the muP multipliers are relative to; 0 = this model's own width (then
+    #: every multiplier is 1). Experiments set it to the narrowest width of their grid
+    base_width: int = 0
+    #: mup: logits of the dk rule = attn_mult * q.k / d_k; 0 = sqrt(d_k at the base width), so
+    #: that they equal q.k / sqrt(d_k) there
+    attn_mult: float = 0.0
     # rules
     scalings: tuple[str, ...] = ("none", "sqrt", "dk")
     temperature: float = 1.0  #: T of the fixed ``temperature`` rule
@@ -141,6 +157,29 @@ class TrainingConfig(ConfigMethods):
     def head_dim(self) -> int:
         """d_k actually used (``d_k`` or d_model / heads)."""
         return self.d_k or self.d_model // self.heads
+
+    @property
+    def width(self) -> int:
+        """The muP width: d_model or d_k (``width_axis``)."""
+        return self.d_model if self.width_axis == "d_model" else self.head_dim
+
+    def at_width(self, width: int) -> TrainingConfig:
+        """This config with its width (``width_axis``) set to ``width``, all else kept."""
+        return self.replace(**{self.width_axis: width})
+
+    @property
+    def mup_base_width(self) -> int:
+        """The width the muP multipliers are relative to (``base_width``, or the own width)."""
+        return self.base_width or self.width
+
+    @property
+    def mup_attn_mult(self) -> float:
+        """muP's attention multiplier: ``attn_mult``, or sqrt(d_k at the base width)."""
+        if self.attn_mult > 0:
+            return self.attn_mult
+        if self.width_axis == "d_k":
+            return math.sqrt(self.mup_base_width)
+        return math.sqrt(self.d_k or self.mup_base_width // self.heads)
 
     @property
     def seq_len(self) -> int:
@@ -245,6 +284,22 @@ def _check_model(cfg: TrainingConfig) -> None:
       check_float("cosine_temperature", cfg.cosine_temperature, *TEMPERATURE_RANGE))
     s(cfg, "softcap", check_float("softcap", cfg.softcap, 0.0, 1e6, lo_open=True))
     s(cfg, "qk_clip_tau", check_float("qk_clip_tau", cfg.qk_clip_tau, 0.0, 1e6, lo_open=True))
+    _check_param(cfg)
+
+
+def _check_param(cfg: TrainingConfig) -> None:
+    """The parametrization; under mup the base width must give a valid model of the same shape
+    (d_model / heads whole when d_k follows d_model). Ignored under sp."""
+    s = object.__setattr__
+    check_choice("param", cfg.param, PARAMS)
+    check_choice("width_axis", cfg.width_axis, WIDTH_AXES)
+    s(cfg, "base_width", check_int("base_width", cfg.base_width, 0, D_MODEL_MAX))
+    s(cfg, "attn_mult", check_float("attn_mult", cfg.attn_mult, 0.0, 1e6))
+    if cfg.param != "mup" or cfg.base_width == 0:
+        return
+    if cfg.width_axis == "d_model" and cfg.d_k == 0 and cfg.base_width % cfg.heads:
+        raise ConfigError("base_width", f"must be a multiple of heads ({cfg.heads}) when d_k is "
+                          f"d_model / heads, got {cfg.base_width}")
 
 
 def _check_optimisation(cfg: TrainingConfig) -> None:
@@ -347,6 +402,14 @@ FIELD_HELP: dict[str, str] = {
     "layernorm": "pre-LayerNorm before attention (and MLP) and before the classifier",
     "qk_init": "W_Q, W_K ~ N(0, G^2/d_model): G = 1 gives unit-variance q and k entries at init "
                "(with the LayerNorm on)",
+    "param": "parametrization: sp (standard) or mup (muP, Yang et al. 2022: zero-init W_Q and "
+             "readout, readout x base_width/width, Adam lr of hidden matrices x base_width/width; "
+             "the dk rule's logits x attn_mult)",
+    "width_axis": "mup: the width is d_model (heads fixed, d_k grows) or d_k (d_model fixed)",
+    "base_width": "mup: the width the multipliers are relative to (0 = this model's own width; "
+                  "experiments: the narrowest width of the grid)",
+    "attn_mult": "mup: the dk rule's logits are attn_mult x q.k / d_k; 0 = sqrt(d_k at the base "
+                 "width), equal to the sqrt rule there",
     "scalings": "rules trained side by side from the same initial weights on the same batches",
     "temperature": "T of the fixed temperature rule (logits = q.k / T)",
     "cosine_temperature": "initial value of the cosine rule's learned temperature (logits = cos / T)",

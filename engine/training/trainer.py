@@ -40,6 +40,7 @@ from engine.training.observe import (  # noqa: F401 (the column names are re-exp
     head_stats,
     logit_edges,
 )
+from engine.training.parametrization import attach_multipliers, mup_init_, optimizer_params
 from engine.training.qk_clip import clip_heads
 from engine.training.tasks import input_features, make_batch, stream_seed, vocab_size
 
@@ -251,14 +252,13 @@ class _Run:
     def __init__(self, rule: str, model: AttentionModel, cfg: TrainingConfig) -> None:
         self.rule = rule
         self.model = model
+        params = optimizer_params(model, cfg)  # sp: the model's; mup: groups with an lr_scale
         if cfg.optimizer == "adam" and cfg.weight_decay > 0:
-            self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr,
-                                         weight_decay=cfg.weight_decay)
+            self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         elif cfg.optimizer == "adam":  # plain Adam, so runs without decay keep their numbers
-            self.opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+            self.opt = torch.optim.Adam(params, lr=cfg.lr)
         else:
-            self.opt = torch.optim.SGD(model.parameters(), lr=cfg.lr,
-                                       weight_decay=cfg.weight_decay)
+            self.opt = torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.diverged_step = -1
         self.loss_sum = 0.0
         self.acc_sum = 0.0
@@ -295,11 +295,13 @@ class Trainer:
             model = AttentionModel(cfg, rule, input_features(cfg), vocab_size(cfg))
             if base is None:
                 model.init_weights(torch.Generator().manual_seed(stream_seed(cfg.seed, 0)))
+                mup_init_(model, cfg)  # muP's zero and rescaled inits (nothing under sp)
                 base = model.state_dict()
             else:
                 own = model.state_dict()
                 own.update({k: v for k, v in base.items() if k in own and not any(p in k for p in RULE_PARAMETERS)})
                 model.load_state_dict(own)
+            attach_multipliers(model, cfg)  # muP's forward multipliers (nothing under sp)
             self.runs.append(_Run(rule, model.to(self.device), cfg))
         self.data_gen = torch.Generator().manual_seed(stream_seed(cfg.seed, 1))
         self.probe = make_batch(cfg, cfg.probe_size, torch.Generator().manual_seed(
@@ -380,8 +382,8 @@ class Trainer:
             for i in backward_done:
                 run = self.runs[i]
                 if run.alive:
-                    for group in run.opt.param_groups:
-                        group["lr"] = lr
+                    for group in run.opt.param_groups:  # (muP: a scale per group)
+                        group["lr"] = lr * group.get("lr_scale", 1.0)
                     if cfg.grad_clip > 0:
                         torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
                     run.opt.step()

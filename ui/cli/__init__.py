@@ -12,6 +12,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("ui.cli.train", "train a tiny attention model under several scaling rules side by side"),
     "experiment": ("ui.cli.experiment", "grids of training runs over seeds, learning rates, "
                    "widths: parallel, reproducible, summarised with uncertainty"),
+    "coord-check": ("ui.cli.coord_check", "mean |activation| per layer vs width over the first "
+                    "training steps, standard parametrization vs muP"),
     "probe-model": ("ui.cli.probe_model", "per-head attention scores of a real pretrained model "
                     "vs. the i.i.d. theory"),
     "reproduce": ("ui.cli.reproduce", "measure every published number again and compare "

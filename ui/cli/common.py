@@ -61,6 +61,18 @@ def fail(prog: str, error: ConfigError | str, field: str | None = None) -> NoRet
     raise SystemExit(EXIT_USAGE)
 
 
+
+def require_out(prog: str, args: argparse.Namespace) -> None:
+    """A command that writes a folder: ``--out`` given, and with ``--figures`` PySide6 there to
+    draw them (checked before any work starts)."""
+    if not args.out:
+        fail(prog, "is required (the folder the results go to)", "out")
+    if args.figures:
+        try:
+            import PySide6  # noqa: F401
+        except ImportError:
+            fail(prog, "needs PySide6 to draw the figures", "figures")
+
 #: a --text-file larger than this is refused (the models read at most a few thousand tokens;
 #: the tokenizer only ever sees the start of the text)
 TEXT_FILE_LIMIT_MB = 10

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
+from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar, require_out
 
 PROG = "attention-lab experiment"
 
@@ -100,13 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         return _list_builtins()
-    if not args.out:
-        fail(PROG, "is required (the folder the results go to)", "out")
-    if args.figures:
-        try:
-            import PySide6  # noqa: F401
-        except ImportError:
-            fail(PROG, "needs PySide6 to draw the figures", "figures")
+    require_out(PROG, args)
     try:
         spec = build_spec(args)
         from engine.experiments.runner import run_experiment

@@ -30,9 +30,11 @@ from engine.training.config import (
     HEADS_MAX,
     LAYERS_MAX,
     OPTIMIZERS,
+    PARAMS,
     POSITIONS,
     TASKS,
     TRAINING_RULES,
+    WIDTH_AXES,
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
@@ -57,6 +59,10 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "mlp": ("bool",),
     "layernorm": ("bool",),
     "qk_init": ("float", 0.001, 100.0, 3, 0.1),
+    "param": ("choice", PARAMS),
+    "width_axis": ("choice", WIDTH_AXES),
+    "base_width": ("int", 0, D_MODEL_MAX),
+    "attn_mult": ("float", 0.0, 1e6, 4, 0.5),
     "temperature": ("float", 1e-6, 1e6, 4, 0.5),
     "cosine_temperature": ("float", 1e-6, 1e6, 4, 0.01),
     "softcap": ("float", 1e-3, 1e6, 3, 1.0),
@@ -82,6 +88,7 @@ GROUPS = (
     ("Task", ("task", "items_min", "items_max", "key_dim", "noise", "classes", "pairs",
               "positions")),
     ("Model", ("d_model", "heads", "d_k", "layers", "mlp", "layernorm", "qk_init")),
+    ("Parametrization (muP)", ("param", "width_axis", "base_width", "attn_mult")),
     ("Rules", ("temperature", "cosine_temperature", "softcap", "qk_clip_tau")),
     ("Optimisation", ("optimizer", "lr", "batch", "steps", "seed", "device")),
     ("Observation", ("log_every", "probe_size", "hist_bins", "hist_range",
@@ -94,7 +101,9 @@ LABELS = {"d_k": "d_k (0 = d_model/heads)", "qk_init": "W_Q/W_K init gain",
           "hist_range": "histogram range ±", "hist_bins": "histogram bins",
           "collapse_threshold": "collapse: entropy <", "collapse_logs": "collapse: for logs",
           "eval_lengths": "set sizes (items; recall: pairs)", "eval_size": "examples per size",
-          "eval_every": "evaluate every K logs"}
+          "eval_every": "evaluate every K logs", "param": "parametrization",
+          "width_axis": "muP: width is", "base_width": "muP: base width (0 = own)",
+          "attn_mult": "muP: attn_mult (0 = auto)"}
 
 
 def parse_ints(text: str, field: str) -> tuple[int, ...]:

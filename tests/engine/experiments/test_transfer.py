@@ -1,0 +1,147 @@
+"""The best learning rate of a loss curve, its bootstrap over seeds, its shift with the width,
+the figures and the verdict of a transfer experiment: on synthetic results with a known answer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.experiments.figures import figure_data, verdict
+from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec, VerdictSpec
+from engine.experiments.transfer import (
+    Curve,
+    OptimumSelector,
+    optimum,
+    parabola_minimum,
+    shift,
+)
+from engine.training.config import TrainingConfig
+
+LRS = tuple(float(v) for v in 10.0 ** np.arange(-4, -0.99, 3 / 7))  # 8 values, 3 decades
+
+
+def test_the_parabola_through_three_points_finds_a_quadratic_minimum():
+    x = np.log10(LRS)
+    y = (x + 2.3) ** 2 + 0.1
+    best, inside = parabola_minimum(x, y)
+    assert best == pytest.approx(-2.3, abs=1e-9) and inside
+
+
+def test_a_minimum_at_the_grid_end_is_flagged():
+    x = np.log10(LRS)
+    best, inside = parabola_minimum(x, x)  # increasing: best at the smallest lr
+    assert best == pytest.approx(x[0]) and not inside
+
+
+def _loss(log_lr: float, centre: float, seed: int) -> float:
+    return 0.2 + 0.3 * (log_lr - centre) ** 2 + 0.01 * math.sin(7 * seed + 3 * log_lr)
+
+
+def _results(centres: dict[tuple[str, int], float], seeds=(0, 1, 2)) -> list[dict]:
+    """Jobs of a param x d_model x lr x seed grid, loss a parabola around ``centres``."""
+    out, i = [], 0
+    for (param, width), c in centres.items():
+        for lr in LRS:
+            for s in seeds:
+                loss = _loss(math.log10(lr), c, s)
+                out.append({"index": i, "key": str(i), "error": None,
+                            "values": {"param": param, "d_model": width, "lr": lr, "seed": s},
+                            "rules": {"sqrt": {"final_loss": loss, "diverged_step": None}},
+                            "rows": []})
+                i += 1
+    return out
+
+
+def _spec() -> ExperimentSpec:
+    base = TrainingConfig(scalings=("sqrt",), d_model=16, heads=2, classes=16)
+    return ExperimentSpec(
+        "wt", base,
+        (Axis("param", ("sp", "mup")), Axis("d_model", (16, 128)), Axis("lr", LRS),
+         Axis("seed", (0, 1, 2))),
+        figures=(FigureSpec("vs_axis", "final_loss", "Loss vs lr", x="lr", x_log=True,
+                            panel="param"),
+                 FigureSpec("optimum", "final_loss", "Best lr vs width", x="d_model",
+                            over="lr", x_log=True)),
+        verdict=VerdictSpec("transfer", "final_loss", over="lr", width="d_model"))
+
+
+CENTRES = {("sp", 16): -2.0, ("sp", 128): -2.9, ("mup", 16): -2.0, ("mup", 128): -2.0}
+
+
+def test_the_optimum_and_the_shift_are_found_with_their_uncertainty():
+    spec, results = _spec(), _results(CENTRES)
+    for (param, width), c in CENTRES.items():
+        best = OptimumSelector("best_log10_lr", "sqrt", {"param": param, "d_model": width})
+        got, se = best.measure(spec, results)
+        assert got == pytest.approx(c, abs=0.1)
+        assert 0 < se < 0.1
+    step = math.log10(LRS[1] / LRS[0])
+    sp = OptimumSelector("shift_steps", "sqrt", {"param": "sp"}).measure(spec, results)[0]
+    mup = OptimumSelector("shift_steps", "sqrt", {"param": "mup"}).measure(spec, results)[0]
+    assert sp == pytest.approx(-0.9 / step, abs=0.3)
+    assert abs(mup) < 0.2
+
+
+def test_a_diverged_run_counts_as_the_chance_loss():
+    spec, results = _spec(), _results(CENTRES)
+    for r in results:  # the largest lr diverges everywhere
+        if r["values"]["lr"] == LRS[-1]:
+            r["rules"]["sqrt"] = {"final_loss": None, "diverged_step": 5}
+    from engine.experiments.transfer import curve
+
+    c = curve(spec, results, "sqrt", "lr", {"param": "sp", "d_model": 16})
+    assert np.all(c.losses[-1] == pytest.approx(math.log(16)))
+
+
+def test_the_bootstrap_is_reproducible_and_widens_with_noise():
+    rng = np.random.default_rng(5)
+    x = np.log10(LRS)
+    quiet = Curve(LRS, (0, 1, 2, 3), np.stack([(x + 2) ** 2 + rng.normal(0, 0.01, 4)
+                                               for x in x]))
+    noisy = Curve(LRS, (0, 1, 2, 3), np.stack([(x + 2) ** 2 + rng.normal(0, 0.5, 4)
+                                               for x in x]))
+    assert optimum(quiet) == optimum(quiet)
+    assert optimum(quiet).se < optimum(noisy).se
+    assert shift(quiet, quiet).log_shift == 0.0
+
+
+def test_figures_give_a_panel_per_param_and_a_best_lr_series_per_param():
+    spec, results = _spec(), _results(CENTRES)
+    figs = figure_data(spec, results)
+    assert [f.title for f in figs[:2]] == ["Loss vs lr: param sp, sqrt", "Loss vs lr: param mup, sqrt"]
+    assert [s.name for s in figs[0].series] == ["d_model=16", "d_model=128"]
+    assert len({s.colour for s in figs[0].series}) == 2  # graded by width
+    best = figs[2]
+    assert [s.name for s in best.series] == ["param=sp, sqrt", "param=mup, sqrt"]
+    sp = best.series[0]
+    assert sp.x == (16.0, 128.0)
+    assert math.log10(sp.y[0]) == pytest.approx(-2.0, abs=0.1)
+    assert all(lo <= y <= hi for y, lo, hi in zip(sp.y, sp.lo, sp.hi))
+    # before any result: the same figures, empty (the page builds its panels from them)
+    assert [f.id for f in figure_data(spec, [])] == [f.id for f in figs]
+
+
+def test_the_verdict_reports_both_params_as_measured():
+    text = verdict(_spec(), _results(CENTRES))
+    assert "sp sqrt 0.00965 -> 0.00129, -2.0 ± " in text  # 0.9 decade = 2.1 grid steps
+    assert "mup sqrt 0.00965 -> 0.00965, +0.0 ± " in text
+    assert "grid steps" in text and "bootstrap" in text
+    # at the narrow model's best grid lr (0.014) the sp model 8x wider ends higher, with its SE
+    sp = text.split("sp sqrt")[1].split(";")[0]
+    assert "widest at 0.014 +0.32 ± " in sp
+
+
+@pytest.mark.parametrize("measure,says", [
+    (dict(stat="best", rule="sqrt", at={"param": "sp", "d_model": 16}), "stat"),
+    (dict(stat="best_lr", rule="dk", at={"param": "sp", "d_model": 16}), "rule"),
+    (dict(stat="best_lr", rule="sqrt", at={"param": "sp"}), "at must fix"),
+    (dict(stat="shift_steps", rule="sqrt", at={"param": "sp", "d_model": 16}), "at must fix"),
+    (dict(stat="best_lr", rule="sqrt", at={"param": "xx", "d_model": 16}), "not a value"),
+])
+def test_a_bad_optimum_selection_is_refused(measure, says):
+    from engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        OptimumSelector.from_dict(measure).check(_spec())

@@ -1,0 +1,305 @@
+"""muP (param = mup) against Microsoft's reference (the ``mup`` package) and against the paper's
+Table 3 written out here; param = sp leaves the training loop exactly as it was."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.nn import functional as F  # noqa: E402
+
+from engine.errors import ConfigError  # noqa: E402
+from engine.training.config import TrainingConfig  # noqa: E402
+from engine.training.model import AttentionModel  # noqa: E402
+from engine.training.numerics import training_numerics  # noqa: E402
+from engine.training.parametrization import parameter_plan  # noqa: E402
+from engine.training.tasks import make_batch, stream_seed  # noqa: E402
+from engine.training.trainer import Trainer  # noqa: E402
+
+#: the width axis d_model (heads fixed, d_k grows) and the axis d_k (d_model fixed)
+AXES = {
+    "d_model": dict(task="recall", d_model=128, heads=2, layers=2, mlp=True, base_width=32,
+                    width_axis="d_model", classes=16, pairs=4),
+    "d_k": dict(task="retrieval", d_model=48, heads=2, d_k=96, layers=1, mlp=False,
+                base_width=24, width_axis="d_k"),
+}
+HIDDEN = ("attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight", "attn.w_o.weight",
+          "mlp.fc.weight", "mlp.proj.weight")
+
+
+def _cfg(axis: str, **kw) -> TrainingConfig:
+    return TrainingConfig(**{**AXES[axis], "param": "mup", "device": "cpu", "batch": 8,
+                             "probe_size": 8, "steps": 3, "lr": 0.01, **kw})
+
+
+def _lrs(opt, model) -> dict[str, tuple[float, float]]:
+    """Parameter name -> (learning rate, weight decay) of the group holding it."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {names[id(p)]: (g["lr"], g["weight_decay"]) for g in opt.param_groups
+            for p in g["params"]}
+
+
+# -- param = sp: today's loop, bit for bit ------------------------------------------------------------
+def _reference_sp_weights(cfg: TrainingConfig) -> dict[str, torch.Tensor]:
+    """The training loop as it was before muP existed: one Adam over model.parameters()."""
+    model = AttentionModel(cfg, cfg.scalings[0], cfg.in_features, cfg.vocab)
+    model.init_weights(torch.Generator().manual_seed(stream_seed(cfg.seed, 0)))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(stream_seed(cfg.seed, 1))
+    with training_numerics():
+        for s in range(cfg.steps):
+            b = make_batch(cfg, cfg.batch, gen)
+            loss = F.cross_entropy(model(b.inputs, b.readout, b.mask), b.targets)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            for g in opt.param_groups:
+                g["lr"] = cfg.lr * cfg.lr_factor(s)
+            opt.step()
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(warmup=2, decay="cosine", task="recall", layers=2,
+                                              mlp=True, d_model=32, heads=2)])
+def test_sp_trains_exactly_as_the_plain_loop(kw):
+    cfg = TrainingConfig(**{"d_model": 32, "scalings": ("sqrt",), "steps": 6, "batch": 8,
+                            "probe_size": 4, "device": "cpu", "lr": 0.01, "base_width": 8,
+                            "attn_mult": 3.0, **kw})  # (the muP fields are ignored under sp)
+    trainer = Trainer(cfg, observe=False)
+    for _ in trainer.iterate():
+        pass
+    ref = _reference_sp_weights(cfg)
+    got = trainer.runs[0].model.state_dict()
+    assert set(got) == set(ref)
+    for name in ref:
+        assert torch.equal(got[name], ref[name]), name
+    assert len(trainer.runs[0].opt.param_groups) == 1
+    assert not trainer.runs[0].model.head._forward_pre_hooks
+
+
+# -- against the mup package ---------------------------------------------------------------------
+def _readouts(cfg: TrainingConfig) -> list[str]:
+    """The layers mup requires to be MuReadout: fan_in a width, fan_out not (its
+    ``assert_hidden_size_inf`` refuses any other such nn.Linear)."""
+    names = ["head"]
+    if cfg.width_axis == "d_k":
+        names += [f"blocks.{i}.attn.w_o" for i in range(cfg.layers)]
+    return names
+
+
+def _mup_model(cfg: TrainingConfig, rule: str, init: bool):
+    """Our model with its readout-like layers swapped for ``mup.MuReadout`` (the classifier with
+    mup's readout_zero_init), SP-initialized like ours, W_Q zeroed as muP recommends."""
+    import mup
+
+    model = AttentionModel(cfg, rule, cfg.in_features, cfg.vocab)
+    if init:
+        model.init_weights(torch.Generator().manual_seed(stream_seed(cfg.seed, 0)))
+    for name in _readouts(cfg):
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        old = getattr(parent, leaf)
+        new = mup.MuReadout(old.in_features, old.out_features, bias=old.bias is not None,
+                            readout_zero_init=name == "head")
+        if name != "head":
+            with torch.no_grad():
+                new.weight.copy_(old.weight)
+        setattr(parent, leaf, new)
+    if init:
+        with torch.no_grad():
+            for blk in model.blocks:
+                blk.attn.w_q.weight.zero_()
+    return model
+
+
+def _mup_reference(cfg: TrainingConfig, rule: str, optimizer: str):
+    import mup
+
+    model = _mup_model(cfg, rule, init=True)
+    base = _mup_model(cfg.at_width(cfg.base_width), rule, init=False)
+    other = cfg.base_width * 2
+    delta = _mup_model(cfg.at_width(other), rule, init=False)
+    mup.set_base_shapes(model, base, delta=delta)  # (rescales MuReadout weights; do_assert)
+    make = mup.MuAdamW if optimizer == "adamw" else mup.MuAdam if optimizer == "adam" \
+        else mup.MuSGD
+    opt = make(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return model, opt
+
+
+@pytest.mark.parametrize("axis", ["d_model", "d_k"])
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd"])
+def test_init_and_learning_rates_equal_the_mup_package(axis, optimizer):
+    pytest.importorskip("mup")
+    wd = 0.0 if optimizer == "adam" else 0.01
+    cfg = _cfg(axis, scalings=("sqrt",), optimizer="sgd" if optimizer == "sgd" else "adam",
+               weight_decay=wd)
+    trainer = Trainer(cfg, observe=False)
+    ours, our_opt = trainer.runs[0].model, trainer.runs[0].opt
+    ref, ref_opt = _mup_reference(cfg, "sqrt", optimizer)
+    got, want = ours.state_dict(), ref.state_dict()
+    assert set(got) == set(want)
+    for name in want:  # the same init, value for value
+        assert torch.equal(got[name], want[name]), name
+    ours_lr, ref_lr = _lrs(our_opt, ours), _lrs(ref_opt, ref)
+    assert set(ours_lr) == set(ref_lr)
+    for name, (lr, decay) in ref_lr.items():
+        assert ours_lr[name][0] == pytest.approx(lr, rel=1e-12), name
+        assert ours_lr[name][1] == pytest.approx(decay, rel=1e-12), name
+    # (the check has something to tell apart: per-group lrs, or W_O rescaled on the d_k axis)
+    assert len({lr for lr, _ in ref_lr.values()}) > 1 or (axis == "d_k" and optimizer != "sgd")
+    # the same forward pass: MuReadout's input / width_mult is our hook (the sqrt rule has no
+    # attention multiplier, which the package leaves to the model)
+    with torch.no_grad():
+        for m in (ours, ref):  # a readout that is not zero, so the multiplier shows
+            m.head.weight.copy_(torch.linspace(-1, 1, m.head.weight.numel()).view_as(m.head.weight))
+    b = trainer.probe
+    torch.testing.assert_close(ours(b.inputs, b.readout, b.mask), ref(b.inputs, b.readout, b.mask),
+                               rtol=1e-5, atol=1e-7)
+
+
+# -- against the paper's Table 3, written out ----------------------------------------------------
+def _table3_adam_lr(name: str, axis: str, lr: float, m: float) -> float:
+    """muP with Adam (Yang et al. 2022, Table 3, relative to the base width): hidden weights
+    lr / m; input weights, biases and norms lr; output weights lr / m *effectively*, which
+    MuReadout's form keeps as lr on W with the forward's 1 / m (checked on W / m below)."""
+    if axis == "d_model" and name.endswith(HIDDEN):
+        return lr / m
+    return lr
+
+
+@pytest.mark.parametrize("axis", ["d_model", "d_k"])
+def test_learning_rates_and_init_follow_table_3(axis):
+    cfg = _cfg(axis, scalings=("dk",))
+    m = cfg.width / cfg.base_width  # 4 on both axes
+    trainer = Trainer(cfg, observe=False)
+    model, opt = trainer.runs[0].model, trainer.runs[0].opt
+    trainer.advance()  # the schedule sets each group's lr
+    lrs = _lrs(opt, model)
+    for name, (lr, _) in lrs.items():
+        assert lr == pytest.approx(_table3_adam_lr(name, axis, cfg.lr, m), rel=1e-12), name
+    sd = {k: v for k, v in Trainer(cfg, observe=False).runs[0].model.state_dict().items()}
+    # zero init: the readout and W_Q
+    assert not sd["head.weight"].any() and not sd["head.bias"].any()
+    assert all(not sd[f"blocks.{i}.attn.w_q.weight"].any() for i in range(cfg.layers))
+    # hidden and input weights: variance 1/fan_in (qk_init = 1) whatever the width
+    w_k = sd["blocks.0.attn.w_k.weight"]
+    assert w_k.var().item() == pytest.approx(1 / cfg.d_model, rel=0.1)
+    if axis == "d_k":  # W_O is an output weight: effective W_O / m has variance 1 / fan_in^2
+        w_o, fan_in = sd["blocks.0.attn.w_o.weight"], cfg.heads * cfg.head_dim  # (x base)
+        base_fan_in = fan_in / m
+        assert (w_o / m).var().item() == pytest.approx(base_fan_in / fan_in**2, rel=0.1)
+        assert lrs["blocks.0.attn.w_o.weight"][0] / m == pytest.approx(cfg.lr * base_fan_in
+                                                                       / fan_in)
+
+
+@pytest.mark.parametrize("axis", ["d_model", "d_k"])
+def test_forward_multipliers_follow_the_paper(axis):
+    """Readout output x base/width (on the d_model axis), W_O's x base/width (on the d_k axis),
+    and the dk rule's logits = sqrt(d_k at the base width) * q.k / d_k."""
+    cfg = _cfg(axis, scalings=("dk",))
+    m = cfg.width / cfg.base_width
+    trainer = Trainer(cfg, observe=False)
+    model = trainer.runs[0].model
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+    b = trainer.probe
+    capture = []
+    with torch.no_grad():
+        out = model(b.inputs, b.readout, b.mask, capture)
+        x = model.embed_inputs(b.inputs)
+        blk = model.blocks[0]
+        h = blk.ln1(x)
+        split = lambda y: y.view(*y.shape[:2], cfg.heads, cfg.head_dim).transpose(1, 2)  # noqa: E731
+        q, k = split(F.linear(h, blk.attn.w_q.weight)), split(F.linear(h, blk.attn.w_k.weight))
+        base_dk = cfg.base_width // cfg.heads if axis == "d_model" else cfg.base_width
+        want = math.sqrt(base_dk) * (q @ k.transpose(-1, -2)) / cfg.head_dim
+        torch.testing.assert_close(capture[0].logits, want, rtol=1e-5, atol=1e-6)
+        last = model.ln_f(_replay(model, cfg, b, m, axis))
+        picked = last[torch.arange(last.shape[0]), b.readout]
+        mult = 1 / m if axis == "d_model" else 1.0
+        torch.testing.assert_close(out, F.linear(picked * mult, model.head.weight,
+                                                 model.head.bias), rtol=1e-5, atol=1e-6)
+
+
+def _replay(model, cfg, b, m, axis):
+    """The residual stream computed without hooks: q x attn_mult, W_O's input x 1/m on d_k."""
+    from engine.training.model import attend
+
+    x = model.embed_inputs(b.inputs)
+    base_dk = cfg.base_width // cfg.heads if axis == "d_model" else cfg.base_width
+    for blk in model.blocks:
+        h = blk.ln1(x)
+        a = blk.attn
+        split = lambda y: y.view(*y.shape[:2], cfg.heads, cfg.head_dim).transpose(1, 2)  # noqa: E731
+        q = split(F.linear(h, a.w_q.weight)) * math.sqrt(base_dk)
+        k, v = split(F.linear(h, a.w_k.weight)), split(F.linear(h, a.w_v.weight))
+        o, _, _ = attend(q, k, v, "dk", b.mask)
+        o = o.transpose(1, 2).reshape(*x.shape[:2], -1)
+        x = x + F.linear(o * (1 / m if axis == "d_k" else 1.0), a.w_o.weight)
+        if blk.mlp is not None:
+            x = x + blk.mlp(blk.ln2(x))
+    return x
+
+
+def test_at_the_base_width_the_dk_rule_equals_sqrt():
+    """attn_mult's default: sqrt(d_k at the base width), so the muP logits equal q.k/sqrt(d_k)
+    there; every multiplier is 1 and only the zero inits differ from sp."""
+    cfg = _cfg("d_model", d_model=32, scalings=("sqrt", "dk"))
+    trainer = Trainer(cfg, observe=False)
+    with torch.no_grad():
+        for run in trainer.runs:
+            for blk in run.model.blocks:
+                blk.attn.w_q.weight.copy_(blk.attn.w_k.weight)
+    b = trainer.probe
+    logits = []
+    for run in trainer.runs:
+        cap = []
+        with torch.no_grad():
+            run.model(b.inputs, b.readout, b.mask, cap)
+        logits.append(cap[0].logits)
+    torch.testing.assert_close(logits[0], logits[1], rtol=1e-6, atol=1e-6)
+    plan = parameter_plan(cfg, "dk")
+    assert {sc.lr_scale for sc in plan.values()} == {1.0}
+
+
+def test_evaluation_at_other_lengths_sees_the_multipliers():
+    """The streamed forward pass (evaluation lengths) goes through the same hooks."""
+    cfg = _cfg("d_model", scalings=("dk",), eval_lengths=(8,), task="recall",
+               positions="sinusoidal", classes=16, pairs=4)
+    model = Trainer(cfg, observe=False).runs[0].model
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    b = make_batch(cfg, 4, torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(b.inputs, b.readout, b.mask)
+        streamed, _ = model.forward_streamed(b.inputs, b.readout, None, rows=3, causal=True)
+    torch.testing.assert_close(full, streamed, rtol=1e-5, atol=1e-6)
+
+
+def test_mup_learns():
+    cfg = _cfg("d_model", task="retrieval", d_model=64, base_width=16, layers=1, mlp=False,
+               scalings=("dk",), steps=120, lr=0.01, batch=32, log_every=40)
+    trainer = Trainer(cfg)
+    for _ in trainer.iterate():
+        pass
+    snap = trainer.snapshot()
+    assert snap.final("accuracy", "dk") > 0.8
+    assert snap.scalars["loss"][-1, 0] < 0.5 * snap.scalars["loss"][0, 0]
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(param="muP"), "param"),
+    (dict(width_axis="heads"), "width_axis"),
+    (dict(base_width=33), "base_width"),  # not a multiple of heads = 2
+    (dict(base_width=-1), "base_width"),
+    (dict(attn_mult=-1.0), "attn_mult"),
+])
+def test_bad_mup_fields_are_named(kw, field):
+    with pytest.raises(ConfigError) as err:
+        _cfg("d_model", **kw)
+    assert err.value.field == field
