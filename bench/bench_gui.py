@@ -4,6 +4,11 @@
 
 A 10 ms QTimer probe measures how late the event loop serves it while the window runs an explicit
 simulation (and then the d_k sweep); lags are also printed as a ratio of the 33 ms frame budget.
+
+``--profile`` also times every block the GUI thread runs for the live run (the redraw tick, each
+panel's draw, each plot's paint, the results table, the hand-over of a snapshot) in wall and in
+the thread's own CPU time, and prints the longest ones and what ran during the largest lags: on a
+loaded machine a lag without a long block is the scheduler's (or the worker's GIL), not the GUI's.
 """
 
 from __future__ import annotations
@@ -25,11 +30,100 @@ FRAME_MS = 33.0
 PROBE_MS = 10
 
 
+class BlockTimer:
+    """Wraps functions to record (start, wall s, cpu s, name) of each call (the GUI thread's
+    blocks); nested blocks are kept too (a panel's draw inside the tick)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[float, float, float, str]] = []
+
+    def wrap(self, owner: type, attr: str, name: str | None = None) -> None:
+        original = getattr(owner, attr)
+        label = name or f"{owner.__name__}.{attr}"
+        blocks = self.blocks
+
+        def timed(*a, **k):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return original(*a, **k)
+            finally:
+                who = label
+                if attr in ("paintEvent", "draw", "refresh") and a:
+                    panel = a[0] if attr != "paintEvent" else a[0].parentWidget()
+                    who = f"{label}[{getattr(panel, 'plot_id', type(panel).__name__)}]"
+                blocks.append((t0, time.perf_counter() - t0, time.thread_time() - c0, who))
+
+        setattr(owner, attr, timed)
+
+    def install(self) -> None:
+        import pyqtgraph as pg
+
+        from ui.pages.simulation.page import SimulationPage
+        from ui.pages.simulation.results_table import ResultsTable
+        from ui.plots import PANEL_CLASSES
+        from ui.plots.base import PlotPanel
+        from ui.window_run import WindowRun
+        from ui.worker import Worker
+
+        self.wrap(WindowRun, "tick")
+        self.wrap(WindowRun, "_show_progress")
+        self.wrap(Worker, "take_latest")
+        self.wrap(SimulationPage, "redraw")
+        self.wrap(ResultsTable, "show_snapshot")
+        self.wrap(SimulationPage, "show_rules")
+        self.wrap(PlotPanel, "refresh", "refresh")
+        for cls in PANEL_CLASSES:
+            self.wrap(cls, "draw", "draw")
+            if "refresh" in vars(cls):  # its own (the sweep draws a change over several ticks)
+                self.wrap(cls, "refresh", "refresh")
+        self.wrap(pg.GraphicsView, "paintEvent", "paint")
+
+    def report(self, lags: list[tuple[float, float]], top: int = 12) -> None:
+        import numpy as np
+
+        for what, index in (("wall", 1), ("the thread's CPU", 2)):
+            print(f"\nlongest GUI-thread blocks of {len(self.blocks)} by {what} time "
+                  "(wall ms / CPU ms):")
+            for _t0, wall, cpu, name in sorted(self.blocks, key=lambda b: -b[index])[:top]:
+                print(f"  {wall * 1000:7.1f} / {cpu * 1000:6.1f}  {name}")
+        by_name: dict[str, list[tuple[float, float]]] = {}
+        for _t0, wall, cpu, name in self.blocks:
+            by_name.setdefault(name.split("[")[0], []).append((wall * 1000, cpu * 1000))
+        print("per kind (calls; wall ms median, p99, max; the thread's CPU ms p99, max):")
+        for name, v in sorted(by_name.items(), key=lambda kv: -max(c for _w, c in kv[1])):
+            w, c = np.array([a for a, _ in v]), np.array([b for _, b in v])
+            print(f"  {name:28s} {len(v):6d} {np.median(w):7.2f} {np.percentile(w, 99):7.1f} "
+                  f"{w.max():7.1f}   {np.percentile(c, 99):7.1f} {c.max():7.1f}")
+        ticks = [b for b in self.blocks if b[3] in ("WindowRun.tick", "paint") or
+                 b[3].startswith("paint[")]
+        worst = max(ticks, key=lambda b: b[2])
+        print(f"longest top-level GUI block in the thread's CPU time: {worst[2] * 1000:.1f} ms "
+              f"({worst[3]}; {worst[1] * 1000:.1f} ms wall)")
+        t_start = lags[0][0] if lags else 0.0
+        for what, index in (("lags", 1), ("GUI CPU times between two probes", 2)):
+            print(f"largest {what} and the blocks that ran then (ms wall/CPU):")
+            for end, lag, cpu in sorted(lags, key=lambda x: -x[index])[:5]:
+                start = end - lag - PROBE_MS / 1000
+                inside = [b for b in self.blocks if b[0] < end and b[0] + b[1] > start]
+                names = ", ".join(f"{b[3]} {b[1] * 1000:.0f}/{b[2] * 1000:.0f}" for b in
+                                  sorted(inside, key=lambda b: -b[2])[:4])
+                print(f"  at {end - t_start:6.1f} s: lag {lag * 1000:6.1f}, GUI CPU "
+                      f"{cpu * 1000:5.1f}: {names or 'no timed block'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=200_000)
     ap.add_argument("--d-k", type=int, default=1024)
+    ap.add_argument("--profile", action="store_true",
+                    help="time the GUI thread's blocks and name the longest")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="leave the start-up objects to the garbage collector (as before "
+                         "ui/heap.py): its full collections then stall the loop mid-run")
     args = ap.parse_args()
+    profiler = BlockTimer() if args.profile else None
+    if profiler is not None:
+        profiler.install()
 
     import numpy as np
     from PySide6.QtCore import QTimer
@@ -41,16 +135,26 @@ def main() -> None:
     w = MainWindow(restore=False)
     w.show()
     app.processEvents()
+    if not args.no_freeze:  # as the app does once its window is up (ui/heap.py)
+        from ui.heap import freeze_startup_objects
+
+        freeze_startup_objects()
     first_window = time.perf_counter() - T0
     torch_loaded = "torch" in sys.modules
 
     lags: list[float] = []
-    last = [time.perf_counter()]
+    stamped: list[tuple[float, float, float]] = []  #: (when served, lag, GUI CPU time)
+    #: the GUI thread's own CPU time between two probes: what it was busy with, whatever the
+    #: machine's load (on a busy machine the wall lag also holds the time others had the CPU)
+    busy: list[float] = []
+    last = [time.perf_counter(), time.thread_time()]
 
     def probe() -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         lags.append(now - last[0] - PROBE_MS / 1000)
-        last[0] = now
+        busy.append(cpu - last[1])
+        stamped.append((now, lags[-1], busy[-1]))
+        last[0], last[1] = now, cpu
 
     timer = QTimer()
     timer.setInterval(PROBE_MS)
@@ -79,6 +183,12 @@ def main() -> None:
           f"with sweep {total:.1f} s, {w.redraw_count} redraw ticks")
     for name, v in (("median", np.median(lag)), ("p99", np.percentile(lag, 99)), ("max", lag.max())):
         print(f"event-loop lag {name}: {v:.1f} ms = {v / FRAME_MS:.2f} x the {FRAME_MS:.0f} ms frame")
+    cpu = np.array(busy[5:]) * 1000
+    print(f"GUI thread busy between two probes (its own CPU time; the lag a quiet machine would "
+          f"show): p99 {np.percentile(cpu, 99):.1f} ms, max {cpu.max():.1f} ms = "
+          f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
+    if profiler is not None:
+        profiler.report(stamped[5:])
 
 
 if __name__ == "__main__":

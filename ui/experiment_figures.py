@@ -49,6 +49,7 @@ class ExperimentFigurePanel(PlotPanel):
 
     plot_id = "experiment_figure"
     title = "Experiment"
+    figure_page = "experiments"
 
     def __init__(self, figure: Any = None, parent: QWidget | None = None,
                  compact: bool = False) -> None:
@@ -193,9 +194,11 @@ class ExperimentFigurePanel(PlotPanel):
 
 
 def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[str],
-                             theme: str = "light", style: str = "screen") -> list[Path]:
+                             theme: str = "light", style: str = "screen",
+                             source: dict[str, Any] | None = None) -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
-    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen);
+    ``source`` (the experiment and its folder) goes into each figure's metadata."""
     from ui.export import style_size, write_styled_figures
     from ui.headless import offscreen_panel, settle_layout
 
@@ -205,6 +208,8 @@ def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[
     for fig in figures:
         with offscreen_panel(partial(ExperimentFigurePanel, fig), style_size(SIZE, style),
                              theme) as panel:
+            if source is not None:
+                panel.figure_source = lambda: source
             panel.refresh(fig, force=True)
             settle_layout(panel)
             written += write_styled_figures(panel, out, panel.plot_id, style, with_csv=True)

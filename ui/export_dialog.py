@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from ui.export import PRESETS, ExportError, export_panel, export_preset
+from ui.file_dialogs import save_file
 
 FILTERS = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",
            "slide": "PNG image for a slide (*.png)", "paper": "SVG image for a paper (*.svg)"}
@@ -27,15 +28,15 @@ def ask_overwrite(parent: QWidget, folder: str | Path, files: list[str]) -> bool
     return answer == QMessageBox.StandardButton.Yes
 
 
-def export_panel_dialog(parent: QWidget, panel: Any, kind: str, folder: Path | None,
+def export_panel_dialog(parent: QWidget, panel: Any, kind: str,
                         report: Callable[[str, bool], None]) -> Path | None:
-    """Ask where, then write ``panel`` as ``kind`` (png, svg, csv or a preset); ``report(text,
-    error)`` tells the user what happened. Returns the path written (None: cancelled or failed)."""
+    """Ask where (the last folder used, else Pictures or Documents), then write ``panel`` as
+    ``kind`` (png, svg, csv or a preset); ``report(text, error)`` tells the user what happened.
+    Returns the path written (None: cancelled or failed)."""
     suffix = PRESETS[kind]["kind"] if kind in PRESETS else kind
     name = f"{panel.plot_id}_{kind}" if kind in PRESETS else panel.plot_id
-    suggested = f"{name}.{suffix}" if folder is None else str(folder / f"{name}.{suffix}")
-    path, _ = QFileDialog.getSaveFileName(parent, f"Export {panel.title}", suggested,
-                                          FILTERS.get(kind, f"*.{suffix}"))
+    path = save_file(parent, f"Export {panel.title}", f"{name}.{suffix}",
+                     FILTERS.get(kind, f"*.{suffix}"))
     if not path:
         return None
     try:

@@ -364,7 +364,7 @@ class MainWindow(QMainWindow):
     def save_session(self, path: str | Path) -> Path:
         return self.sessions.save(path)
 
-    def open_session(self, path: str | Path) -> SimulationConfig:
+    def open_session(self, path: str | Path) -> SimulationConfig | None:
         return self.sessions.open(path)
 
     def export_all_to(self, parent: str | Path) -> Path:

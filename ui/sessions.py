@@ -67,10 +67,18 @@ class Sessions(WindowPart):
                 data[spec.key] = self.pending[spec.key]
         return write_json(path, data)
 
-    def open(self, path: str | Path) -> SimulationConfig:
-        """Load a session, an exported config.json (the config is under "config") or an exported
-        figure (PNG or SVG: the parameters it carries), and rerun."""
+    def open(self, path: str | Path) -> SimulationConfig | None:
+        """Load a session or an exported config.json (the config is under "config") and rerun;
+        an exported figure (PNG or SVG) reopens into its page (ui.figure_restore: None for a
+        figure of another page than Simulation; a figure from before figures named their page
+        opens as the session it carries)."""
         w = self.window
+        if Path(path).suffix.lower() in (".png", ".svg"):
+            from ui.figure_restore import open_figure, page_figure
+
+            meta = page_figure(path)  # a figure that names its page; None: a session in a figure
+            if meta is not None:
+                return open_figure(w, path, meta)
         data = read_session_file(path, w.params.widget_values)  # every part checked
         cfg = SimulationConfig.from_dict(data["config"])
         parts = {spec.key: data[spec.key] for spec in PAGE_PARAMS if data.get(spec.key) is not None}

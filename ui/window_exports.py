@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QApplication
 
 from ui.export import ExportError, export_all, export_panel
 from ui.export_dialog import export_panel_dialog
+from ui.file_dialogs import choose_dir
 from ui.window_part import WindowPart
 
 
@@ -28,14 +29,12 @@ class WindowExports(WindowPart):
 
     def export_all_dialog(self) -> None:
         w = self.window
-        folder = QFileDialog.getExistingDirectory(w, "Export all into folder",
-                                                  str(w.window_settings.last_dir()))
+        folder = choose_dir(w, "Export all into folder")
         if not folder:
             return
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)  # rendering 12 figures takes ~1 s
         try:
             self.export_all_to(folder)
-            w.window_settings.remember_dir(Path(folder))
         except ExportError as exc:
             w.message("Export all", str(exc), error=True)
         finally:
@@ -50,6 +49,4 @@ class WindowExports(WindowPart):
             else:
                 w.statusBar().showMessage(text, 5000)
 
-        path = export_panel_dialog(w, panel, kind, w.window_settings.last_dir(), report)
-        if path is not None:
-            w.window_settings.remember_dir(path.parent)
+        export_panel_dialog(w, panel, kind, report)

@@ -42,8 +42,9 @@ class PageLinks(WindowPart):
             return False
         cfg = TrainingConfig.from_dict(result["config"])
         diverged = {rule: r.get("diverged_step") for rule, r in result.get("rules", {}).items()}
+        source = f"experiment job {result['index']}" if "index" in result else title
         if not page.show_metrics(result["rows"], title, cfg, diverged, result.get("seconds", 0.0),
-                                 result.get("device", "")):
+                                 result.get("device", ""), source):
             w.message("Open job", "The Training page is training: stop its run first, then "
                                   "click the job again.", error=True)
             return False

@@ -60,10 +60,14 @@ class WindowSettings(WindowPart):
         if self.window.persist:
             self.settings.setValue("theme", name)
 
-    def last_dir(self) -> Path:
-        d = self.settings.value("last_dir")
-        return Path(d) if d and Path(d).is_dir() else Path.home()
+    def last_dir(self, images: bool = False) -> Path:
+        """Where a dialog opens: the last folder used, else Pictures (``images``) or Documents."""
+        from ui.file_dialogs import start_dir
+
+        return start_dir(images)
 
     def remember_dir(self, d: Path) -> None:
         if self.window.persist:
-            self.settings.setValue("last_dir", str(d))
+            from ui.file_dialogs import remember_dir
+
+            remember_dir(d)

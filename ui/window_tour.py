@@ -19,6 +19,9 @@ from PySide6.QtWidgets import QDockWidget
 
 from ui.window_part import WindowPart
 
+#: what a plot covered by a tour question says
+CONCEAL_TEXT = "Hidden until you answer the tour's question: it would give the answer away."
+
 
 class WindowTour(WindowPart):
     """The window's guided tour: ``panel`` and ``dock`` stay None until it is first shown."""
@@ -96,6 +99,8 @@ class WindowTour(WindowPart):
         if hasattr(tour, "open_inspector"):
             tour.open_inspector.connect(self._open_example)
         tour.finished.connect(self.leave)
+        if hasattr(tour, "conceal"):  # what would give a question's answer away, until answered
+            tour.conceal.connect(lambda ids: w.page.conceal(ids, CONCEAL_TEXT))
         # back on the Simulation page the parameters' tab reappears: the tour stays in front
         w.tabs.currentChanged.connect(lambda _i: self.dock.raise_()
                                       if self.dock is not None and self.dock.isVisible() else None)
@@ -108,6 +113,7 @@ class WindowTour(WindowPart):
         grows the window to fit), give the width back so it is not remembered."""
         w = self.window
         self.dock.hide()
+        w.page.conceal([])
         w.page.clear_highlight()  # the step's plot to watch was outlined until now
         before = self._size_before
         if before is not None and not w.isMaximized() and w.width() > before.width():

@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from engine.experiments.sensitivity import Sensitivity, lr_sensitivity
@@ -503,13 +504,65 @@ def verdict(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> str:
     values = next(a.values for a in spec.axes if a.field == v.over)
     first, last = values[0], values[-1]
     for rule in spec.rules:
-        at_first = [r for r in results if _matches(r, {v.over: first})]
-        at_last = [r for r in results if _matches(r, {v.over: last})]
-        parts.append(f"{rule} {_describe(metric, point(at_first, rule, metric))}"
-                     f"{_median_steps(metric, at_first, rule)} -> "
-                     f"{_describe(metric, point(at_last, rule, metric))}"
-                     f"{_median_steps(metric, at_last, rule)}")
+        parts.append(f"{rule} {_along_axis(metric, results, rule, v.over, values)}")
     return f"{what}, {v.over} {_fmt(first)} -> {_fmt(last)}: " + "; ".join(parts)
+
+
+#: a metric that changes direction along an axis lists every point when there are this few
+FEW_POINTS = 4
+#: metrics whose higher values are better (best / worst); lower is better for LOWER_IS_BETTER;
+#: any other metric's extremes are named highest / lowest
+HIGHER_IS_BETTER = frozenset({"success", "final_accuracy", "probe_accuracy", "accuracy"})
+LOWER_IS_BETTER = frozenset({"final_loss", "loss", "steps_to_target"})
+
+
+def _along_axis(metric: str, results: list[dict[str, Any]], rule: str, over: str,
+                values: Sequence[Any]) -> str:
+    """One rule's part of an ``ends_of_axis`` verdict: the two ends ("A -> B") where the metric
+    is monotone along the axis; where it is not, every point (a few) or the best and worst ones
+    with their intervals besides the ends, and whether the ends represent the rest."""
+    pts = []
+    for value in values:
+        sel = [r for r in results if _matches(r, {over: value})]
+        p = point(sel, rule, metric)
+        if p is not None:
+            pts.append((value, p, _median_steps(metric, sel, rule)))
+
+    def at(value: Any, p: Any, steps: str) -> str:
+        return f"{_describe(metric, p)}{steps} at {over} {_fmt(value)}"
+
+    ends = []
+    for value in (values[0], values[-1]):
+        sel = [r for r in results if _matches(r, {over: value})]
+        ends.append(f"{_describe(metric, point(sel, rule, metric))}{_median_steps(metric, sel, rule)}")
+    ys = [p[0] for _v, p, _s in pts]
+    if len(pts) < 3 or _monotone(ys):
+        return " -> ".join(ends)
+    note = ("not monotone: the ends are not representative" if not _ends_represent(pts)
+            else "not monotone, within the uncertainty")
+    if len(pts) <= FEW_POINTS:
+        return ", ".join(at(*pt) for pt in pts) + f" ({note})"
+    high = max(pts, key=lambda pt: pt[1][0])
+    low = min(pts, key=lambda pt: pt[1][0])
+    best, worst = ("highest", "lowest")
+    if metric.partition("@")[0] in HIGHER_IS_BETTER:
+        best, worst = ("best", "worst")
+    elif metric.partition("@")[0] in LOWER_IS_BETTER:
+        best, worst, high, low = ("best", "worst", low, high)
+    return (f"{best} {at(*high)}, {worst} {at(*low)}; ends {' -> '.join(ends)} ({note})")
+
+
+def _monotone(ys: Sequence[float]) -> bool:
+    steps = [b - a for a, b in pairwise(ys)]
+    return all(d >= 0 for d in steps) or all(d <= 0 for d in steps)
+
+
+def _ends_represent(pts: Sequence[tuple[Any, tuple[float, float, float, int], str]]) -> bool:
+    """False when an inner point's interval lies wholly outside the span of the two ends'
+    intervals: the ends then hide a peak or a dip that the uncertainty does not explain."""
+    (_a, first, _s1), (_b, last, _s2) = pts[0], pts[-1]
+    lo, hi = min(first[1], last[1]), max(first[2], last[2])
+    return all(p[2] >= lo and p[1] <= hi for _v, p, _s in pts[1:-1])
 
 
 def transfer_verdict(spec: ExperimentSpec, results: list[dict[str, Any]]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.experiments.folder import (
     EXPERIMENT_FILE,
+    EXPERIMENT_FILE_MAX,
     JOBS_DIR,
     read_experiment,
     scan_job_files,
@@ -38,6 +39,7 @@ from engine.experiments.summary import (
     summary_rows,
 )
 from engine.io import ensure_writable_dir, output_dir, package_versions, write_csv, write_json
+from engine.readers.json_file import read_json
 from engine.validate import quote
 
 RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
@@ -111,18 +113,35 @@ def runs_on_cuda(spec: ExperimentSpec) -> bool:
     return spec.base.device != "cpu" and cuda_available()
 
 
+def saved_experiment_name(folder: str | os.PathLike[str]) -> str | None:
+    """The name of the experiment saved in ``folder`` (its experiment.json), None when there is
+    none or it cannot be read (read as bounded JSON, like every experiment file)."""
+    try:
+        data = read_json(Path(folder) / EXPERIMENT_FILE, max_bytes=EXPERIMENT_FILE_MAX,
+                         kind="experiment.json")
+    except (OSError, ValueError):  # FileFormatError is a ValueError
+        return None
+    other = data.get("experiment", data) if isinstance(data, dict) else None
+    name = other.get("name") if isinstance(other, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume: bool,
                   force: bool = False) -> Path:
-    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``),
-    any experiment (without: nothing is overwritten), or no experiment but files an experiment
-    writes (a user's summary.csv, metrics.csv or jobs/: WouldOverwrite, unless ``force``)."""
+    """Refuse, before anything runs, a folder that holds another experiment (with ``resume``;
+    the message names the one it holds), any experiment (without: nothing is overwritten), or no
+    experiment but files an experiment writes (a user's summary.csv, metrics.csv or jobs/:
+    WouldOverwrite, unless ``force``)."""
     saved = Path(out_dir) / EXPERIMENT_FILE
     jobs = Path(out_dir) / JOBS_DIR
     if saved.exists():
         out = ensure_writable_dir(out_dir)
         if not resume:
-            raise ConfigError("out", f"{str(out)!r} already holds an experiment: resume it or "
-                                     "choose another folder")
+            held = saved_experiment_name(out)
+            what = f"experiment {quote(held)}" if held else "an experiment"
+            hint = ("resume it or choose another folder" if held == spec.name
+                    else "choose another folder (or open it to resume it)")
+            raise ConfigError("out", f"{str(out)!r} already holds {what}: {hint}")
         other = read_experiment(saved, option="resume")[0]
         if other.to_dict() != spec.to_dict():
             raise ConfigError("resume", f"{str(out)!r} holds a different experiment "

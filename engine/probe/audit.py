@@ -126,6 +126,30 @@ class AuditResult:
         """Layers whose measured scale (or soft-cap) differs from what the model declares."""
         return [i for i, s in enumerate(self.sites) if not s.matches_declared]
 
+    def scale_text(self, layer: int, unicode: bool = False) -> str:
+        """The fitted scale of ``layer`` in words, as a multiple of the standard 1/sqrt(d_k):
+        "fitted scale 1.000 × 1/√d_k, all 12 heads alike" or "... heads from 0.4998 to 1.003 ×"
+        (what ``s*sqrt(d_k) = 1 (heads 1..1)`` said, readable)."""
+        standard = "1/√d_k" if unicode else "1/sqrt(d_k)"
+        times = "×" if unicode else "x"
+        text = f"fitted scale {_multiple(self.layer_scale_x_sqrt_dk()[layer])} {times} {standard}"
+        fit = self.head_fits[layer]
+        heads = fit.scale[fit.identifiable] * math.sqrt(self.d_k)
+        if heads.size == 0:
+            return text + ", no head identifiable alone"
+        lo, hi = _multiple(heads.min()), _multiple(heads.max())
+        if lo == hi:
+            who = (f"all {self.n_heads} heads" if heads.size == self.n_heads
+                   else f"{heads.size} of {self.n_heads} heads")
+            return text + f", {who} alike"
+        who = "heads" if heads.size == self.n_heads else f"{heads.size} of {self.n_heads} heads"
+        return text + f", {who} from {lo} to {hi} {times}"
+
+
+def _multiple(x: float) -> str:
+    """4 significant digits, trailing zeros kept (1.000, 0.1250, 8.000)."""
+    return f"{x:#.4g}"
+
 
 @dataclass(frozen=True)
 class AuditSnapshot:

@@ -116,6 +116,9 @@ def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp
     assert "pooled_cosine" in w[0] and "perplexity" not in w[0]
     printed = capsys.readouterr().out
     assert printed.count("\nlayer ") == 3 and "eager" in printed
+    # each layer's scale in words, as a multiple of the standard (not "s*sqrt(d_k) = 1 (heads 1..1)")
+    assert "layer 1: 1/sqrt(d_k); fitted scale 1.000 x 1/sqrt(d_k), all 2 heads alike" in printed
+    assert "s*sqrt" not in printed and ".." not in printed
     meta = json.loads((out / "audit.json").read_text())
     assert meta["inject"] == {"0": "none", "2": "after_softmax"}
     # the text as the model saw it, so the audit can be rerun

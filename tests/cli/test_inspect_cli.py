@@ -97,6 +97,20 @@ def test_inspect_repeated_scores_with_ssmax():
     assert bad.returncode == 2 and "SCORE" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_a_long_row_prints_its_ends_and_a_count_unless_full() -> None:
+    r = run("3", "-2*999")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) < 20, len(lines)
+    assert "1000 values, first and last 3 shown; --full prints all" in r.stdout
+    assert "..." in r.stdout and "entropy" in r.stdout
+    full = run("3", "-2*40", "--full")
+    assert full.returncode == 0
+    assert "..." not in full.stdout and full.stdout.count("-2.") >= 40
+    short = run("8", "0", "-8")  # a short row prints whole, with no count
+    assert "values" not in short.stdout and "..." not in short.stdout
+
+
 def test_sink_softcap_sigmoid_and_yarn_options() -> None:
     r = run("8", "0", "-8", "--sink", "0", "--json")
     assert r.returncode == 0, r.stderr

@@ -54,6 +54,9 @@ def test_an_experiment_claim_that_fails_exits_1_and_is_named(tmp_path: Path) -> 
     fast = run("--claims", str(path), "--fast")  # slow: skipped, nothing fails
     assert fast.returncode == 0, fast.stdout + fast.stderr
     assert "0 ok, 0 failed, 2 skipped" in fast.stdout
+    # one summary line for the skipped claims, not one line each
+    assert "skipped  2 claims: slow: skipped under --fast" in fast.stdout
+    assert "tiny.runs" not in fast.stdout and len(fast.stdout.strip().splitlines()) == 2
 
 
 def test_list_names_the_training_claims_without_running() -> None:

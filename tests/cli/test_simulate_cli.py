@@ -107,16 +107,61 @@ def test_unwritable_out_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         assert r.returncode == 2 and list(ro.iterdir()) == []
 
 
-def test_progress_bar_on_stderr_only_for_long_runs(tmp_path: Path) -> None:
+def _stderr_on_a_terminal(*args: str) -> tuple[int, str]:
+    """Run main.py with stderr on a pseudo-terminal (as in a shell); returns (exit status, what
+    it wrote there), read while it runs so that a full terminal buffer never blocks it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    master, slave = pty.openpty()
+    # a terminal has a size (tqdm draws nothing on a 0-column one)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    code = proc.wait(timeout=300)
+    reader.join(10)
+    os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+#: a run longer than the bar's one-second delay (seconds on 2 cores)
+SLOW = ("simulate", "--d-k", "256", "--keys", "64", "--trials", "30000", "--method", "explicit",
+        "--scaling", "sqrt")
+
+
+def test_progress_bar_on_a_terminal_only_for_long_runs(tmp_path: Path) -> None:
     quick = run("simulate", "--d-k", "8", "--trials", "100")
     assert quick.returncode == 0 and quick.stderr == ""
-    slow = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
-               "--scaling", "sqrt")
-    assert slow.returncode == 0
-    assert "simulate" in slow.stderr and "trial" in slow.stderr  # tqdm appeared after ~1 s
-    quiet = run("simulate", "--d-k", "256", "--keys", "64", "--trials", "60000", "--method", "explicit",
-                "--scaling", "sqrt", "--quiet")
-    assert quiet.stderr == ""
+    code, shown = _stderr_on_a_terminal(*SLOW)
+    assert code == 0
+    assert "simulate" in shown and "trial" in shown  # tqdm appeared after ~1 s
+    code, shown = _stderr_on_a_terminal(*SLOW, "--quiet")
+    assert code == 0 and "trial" not in shown
+
+
+def test_no_progress_bar_when_stderr_is_a_pipe_or_a_file() -> None:
+    """A log file or a pipe would fill with the bar's carriage returns."""
+    piped = run(*SLOW)
+    assert piped.returncode == 0 and piped.stderr == ""
 
 
 def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:

@@ -192,23 +192,19 @@ def _audit_training(weights: Path, args) -> list:
 
 
 def _print_result(res) -> None:
-    sq = res.d_k ** 0.5
     what = f"run {res.run} of {res.model_name}" if res.run else res.model_name
     bugs = ", ".join(f"{k}={v}" for k, v in sorted(res.inject.items()))
     print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
-    for layer, fit in enumerate(res.layer_fits):
-        heads = res.head_fits[layer].scale * sq
-        ok = res.head_fits[layer].identifiable
-        spread = (f"heads {heads[ok].min():.6g}..{heads[ok].max():.6g}" if ok.any()
-                  else "no head auditable")
+    sq = res.d_k ** 0.5
+    for layer in range(len(res.layer_fits)):
         site = res.sites[layer] if res.sites else None
-        print(f"layer {layer}: s*sqrt(d_k) = {fit.scale[0] * sq:.6g} ({spread}); "
-              f"{res.layer_verdicts[layer]}" + (f"  [injected {res.inject[layer]}]"
-                                                 if layer in res.inject else ""))
+        print(f"layer {layer}: {res.layer_verdicts[layer]}; {res.scale_text(layer)}"
+              + (f"  [injected {res.inject[layer]}]" if layer in res.inject else ""))
         if site is not None:
-            declared = f"declared {res.declared_scale[layer] * sq:.6g} ({site.declared_source})"
+            declared = (f"declared {res.declared_scale[layer] * sq:#.4g} x 1/sqrt(d_k) "
+                        f"({site.declared_source})")
             state = "as declared" if site.matches_declared else f"MISMATCH: {site.mismatch}"
             print(f"    {site.block}: {'; '.join(site.features)}; {declared}: {state}")
     mism = res.mismatched_layers()

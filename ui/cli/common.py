@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -12,12 +14,50 @@ from engine.errors import ConfigError, FileFormatError
 EXIT_USAGE = 2
 
 
+#: the namespace attribute naming the (sub)parser that parsed the command line's last part
+_OWNER = "_lab_parser"
+
+
 class LabArgumentParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument as one line on stderr and exits 2."""
+    """argparse that reports a bad argument as one line on stderr and exits 2, with a "did you
+    mean --d-k?" for a mistyped option or choice (Python 3.11's argparse has none)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, extras = super().parse_known_args(args, namespace)
+        if not hasattr(ns, _OWNER):  # a subcommand's parser runs first and names itself
+            setattr(ns, _OWNER, self)
+        return ns, extras
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, extras = self.parse_known_args(args, namespace)
+        owner = getattr(ns, _OWNER, self)
+        delattr(ns, _OWNER)
+        if extras:
+            # an unknown option reaches the top parser; the subcommand's knows the right names
+            owner.error(f"unrecognized arguments: {' '.join(extras)}"
+                        + did_you_mean(extras, list(owner._option_string_actions)))
+        return ns
 
     def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice is not None:
+            options = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            message += did_you_mean([choice.group(1)], options)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(EXIT_USAGE)
+
+
+def did_you_mean(typed: Sequence[str], known: Sequence[str]) -> str:
+    """"; did you mean --d-k?" for the first of ``typed`` close to one of ``known`` ("" if none);
+    an option's value (``--dk=4``) is compared by its name."""
+    for word in typed:
+        name = word.split("=", 1)[0]
+        if not name:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {close[0]}?"
+    return ""
 
 
 #: --figure-style choices (ui.export.FIGURE_STYLES; repeated here: --help must not import Qt)
@@ -100,11 +140,21 @@ def text_arg(prog: str, args: argparse.Namespace) -> str | None:
 
 def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial",
                  unit_scale: bool = True) -> Any:
-    """A tqdm bar on stderr that appears only for runs longer than about a second."""
+    """A tqdm bar on stderr that appears only for runs longer than about a second, and only on
+    a terminal (a log file or a pipe would fill with carriage returns)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=quiet,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale,
+                disable=quiet or not stderr_is_terminal(),
                 delay=1.0, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def stderr_is_terminal() -> bool:
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # closed
+        return False
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:

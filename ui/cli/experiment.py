@@ -137,13 +137,22 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     _report(spec, last)
     if args.figures:
-        from engine.experiments.figures import figure_data
-        from ui.experiment_figures import write_experiment_figures
-
-        paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir,
-                                         style=args.figure_style)
-        print(f"wrote {len(paths)} figure files to {last.out_dir}")
+        _write_figures(spec, last, args.figure_style)
     return 0
+
+
+def _write_figures(spec: Any, last: Any, style: str) -> None:
+    """PNG, SVG and CSV of every figure into the run's folder; the experiment and its folder go
+    into each figure, so File -> Open in the app reopens the run."""
+    from pathlib import Path
+
+    from engine.experiments.figures import figure_data
+    from ui.experiment_figures import write_experiment_figures
+
+    source = {"experiment": spec.to_dict(), "folder": str(Path(last.out_dir).resolve())}
+    paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir, style=style,
+                                     source=source)
+    print(f"wrote {len(paths)} figure files to {last.out_dir}")
 
 
 def _list_builtins() -> int:

@@ -1,6 +1,7 @@
 """``reproduce``: measure every published number again (resources/claims.json) and compare.
 
-Prints one line per claim (published, measured, tolerance, ok/FAIL/skipped) and exits 1 when
+Prints one line per claim (published, measured, tolerance, ok/FAIL; the skipped ones summed up
+in one line per reason) and exits 1 when
 any claim fails, so CI catches docs that drift from the code. ``--fast`` skips the slow claims
 (training experiments over seeds, the real model). Each experiment behind the training claims
 runs once, its jobs on ``--workers`` processes; ``--cache DIR`` keeps its finished jobs and
@@ -65,10 +66,14 @@ def run(args: argparse.Namespace) -> int:
         for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,
                                   note=note):
             checks.append(check)
-            if not args.quiet or check.status == "FAIL":
+            # skipped claims are summed up below: one line per reason, not one per claim
+            if check.status != "skipped" and (not args.quiet or check.status == "FAIL"):
                 _print_line(check)
     except ConfigError as exc:
         fail(PROG, exc)
+    if not args.quiet:
+        for line in skipped_summary(checks):
+            print(line)
     tally = {s: sum(c.status == s for c in checks) for s in ("ok", "FAIL", "skipped")}
     print(f"{tally['ok']} ok, {tally['FAIL']} failed, {tally['skipped']} skipped "
           f"(of {len(checks)} claims)")
@@ -95,11 +100,19 @@ def _list(claims) -> None:
     print(f"{len(claims)} claims ({sum(c.slow for c in claims)} slow)")
 
 
+def skipped_summary(checks) -> list[str]:
+    """One line per reason a claim was skipped, with the count ("skipped  245 claims: slow:
+    skipped under --fast (--list names them)")."""
+    reasons: dict[str, int] = {}
+    for check in checks:
+        if check.status == "skipped":
+            reasons[check.note] = reasons.get(check.note, 0) + 1
+    return [f"skipped  {n} claim{'s' if n != 1 else ''}: {note} (--list names them)"
+            for note, n in reasons.items()]
+
+
 def _print_line(check) -> None:
     c = check.claim
-    if check.status == "skipped":
-        print(f"skipped  {c.id}: {check.note}")
-        return
     if check.measured is None:  # the run behind it failed
         print(f"{check.status:7}  {c.id}: published {c.published}, not measured: {check.note}  "
               f"[{c.where}]")

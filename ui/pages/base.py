@@ -18,7 +18,6 @@ from typing import Any
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QHBoxLayout,
     QPushButton,
     QScrollArea,
@@ -155,13 +154,14 @@ class LivePage(QWidget):
         """One plot as PNG, SVG, CSV or a preset (its ⋯ menu or right-click)."""
         from ui.export_dialog import export_panel_dialog
 
-        export_panel_dialog(self, panel, kind, None, self.report)
+        export_panel_dialog(self, panel, kind, self.report)
 
     def export_all_dialog(self) -> None:
         """Everything the page shows into a new folder under the one chosen."""
         from ui.export import ExportError
+        from ui.file_dialogs import choose_dir
 
-        folder = QFileDialog.getExistingDirectory(self, "Export all into a new folder under…")
+        folder = choose_dir(self, "Export all into a new folder under…")
         if not folder:
             return
         try:

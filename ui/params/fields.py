@@ -86,6 +86,15 @@ def clamp_message(name: str, typed: str, value: str, lo: str, hi: str) -> str:
     return f"{name}: {typed} is outside {lo} … {hi}; set to {value}"
 
 
+#: the mark before a notice under a form: U+2139, which common UI fonts have (U+24D8 "ⓘ" drew
+#: a missing-glyph box with DejaVu Sans, the usual Linux font)
+NOTICE_MARK = "ℹ"
+
+
+def notice_text(message: str) -> str:
+    return f"{NOTICE_MARK} {message}"
+
+
 class _ClampMixin:
     """Shared by the int and float boxes: out-of-range numbers are Intermediate while typing and
     clamped by ``fixup`` (which Qt calls on Enter / focus out), emitting ``clamped``."""

@@ -45,7 +45,7 @@ from engine.config import (
 )
 from engine.errors import ConfigError
 from engine.rules import RULE_REGISTRY
-from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel
+from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, notice_text
 from ui.theme import Theme, color_rule_widget, current_theme, error_css
 
 SLIDER_STEPS_PER_OCTAVE = 10
@@ -350,7 +350,7 @@ class ParamPanel(QScrollArea):
 
     # -- errors --------------------------------------------------------------------------------
     def show_clamp(self, message: str) -> None:
-        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamp_label.setText(notice_text(message))
         self.clamp_label.show()
         self._clamp_timer.start()
         self.clamped.emit(message)

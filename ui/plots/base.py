@@ -9,7 +9,7 @@ created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is any
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
     QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QMenu,
     QSizePolicy,
+    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -128,6 +131,8 @@ class PlotPanel(QFrame):
 
     plot_id = ""
     title = ""
+    #: the page an exported figure of this panel reopens into (File -> Open)
+    figure_page = "simulation"
     #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.PRESETS)
     export_presets = False
     #: asks the owner (window / page) to export this panel: (panel, "png" | "svg" | "csv")
@@ -144,6 +149,9 @@ class PlotPanel(QFrame):
         #: exported figures (which must name their series)
         self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
+        #: what drew the figure, for its metadata, when the state does not say it (a page's
+        #: experiment, model and text): returns a dict merged into the metadata, None if nothing
+        self.figure_source: Callable[[], dict[str, Any] | None] | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.setSpacing(1)
@@ -453,15 +461,66 @@ class PlotPanel(QFrame):
         return data if meta is None else svg_with_metadata(data, meta)
 
     def figure_metadata(self) -> dict[str, Any] | None:
-        """The full parameters behind the figure (None before any data): the simulation's under
-        "config", the training's under "training", as in a session file."""
-        snap = getattr(self._state, "snapshot", None)
-        cfg = getattr(snap, "config", None)
-        if cfg is None or not hasattr(cfg, "to_dict"):
-            return None
-        key = "training" if type(cfg).__name__ == "TrainingConfig" else "config"
-        return {"app": "attention-scaling-lab", "kind": "figure", "plot": self.plot_id,
-                key: cfg.to_dict()}
+        """Everything behind the figure (None before any data), so that File -> Open reopens it
+        into its page (``page``): the simulation's parameters under "config", the training's
+        under "training" (as in a session file), or what the page's ``figure_source`` says; the
+        panel's view choices (log y, the heatmap's rule, ...) under "view"."""
+        meta: dict[str, Any] = {"app": "attention-scaling-lab", "kind": "figure",
+                                "page": self.figure_page, "plot": self.plot_id}
+        if self.figure_source is not None:
+            extra = self.figure_source()
+            if extra is None:
+                return None
+            meta.update(extra)
+        else:
+            snap = getattr(self._state, "snapshot", None)
+            cfg = getattr(snap, "config", None)
+            if cfg is None or not hasattr(cfg, "to_dict"):
+                return None
+            key = "training" if type(cfg).__name__ == "TrainingConfig" else "config"
+            meta[key] = cfg.to_dict()
+        view = self.view_state()
+        if view:
+            meta["view"] = {**view, **meta.get("view", {})}
+        return meta
+
+    # -- view choices (they travel with an exported figure) -----------------------------------
+    def view_controls(self) -> dict[str, QWidget]:
+        """The panel's own choices that change its picture (a "log y" box, the heatmap's rule):
+        name -> check box, combo box or spin box."""
+        return {}
+
+    def view_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for name, w in self.view_controls().items():
+            if isinstance(w, QCheckBox):
+                state[name] = w.isChecked()
+            elif isinstance(w, QComboBox):
+                state[name] = w.currentText()
+            elif isinstance(w, QSpinBox):
+                state[name] = w.value()
+        return state
+
+    def apply_view_state(self, state: Any) -> list[str]:
+        """Set the choices ``state`` holds (as the user would: the panel follows); anything
+        unknown or out of range is skipped. Returns what was set, in words ("log y on")."""
+        done: list[str] = []
+        if not isinstance(state, dict):
+            return done
+        for name, w in self.view_controls().items():
+            value = state.get(name)
+            words = name.replace("_", " ")
+            if isinstance(w, QCheckBox) and isinstance(value, bool):
+                w.setChecked(value)
+                done.append(f"{words} {'on' if value else 'off'}")
+            elif isinstance(w, QComboBox) and isinstance(value, str) and w.findText(value) >= 0:
+                w.setCurrentIndex(w.findText(value))
+                done.append(f"{words} {value}")
+            elif isinstance(w, QSpinBox) and isinstance(value, int) and not isinstance(value, bool) \
+                    and w.minimum() <= value <= w.maximum():
+                w.setValue(value)
+                done.append(f"{words} {value}")
+        return done
 
     def csv_text(self) -> str:
         rows = self.data_rows()

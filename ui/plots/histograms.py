@@ -38,6 +38,18 @@ def _span(rule: str, text: str) -> str:
     return f'<span style="color:{rule_color(rule)}">{text}</span>'
 
 
+
+def _is_range(rng: Any) -> bool:
+    """[[x0, x1], [y0, y1]] of finite numbers, each increasing."""
+    import math
+
+    try:
+        (x0, x1), (y0, y1) = rng
+        return all(isinstance(v, (int, float)) and math.isfinite(v) for v in (x0, x1, y0, y1)) \
+            and x0 < x1 and y0 < y1
+    except (TypeError, ValueError):
+        return False
+
 class RuleHistogramPanel(PlotPanel):
     """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles.
     Hovering reads out every rule's density in the bin under the pointer."""
@@ -117,6 +129,28 @@ class RuleHistogramPanel(PlotPanel):
 
     def view_range(self) -> list[list[float]]:
         return self.plot.getViewBox().viewRange()
+
+    # -- view choices of an exported figure ------------------------------------------------------
+    def view_controls(self) -> dict[str, Any]:
+        controls: dict[str, Any] = {}
+        if self.log_box is not None:
+            controls["log_y"] = self.log_box
+        if self.fixed_box is not None:
+            controls["fixed_axes"] = self.fixed_box
+        return controls
+
+    def view_state(self) -> dict[str, Any]:
+        state = super().view_state()
+        if self.fixed_axes:  # the frame the figure was drawn in
+            state["view_range"] = [[float(a), float(b)] for a, b in self.view_range()]
+        return state
+
+    def apply_view_state(self, state: Any) -> list[str]:
+        done = super().apply_view_state(state)
+        rng = state.get("view_range") if isinstance(state, dict) else None
+        if self.fixed_axes and _is_range(rng):
+            self.set_fixed_axes(True, rng)
+        return done
 
     def y_values(self, density: np.ndarray, floor: float) -> np.ndarray:
         """Densities as drawn: on a log axis, empty bins sit at ``floor`` (log 0 does not exist)."""

@@ -119,6 +119,10 @@ class _Series:
             self.plot.removeItem(item)
 
 
+#: sweep plots drawn per redraw tick (of six): a new point takes six ticks (~0.2 s) to show
+PLOTS_PER_REFRESH = 1
+
+
 class SweepPanel(PlotPanel):
     export_presets = True
     plot_id = "sweep"
@@ -185,6 +189,11 @@ class SweepPanel(PlotPanel):
         self._rows: list[dict[str, Any]] = []
         self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
         self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
+        #: a change being drawn over several refreshes: its key and the plots still to draw
+        self._pending_key: Any = None
+        self._pending: list[int] = []
+        self._rules: tuple[str, ...] = ()
+        self._x = np.zeros(0)
 
     def _add_metric_plot(self, i: int, m: Metric) -> pg.PlotItem:
         """Plot ``i`` of the row (measure ``m``), x linked to the first one."""
@@ -270,6 +279,10 @@ class SweepPanel(PlotPanel):
         return (id(state.sweep), len(state.sweep),
                 (snap.config.d_k, snap.config.n_keys) if snap is not None else None)
 
+    def view_state(self) -> dict[str, Any]:
+        """What the sweep ran along ("d_k" or "n_keys"): the window sets it again on opening."""
+        return {"sweep_axis": self.axis}
+
     def set_axis(self, axis: str) -> None:
         """Show the switch at ``axis`` without asking for a rerun."""
         self.axis_box.blockSignals(True)
@@ -288,43 +301,48 @@ class SweepPanel(PlotPanel):
         self.set_axis(axis)
 
     def _sync(self, rules: tuple[str, ...]) -> None:
+        """Drop the items of rules no longer shown; each plot makes its own new items when it
+        is drawn (``_plot_items``: making all six plots' at once was a long block itself)."""
         for key in [k for k in self.series if k[1] not in rules]:
             self.series.pop(key).remove()
-        for i, p in enumerate(self.plots):
-            for name in rules:
-                if (i, name) not in self.series:
-                    self.series[(i, name)] = _Series(p, rule_color(name), rule_pen(name),
-                                                     rule_label(name) if i == 0 else None,
-                                                     RULE_SYMBOLS.get(name, "o"))
         if self.raw is None and self._raw_plot() is not None:
             self.raw = _Series(self.plots[self._raw_plot()], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
                                "raw q·k")
         for key in [k for k in self.theory if k[1] not in rules]:
             item = self.theory.pop(key)
             self.plots[key[0]].removeItem(item)
-        for i, m in enumerate(self.metrics):
-            if m.key in THEORY:
-                for name in rules:
-                    if (i, name) not in self.theory:
-                        item = pg.PlotDataItem(pen=pg.mkPen(rule_color(name), width=1.5,
-                                                            style=Qt.PenStyle.DashLine))
-                        self.plots[i].addItem(item)
-                        self.theory[(i, name)] = item
 
-    def _draw_theory(self, points: tuple, rules: tuple[str, ...]) -> None:
-        """Dashed asymptotic predictions along n, only at points where they apply."""
-        shown = False
-        for (i, name), item in self.theory.items():
+    def _plot_items(self, i: int, rules: tuple[str, ...]) -> None:
+        """Plot ``i``'s curve and band per rule (and its dashed theory curves), made once."""
+        for name in rules:
+            if (i, name) not in self.series:
+                self.series[(i, name)] = _Series(self.plots[i], rule_color(name), rule_pen(name),
+                                                 rule_label(name) if i == 0 else None,
+                                                 RULE_SYMBOLS.get(name, "o"))
+            if self.metrics[i].key in THEORY and (i, name) not in self.theory:
+                item = pg.PlotDataItem(pen=pg.mkPen(rule_color(name), width=1.5,
+                                                    style=Qt.PenStyle.DashLine))
+                self.plots[i].addItem(item)
+                self.theory[(i, name)] = item
+
+    def _draw_theory(self, i: int) -> None:
+        """Plot ``i``'s dashed asymptotic predictions along n, only at points where they apply."""
+        for (j, name), item in self.theory.items():
+            if j != i:
+                continue
             xs, ys = [], []
             if self.axis == "n_keys":
-                for p in points:
+                for p in self._points:
                     th = length_theory(p.snapshot.config, name)
                     if th is not None and th.reliable:
                         xs.append(p.x)
                         ys.append(getattr(th, THEORY[self.metrics[i].key]))
             ok = [k for k, y in enumerate(ys) if math.isfinite(y) and (y > 0 or not self.metrics[i].log_y)]
             item.setData(np.array([xs[k] for k in ok], dtype=float), np.array([ys[k] for k in ok]))
-            shown = shown or bool(ok)
+
+    def _theory_legend(self) -> None:
+        """"dashed: asymptotic theory" in the legend while a theory curve is drawn."""
+        shown = any(item.xData is not None and len(item.xData) for item in self.theory.values())
         legend = self.plots[0].legend
         if shown and not self._theory_in_legend:
             legend.addItem(self.theory_key, "dashed: asymptotic theory")
@@ -332,7 +350,50 @@ class SweepPanel(PlotPanel):
             legend.removeItem(self.theory_key)
         self._theory_in_legend = shown
 
+    # -- drawing: the six plots of a new sweep point over a few redraw ticks --------------------
+    def refresh(self, state: Any, force: bool = False) -> bool:
+        """Like every panel, but a change is drawn ``PLOTS_PER_REFRESH`` plots at a time: all
+        six at once (curves, bands, symbols, the linked x ranges and each y auto-range, then
+        the paint) was the GUI thread's longest block while a run streamed (bench/bench_gui.py
+        --profile). The panel counts as drawn (``_drawn_key``) once every plot is."""
+        if force or state is None:
+            self._pending, self._pending_key = [], None
+            return super().refresh(state, force)
+        self._state = state
+        key = self.data_key(state)
+        if key == self._drawn_key or not self.is_on_screen():
+            return False
+        if key != self._pending_key:  # new data: the shared part now, the plots in turns
+            self._pending_key = key
+            self._pending = list(range(len(self.plots))) if self._draw_shared(state) else []
+        for i in self._pending[:PLOTS_PER_REFRESH]:
+            self._draw_plot(i)
+        self._pending = self._pending[PLOTS_PER_REFRESH:]
+        self.glw.scene().prepareForPaint()  # (as PlotPanel.refresh: one paint, not two)
+        if not self._pending:
+            self._draw_done(state)
+            self._drawn_key = key
+            self.draw_count += 1
+        return True
+
+    def invalidate(self) -> None:
+        self._pending, self._pending_key = [], None
+        super().invalidate()
+
+    def clear_data(self) -> None:
+        self._pending, self._pending_key = [], None
+        super().clear_data()
+
     def draw(self, state: Any) -> None:
+        """Everything at once (an export, or a forced redraw)."""
+        if self._draw_shared(state):
+            for i in range(len(self.plots)):
+                self._draw_plot(i)
+        self._draw_done(state)
+
+    def _draw_shared(self, state: Any) -> bool:
+        """The axis, the markers, the series items, the theory curves, the raw q·k and the x
+        range; False when there is no point to draw."""
         axis = state.sweep[0].axis if state.sweep else getattr(state, "sweep_axis", self.axis)
         self._use_axis(axis)
         field = AXES[axis][0]
@@ -345,31 +406,53 @@ class SweepPanel(PlotPanel):
         self._rows = []
         if not points:
             self.clear_hover()
-            return
+            return False
         rules = tuple(points[0].snapshot.rules)
+        self._rules = rules
         self._show_titles(points[0].snapshot.config.correlation)
         self._sync(rules)
-        self._draw_theory(points, rules)
-        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
-        x = np.array([p.x for p in points], dtype=np.float64)
+        self._x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
         if self.raw is not None:
-            self.raw.set(x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
-        for i, m in enumerate(self.metrics):
+            self.raw.set(self._x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
+        for m in self.metrics:  # the CSV rows of every plot (cheap: numbers only)
             for name in rules:
                 ests = [m.get(p.snapshot.rules[name]) for p in points]
-                mean = finite([e.mean for e in ests])
-                se = finite([e.se for e in ests])
-                self.series[(i, name)].set(x, mean, se, m.log_y)
                 self._rows += [{"metric": m.key, "rule": name, field: int(d), "mean": float(a),
-                                "se": float(b)} for d, a, b in zip(x, mean, se, strict=False)]
+                                "se": float(b)} for d, a, b in
+                               zip(self._x, finite([e.mean for e in ests]),
+                                   finite([e.se for e in ests]), strict=False)]
         if self.raw is not None:
             self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
                             "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
-        # the d_k range (and the current d_k's marker) with room for the end tick labels, which
-        # pyqtgraph hides when they would overflow the axis
-        span = [x.min(), x.max()] + ([getattr(snap.config, field)] if snap is not None else [])
+        # the whole sweep's range from its first point (its ticks span it: the axis no longer
+        # moves as points arrive, so a new point repaints only the plots it changes), the current
+        # d_k's marker included, with room for the end tick labels, which pyqtgraph hides when
+        # they would overflow the axis
+        ticks = AXES[axis][3]
+        span = [10 ** v for v, _label in (*ticks[0], *ticks[1])] + [self._x.min(), self._x.max()]
+        if snap is not None:
+            span.append(getattr(snap.config, field))
         self.plots[0].setXRange(math.log10(min(span)), math.log10(max(span)), padding=0.1)
+        return True
+
+    def _draw_plot(self, i: int) -> None:
+        """Plot ``i``'s curves and bands, one per rule, and its theory curves."""
+        m = self.metrics[i]
+        self._plot_items(i, self._rules)
+        self._draw_theory(i)
+        for name in self._rules:
+            ests = [m.get(p.snapshot.rules[name]) for p in self._points]
+            self.series[(i, name)].set(self._x, finite([e.mean for e in ests]),
+                                       finite([e.se for e in ests]), m.log_y)
+
+    def _draw_done(self, state: Any) -> None:
+        """The header's count and a read-out on screen, once every plot shows the new points."""
+        points = self._points
+        if not points:
+            return
+        self._theory_legend()
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(

@@ -73,9 +73,23 @@ class WeightsPanel(PlotPanel):
             return None
         return (id(snap), self.rule_box.currentText(), self.row_box.value())
 
+    def view_controls(self) -> dict[str, Any]:
+        return {"heatmap": self.rule_box, "row": self.row_box}
+
+    def apply_view_state(self, state: Any) -> list[str]:
+        """The heatmap's rule may not be in the box yet (the figure's run has not drawn): it is
+        picked when that run's rules arrive."""
+        wanted = state.get("heatmap") if isinstance(state, dict) else None
+        self._wanted_rule = wanted if isinstance(wanted, str) else None
+        done = super().apply_view_state(state)
+        if self._wanted_rule and not any(d.startswith("heatmap") for d in done):
+            done.append(f"heatmap {self._wanted_rule}")
+        return done
+
     def _sync(self, rules: tuple[str, ...]) -> None:
         if tuple(self.rule_box.itemText(i) for i in range(self.rule_box.count())) != rules:
-            current = self.rule_box.currentText()
+            current = getattr(self, "_wanted_rule", None) or self.rule_box.currentText()
+            self._wanted_rule = None
             self.rule_box.blockSignals(True)
             self.rule_box.clear()
             self.rule_box.addItems(rules)

@@ -274,3 +274,20 @@ def test_the_device_queue_runs_one_job_at_a_time_in_process_with_the_same_number
     for p in run_experiment(spec, tmp_path / "c", workers=1, cancelled=lambda: bool(seen)):
         seen.append(p)
     assert seen[-1].cancelled and seen[-1].done == 0
+
+
+def test_a_folder_of_another_experiment_is_refused_naming_it(tmp_path):
+    from engine.errors import ConfigError
+    from engine.experiments.runner import check_out_dir, saved_experiment_name
+
+    for _ in run_experiment(SPEC, tmp_path, workers=1):
+        pass
+    assert saved_experiment_name(tmp_path) == SPEC.name
+    other = ExperimentSpec("another", SPEC.base, SPEC.axes)
+    with pytest.raises(ConfigError) as exc:
+        check_out_dir(other, tmp_path, resume=False)
+    assert f"already holds experiment {SPEC.name!r}: choose another folder" in exc.value.message
+    with pytest.raises(ConfigError) as exc:
+        check_out_dir(SPEC, tmp_path, resume=False)
+    assert f"already holds experiment {SPEC.name!r}: resume it" in exc.value.message
+    assert saved_experiment_name(tmp_path / "nothing") is None

@@ -304,3 +304,27 @@ def test_an_other_scale_never_reads_as_a_known_one() -> None:
     d_k = 32
     v = verdict(0.9999997 * d_k**-0.5, 1e-8, True, 1.0, 1e-6, d_k, 384)
     assert v.startswith("other") and not v.endswith("= 1"), v
+
+
+def test_a_layers_scale_reads_as_a_multiple_of_the_standard() -> None:
+    """Not "s*sqrt(d_k) = 1 (heads 1..1)": the layer's scale as a multiple of 1/sqrt(d_k) and
+    its heads' range, or that they agree."""
+    from engine.probe.audit import AuditResult, fit_layers
+
+    rng = np.random.default_rng(5)
+    d_k = 16
+    vis = np.ones((16, 16), dtype=bool)
+    layers = []
+    for scales in ([1.0, 1.0, 1.0], [0.6, 0.9, 1.7]):
+        z = rng.normal(0, 3, size=(3, 16, 16))
+        s = np.array(scales) / math.sqrt(d_k)
+        layers.append((z, np.stack([_softmax(s[i] * z[i], vis) for i in range(3)]).astype(np.float32)))
+    hf, lf, hv, lv = fit_layers([z for z, _ in layers], [p for _, p in layers], vis, d_k, 64)
+    res = AuditResult("m", "bert", None, 2, 3, d_k, 48, False, 16, (), {}, np.ones(2), hf, lf,
+                      hv, lv, "", 0.0, 0.0)
+    assert res.scale_text(0) == "fitted scale 1.000 x 1/sqrt(d_k), all 3 heads alike"
+    assert res.scale_text(0, unicode=True) == "fitted scale 1.000 × 1/√d_k, all 3 heads alike"
+    text = res.scale_text(1)
+    assert text.startswith("fitted scale ") and text.endswith(
+        "x 1/sqrt(d_k), heads from 0.6000 to 1.700 x")
+    assert ".." not in text and "s*sqrt" not in text

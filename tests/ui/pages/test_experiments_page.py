@@ -233,8 +233,8 @@ def test_a_job_is_timed_for_the_estimate():
     from engine.experiments.spec import Axis, ExperimentSpec
     from ui.pages.experiments.estimate import time_job
 
-    est = list(time_job(TINY, lambda: False))
-    assert len(est) == 1 and est[0].step_s > 0 and est[0].log_s > 0
+    est = list(time_job([TINY], lambda: False))
+    assert len(est) == 1 and est[0].step_s > 0 and est[0].timing(TINY).log_s > 0
     spec = ExperimentSpec("t", TINY, (Axis("seed", (0, 1, 2, 3)),))
     one, two = est[0].grid_seconds(spec, 1), est[0].grid_seconds(spec, 2)
     assert two < one and est[0].job_seconds(TINY.replace(steps=60)) > est[0].job_seconds(TINY)
@@ -341,7 +341,7 @@ def test_the_estimate_is_timed_in_a_worker_process(show_widget, qtbot):
     page.form.axes.set_axes([("seed", "0, 1")])
     qtbot.waitUntil(lambda: page.estimate is not None, timeout=120_000)
     assert page.estimate.step_s > 0
-    assert "about" in page.plan_label.text() and "worker process" in page.plan_label.text()
+    assert "about" in page.plan_label.text() and "worker process" in page.plan_label.toolTip()
     _no_pool_left(page, qtbot)
 
 

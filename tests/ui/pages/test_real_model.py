@@ -353,7 +353,8 @@ def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
     b = page.audit_result
     assert b.layer_verdicts == ["1/sqrt(d_k)", "unscaled"] and b.inject == {1: "none"}
     assert np.allclose(panel.image.image[1], np.log2(np.sqrt(8)), atol=1e-4)
-    assert "layer 1: unscaled" in panel.verdict_label.text()
+    assert "layer 1: unscaled; fitted scale 2.828 × 1/√d_k, all 4 heads alike" in \
+        panel.verdict_label.text()
     second = page.audit_result
     panel.clear_button.click()
     _wait_idle(page, qtbot, lambda: page.audit_result is not second)
@@ -419,6 +420,77 @@ def test_whatif_view_of_a_causal_model_plots_perplexity(show_widget) -> None:
     np.testing.assert_allclose(panel.grid_images[0].image, w.entropy_norm[2])
     rows = panel.data_rows()
     assert sum(r["series"] == "summary" for r in rows) == 3
+
+
+def test_a_result_that_arrives_while_its_view_is_hidden_is_drawn_when_shown(
+        page, qtbot, tiny_folder: Path) -> None:
+    """Analyze, then the Scale audit view during the load: back on Per head, the plots are
+    drawn (they stayed empty while the panel said "N tokens analyzed")."""
+    assert page.set_model_dir(str(tiny_folder))
+    page.text_edit.setPlainText("Why is the attention score scaled? The head width.")
+    assert page.analyze()
+    page.tabs.setCurrentWidget(page.audit_panel)  # the Per head view is hidden during the run
+    qtbot.waitUntil(lambda: page.result is not None and not page.worker.is_running(),
+                    timeout=60_000)
+    qtbot.wait(100)  # a few ticks: hidden panels are not drawn
+    assert "tokens analyzed" in page.last_message
+    assert all(p.draw_count == 0 for p in page.panels)
+    page.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: all(p.draw_count > 0 for p in page.panels), timeout=5_000)
+    assert not page.grid_panel.placeholder.item.isVisible()
+    # the same for an audit that finishes while the Per head view is in front
+    assert page.run_audit()
+    page.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: page.audit_result is not None and not page.worker.is_running(),
+                    timeout=60_000)
+    page.tabs.setCurrentWidget(page.audit_panel)
+    qtbot.waitUntil(lambda: page.audit_panel.draw_count > 0, timeout=5_000)
+
+
+def test_a_real_model_figure_reopens_with_its_text_head_and_bugs(window, qtbot, tiny_folder: Path,
+                                                                 tmp_path: Path) -> None:
+    """File -> Open of a Real model figure: the model, text and rule that drew it, its head and
+    grid group (or its planted bugs), and the job runs again; the status bar says so."""
+    from ui.export import export_panel
+    from ui.plots.base import read_figure_metadata
+
+    page = window.open_page("RealModelPage")
+    assert page.set_model_dir(str(tiny_folder))
+    text = "Why is the attention score scaled? The head width."
+    page.text_edit.setPlainText(text)
+    page.rule_box.setCurrentIndex(page.rule_box.findData("none"))
+    assert page.analyze()
+    _wait_idle(page, qtbot, lambda: page.result is not None)
+    page.select_head(1, 2)
+    page.grid_panel.set_group("entropy")
+    head = export_panel(page.scores_panel, tmp_path / "head.png", "png")
+    meta = read_figure_metadata(head)
+    assert meta["page"] == "real_model" and meta["real_model"]["text"] == text
+    assert meta["view"]["layer"] == 1 and meta["view"]["head"] == 2
+    assert page.break_layer(1, "none")
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None and page.audit_result.inject)
+    audit_svg = export_panel(page.audit_panel, tmp_path / "audit.svg", "svg")
+    # everything changes
+    page.text_edit.setPlainText("the a of to")
+    page.rule_box.setCurrentIndex(page.rule_box.findData("model"))
+    page.select_head(0, 0)
+    page.grid_panel.set_group("spread")
+    assert page.repair()
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None and not page.audit_result.inject)
+    window.tabs.setCurrentIndex(0)
+    first = page.result
+    assert window.open_session(head) is None
+    assert window.tabs.currentWidget() is page
+    _wait_idle(page, qtbot, lambda: page.result is not first)
+    assert page.text_edit.toPlainText() == text and page.rule == "none"
+    assert (page.layer, page.head) == (1, 2) and page.grid_panel.group == "entropy"
+    assert "Opened head.png: the per-head analysis" in window.last_message
+    assert "layer 1 head 2" in window.last_message
+    before = page.audit_result
+    window.open_session(audit_svg)
+    _wait_idle(page, qtbot, lambda: page.audit_result is not before)
+    assert page.audit_result.inject == {1: "none"}
+    assert "bugs planted (layer 1: none)" in window.last_message
 
 
 def test_training_lab_weights_are_audited_run_by_run(page, qtbot, tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QGridLayout,
     QGroupBox,
     QLabel,
@@ -30,6 +29,7 @@ from engine.experiments.builtin import load_builtins
 from engine.experiments.runner import WORKERS_MAX
 from engine.experiments.spec import ExperimentSpec
 from engine.training.config import TRAINING_RULES
+from ui.file_dialogs import choose_dir
 from ui.pages.experiments.axes import AxesEditor
 from ui.pages.experiments.custom import describe_base, form_spec
 from ui.params.fields import rule_check_boxes
@@ -44,6 +44,8 @@ NOTE_STYLE = "color: gray; font-size: 9pt;"
 
 class ExperimentForm(QWidget):
     changed = Signal()
+    #: another experiment was chosen (a built-in one, or "Build your own"); ``changed`` follows
+    chosen = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -164,6 +166,20 @@ class ExperimentForm(QWidget):
             self._set_rules(spec.rules)
             self.axes.set_spec_axes(spec)
         self._show_base()
+        self.chosen.emit()
+        self.changed.emit()
+
+    def show_spec(self, spec: ExperimentSpec) -> None:
+        """Put ``spec`` into the form: its built-in choice when it is one, else its base, rules
+        and axes as a grid of one's own (an opened figure's experiment)."""
+        builtin = self.builtins.get(spec.name)
+        if builtin is not None and builtin.to_dict() == spec.to_dict():
+            self.select_builtin(spec.name)
+            return
+        self.set_base(spec.base)
+        self._set_rules(spec.rules)
+        self.axes.set_axes([(a.field, ", ".join(repr(v) if isinstance(v, float) else str(v)
+                                                for v in a.values)) for a in spec.axes])
         self.changed.emit()
 
     def set_base(self, cfg: Any) -> None:
@@ -205,8 +221,7 @@ class ExperimentForm(QWidget):
             cb.blockSignals(False)
 
     def _choose_out(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Experiment output folder",
-                                                  self.out_edit.text())
+        folder = choose_dir(self, "Experiment output folder", self.out_edit.text())
         if folder:
             self.out_edit.setText(folder)
 

@@ -31,6 +31,7 @@ class GridPanel(PlotPanel):
 
     plot_id = "experiment_grid"
     title = "Grid"
+    figure_page = "experiments"
     choice_changed = Signal()
     job_clicked = Signal(int)
 

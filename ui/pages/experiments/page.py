@@ -19,7 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -31,9 +30,11 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import ConfigError
+from engine.experiments.spec import ExperimentSpec
 from ui.experiment_figures import ExperimentFigurePanel
+from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
-from ui.pages.experiments.estimate import START_S, Estimate, format_seconds, time_job
+from ui.pages.experiments.estimate import Estimate, format_seconds, plan_estimate, time_job
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -48,6 +49,9 @@ JOIN_S = 10.0
 ESTIMATE_JOIN_S = 2.0
 FIGURE_COLUMNS = 3
 SETTINGS_KEY = "experiments/form"
+
+#: the verdict line before any job of the run shown has finished
+NO_VERDICT = "<b>Verdict</b>: computed from the finished jobs once they come in"
 
 
 class ExperimentsPage(LivePage):
@@ -91,7 +95,8 @@ class ExperimentsPage(LivePage):
         self.estimate_timer.setInterval(ESTIMATE_DEBOUNCE_MS)
         self.estimate_timer.timeout.connect(self._start_estimate)
         self.form.changed.connect(self._validate)
-        self.verdict_label.setText("<b>Verdict</b>: computed from the finished jobs once they come in")
+        self.form.chosen.connect(self._experiment_chosen)
+        self.verdict_label.setText(NO_VERDICT)
         self._validate()
         self._update_buttons()
         self.timer.start()
@@ -151,6 +156,7 @@ class ExperimentsPage(LivePage):
         self.grid_panel.choice_changed.connect(self._grid_choice_changed)
         self.grid_panel.job_clicked.connect(self.open_job_index)
         self.grid_panel.export_requested.connect(self.export_panel_dialog)
+        self.grid_panel.figure_source = self._grid_source
         self.jobs = JobTable(top)
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
@@ -200,6 +206,35 @@ class ExperimentsPage(LivePage):
         if self.spec is not None and self.status not in ("running", "stopping"):
             self.estimate_timer.start()
 
+    def _experiment_chosen(self) -> None:
+        """Another experiment chosen: the run shown (progress, verdict, grid, jobs, figures) is
+        of the old one, so it goes; if the output folder holds the chosen experiment, its jobs
+        are shown instead (Resume continues it)."""
+        if self.status in ("running", "stopping") or self.run_spec is None:
+            return
+        chosen = self.form.builtin_name
+        out = Path(self.form.out_dir()) if self.form.out_dir() else None
+        from engine.experiments.runner import saved_experiment_name
+
+        held = saved_experiment_name(out) if out is not None else None
+        if chosen and held == chosen and out != self.run_out:
+            self.open_folder(out)
+            return
+        if chosen and chosen == self.run_spec.name:
+            return  # the run shown is of the chosen experiment
+        self._clear_run()
+
+    def _clear_run(self) -> None:
+        """Forget the run shown: the page shows the plan of the form's experiment."""
+        self.run_spec = self.run_out = self.progress = None
+        self._results_seen = None
+        self._grid_state = None
+        self.progress_bar.setRange(0, 1)
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("no run yet")
+        self.verdict_label.setText(NO_VERDICT)
+        self._set_status("idle")
+
     def _show_spec(self, spec: Any) -> None:
         """The job list and grid choices of ``spec`` (before its run, or for its run)."""
         self.jobs.set_spec(spec)
@@ -210,10 +245,10 @@ class ExperimentsPage(LivePage):
         spec = self.spec
         if spec is None or self._closing:
             return
-        from engine.experiments.estimate import timed_job
+        from engine.experiments.estimate import timed_jobs
 
-        timed = timed_job(spec).config
-        if self.estimate is not None and self.estimate.config == timed.to_dict():
+        timed = [j.config for j in timed_jobs(spec)]
+        if self.estimate is not None and self.estimate.configs == tuple(c.to_dict() for c in timed):
             self._show_plan()
             return
         self.estimator.start(lambda cancelled: time_job(timed, cancelled))
@@ -233,19 +268,20 @@ class ExperimentsPage(LivePage):
         jobs = spec.jobs()
         text = (f"<b>{len(jobs)} job(s)</b> × {len(spec.rules)} rule(s) ({', '.join(spec.rules)}), "
                 f"{self.form.workers.value()} worker(s)")
-        from engine.experiments.estimate import timed_job
+        from engine.experiments.estimate import timed_jobs
 
         est = self.estimate
-        timed = timed_job(spec)
-        if est is not None and est.config == timed.config.to_dict():
-            total = START_S + est.grid_seconds(spec, self.form.workers.value())
-            text += (f" · about {format_seconds(total)} (timed from a few steps of job "
-                     f"{timed.index} in a worker process: "
-                     f"{format_seconds(est.job_seconds(timed.config))} per job; the first run "
-                     "also starts the worker processes, which load torch)")
+        timed = timed_jobs(spec)
+        shapes = f"job {timed[0].index}" if len(timed) == 1 else \
+            f"jobs {', '.join(str(j.index) for j in timed)} (one of each shape)"
+        tip = ""
+        if est is not None and est.configs == tuple(j.config.to_dict() for j in timed):
+            line, tip = plan_estimate(est, spec, self.form.workers.value(), shapes)
+            text += " · " + line
         elif self.estimator.is_running():
-            text += f" · timing a few steps of job {timed.index}…"
+            text += f" · timing a few steps of {shapes}…"
         self.plan_label.setText(text)
+        self.plan_label.setToolTip(tip)
 
     # -- running -------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -402,6 +438,7 @@ class ExperimentsPage(LivePage):
             panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
             panel.setMinimumHeight(220)
             panel.export_requested.connect(self.export_panel_dialog)
+            panel.figure_source = self._figure_source
             self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
             panel.apply_theme(self.theme)
@@ -454,7 +491,7 @@ class ExperimentsPage(LivePage):
 
     # -- an experiment folder ------------------------------------------------------------------
     def _open_dialog(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open an experiment folder")
+        folder = choose_dir(self, "Open an experiment folder")
         if folder:
             self.open_folder(folder)
 
@@ -491,6 +528,53 @@ class ExperimentsPage(LivePage):
         self._set_status("done" if len(results) == total else "stopped", message,
                          error=bool(ignored))
         return True
+
+    # -- exported figures: what drew them, and opening them again -----------------------------
+    def _figure_source(self) -> dict[str, Any] | None:
+        """The experiment shown and its folder, for an exported figure's metadata."""
+        spec = self.run_spec or self.spec
+        if spec is None:
+            return None
+        return {"experiment": spec.to_dict(),
+                "folder": str(self.run_out.resolve()) if self.run_out is not None else None}
+
+    def _grid_source(self) -> dict[str, Any] | None:
+        source = self._figure_source()
+        if source is not None:
+            source["view"] = {"x": self.grid_panel.x, "metric": self.grid_panel.metric}
+        return source
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): its experiment's folder when it still holds
+        that experiment (every figure, the grid and the verdict are drawn again from its jobs),
+        else the experiment into the form (Start runs it). Returns what was restored, in words;
+        ValueError (a ConfigError) when the experiment is bad or a run is active."""
+        from engine.experiments.runner import load_experiment
+
+        if self.status in ("running", "stopping"):
+            raise ValueError("an experiment is running: stop it first, then open the figure again")
+        spec = ExperimentSpec.from_dict(meta.get("experiment"))
+        folder = meta.get("folder")
+        view = meta.get("view") if isinstance(meta.get("view"), dict) else {}
+        where = None
+        if isinstance(folder, str) and folder:
+            try:
+                same = load_experiment(folder).to_dict() == spec.to_dict()
+            except (ConfigError, OSError, ValueError):
+                same = False
+            if same and self.open_folder(folder):
+                where = folder
+        if where is None:
+            self._clear_run()
+            self.form.show_spec(spec)
+        if view:
+            self.grid_panel.set_choices(grid_choices(spec), view.get("x"), view.get("metric"))
+        p = self.progress
+        if where is not None and p is not None:
+            return (f"the experiment {spec.name!r} from {where} ({p.done}/{p.total} jobs), "
+                    "its figures, grid and verdict")
+        gone = f" (its folder {folder} no longer holds it)" if folder else ""
+        return f"the experiment {spec.name!r} into the form{gone}: Start runs it again"
 
     # -- opening a job -------------------------------------------------------------------------
     def open_job_index(self, index: int) -> bool:

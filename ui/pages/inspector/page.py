@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QGridLayout,
     QHBoxLayout,
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
 from engine.errors import ConfigError
 from engine.inspect import InspectResult, inspect_scores
 from engine.softmax import JACOBIAN_ENTRY_MAX
+from ui.file_dialogs import save_file
 from ui.pages.inspector.export import jacobian_path, write_inspection_csv
 from ui.pages.inspector.fmt import plain, sig
 from ui.pages.inspector.parse import parse_scale, parse_scores
@@ -431,15 +431,14 @@ class InspectorPage(QWidget):
         s["entropy_norm"].setText(sig(r.entropy_norm, 6))
 
     def _on_save_csv(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save inspector data", "inspector.csv",
-                                              "CSV files (*.csv)")
+        path = save_file(self, "Save inspector data", "inspector.csv", "CSV files (*.csv)")
         # (the dialog asked about the file picked; the Jacobian's file beside it is asked here)
         if path and self._may_replace([jacobian_path(path)]):
             self._report(lambda: self.export_csv(path))
 
     def _on_save_png(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save inspector plots (base name)",
-                                              "inspector.png", "PNG images (*.png)")
+        path = save_file(self, "Save inspector plots (base name)", "inspector.png",
+                         "PNG images (*.png)")
         if path and self._may_replace(self.plot_paths(path)):
             self._report(lambda: self.export_plots(path))
 

@@ -83,6 +83,7 @@ class _LeaveFilter(QObject):
 
 
 class AuditPanel(PlotPanel):
+    figure_page = "real_model"
     plot_id = "scale_audit"
     title = "Scale audit"
     run_requested = Signal()
@@ -218,16 +219,15 @@ class AuditPanel(PlotPanel):
     def verdict_html(self, res: AuditResult) -> str:
         """The summary and one line per layer: block, scale, verdict, declared, features."""
         lines = []
-        per_layer = res.layer_scale_x_sqrt_dk()
         sq = math.sqrt(res.d_k)
         for i, v in enumerate(res.layer_verdicts):
             site = res.sites[i] if res.sites else None
             bad = is_flagged(v) if site is None else not site.matches_declared
             colour = self.theme.error if bad else self.theme.foreground
             inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
-            text = f"layer {i}: {v} (s·√d_k = {per_layer[i]:.4g}){inj}"
+            text = f"layer {i}: {v}; {res.scale_text(i, unicode=True)}{inj}"
             if site is not None:
-                decl = f"{site.block}, declared {res.declared_scale[i] * sq:.4g}"
+                decl = f"{site.block}, declared {res.declared_scale[i] * sq:#.4g} × 1/√d_k"
                 text += (f" — {decl}, as declared" if site.matches_declared
                          else f" — {decl}: <b>{site.mismatch}</b>")
                 text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}</small>"
@@ -276,6 +276,7 @@ class AuditPanel(PlotPanel):
 
 
 class WhatIfPanel(PlotPanel):
+    figure_page = "real_model"
     plot_id = "whatif"
     title = "What-if: logits × m"
     run_requested = Signal(object)  #: the layer (None = all)

@@ -19,7 +19,6 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QFrame,
     QGroupBox,
     QHBoxLayout,
@@ -53,9 +52,11 @@ from engine.probe.loader import (
 from engine.probe.summary import summarize
 from engine.probe.texts import load_text_presets
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot, whatif
+from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel, WhatIfView
 from ui.pages.real_model.panels import (
+    GRID_GROUPS,
     PROBE_NAMES,
     HeadAttentionPanel,
     HeadGridPanel,
@@ -98,6 +99,10 @@ class RealModelPage(LivePage):
         self.weights_path: Path | None = None
         self.run_results: list[AuditResult] = []  #: one audit per run of those weights
         self._job = "probe"  #: what the worker runs now: probe, audit or whatif
+        #: the page's parameters when each kind of job last started (what drew its figures)
+        self._ran: dict[str, dict[str, Any]] = {}
+        #: an opened what-if figure's multiplier index, applied when its sweep arrives
+        self._wanted_whatif_index: int | None = None
 
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
@@ -258,6 +263,7 @@ class RealModelPage(LivePage):
         self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
         for panel in self.panels:
             panel.export_requested.connect(self.export_panel_dialog)
+            panel.figure_source = lambda: self._figure_source("probe")
         self.audit_panel = AuditPanel(self)
         self.audit_panel.run_requested.connect(self.run_audit)
         self.audit_panel.inject_requested.connect(self.break_layer)
@@ -269,6 +275,8 @@ class RealModelPage(LivePage):
         self.audit_panels = (self.audit_panel, self.whatif_panel)
         for panel in self.audit_panels:
             panel.export_requested.connect(self.export_panel_dialog)
+        self.audit_panel.figure_source = lambda: self._figure_source("audit")
+        self.whatif_panel.figure_source = lambda: self._figure_source("whatif")
         bottom = QSplitter(Qt.Orientation.Horizontal, self)
         bottom.addWidget(self.scores_panel)
         bottom.addWidget(self.attention_panel)
@@ -284,7 +292,7 @@ class RealModelPage(LivePage):
         self.tabs.addTab(right, "Per head")
         self.tabs.addTab(self.audit_panel, "Scale audit")
         self.tabs.addTab(self.whatif_panel, "What-if")
-        self.tabs.currentChanged.connect(lambda _i: self._refresh_audit_views())
+        self.tabs.currentChanged.connect(lambda _i: self._catch_up())
 
     # -- model choice --------------------------------------------------------------------------
     def _update_availability(self) -> None:
@@ -365,7 +373,7 @@ class RealModelPage(LivePage):
         self.whatif_panel.set_layers(shape[0])
 
     def _choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face model folder")
+        folder = choose_dir(self, "Open a Hugging Face model folder")
         if folder and self.set_model_dir(folder):
             self.analyze()
 
@@ -402,6 +410,7 @@ class RealModelPage(LivePage):
 
     def _start(self, kind: str, job: Any) -> bool:
         self._job = kind
+        self._ran[kind] = self.session_params()
         self._started = time.perf_counter()
         self.worker.start(job)
         self._set_running(True, "starting…")
@@ -538,7 +547,18 @@ class RealModelPage(LivePage):
         if message is not None:
             self._message(message)
 
+    def _catch_up(self) -> None:
+        """Draw what became visible since its result arrived: a panel skips its redraw while it
+        is hidden (another view of this page, another page, presentation mode), so each tick
+        (and each view change) offers it the latest result again; an up-to-date or hidden panel
+        returns at once."""
+        if self.view is not None:
+            for panel in self.panels:
+                panel.refresh(self.view)
+        self._refresh_audit_views()
+
     def tick(self) -> None:
+        self._catch_up()
         got = self.worker.take_latest()
         if got is None:
             return
@@ -563,6 +583,9 @@ class RealModelPage(LivePage):
                 self.whatif_result = snap.result
                 ms = snap.result.multipliers
                 self.whatif_index = int(np.argmin(np.abs(np.log(ms))))  # m = 1 first
+                wanted, self._wanted_whatif_index = self._wanted_whatif_index, None
+                if wanted is not None and 0 <= wanted < len(ms):  # an opened figure's m
+                    self.whatif_index = wanted
                 self._refresh_audit_views(force=True)
                 self.export_button.setEnabled(True)
             return
@@ -694,6 +717,62 @@ class RealModelPage(LivePage):
         self.view = ProbeView(res, self.table, self.layer, self.head, detail)
         for panel in self.panels:
             panel.refresh(self.view)
+
+    # -- exported figures: what drew them, and opening them again -----------------------------
+    def _figure_source(self, kind: str) -> dict[str, Any] | None:
+        """The model, text and rule of the job that drew a figure, and the page's view of it
+        (head, grid group, planted bugs, what-if layer and multiplier)."""
+        ran = self._ran.get(kind)
+        if ran is None:
+            return None
+        w = self.whatif_result
+        bugs = self.audit_result.inject if self.audit_result is not None else {}
+        return {"real_model": {**ran, "rule": self.rule},
+                "view": {"layer": self.layer, "head": self.head, "group": self.grid_panel.group,
+                         "bugs": {str(k): v for k, v in bugs.items()},
+                         "whatif_layer": w.layer if w is not None else None,
+                         "whatif_index": self.whatif_index}}
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): the model, text and rule that drew it, its
+        head, grid group, planted bugs or what-if layer, and the job that draws it runs again
+        (analysis, audit or what-if: seconds). Returns what was restored, in words; ValueError
+        when a job runs or the model folder is not here."""
+        if self.worker.is_running():
+            raise ValueError("a job is running on the Real model page: wait for it, then open "
+                             "the figure again")
+        params = meta.get("real_model")
+        view = meta.get("view") if isinstance(meta.get("view"), dict) else {}
+        if not isinstance(params, dict) or not self.apply_session_params(params):
+            raise ValueError("the figure carries no model and text")
+        if params.get("model") != self.model_dir:
+            raise ValueError(f"the model folder {params.get('model')} is not here")
+        plot = meta.get("plot")
+        what = f"{params.get('model') or BUNDLED_NAME}, {len(str(params.get('text', '')))} "\
+               "characters of text"
+        if plot == self.audit_panel.plot_id:
+            bugs = view.get("bugs") if isinstance(view.get("bugs"), dict) else {}
+            self.bugs = {int(k): v for k, v in bugs.items()  # (a layer: a few digits)
+                         if str(k).isdigit() and len(str(k)) <= 4 and isinstance(v, str)}
+            self.run_audit()
+            planted = ", ".join(f"layer {k}: {v}" for k, v in sorted(self.bugs.items()))
+            return f"the scale audit of {what}" + (f", bugs planted ({planted})" if planted else "")
+        if plot == self.whatif_panel.plot_id:
+            layer = view.get("whatif_layer")
+            index = view.get("whatif_index")
+            self._wanted_whatif_index = index if isinstance(index, int) else None
+            self.run_whatif(layer if isinstance(layer, int) else None)
+            where = f"layer {layer}" if isinstance(layer, int) else "every layer"
+            return f"the what-if sweep of {what} ({where})"
+        layer, head, group = view.get("layer"), view.get("head"), view.get("group")
+        if isinstance(layer, int) and isinstance(head, int) and min(layer, head) >= 0:
+            self.layer, self.head = layer, head  # (out of the model's range: head 0 of layer 0)
+        if group in GRID_GROUPS:
+            self.grid_panel.set_group(group)
+        self.tabs.setCurrentIndex(0)
+        self.analyze()
+        return (f"the per-head analysis of {what}, layer {self.layer} head {self.head}, "
+                f"{self.rule_box.currentText()}")
 
     # -- theme, export -------------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:

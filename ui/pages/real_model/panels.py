@@ -119,6 +119,7 @@ class Placeholder:
 
 
 class HeadGridPanel(PlotPanel):
+    figure_page = "real_model"
     """Three layer x head heatmaps of one group; hover shows values, a click selects a head."""
 
     plot_id = "head_grids"
@@ -279,6 +280,7 @@ class HeadGridPanel(PlotPanel):
 
 
 class HeadScoresPanel(PlotPanel):
+    figure_page = "real_model"
     """Histograms of one head's raw and scaled scores with the i.i.d. normal overlay."""
 
     plot_id = "head_scores"
@@ -364,6 +366,7 @@ def token_ticks(tokens: tuple[str, ...], most: int) -> list[list[tuple[float, st
 
 
 class HeadAttentionPanel(PlotPanel):
+    figure_page = "real_model"
     """One head's attention matrix (token labels) and the Jacobian size of each query row."""
 
     plot_id = "head_attention"

@@ -15,6 +15,7 @@ from ui.pages.base import PanelRedraw
 from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
 from ui.plots.base import panel_grid
+from ui.plots.cover import Cover
 from ui.plots.rule_strip import SEPARATOR, rule_parts, strip_label
 from ui.theme import LIGHT, Theme
 
@@ -24,6 +25,8 @@ GRID = {
     "entropy": (2, 0, 1), "jacobian": (2, 1, 1), "sweep": (3, 0, 3),
 }
 RESULTS_CELL = (2, 2)
+#: the id of the results table among the ids a tour question may cover (besides the plot ids)
+RESULTS_ID = "results"
 STRIP_ROW = 0
 PANEL_MIN_HEIGHT = 170
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
@@ -65,6 +68,7 @@ class SimulationPage(QScrollArea, PanelRedraw):
         self.setWidget(inner)
         self.state: Any = None
         self.theme: Theme = LIGHT
+        self._covers: dict[str, Cover] = {}
 
     def set_state(self, state: Any) -> None:
         self.state = state
@@ -109,6 +113,21 @@ class SimulationPage(QScrollArea, PanelRedraw):
         else:
             panel.flash()
         return panel
+
+    def conceal(self, ids: list[str], text: str = "") -> None:
+        """Cover the plots (and the results table, ``RESULTS_ID``) in ``ids`` with ``text``, and
+        uncover every other: the tour hides what would give its question's answer away."""
+        for pid in ids:
+            if pid not in self._covers:
+                target = self.results if pid == RESULTS_ID else self.panels[pid].glw
+                self._covers[pid] = Cover(target)
+            self._covers[pid].show(text)
+        for pid, cover in self._covers.items():
+            if pid not in ids:
+                cover.hide()
+
+    def concealed(self) -> list[str]:
+        return [pid for pid, cover in self._covers.items() if cover.shown]
 
     def clear_highlight(self) -> None:
         for p in self.panels.values():

@@ -58,6 +58,8 @@ class TourPanel(QWidget):
     #: the user clicked "open the Score inspector": scores and scale of the step's example
     open_inspector = Signal(list, float)
     finished = Signal()  #: the user left the tour (the settings stay)
+    #: plot ids to cover until the question is answered (an empty list: uncover them all)
+    conceal = Signal(list)
 
     def __init__(self, parent: QWidget | None = None, path: str | Path | None = None,
                  ask: bool = True) -> None:
@@ -201,6 +203,7 @@ class TourPanel(QWidget):
         ask = (step is not None and step.question is not None and self.ask_check.isChecked()
                and index not in self._answered)  # coming back to a step does not ask again
         self.question.ask(step.question if ask else None)
+        self.conceal.emit(list(step.question.hide) if self.question.asking else [])
         self._text.setVisible(not self.question.asking)  # the explanation comes with the answer
         if self.question.asking:  # Next first reveals the answer, even on the last step
             self.next_button.setEnabled(True)
@@ -230,6 +233,7 @@ class TourPanel(QWidget):
             self.question.show_measured(step.question.measured(snapshot))
 
     def _on_answered(self, _index: int) -> None:
+        self.conceal.emit([])  # revealed: the covered plots show the answer now
         self._answered.add(self._index)
         self._text.setVisible(True)
         self.next_button.setEnabled(self._index < len(self._steps) - 1)
@@ -247,6 +251,7 @@ class TourPanel(QWidget):
             self.go_to(self._index - 1)
 
     def leave(self) -> None:
+        self.conceal.emit([])
         self.finished.emit()
 
     def event(self, event: QEvent) -> bool:

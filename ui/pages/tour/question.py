@@ -86,7 +86,7 @@ class QuestionBox(QWidget):
         for i, b in enumerate(self.buttons):
             b.setEnabled(False)
             if i == q.answer:
-                b.setText(f"✔ {q.choices[i].label}")
+                b.setText(f"✔ {i + 1}: {q.choices[i].label}")
         self._render()
         self.answered.emit(index)
         return True
@@ -101,14 +101,15 @@ class QuestionBox(QWidget):
         if q is None or self.chosen is None:
             return
         theme = current_theme()
-        right = q.correct.label
+        # the choice's number and its value: "The answer: 1" read as choice 1 (0.05)
+        right = html.escape(q.choice_text(q.answer))
         if self.chosen == SKIPPED:
-            verdict = f"The answer: <b>{html.escape(right)}</b>."
+            verdict = f"The answer: <b>{right}</b>."
         elif self.chosen == q.answer:
-            verdict = f"✔ Right: <b>{html.escape(right)}</b>."
+            verdict = f"✔ Right: <b>{right}</b>."
         else:
             verdict = (f"<span style='color:{theme.error}'>✖ Not quite</span>: it is "
-                       f"<b>{html.escape(right)}</b> (you chose {html.escape(q.choices[self.chosen].label)}).")
+                       f"<b>{right}</b> (you chose {html.escape(q.choice_text(self.chosen))}).")
         parts = [verdict]
         if q.explain:
             parts.append(html.escape(q.explain))

@@ -19,7 +19,9 @@ from engine.validate import quote
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
 
 _STEP_KEYS = frozenset({"title", "text", "config", "plot", "inspector", "sweep_axis", "question"})
-_QUESTION_KEYS = frozenset({"ask", "choices", "answer", "measure", "explain"})
+_QUESTION_KEYS = frozenset({"ask", "choices", "answer", "measure", "explain", "hide"})
+#: what a question may cover until it is answered: its plots, and the results table
+HIDE_IDS = (*PLOT_IDS, "results")
 #: what a question's answer is measured as: a rule's statistic of the final simulation snapshot
 #: (engine.simulate.RuleResult) or, with rule "raw", the spread of the raw scores q·k
 STATISTICS = ("top_weight", "saturated_frac", "entropy_norm", "jacobian_fro", "jacobian_max_abs",
@@ -87,10 +89,19 @@ class Question:
     rule: str  #: the rule whose statistic is measured ("raw": the raw scores)
     statistic: str
     explain: str = ""  #: said with the answer (why it comes out so)
+    #: plots (and "results", the table) covered while the question waits: they would show the
+    #: answer before the choice (the sweep row draws the statistic at every d_k)
+    hide: tuple[str, ...] = ()
 
     @property
     def correct(self) -> Choice:
         return self.choices[self.answer]
+
+    def choice_text(self, index: int) -> str:
+        """"choice 4 (1)": the number on its button and its value, never the value alone (which
+        reads like a choice number); "choice 4: 0.95 (one-hot)" when the label has brackets."""
+        label = self.choices[index].label
+        return f"choice {index + 1}: {label}" if "(" in label else f"choice {index + 1} ({label})"
 
     def measured(self, snapshot: Any) -> tuple[float, float] | None:
         """(mean, standard error) of the measured statistic in a simulation snapshot; None if
@@ -260,7 +271,10 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
     explain = raw.get("explain", "")
     if not isinstance(explain, str):
         raise TourError(f"{where}: 'explain' must be a string")
-    return Question(ask.strip(), tuple(choices), answer, rule, stat, explain.strip())
+    hide = raw.get("hide", [])
+    if not isinstance(hide, Sequence) or isinstance(hide, str) or any(h not in HIDE_IDS for h in hide):
+        raise TourError(f"{where}: 'hide' must be a list of {', '.join(HIDE_IDS)}")
+    return Question(ask.strip(), tuple(choices), answer, rule, stat, explain.strip(), tuple(hide))
 
 
 def _parse_example(where: str, raw: Any) -> InspectorExample | None:

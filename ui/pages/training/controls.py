@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -38,7 +38,13 @@ from engine.training.config import (
     TrainingConfig,
 )
 from engine.training.presets import DEFAULT_PRESET, load_presets
-from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, rule_check_boxes
+from ui.params.fields import (
+    ClampDoubleSpinBox,
+    ClampSpinBox,
+    guard_wheel,
+    notice_text,
+    rule_check_boxes,
+)
 from ui.plots.training.panels import rule_label
 from ui.theme import Theme, current_theme, error_css
 
@@ -112,6 +118,10 @@ def parse_ints(text: str, field: str) -> tuple[int, ...]:
         return tuple(int(t) for t in text.replace(",", " ").split())
     except ValueError:
         raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
+
+
+#: the preset box's item for a config from elsewhere (an experiment job), not a preset
+SOURCE_KEY = "__source__"
 
 
 class TrainingControls(QWidget):
@@ -225,7 +235,7 @@ class TrainingControls(QWidget):
         return w
 
     def _clamped(self, message: str) -> None:
-        self.clamp_label.setText(f"ⓘ {message}")
+        self.clamp_label.setText(notice_text(message))
         self.clamped.emit(message)
 
     def set_locked(self, locked: bool) -> None:
@@ -241,9 +251,31 @@ class TrainingControls(QWidget):
     # -- config <-> widgets --------------------------------------------------------------------
     def _load_preset(self) -> None:
         name = self.preset_box.currentData() or DEFAULT_PRESET
+        if name == SOURCE_KEY:  # the form holds another run's config (show_source), not a preset
+            return
+        self._drop_source()
         p = self.presets[name]
         self.preset_text.setText(p.description)
         self.set_config(p.config)
+
+    def show_source(self, label: str, description: str, cfg: TrainingConfig) -> None:
+        """The form takes ``cfg`` from elsewhere (an experiment's job): the preset box names it
+        ("experiment job 3") and the line under it says what it is, instead of a preset's."""
+        self.preset_box.blockSignals(True)
+        self._drop_source()
+        self.preset_box.insertItem(0, label, SOURCE_KEY)
+        self.preset_box.setItemData(0, description, Qt.ItemDataRole.ToolTipRole)
+        self.preset_box.setCurrentIndex(0)
+        self.preset_box.blockSignals(False)
+        self.preset_text.setText(description)
+        self.set_config(cfg)
+
+    def _drop_source(self) -> None:
+        index = self.preset_box.findData(SOURCE_KEY)
+        if index >= 0:
+            was = self.preset_box.blockSignals(True)
+            self.preset_box.removeItem(index)
+            self.preset_box.blockSignals(was)
 
     def set_config(self, cfg: TrainingConfig) -> None:
         self.blockSignals(True)

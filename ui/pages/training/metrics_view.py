@@ -19,6 +19,8 @@ ROW_COLUMN = {"entropy_norm": "entropy_norm_mean", "top_weight": "top_weight_mea
               "jacobian_fro": "jacobian_fro_mean"}
 #: the panels that need what rows do not hold (per-head histograms, probe weights)
 NOT_IN_ROWS = ("train_logit_dist", "train_probe_attention")
+#: what those panels say when a run is shown from logged rows
+UNLOGGED = "not logged by the job (its rows keep\nmeans over heads); Start trains it again"
 
 
 def _number(v: Any) -> float:

@@ -31,7 +31,7 @@ from engine.errors import ConfigError
 from engine.training.config import TrainingConfig
 from ui.pages.base import LivePage, PanelRedraw
 from ui.pages.training.controls import TrainingControls
-from ui.pages.training.metrics_view import NOT_IN_ROWS, snapshot_from_rows
+from ui.pages.training.metrics_view import NOT_IN_ROWS, UNLOGGED, snapshot_from_rows
 from ui.plots.base import panel_grid
 from ui.plots.rule_strip import rule_parts, show_parts, strip_label
 from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
@@ -65,6 +65,8 @@ class TrainingPage(LivePage, PanelRedraw):
         self.trainer: Any = None
         self.snapshot: Any = None
         self.status = "idle"
+        #: an opened figure's heatmap selection (run rule, layer, head), applied on the next draw
+        self._wanted_selection: tuple[str, int, int] | None = None
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
         self.worker.cancelled.connect(lambda _g: None)
@@ -231,20 +233,24 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def show_metrics(self, rows: list[dict[str, Any]], title: str, config: Any,
                      diverged: dict[str, int | None] | None = None, seconds: float = 0.0,
-                     device: str = "") -> bool:
+                     device: str = "", source: str = "") -> bool:
         """Show logged metrics rows (e.g. one experiment job's) in the curve plots without
-        training; the form takes ``config``. False (and a note in the status line) while a run
-        of this page is active."""
+        training; the form takes ``config`` and the preset box names ``source`` ("experiment
+        job 3"; else the title). False (and a note in the status line) while a run of this page
+        is active."""
         if self.status in ("running", "starting", "paused", "stepping"):
             self._update_status_text("a training run is active: stop it to view another run",
                                      error=True)
             return False
         snap = snapshot_from_rows(rows, config, diverged, seconds, device)
-        self.controls.set_config(config)  # the form shows what the curves are of (Start reruns it)
+        # the form shows what the curves are of (Start reruns it), and the preset box says so
+        self.controls.show_source(source or title, f"{title}: its logged curves; the form holds "
+                                  "its parameters (Start trains it again).", config)
         self.trainer = None
         self.snapshot = snap
         for pid in NOT_IN_ROWS:
             self.panels[pid].clear_data()
+            self.panels[pid].show_empty(UNLOGGED)
         self._sync_selection()
         self._update_view()
         self._set_status("viewing", f"{title}: logged curves (per-head plots show the mean over "
@@ -345,8 +351,9 @@ class TrainingPage(LivePage, PanelRedraw):
     def _sync_selection(self) -> None:
         snap = self.snapshot
         rules = tuple(snap.rules)
-        if tuple(self.run_box.itemText(i) for i in range(self.run_box.count())) != rules:
-            current = self.run_box.currentText()
+        wanted = self._wanted_selection
+        if tuple(self.run_box.itemText(i) for i in range(self.run_box.count())) != rules or wanted:
+            current = wanted[0] if wanted else self.run_box.currentText()
             self.run_box.blockSignals(True)
             self.run_box.clear()
             self.run_box.addItems(rules)
@@ -355,6 +362,37 @@ class TrainingPage(LivePage, PanelRedraw):
             self.run_box.blockSignals(False)
         self.layer_box.setRange(0, snap.config.layers - 1)
         self.head_box.setRange(0, snap.config.heads - 1)
+        if wanted:  # an opened figure's heatmap: its run, layer and head once they exist
+            self._wanted_selection = None
+            self.layer_box.setValue(wanted[1])
+            self.head_box.setValue(wanted[2])
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): the form takes its parameters (the preset
+        box names the figure), the plot its view choices (log y; a heatmap's run, layer and
+        head, applied when the run draws). Returns what was restored, in words; ValueError (a
+        ConfigError) when the parameters are bad or a run is active."""
+        if self.status in ("running", "starting", "paused", "stepping"):
+            raise ValueError("the Training page is training: stop its run first, then open the "
+                             "figure again")
+        cfg = TrainingConfig.from_dict(meta.get("training"))
+        plot = str(meta.get("plot", ""))
+        panel = self.panels.get(plot)
+        view = meta.get("view") if isinstance(meta.get("view"), dict) else {}
+        self.controls.show_source(f"figure {name}", f"The parameters of the figure {name}; Start "
+                                  f"trains them again (seed {cfg.seed}: the same curves).", cfg)
+        done = panel.apply_view_state(view) if panel is not None else []
+        run, layer, head = view.get("run"), view.get("layer"), view.get("head")
+        if isinstance(run, str) and isinstance(layer, int) and isinstance(head, int):
+            self._wanted_selection = (run, layer, head)
+            done.append(f"heatmap of {run}, layer {layer}, head {head}")
+        if panel is not None:
+            panel.flash()
+        title = panel.title.lower() if panel is not None else plot
+        rules = ", ".join(cfg.scalings)
+        return (f"the {title} figure's training ({cfg.task}, {rules}, {cfg.steps} steps, seed "
+                f"{cfg.seed}) is in the Training form: Start trains it again"
+                + (f"; {', '.join(done)}" if done else ""))
 
     def _selection_changed(self) -> None:
         self._update_view()
@@ -420,11 +458,13 @@ class TrainingPage(LivePage, PanelRedraw):
                     where = ", ".join(f"L{layer}H{head}" for layer, head in heads[:6])
                     more = f" (+{len(heads) - 6})" if len(heads) > 6 else ""
                     since = int(snap.collapse_step[r][snap.collapse_step[r] >= 0].min())
-                    # say what was measured: near one-hot attention can also be a learned solution
-                    # (retrieval attends to one item); with a stalled loss it is the failure
-                    marks.append(f"<span style='color:{red}'>▼ {rule}: entropy collapse "
+                    # say what was measured, not a failure: near one-hot attention is often the
+                    # learned solution (retrieval attends to one item; a right sqrt run at 99 %
+                    # ends there); only with a stalled loss is it the failure. Not in red.
+                    marks.append(f"◆ {rule}: low entropy "
                                  f"(H/log n &lt; {snap.config.collapse_threshold:g} since step "
-                                 f"{since}) in {where}{more}</span>")
+                                 f"{since}) in {where}{more}: one-hot attention, read it with "
+                                 "the loss")
             parts += marks
         if message:  # only a failure in red: "exported to ..." must not read as one
             text = html.escape(message)

@@ -23,6 +23,7 @@ class TrainingPanel(PlotPanel):
     """A panel whose picture depends on the snapshot (and, for heatmaps, on the selection)."""
 
     uses_selection = False
+    figure_page = "training"
     #: what an empty panel says will appear (before Start, after Reset)
     empty_text = ""
 
@@ -32,14 +33,17 @@ class TrainingPanel(PlotPanel):
         self.hint = EmptyHint(self.plot_items()[0])
         self.show_empty()
 
-    def show_empty(self) -> None:
+    def show_empty(self, why: str | None = None) -> None:
+        """What will appear and how; ``why``: why the panel stays empty instead (a run shown from
+        logged rows that do not hold what it draws)."""
+        self._empty_why = why
         text = self.empty_text or f"{self.title}\nof each checked rule"
-        self.hint.show(f"{text}\nappears after Start or Step", self.theme.foreground)
+        self.hint.show(f"{text}\n{why or 'appears after Start or Step'}", self.theme.foreground)
 
     def theme_changed(self, theme: Any) -> None:
         hint = getattr(self, "hint", None)
         if hint is not None and hint.visible:
-            self.show_empty()
+            self.show_empty(getattr(self, "_empty_why", None))
 
     def refresh(self, state: Any, force: bool = False) -> bool:
         drawn = super().refresh(state, force)
@@ -64,3 +68,11 @@ class TrainingPanel(PlotPanel):
 
     def extra_key(self) -> Any:
         return None
+
+    def view_state(self) -> dict[str, Any]:
+        """The view choices, and for a heatmap the run (its rule), layer and head it shows."""
+        state = super().view_state()
+        view, snap = self._state, getattr(self._state, "snapshot", None)
+        if self.uses_selection and snap is not None and 0 <= view.run < len(snap.rules):
+            state.update(run=snap.rules[view.run], layer=int(view.layer), head=int(view.head))
+        return state

@@ -57,6 +57,9 @@ class _CurvesPanel(TrainingPanel):
     def extra_key(self) -> Any:
         return self.log_box.isChecked() if self.log_box is not None else None
 
+    def view_controls(self) -> dict[str, Any]:
+        return {"log_y": self.log_box} if self.log_box is not None else {}
+
     def _log_ticks(self, _vb: Any, rng: Any) -> None:
         """Decade labels that follow the view (pyqtgraph's own log labels crowd); within less
         than a decade, where they would label fewer than two ticks, pyqtgraph's own."""
@@ -206,20 +209,24 @@ class EntropyPanel(_HeadMetricPanel):
 
     def extra_items(self) -> None:
         self.plot.setYRange(0.0, 1.0, padding=0.02)
-        self.threshold = pg.InfiniteLine(angle=0, movable=False, label="collapse",
-                                         labelOpts={"position": 0.9})
+        # a low-entropy marker, not a failure: a right answer may attend to one key (one-hot);
+        # neutral colours, never the error red
+        self.threshold = pg.InfiniteLine(angle=0, movable=False, label="low entropy",
+                                         labelOpts={"position": 0.98,
+                                                    "anchors": [(1, 1), (1, 1)]})
         self.plot.addItem(self.threshold)
-        self.collapsed = pg.ScatterPlotItem(symbol="t", size=12)
+        self.collapsed = pg.ScatterPlotItem(symbol="d", size=11)
         self.plot.addItem(self.collapsed)
 
     def theme_changed(self, theme: Any) -> None:
         super().theme_changed(theme)
-        self.threshold.setPen(pg.mkPen(theme.error, width=1, style=Qt.PenStyle.DashLine))
-        self.collapsed.setPen(pg.mkPen(theme.error, width=1.5))
-        self.collapsed.setBrush(pg.mkBrush(theme.error))
+        self.threshold.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
+        self.threshold.label.setColor(theme.foreground)
+        self.collapsed.setPen(pg.mkPen(theme.foreground, width=1.5))
 
     def draw_extra(self, snap: Any) -> None:
-        """A red triangle where each collapsed head's collapse began; a threshold line."""
+        """A diamond in the rule's colour where each head's entropy went and stayed below the
+        low-entropy line (the threshold)."""
         self.threshold.setValue(snap.config.collapse_threshold)
         pts = []
         for r, layer, head in zip(*np.nonzero(snap.collapse_step >= 0), strict=True):

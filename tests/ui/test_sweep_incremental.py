@@ -1,0 +1,82 @@
+"""A new sweep point is drawn one of the six sweep plots per redraw tick (issue 17: all six at
+once, with their items made on the first point, was the GUI thread's longest block while a
+large run streamed, 0.1 s and more; bench/bench_gui.py --profile names the blocks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.config import SimulationConfig
+from ui.plots.sweep import PLOTS_PER_REFRESH, SweepPanel
+from ui.simulation_run import LabState, lab_run
+
+
+@pytest.fixture(scope="module")
+def full_state():
+    cfg = SimulationConfig(trials=300, scalings=("none", "sqrt"))
+    return list(lab_run(cfg, lambda: False))[-1]
+
+
+def _state(full, n):
+    return LabState(full.config, full.snapshot, tuple(full.sweep[:n]), full.sweep_total, "sweep")
+
+
+@pytest.fixture
+def panel(qtbot):
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def test_a_new_point_is_drawn_over_several_refreshes(panel, full_state):
+    drawn: list[int] = []
+    original = panel._draw_plot
+    panel._draw_plot = lambda i: (drawn.append(i), original(i))
+    n_plots = len(panel.plots)
+    state = _state(full_state, 5)
+    key = panel.data_key(state)
+    rounds = []
+    while panel._drawn_key != key:
+        drawn.clear()
+        assert panel.refresh(state)
+        rounds.append(list(drawn))
+        # the items of plots not drawn yet are not made yet either (made per plot)
+        assert {i for i, _rule in panel.series} == {i for r in rounds for i in r}
+        assert len(rounds) <= n_plots
+    assert all(len(r) <= PLOTS_PER_REFRESH for r in rounds)
+    assert sorted(i for r in rounds for i in r) == list(range(n_plots))
+    assert len(rounds) == -(-n_plots // PLOTS_PER_REFRESH) and panel.draw_count == 1
+    assert not panel.refresh(state)  # up to date: nothing more
+    # every curve shows the 5 points, the header says so
+    for (_i, _rule), series in panel.series.items():
+        assert len(series.curve.xData) == 5
+    assert "5/13 points" in panel.header_label.text()
+    # a forced redraw (an export) draws everything at once
+    drawn.clear()
+    assert panel.refresh(_state(full_state, 7), force=True)
+    assert sorted(drawn) == list(range(n_plots)) and len(panel.data_rows()) > 0
+
+
+def test_a_newer_point_mid_draw_starts_over_and_the_page_waits_for_it(panel, full_state):
+    first, second = _state(full_state, 3), _state(full_state, 4)
+    assert panel.refresh(first)  # two plots of the first
+    assert panel._drawn_key is None  # not drawn yet: the page still counts it stale
+    while panel.refresh(second):
+        pass
+    assert panel._drawn_key == panel.data_key(second)
+    for series in panel.series.values():
+        assert len(series.curve.xData) == 4
+
+
+def test_the_x_range_is_the_whole_sweep_from_the_first_point(panel, full_state):
+    """Points arriving do not move the x axis (each would repaint all six plots)."""
+    ranges = []
+    for n in (1, 4, 13):
+        panel.refresh(_state(full_state, n), force=True)
+        ranges.append(tuple(round(v, 6) for v in panel.plots[0].getViewBox().viewRange()[0]))
+    assert ranges[0] == ranges[1] == ranges[2]
+    lo, hi = ranges[0]
+    assert lo < 0 < 3.6 < hi  # d_k 1 ... 4,096 on a log axis
