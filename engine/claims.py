@@ -8,18 +8,27 @@ stream may move a figure by its noise, a changed formula or threshold moves it b
 ``published`` may also be a bound, ``">0.5"`` or ``"<0.05"``.
 
 Training claims are ``experiment`` claims: a figure over seeds (a success count, a Wilson bound,
-median steps, a mean or its standard error; ``engine.experiments.select``) of a built-in
-experiment or of an experiment spec written in the claim. Their tolerance is the rounding alone
-(``se_multiple`` 0): every training step runs single-threaded with subnormals flushed
-(``engine/training/numerics.py``), so rerunning the same experiment gives the same numbers bit
-for bit, and any change beyond the printed digits means the code, not the noise, moved. Each
+median steps, a mean with its standard error, a median; ``engine.experiments.select``) of a
+built-in experiment or of an experiment spec written in the claim. Training is bit-reproducible
+on one machine but chaotic across machines (unscaled runs flip with the CPU's vector width, the
+torch version, ARM or CUDA), so their tolerance is statistical, from the spread over the seeds
+(``judge_experiment``; docs/CLAIMS.md): a mean or median agrees within rounding plus
+``se_multiple`` (3) combined standard errors, a success count when the Wilson 95 % intervals of
+the published and the measured count overlap. Only what is deterministic across machines (the
+number of runs, figures at step 0, before any training step) keeps the rounding alone. A best
+learning rate (``optimum``, with its bootstrap standard error) and a coord-check slope
+(``coord``, mean ± SE over its seeds) are judged like a Monte-Carlo figure, rounding plus 3 of
+their standard errors; their interval bounds, factors and standard errors by rounding (these runs
+are short or scaled, not chaotic, and x86 machines agree under the kernel pin). Each
 experiment runs once per check (its jobs on a process pool), whatever the number of its claims.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,12 +42,12 @@ from engine.validate import quote
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
 KINDS = ("simulate", "inspect", "probe", "experiment", "optimum", "coord")
-#: kinds whose runs are reproducible bit for bit (training: single-threaded, subnormals flushed)
-EXACT_KINDS = ("experiment", "optimum", "coord")
-#: standard errors allowed on top of rounding for Monte-Carlo figures, unless a claim says
+#: standard errors allowed on top of rounding for Monte-Carlo figures, for statistical
+#: experiment claims (combined standard errors) and for the bootstrap or seed standard errors of
+#: ``optimum`` and ``coord`` figures, unless a claim says
 DEFAULT_SE_MULTIPLE = 3.0
-#: ... and for experiments: none (their runs are reproducible bit for bit, see above)
-EXPERIMENT_SE_MULTIPLE = 0.0
+#: how an experiment claim is judged: by its rounding alone, or statistically (see the module)
+TOLERANCES = ("exact", "statistical")
 
 
 @dataclass(frozen=True)
@@ -46,20 +55,29 @@ class Claim:
     id: str
     where: str  #: the file and section that publish it
     text: str  #: the sentence as published (short)
-    kind: str  #: "simulate", "inspect", "probe" or "experiment"
+    kind: str  #: "simulate", "inspect", "probe", "experiment", "optimum" or "coord"
     #: the config of the run (SimulationConfig fields, or scores and scale; for an experiment ``{"experiment": NAME}`` (built-in) or ``{"spec": {...}}`` (its from_dict))
     params: dict[str, Any]
     measure: dict[str, Any]  #: what to read from the run (see the measurers below)
     published: str  #: as printed: "4.05", "3.35e-4", or a bound ">0.5"
     printed: str = ""  #: how the source writes it, when not as ``published`` ("1/d_k", "3.4·10⁻⁴")
     scale: float = 1.0  #: the measurement times this is compared (100 for a percentage)
-    se_multiple: float | None = None  #: default: DEFAULT_SE_MULTIPLE (experiments: 0)
+    se_multiple: float | None = None  #: default: DEFAULT_SE_MULTIPLE
     slow: bool = False  #: skipped under --fast
+    #: experiments: the standard error printed with a mean or median ("0.45 ± 0.09" -> "0.09"),
+    #: judged too and used in the combined standard error
+    published_se: str = ""
+    #: experiments: "exact" or "statistical"; default: exact for the number of runs and for
+    #: figures at step 0 (deterministic across machines), statistical otherwise
+    tolerance: str = ""
 
     def __post_init__(self) -> None:
         if self.se_multiple is None:
-            object.__setattr__(self, "se_multiple", EXPERIMENT_SE_MULTIPLE
-                               if self.kind in EXACT_KINDS else DEFAULT_SE_MULTIPLE)
+            object.__setattr__(self, "se_multiple", DEFAULT_SE_MULTIPLE)
+        if self.kind == "experiment" and not self.tolerance:
+            m = self.measure
+            exact = m.get("stat") == "n" or str(m.get("value", "")).endswith("@0")
+            object.__setattr__(self, "tolerance", "exact" if exact else "statistical")
 
     @property
     def command(self) -> str:
@@ -133,12 +151,23 @@ def _claim(item: dict[str, Any]) -> Claim:
     item = dataclass_schema(Claim, {
         "kind": Text(choices=KINDS), "params": AnyObject(), "measure": AnyObject(),
         "published": OneOf((Text(max_chars=100), Number()), what="a number as printed"),
+        "published_se": OneOf((Text(max_chars=100), Number()), what="a number as printed"),
+        "tolerance": Text(choices=TOLERANCES),
     }, label="field").check(item)
     try:
         _parse_published(str(item["published"]))
     except ValueError as exc:
         raise ConfigError("published", str(exc)) from None
-    claim = Claim(**{**item, "published": str(item["published"])})
+    try:
+        if item.get("published_se", ""):
+            _parse_published(str(item["published_se"]))
+    except ValueError as exc:
+        raise ConfigError("published_se", str(exc)) from None
+    if item["kind"] != "experiment" and (item.get("tolerance") or item.get("published_se")):
+        raise ConfigError("tolerance" if item.get("tolerance") else "published_se",
+                          "tolerance and published_se are for experiment claims")
+    claim = Claim(**{**item, "published": str(item["published"]),
+                     "published_se": str(item.get("published_se", ""))})
     _check_run(claim)
     return claim
 
@@ -178,7 +207,10 @@ def _check_run(claim: Claim) -> None:
         _in("measure", lambda: coord_selector(claim))
     else:  # an experiment (or its best learning rate): its spec, and what is selected from it
         spec = _in("params", lambda: experiment_of(claim))
-        _in("measure", lambda: selector_of(claim).check(spec))
+        selector = _in("measure", lambda: selector_of(claim))
+        _in("measure", lambda: selector.check(spec))
+        if claim.published_se and selector.stat not in ("mean", "median", "median_steps"):
+            raise ConfigError("published_se", "goes with a mean or a median")
 
 
 def _in(where: str, check: Callable[[], Any]) -> Any:
@@ -191,11 +223,14 @@ def _in(where: str, check: Callable[[], Any]) -> Any:
 
 
 def _parse_published(text: str) -> tuple[str, float, float]:
-    """(op, value, half a unit of the last printed digit); op is "=", ">" or "<"."""
+    """(op, value, half a unit of the last printed digit); op is "=", ">" or "<". Thousands
+    separators as printed are allowed ("2,460": its last digit is the unit)."""
     s = text.strip()
     op = "="
     if s[:1] and s[:1] in "<>":
         op, s = s[0], s[1:].strip()
+    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
+        s = s.replace(",", "")
     try:
         d = Decimal(s)
     except InvalidOperation:
@@ -219,6 +254,128 @@ def judge(claim: Claim, measured: float, se: float) -> ClaimCheck:
     tol = half + (claim.se_multiple or 0.0) * se
     ok = abs(measured - value) <= tol * (1 + 1e-9)
     return ClaimCheck(claim, measured, se, tol, "ok" if ok else "FAIL")
+
+
+def _wilson_text(k: int, n: int) -> str:
+    from engine.experiments.point import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return f"{k}/{n} ({lo:.2f}-{hi:.2f})"
+
+
+def published_count(claim: Claim, n: int) -> int | None:
+    """The success count of ``n`` runs that a count claim publishes: the count itself, a rate
+    times n, or the count whose Wilson bound is the published bound at its printed digits (None
+    where no count of n runs has it)."""
+    from engine.experiments.point import wilson_interval
+
+    _, value, half = _parse_published(claim.published)
+    stat = claim.measure["stat"]
+    if stat == "successes":
+        return round(value)
+    if stat == "rate":
+        return round(value * n)
+    side = stat == "rate_hi"
+    fits = [k for k in range(n + 1)
+            if abs(wilson_interval(k, n)[side] - value) <= half * (1 + 1e-9)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def judge_experiment(claim: Claim, fig: Any) -> ClaimCheck:
+    """Judge a figure over seeds (``engine.experiments.select.Figure``, not yet scaled).
+
+    - exact (``tolerance``): the rounding alone, as a deterministic figure;
+    - a success count, rate or Wilson bound: ok when the Wilson 95 % intervals of the published
+      count and the measured one (of the same n runs) overlap, about 2.8 combined standard errors;
+    - a mean or median: |measured - published| <= rounding + resolution (steps: the log
+      interval) + se_multiple * sqrt(SE_measured^2 + SE_published^2), where SE_published is the
+      printed ``published_se`` or, when none is printed, the measured SE again (the same number
+      of seeds estimates the same spread); a printed SE is judged too, with the standard error
+      of a standard error, SE / sqrt(2 (n - 1));
+    - a standard error alone (stat ``se``): likewise with the standard error of a standard error;
+    - the best value of an axis (stat ``best``): ok when the published value is one whose mean
+      the seeds cannot tell from the best one's (within 3 combined standard errors).
+    """
+    from engine.experiments.select import COUNT_STATS
+
+    op = _parse_published(claim.published)[0]
+    measured, se = fig.value * claim.scale, fig.se * abs(claim.scale)
+    if not math.isfinite(measured):
+        return ClaimCheck(claim, measured, se, math.nan, "FAIL", "the measurement is not finite")
+    if op != "=" or claim.tolerance == "exact":
+        return _judge_exact(claim, measured, se)
+    if claim.measure["stat"] in COUNT_STATS:
+        return _judge_count(claim, measured, fig.n, fig.successes)
+    if claim.measure["stat"] == "best":
+        return _judge_best(claim, measured, [x * claim.scale for x in fig.accepted])
+    if not math.isfinite(se):
+        return ClaimCheck(claim, measured, se, math.nan, "FAIL",
+                          f"no standard error from {fig.n} run(s): cannot judge over seeds")
+    return _judge_spread(claim, measured, se, fig.n, fig.resolution * abs(claim.scale))
+
+
+def _judge_exact(claim: Claim, measured: float, se: float) -> ClaimCheck:
+    """Rounding alone, for the figure and for its printed standard error."""
+    check = judge(dataclasses.replace(claim, se_multiple=0.0), measured, 0.0)
+    if check.status == "ok" and claim.published_se:
+        se_check = judge(dataclasses.replace(claim, published=claim.published_se,
+                                             se_multiple=0.0), se, 0.0)
+        if se_check.status != "ok":
+            return dataclasses.replace(check, status="FAIL", note=(
+                f"published SE {claim.published_se}, measured {se:.4g}: beyond rounding"))
+    return check
+
+
+def _judge_count(claim: Claim, measured: float, n: int, got: int) -> ClaimCheck:
+    """The published and the measured count of ``n`` runs: do their Wilson intervals overlap?"""
+    from engine.experiments.point import wilson_interval
+
+    pub = published_count(claim, n)
+    if pub is None:
+        return ClaimCheck(claim, measured, 0.0, math.nan, "FAIL",
+                          f"no count of {n} runs has the published bound {claim.published}")
+    (plo, phi), (mlo, mhi) = wilson_interval(pub, n), wilson_interval(got, n)
+    ok = plo <= mhi and mlo <= phi
+    return ClaimCheck(claim, measured, 0.0, math.nan, "ok" if ok else "FAIL",
+                      f"published {_wilson_text(pub, n)}, measured {_wilson_text(got, n)}: "
+                      f"the Wilson 95 % intervals {'overlap' if ok else 'do not overlap'}")
+
+
+def _judge_best(claim: Claim, measured: float, accepted: list[float]) -> ClaimCheck:
+    """The published best axis value is one the seeds cannot tell from the measured best (its
+    mean within 3 combined standard errors: ``engine.experiments.select.TIE_SE``)."""
+    _, value, half = _parse_published(claim.published)
+    ok = any(abs(x - value) <= half * (1 + 1e-9) for x in accepted)
+    tied = ", ".join(f"{x:g}" for x in sorted(accepted))
+    return ClaimCheck(claim, measured, 0.0, math.nan, "ok" if ok else "FAIL",
+                      f"tied with the best (3 combined SE): {tied}")
+
+
+def _judge_spread(claim: Claim, measured: float, se: float, n: int, resolution: float
+                  ) -> ClaimCheck:
+    """A mean, median or SE within rounding + resolution + k combined standard errors."""
+    _, value, half = _parse_published(claim.published)
+    k = claim.se_multiple or 0.0
+    if claim.measure["stat"] == "se":  # each SE's own SE is SE / sqrt(2 (n - 1)); se is ours
+        combined = math.hypot(se, se * value / measured if measured > 0 else se)
+        tol = half + k * combined
+        ok = abs(measured - value) <= tol * (1 + 1e-9)
+        return ClaimCheck(claim, measured, combined, tol, "ok" if ok else "FAIL",
+                          "standard error of a standard error over seeds")
+    pub_se = _parse_published(claim.published_se)[1] if claim.published_se else se
+    combined = math.hypot(se, pub_se)
+    tol = half + resolution + k * combined
+    ok = abs(measured - value) <= tol * (1 + 1e-9)
+    note = f"{k:g} combined SE (measured SE {se:.3g}"
+    note += f", published {claim.published_se})" if claim.published_se else ", twice)"
+    if ok and claim.published_se and n > 1:
+        se_half = _parse_published(claim.published_se)[2]
+        se_tol = se_half + k * combined / math.sqrt(2 * (n - 1))
+        if abs(se - pub_se) > se_tol * (1 + 1e-9):
+            return ClaimCheck(claim, measured, combined, tol, "FAIL",
+                              f"the mean holds, its SE does not: published {claim.published_se}, "
+                              f"measured {se:.3g}, tolerance ± {se_tol:.3g}")
+    return ClaimCheck(claim, measured, combined, tol, "ok" if ok else "FAIL", note)
 
 
 # -- measurers: one per kind; each returns (value, standard error) before scaling -------------------
@@ -315,8 +472,6 @@ class MeasurementFailed(Exception):
 def experiment_of(claim: Claim) -> Any:
     """The claim's experiment (a built-in one by name, or a spec in the claim), on the CPU: the
     published figures were measured there and CUDA's arithmetic differs."""
-    import dataclasses
-
     from engine.experiments.builtin import builtin
     from engine.experiments.spec import ExperimentSpec
 
@@ -378,18 +533,20 @@ def _measure_coord(claim: Claim, cache: _Cache) -> tuple[float, float]:
     return (s.slope, s.se) if stat == "slope" else (s.se, 0.0)
 
 
-def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
+def _measure_experiment(claim: Claim, cache: _Cache) -> Any:
     """A figure over the seeds of an experiment (``engine.experiments.select``, or a best
     learning rate: ``engine.experiments.transfer``); the experiment runs once per check, on the
-    cache's pool, its jobs kept in (and reused from) ``cache_dir``."""
+    cache's pool, its jobs kept in ``cache_dir`` and reused from it only under the same
+    fingerprint (code, torch, CPU kernels); every job that judges a claim must carry this
+    machine's fingerprint."""
     from engine.errors import Cancelled
-    from engine.experiments.runner import run_experiment, scan_results
+    from engine.experiments.runner import expected_fingerprint, run_experiment, scan_results
 
     spec = experiment_of(claim)
 
     def run() -> list[dict[str, Any]]:
         out = cache.cache_dir / spec.name if cache.cache_dir is not None else None
-        cached = scan_results(spec, out)[0] if out is not None else {}
+        cached = scan_results(spec, out, fingerprints=True)[0] if out is not None else {}
         pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
         if pending and cache.note is not None:
             from engine.experiments.runner import default_workers
@@ -398,7 +555,8 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
                        f"{cache.workers or default_workers()} worker(s)")
         progress = run_experiment(spec, out, workers=cache.workers or None,
                                   executor=cache.executor() if pending else None,
-                                  resume=out is not None, cancelled=cache.cancelled)
+                                  resume=out is not None, cancelled=cache.cancelled,
+                                  fingerprints=True)
         last = deque(progress, maxlen=1)[0]  # (the last snapshot holds every result)
         if last.cancelled:
             raise Cancelled
@@ -406,6 +564,12 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
         if failed:
             raise MeasurementFailed(f"{len(failed)} of {last.total} jobs of {spec.name!r} "
                                     f"failed: {failed[0]['error']}")
+        jobs = {job.key: job for job in spec.jobs()}
+        foreign = [r for r in last.results
+                   if r.get("fingerprint") != expected_fingerprint(jobs[r["key"]])]
+        if foreign:  # e.g. a worker whose torch had chosen its kernels before the pin
+            raise MeasurementFailed(f"{len(foreign)} of {last.total} jobs of {spec.name!r} ran "
+                                    f"under another fingerprint ({foreign[0].get('kernels')})")
         return list(last.results)
 
     results = cache.get({"experiment": spec.to_dict()}, run)
@@ -415,8 +579,6 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> tuple[float, float]:
 def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     """A figure of the probe summary (engine.probe.summary) on a preset text of
     resources/probe_texts.json (``text_preset``: its name up to the first " (") or ``text``."""
-    import dataclasses
-
     from engine.probe.analyze import analyze, run_to_result
     from engine.probe.config import ProbeConfig
     from engine.probe.loader import models_extra_available
@@ -453,7 +615,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     return float(value), 0.0
 
 
-MEASURERS: dict[str, Callable[[Claim, _Cache], tuple[float, float]]] = {
+MEASURERS: dict[str, Callable[[Claim, _Cache], Any]] = {
     "simulate": _measure_simulate, "inspect": _measure_inspect, "probe": _measure_probe,
     "experiment": _measure_experiment, "optimum": _measure_experiment, "coord": _measure_coord,
 }
@@ -481,13 +643,17 @@ def check_claims(claims: list[Claim], fast: bool = False,
                                  "slow: skipped under --fast")
                 continue
             try:
-                value, se = MEASURERS[claim.kind](claim, cache)
+                got = MEASURERS[claim.kind](claim, cache)
             except Unavailable as exc:
                 yield ClaimCheck(claim, None, 0.0, math.nan, "skipped", f"unavailable: {exc}")
                 continue
             except MeasurementFailed as exc:
                 yield ClaimCheck(claim, None, 0.0, math.nan, "FAIL", str(exc))
                 continue
+            if claim.kind == "experiment":
+                yield judge_experiment(claim, got)
+                continue
+            value, se = got
             yield judge(claim, value * claim.scale, se * abs(claim.scale))
     except BaseException:  # (GeneratorExit too: a consumer that stops early)
         cache.close(abort=True)

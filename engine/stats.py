@@ -128,10 +128,6 @@ class Histogram:
         return int(self.counts.sum()) + self.underflow + self.overflow
 
     @property
-    def centers(self) -> np.ndarray:
-        return 0.5 * (self.edges[:-1] + self.edges[1:])
-
-    @property
     def widths(self) -> np.ndarray:
         return np.diff(self.edges)
 

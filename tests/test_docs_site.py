@@ -87,13 +87,13 @@ def test_the_readme_is_a_front_door() -> None:
 
 
 def test_ci_runs_the_readmes_test_command() -> None:
-    """.ci/run ends with the README's install-and-test line: the two stay in step."""
+    """.ci/run runs the README's install-and-test line: the two stay in step."""
     readme = README.read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     command = 'pip install -e ".[test]" && python -m pytest'
     assert command in readme
     assert command in (DOCS / "index.md").read_text(encoding="utf-8")  # the site's front page
-    assert ci.rstrip().splitlines()[-1] == command
+    assert command in ci.splitlines()
 
 
 def _quick_start() -> list[str]:

@@ -8,21 +8,15 @@ Nothing non-finite leaves this module (empty groups are left out; log axes drop 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from engine.experiments.point import mean_se, ok_results, point_stats
 from engine.experiments.sensitivity import Sensitivity, lr_sensitivity
 from engine.experiments.spec import ExperimentSpec, FigureSpec
-from engine.experiments.summary import (
-    SEED_AXIS,
-    mean_se,
-    ok_results,
-    rule_values,
-    wilson_interval,
-)
+from engine.experiments.summary import SEED_AXIS
 
 #: readable names of the per-rule results and metrics.csv columns (axis labels, verdicts)
 LABELS = {
@@ -114,19 +108,15 @@ def _matches(res: dict[str, Any], where: dict[str, Any]) -> bool:
 def point(results: Sequence[dict[str, Any]], rule: str, metric: str
           ) -> tuple[float, float, float, int] | None:
     """(y, lo, hi, n) of ``metric`` for ``rule`` over ``results``: a rate with its Wilson
-    interval for ``success``, else the mean ± 1 standard error (None when no run has a value)."""
+    interval for ``success``, else the mean ± 1 standard error (None when no run has a value);
+    from ``point_stats``, like every published figure."""
     if metric == "success":
-        runs = [r for r in results if rule in r["rules"]]
-        if not runs:
-            return None
-        k = int(sum(rule_values(runs, rule, "success")))
-        lo, hi = wilson_interval(k, len(runs))
-        return (k / len(runs), lo, hi, len(runs))
-    vals = [v for v in rule_values(results, rule, metric) if math.isfinite(v)]
-    if not vals:
+        st = point_stats(results, rule)
+        return (st.rate, st.rate_lo, st.rate_hi, st.n) if st.n else None
+    st = point_stats(results, rule, metric)
+    if not st.values:
         return None
-    m, se = mean_se(vals)
-    return (m, m - se, m + se, len(vals))
+    return (st.mean, st.mean - st.se, st.mean + st.se, st.values)
 
 
 def _series(name: str, rule: str, pts: Iterable[tuple[float, tuple[float, float, float, int]]],
@@ -412,8 +402,8 @@ def _median_steps(metric: str, results: list[dict[str, Any]], rule: str) -> str:
     """", median N steps" after a success rate (the runs that reached the target)."""
     if metric != "success":
         return ""
-    steps = rule_values(results, rule, "steps_to_target")
-    return f", median {statistics.median(steps):g} steps" if steps else ""
+    steps = point_stats(results, rule).median_steps
+    return f", median {steps:g} steps" if steps is not None else ""
 
 
 def _sensitivity_figure(spec: ExperimentSpec, fig: FigureSpec, fid: str,

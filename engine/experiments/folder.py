@@ -97,7 +97,8 @@ def job_schema(spec: ExperimentSpec, job: Job) -> Record:
         "rules": MapOf(_result_schema(spec), key=Text(max_chars=100, choices=rules),
                        max_items=len(rules)),
         "rows": ListOf(row, max_items=max_rows), "seconds": Number(lo=0),
-        "device": Text(max_chars=200), "error": Nullable(Text(max_chars=100_000)),
+        "device": Text(max_chars=200), "kernels": Text(max_chars=200),
+        "fingerprint": Text(max_chars=200), "error": Nullable(Text(max_chars=100_000)),
         "traceback": Text(max_chars=100_000), "cancelled": Boolean(),
     }, required=frozenset({"index", "key", "values", "config", "rules", "rows", "error"}),
         label="key of a job file")

@@ -121,20 +121,29 @@ def run_job(config: dict[str, Any], target: float = 0.9,
             progress_path: str | None = None) -> dict[str, Any]:
     """Train ``config`` (a ``TrainingConfig.to_dict()``) and return the JobResult as plain data:
     ``{"config", "target", "rules": {rule: {RESULT_FIELDS, accuracy_len{N}, entropy_norm_len{N}}},
-    "rows": [metrics.csv rows], "seconds", "device", "error": None | str, "cancelled": bool}``.
+    "rows": [metrics.csv rows], "seconds", "device", "kernels", "fingerprint", "error": None |
+    str, "cancelled": bool}``: ``kernels`` are the CPU kernels the job really ran on
+    (``engine.cpu_kernels.kernels_in_use``: the pin holds in every worker, or this says where it
+    did not) and ``fingerprint`` everything that decides its numbers
+    (``engine.experiments.fingerprint``).
     ``cancelled`` (in-process runs only) stops the training between steps; such a result is not a
     finished job. ``progress_path``: a file rewritten (``write_progress``) at each log step and
     removed before the result is returned."""
     start = time.perf_counter()
     result: dict[str, Any] = {"config": config, "target": target, "rules": {}, "rows": [],
-                              "seconds": 0.0, "device": "", "error": None, "cancelled": False}
+                              "seconds": 0.0, "device": "", "kernels": "", "fingerprint": "",
+                              "error": None, "cancelled": False}
     try:
+        from engine.cpu_kernels import kernels_in_use
+        from engine.experiments.fingerprint import job_fingerprint
         from engine.training.config import TrainingConfig
         from engine.training.trainer import Trainer
 
         cfg = TrainingConfig.from_dict(config)
         trainer = Trainer(cfg)
         result["device"] = trainer.device
+        result["kernels"] = kernels_in_use()
+        result["fingerprint"] = job_fingerprint(config, trainer.device, result["kernels"])
         for _ in trainer.iterate(cancelled):
             if progress_path is not None:
                 write_progress(progress_path, trainer.step, cfg.steps)

@@ -35,6 +35,8 @@ from engine.experiments.spec import ExperimentSpec, Job
 from engine.experiments.summary import (
     metrics_columns,
     metrics_rows,
+    points_columns,
+    points_rows,
     summary_columns,
     summary_rows,
 )
@@ -42,7 +44,7 @@ from engine.io import ensure_writable_dir, output_dir, package_versions, write_c
 from engine.readers.json_file import read_json
 from engine.validate import quote
 
-RESULT_FILES = ("experiment.json", "summary.csv", "metrics.csv", "jobs/")
+RESULT_FILES = ("experiment.json", "summary.csv", "points.csv", "metrics.csv", "jobs/")
 WORKERS_MAX = 1024
 #: how often the runner checks the cancel flag and reports progress while jobs run
 POLL_S = 0.1
@@ -99,11 +101,32 @@ def load_experiment(path: str | os.PathLike[str]) -> ExperimentSpec:
     return read_experiment(path)[0]
 
 
-def scan_results(spec: ExperimentSpec, out_dir: Path
+def scan_results(spec: ExperimentSpec, out_dir: Path, fingerprints: bool = False
                  ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Finished jobs in ``out_dir/jobs`` that belong to this spec's grid, by job key, and one
-    reason per job file not taken (``engine.experiments.folder``: each is checked completely)."""
-    return scan_job_files(spec, out_dir)
+    reason per job file not taken (``engine.experiments.folder``: each is checked completely;
+    with ``fingerprints``, a job made under another fingerprint: other code, torch or CPU
+    kernels, ``engine.experiments.fingerprint``)."""
+    found, ignored = scan_job_files(spec, out_dir)
+    if not fingerprints:
+        return found, ignored
+    jobs = {j.key: j for j in spec.jobs()}
+    taken = {}
+    for key, res in found.items():
+        if res.get("fingerprint") == expected_fingerprint(jobs[key]):
+            taken[key] = res
+        else:
+            ignored.append(f"job-{res['index']:05d}.json: made under another fingerprint "
+                           f"(training code, torch or CPU kernels: "
+                           f"{res.get('kernels') or 'not recorded'})")
+    return taken, ignored
+
+
+def expected_fingerprint(job: Job) -> str:
+    """The fingerprint this job gets when it runs here (on the CPU)."""
+    from engine.experiments.fingerprint import job_fingerprint
+
+    return job_fingerprint(job.config.to_dict(), "cpu")
 
 
 def runs_on_cuda(spec: ExperimentSpec) -> bool:
@@ -250,21 +273,22 @@ class _Run:
 def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
                    workers: int | None = None, executor: cf.Executor | None = None,
                    resume: bool = False, cancelled: Callable[[], bool] | None = None,
-                   scheduler: str | None = None, force: bool = False
-                   ) -> Iterator[ExperimentProgress]:
+                   scheduler: str | None = None, fingerprints: bool = False,
+                   force: bool = False) -> Iterator[ExperimentProgress]:
     """Run every job of ``spec`` (those not already in ``out_dir`` with ``resume``), yielding a
     progress snapshot when a job finishes (and about once a second meanwhile), and a last one
-    with ``finished`` or ``cancelled`` set after the files are written. ConfigError (before
-    anything runs): bad ``workers``, a folder of another experiment, an unreachable scheduler;
-    WouldOverwrite: a folder holding files an experiment writes but no experiment (``force``
-    replaces them)."""
+    with ``finished`` or ``cancelled`` set after the files are written. With ``fingerprints``
+    a resume takes only the job files made under this machine's fingerprint (the claims' cache).
+    ConfigError (before anything runs): bad ``workers``, a folder of another experiment, an
+    unreachable scheduler; WouldOverwrite: a folder holding files an experiment writes but no
+    experiment (``force`` replaces them)."""
     if workers is None:
         workers = default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
         raise ConfigError("workers", f"must be from 1 to {WORKERS_MAX:,}, got {workers!r}")
     jobs = spec.jobs()
     out = check_out_dir(spec, out_dir, resume, force) if out_dir is not None else None
-    results, ignored = scan_results(spec, out) if (out and resume) else ({}, [])
+    results, ignored = scan_results(spec, out, fingerprints) if (out and resume) else ({}, [])
     pending_jobs = [j for j in jobs if j.key not in results]
     on_cuda = runs_on_cuda(spec)
 
@@ -378,8 +402,9 @@ def _write_experiment(out: Path, spec: ExperimentSpec, status: str, total: int,
 
 def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]], status: str,
                   workers: int = 1, executor: str = "") -> list[Path]:
-    """summary.csv, metrics.csv and experiment.json of the finished jobs (atomic)."""
+    """summary.csv, points.csv, metrics.csv and experiment.json of the finished jobs (atomic)."""
     return [write_csv(out / "summary.csv", summary_rows(spec, results), summary_columns(spec)),
+            write_csv(out / "points.csv", points_rows(spec, results), points_columns(spec)),
             write_csv(out / "metrics.csv", metrics_rows(results), metrics_columns(spec)),
             _write_experiment(out, spec, status, len(spec.jobs()), results, workers, executor)]
 

@@ -1,54 +1,69 @@
 """One published figure of an experiment's results: which runs (rule, axis values), which
-statistic over the seeds (success count, Wilson bounds, median steps, mean ± SE, min, max), and,
+statistic over the seeds (success count, Wilson bounds, median steps, mean ± SE, median), and,
 where the selection spans several points, the smallest or largest of their statistics.
 
-It computes with the same functions as the experiment's summaries (``engine.experiments.summary``)
-so a figure checked here is the figure ``experiment`` printed. Torch-free.
+Every statistic comes from ``engine.experiments.point.point_stats``, the function behind the
+experiment's table, points.csv and figures, so a figure checked here is the figure ``experiment``
+printed; with it comes what judging it needs: its standard error over the seeds and the runs
+behind it. No smallest or largest run: the extremes over seeds are the most chaotic numbers of
+all (a quantile, the median, is offered instead). Torch-free.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import ConfigError
 from engine.experiments.job import RESULT_FIELDS
+from engine.experiments.point import AT_STEP, ok_results, point_stats
 from engine.experiments.spec import ExperimentSpec
-from engine.experiments.summary import (
-    SEED_AXIS,
-    mean_se,
-    ok_results,
-    result_value,
-    wilson_interval,
-)
+from engine.experiments.summary import SEED_AXIS
 from engine.validate import quote
 
 #: over the seeds of one point: runs, runs that reached the target, its rate and Wilson 95 %
 #: bounds, the median steps to target of those that reached it (need no ``value``); the mean of
-#: ``value``, its standard error, its smallest and largest value (need one)
-STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps", "mean", "se", "min",
-         "max", "lr_sensitivity", "lr_sensitivity_se", "best")
-VALUE_STATS = ("mean", "se", "min", "max")
+#: ``value``, its standard error, its median (need one)
+STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps", "mean", "se", "median",
+         "lr_sensitivity", "lr_sensitivity_se", "best")
+VALUE_STATS = ("mean", "se", "median")
+#: statistics of the success count (judged as counts: see ``engine.claims``)
+COUNT_STATS = ("successes", "rate", "rate_lo", "rate_hi")
 #: along the axis ``over`` (needs it): the learning-rate sensitivity of ``value`` (default
 #: final_loss; engine.experiments.sensitivity), its standard error over seeds, and the axis
 #: value whose mean loss is lowest
 OVER_STATS = ("lr_sensitivity", "lr_sensitivity_se", "best")
 #: how the statistics of several points (rules or axis values) become one figure
 ACROSS = ("min", "max")
-_AT_STEP = re.compile(r"^(?P<column>[a-z_0-9]+)@(?P<at>0|end|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured statistic and what judging it needs."""
+
+    value: float
+    se: float = 0.0  #: its standard error over the seeds (0: none, e.g. a count)
+    n: int = 0  #: the runs behind it (those with a value, for a value's statistics)
+    successes: int | None = None  #: for the count statistics: the count itself
+    resolution: float = 0.0  #: the grid it is measured on (steps: the log interval)
+    #: for ``best``: every axis value whose mean is within ``TIE_SE`` combined standard errors
+    #: of the best one's (the seeds cannot tell them apart)
+    accepted: tuple[float, ...] = ()
+
+
+#: combined standard errors within which two axis values' mean losses count as tied (``best``)
+TIE_SE = 3.0
 
 
 @dataclass(frozen=True)
 class Selector:
     """``stat`` of the runs of ``rules`` (all the experiment's when empty) at the axis values
-    ``at`` (a list: each of those values). ``value``: a per-rule result (``final_accuracy``, ``steps_to_target``, ...) or a
-    metrics.csv column at a logged step: ``column@0`` (the first log), ``column@end`` (the last),
-    ``column@300`` (step 300). Points that ``at`` leaves open (rules, other axes' values) need
-    ``across`` (``min`` or ``max`` of their statistics). The OVER_STATS run along the axis
-    ``over`` (e.g. ``lr``), which is then not a point either."""
+    ``at`` (a list: each of those values). ``value``: a per-rule result (``final_accuracy``,
+    ``steps_to_target``, ...) or a metrics.csv column at a logged step: ``column@0`` (the first
+    log), ``column@end`` (the last), ``column@300`` (step 300). Points that ``at`` leaves open
+    (rules, other axes' values) need ``across`` (``min`` or ``max`` of their statistics). The
+    OVER_STATS run along the axis ``over`` (e.g. ``lr``), which is then not a point either."""
 
     stat: str
     rules: tuple[str, ...] = ()
@@ -124,8 +139,8 @@ class Selector:
         points = [{k: v for k, v in zip(names, combo) if v is not None} for combo in combos]
         return [(rule, point) for rule in (self.rules or spec.rules) for point in points]
 
-    def measure(self, spec: ExperimentSpec, results: list[dict[str, Any]]) -> tuple[float, float]:
-        """(the figure, its standard error over seeds where it is a mean, else 0)."""
+    def measure(self, spec: ExperimentSpec, results: list[dict[str, Any]]) -> Figure:
+        """The figure (of the point with the smallest or largest figure under ``across``)."""
         runs = ok_results(results)
         figures = []
         for rule, point in self._points(spec):
@@ -137,58 +152,50 @@ class Selector:
         if len(figures) == 1:
             return figures[0]
         pick = min if self.across == "min" else max
-        return pick(figures, key=lambda f: f[0])
+        return pick(figures, key=lambda f: f.value)
 
-    def _stat(self, runs: list[dict[str, Any]], rule: str) -> tuple[float, float]:
-        steps = [float(v) for r in runs if (v := result_value(r, rule, "steps_to_target")) is not None]
-        k, n = len(steps), len(runs)
-        if self.stat == "n":
-            return float(n), 0.0
-        if self.stat == "successes":
-            return float(k), 0.0
-        if self.stat == "rate":
-            return k / n, 0.0
-        if self.stat in ("rate_lo", "rate_hi"):
-            return wilson_interval(k, n)[self.stat == "rate_hi"], 0.0
-        if self.stat == "median_steps":  # inf where no run reached the target: never a figure
-            return (statistics.median(steps) if steps else math.inf), 0.0
+    def _stat(self, runs: list[dict[str, Any]], rule: str) -> Figure:
         if self.stat in OVER_STATS:
             return self._over_stat(runs, rule)
-        values = [v for r in runs if (v := run_value(r, rule, self.value)) is not None]
-        if not values:
-            return math.nan, 0.0
-        mean, se = mean_se(values)
-        if self.stat == "mean":
-            return mean, se
+        st = point_stats(runs, rule, self.value)
+        if self.stat == "n":
+            return Figure(float(st.n), n=st.n)
+        if self.stat in COUNT_STATS:
+            value = {"successes": float(st.successes), "rate": st.rate, "rate_lo": st.rate_lo,
+                     "rate_hi": st.rate_hi}[self.stat]
+            return Figure(value, n=st.n, successes=st.successes)
+        log_every = max(int((r.get("config") or {}).get("log_every", 0)) for r in runs)
+        if self.stat == "median_steps":  # inf where no run reached the target: never a figure
+            if st.median_steps is None:
+                return Figure(math.inf, n=0)
+            return Figure(st.median_steps, st.median_steps_se, st.successes,
+                          resolution=float(log_every))
+        steps = self.value == "steps_to_target"
+        if self.stat == "median":
+            return Figure(st.median, st.median_se, st.values,
+                          resolution=float(log_every) if steps else 0.0)
         if self.stat == "se":
-            return se, 0.0
-        return (min(values) if self.stat == "min" else max(values)), 0.0
+            return Figure(st.se, _se_of_se(st.se, st.values), st.values)
+        return Figure(st.mean, st.se, st.values, resolution=float(log_every) if steps else 0.0)
 
-
-    def _over_stat(self, runs: list[dict[str, Any]], rule: str) -> tuple[float, float]:
-        """The learning-rate sensitivity along ``over`` (mean, SE), its SE, or the best value."""
+    def _over_stat(self, runs: list[dict[str, Any]], rule: str) -> Figure:
+        """The learning-rate sensitivity along ``over`` (mean and SE over seeds), its SE, or
+        the best value of the axis."""
         from engine.experiments.sensitivity import lr_sensitivity
 
         s = lr_sensitivity(runs, rule, self.over, self.value or "final_loss")
         if s is None:
-            return math.nan, 0.0
+            return Figure(math.nan, n=0)
         if self.stat == "best":
-            return float(s.best), 0.0
-        return (s.mean, s.se) if self.stat == "lr_sensitivity" else (s.se, 0.0)
+            return Figure(float(s.best), n=s.n, accepted=tuple(float(x) for x in s.tied(TIE_SE)))
+        if self.stat == "lr_sensitivity":
+            return Figure(s.mean, s.se, s.n)
+        return Figure(s.se, _se_of_se(s.se, s.n), s.n)
 
 
-def run_value(res: dict[str, Any], rule: str, name: str) -> float | None:
-    """``name`` of one rule in one job: as ``summary.result_value``, plus ``column@STEP`` (the
-    logged row of that step; None where it was not logged or the run diverged before it)."""
-    m = _AT_STEP.match(name)
-    if m is None or m["at"] in ("0", "end"):
-        return result_value(res, rule, name)
-    step = int(m["at"])
-    for row in res.get("rows", ()):
-        if row.get("scaling") == rule and int(row.get("step", -1)) == step:
-            v = row.get(m["column"])
-            return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
-    return None
+def _se_of_se(se: float, n: int) -> float:
+    """The standard error of a standard error of n values: se / sqrt(2 (n - 1))."""
+    return se / math.sqrt(2 * (n - 1)) if n > 1 else math.nan
 
 
 def _check_value(spec: ExperimentSpec, name: str) -> None:
@@ -198,7 +205,7 @@ def _check_value(spec: ExperimentSpec, name: str) -> None:
 
     if name == "success" or name in RESULT_FIELDS or name in length_fields(spec):
         return
-    m = _AT_STEP.match(name)
+    m = AT_STEP.match(name)
     columns = metrics_csv_columns(spec.base.eval_lengths)
     if m is None or m["column"] not in columns or m["column"] in ("scaling", "step"):
         raise ConfigError("measure", f"value {quote(name)} is neither a per-rule result "

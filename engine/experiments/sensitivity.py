@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine.experiments.summary import SEED_AXIS, mean_se, ok_results, result_value
+from engine.experiments.point import mean_se, ok_results, run_value
+from engine.experiments.summary import SEED_AXIS
 
 #: the loss at init: the first logged training loss of the run (metrics.csv's loss at step 0)
 INIT_LOSS = "loss@0"
@@ -39,6 +40,14 @@ class Sensitivity:
     best_loss: float
     best_loss_se: float
     per_seed: tuple[float, ...]
+    #: every grid value's mean loss over seeds and its standard error
+    means: dict[Any, tuple[float, float]] = field(default_factory=dict)
+
+    def tied(self, k: float) -> list[Any]:
+        """The grid values whose mean loss is within ``k`` combined standard errors of the best
+        one's: the seeds cannot tell them from the best (the best among them)."""
+        return [x for x, (m, se) in self.means.items()
+                if m - self.best_loss <= k * math.hypot(se, self.best_loss_se)]
 
 
 def _curves(results: Sequence[dict[str, Any]], rule: str, over: str, metric: str
@@ -49,8 +58,8 @@ def _curves(results: Sequence[dict[str, Any]], rule: str, over: str, metric: str
         if rule not in res.get("rules", {}):
             continue
         seed = res["values"].get(SEED_AXIS)
-        init = result_value(res, rule, INIT_LOSS)
-        value = result_value(res, rule, metric)
+        init = run_value(res, rule, INIT_LOSS)
+        value = run_value(res, rule, metric)
         if init is None or not math.isfinite(init):
             continue
         _, curve = curves.setdefault(seed, (init, {}))
@@ -83,4 +92,4 @@ def lr_sensitivity(results: Iterable[dict[str, Any]], rule: str, over: str = "lr
     means = {x: mean_se(vs) for x, vs in by_value.items()}
     best = min(means, key=lambda x: means[x][0])
     return Sensitivity(rule, mean, se, len(per_seed), best, means[best][0], means[best][1],
-                       per_seed)
+                       per_seed, means)

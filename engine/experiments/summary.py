@@ -1,6 +1,6 @@
-"""Summaries with their uncertainty: success rates with a Wilson 95 % interval, means with a
-standard error, medians of steps to target, grouped over the seed axis per (other axes, rule);
-and the rows of summary.csv and metrics.csv.
+"""Summaries with their uncertainty, grouped over the seed axis per (other axes, rule), each
+group's statistics from ``engine.experiments.point`` (the one place they are computed); and the
+rows of summary.csv (per job and rule), points.csv (per point and rule) and metrics.csv.
 
 A job result is the plain dict of ``engine.experiments.job.run_job`` plus ``index``, ``key`` and
 ``values`` (the job's axis values), as the runner stores it.
@@ -9,42 +9,20 @@ A job result is the plain dict of ``engine.experiments.job.run_job`` plus ``inde
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.experiments.job import RESULT_FIELDS
+from engine.experiments.point import PointStats, mean_se, ok_results, point_stats, rule_values
 from engine.experiments.spec import ExperimentSpec
 
-#: z of a two-sided 95 % interval
-Z95 = 1.959963984540054
 #: the axis summaries are taken over
 SEED_AXIS = "seed"
-
-
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion k/n (good at small n and at 0 or n)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    lo = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends (no 0.9999999999999999)
-    hi = 1.0 if k == n else min(1.0, centre + half)
-    return (lo, hi)
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and its standard error (sample std / sqrt(n); 0 for one value). Empty: (nan, nan)."""
-    n = len(values)
-    if n == 0:
-        return (math.nan, math.nan)
-    mean = math.fsum(values) / n
-    if n == 1:
-        return (mean, 0.0)
-    return (mean, statistics.stdev(values) / math.sqrt(n))
+#: per-rule results whose mean ± SE over seeds points.csv gives (steps: the median instead;
+#: diverged and collapsed: counts)
+MEAN_FIELDS = tuple(f for f in RESULT_FIELDS
+                    if f not in ("steps_to_target", "diverged_step", "collapsed"))
 
 
 @dataclass(frozen=True)
@@ -53,12 +31,7 @@ class Group:
 
     rule: str
     values: dict[str, Any]  #: the other axes' values
-    n: int  #: runs (finished jobs without error)
-    successes: int  #: runs that reached the target
-    rate: float
-    rate_lo: float  #: Wilson 95 % interval
-    rate_hi: float
-    median_steps: float | None  #: median steps to target among the runs that reached it
+    stats: PointStats  #: n, successes with the Wilson interval, median steps to target
     diverged: int
     collapsed: int
     means: dict[str, tuple[float, float]]  #: result field -> (mean, standard error) over runs
@@ -66,44 +39,6 @@ class Group:
     def label(self) -> str:
         return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in self.values.items())
-
-
-def ok_results(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Finished jobs that did not raise."""
-    return [r for r in results if not r.get("error") and r.get("rules")]
-
-
-def rule_values(results: Iterable[dict[str, Any]], rule: str, name: str) -> list[float]:
-    """``name`` (a result field, or ``column@0`` / ``column@end`` of the metrics rows) of one
-    rule over jobs, skipping empty values."""
-    out = []
-    for res in results:
-        v = result_value(res, rule, name)
-        if v is not None:
-            out.append(float(v))
-    return out
-
-
-def result_value(res: dict[str, Any], rule: str, name: str) -> float | None:
-    """One value of one rule in one job; ``success`` is 1/0; ``column@0`` is a metrics.csv column
-    at the first log, ``column@end`` at the last (None where absent or diverged)."""
-    r = res.get("rules", {}).get(rule)
-    if r is None:
-        return None
-    if name == "success":
-        return 1.0 if r.get("steps_to_target") is not None else 0.0
-    if "@" in name:
-        column, _, at = name.partition("@")
-        rows = [row for row in res.get("rows", ()) if row.get("scaling") == rule]
-        if not rows or (at == "end" and r.get("diverged_step") is not None):
-            return None
-        row = rows[0] if at == "0" else rows[-1]
-        v = row.get(column)
-        return float(v) if isinstance(v, (int, float)) else None
-    v = r.get(name)
-    if isinstance(v, bool):
-        return float(v)
-    return float(v) if isinstance(v, (int, float)) else None
 
 
 def group_results(spec: ExperimentSpec, results: Iterable[dict[str, Any]],
@@ -119,19 +54,43 @@ def group_results(spec: ExperimentSpec, results: Iterable[dict[str, Any]],
     for rule in spec.rules:
         for key, members in buckets.items():
             runs = [m for m in members if rule in m["rules"]]
-            steps = rule_values(runs, rule, "steps_to_target")
-            k = len(steps)
-            lo, hi = wilson_interval(k, len(runs))
             means = {name: mean_se(rule_values(runs, rule, name))
-                     for name in RESULT_FIELDS if name not in ("collapsed",)}
+                     for name in (*MEAN_FIELDS, *length_fields(spec))}
             groups.append(Group(
-                rule=rule, values=dict(zip(others, key)), n=len(runs), successes=k,
-                rate=k / len(runs) if runs else math.nan, rate_lo=lo, rate_hi=hi,
-                median_steps=statistics.median(steps) if steps else None,
+                rule=rule, values=dict(zip(others, key)), stats=point_stats(runs, rule),
                 diverged=sum(1 for m in runs if m["rules"][rule]["diverged_step"] is not None),
                 collapsed=sum(1 for m in runs if m["rules"][rule]["collapsed"]),
                 means=means))
     return groups
+
+
+POINT_STATS = ("n", "successes", "rate", "rate_lo", "rate_hi", "median_steps",
+               "median_steps_se")
+
+
+def points_columns(spec: ExperimentSpec) -> list[str]:
+    """points.csv: the axes other than seed, scaling, the success statistics, diverged and
+    collapsed counts, then mean and SE over seeds of every per-rule result."""
+    others = [a for a in spec.axis_names if a != SEED_AXIS]
+    tail = [f"{name}_{part}" for name in (*MEAN_FIELDS, *length_fields(spec))
+            for part in ("mean", "se")]
+    return [*others, "scaling", *POINT_STATS, "diverged", "collapsed", *tail]
+
+
+def points_rows(spec: ExperimentSpec, results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (rule, point of the other axes): what the table of ``experiment`` prints."""
+    def cell(v: float | None) -> Any:
+        return "" if v is None or not math.isfinite(v) else v
+
+    rows = []
+    for g in group_results(spec, results):
+        row: dict[str, Any] = {**g.values, "scaling": g.rule}
+        row.update({name: cell(getattr(g.stats, name)) for name in POINT_STATS})
+        row.update(diverged=g.diverged, collapsed=g.collapsed)
+        for name, (m, se) in g.means.items():
+            row[f"{name}_mean"], row[f"{name}_se"] = cell(m), cell(se)
+        rows.append(row)
+    return rows
 
 
 SUMMARY_TAIL = ("scaling", *RESULT_FIELDS)

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.experiments.summary import SEED_AXIS, mean_se, ok_results, result_value
+from engine.experiments.point import mean_se, ok_results, run_value
+from engine.experiments.summary import SEED_AXIS
 
 #: bootstrap resamples, and the generator's seed (fixed: the figures are reproducible)
 BOOTSTRAP = 2000
@@ -103,7 +104,7 @@ def capped_loss(res: dict[str, Any], rule: str, metric: str, cap: float) -> floa
     counts as ``cap``); nan where the job has no result for ``rule``."""
     if rule not in res.get("rules", {}):
         return math.nan
-    v = result_value(res, rule, metric)
+    v = run_value(res, rule, metric)
     return cap if v is None or not math.isfinite(v) else min(v, cap)
 
 

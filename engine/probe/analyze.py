@@ -30,13 +30,6 @@ from engine.rules import RULE_REGISTRY
 from engine.snapshots import last_result
 from engine.stats import Histogram
 
-#: human-readable meaning of each probe rule (legends, tooltips)
-RULE_LABELS = {
-    "model": "model's own scale",
-    "none": RULE_REGISTRY["none"].label,
-    "dk": RULE_REGISTRY["dk"].label,
-}
-
 
 @dataclass(frozen=True)
 class ProbeResult:

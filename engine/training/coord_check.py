@@ -261,7 +261,7 @@ def fit_slope(widths: list[int], values: list[float]) -> float:
 
 def slopes(rows: Any) -> list[Slope]:
     """One slope per (param, scaling, kind, step): fitted per seed, mean ± SE over seeds."""
-    from engine.experiments.summary import mean_se
+    from engine.experiments.point import mean_se
 
     means = kind_means(rows)
     groups: dict[tuple[str, str, str, int], dict[int, dict[int, float]]] = {}
@@ -285,7 +285,7 @@ def _points(means: dict[tuple[str, str, str, int, int, int], float],
             key: tuple[str, str, str, int], widths: tuple[int, ...]) -> tuple[tuple[Any, ...], ...]:
     """(x, y, lo, hi, n) of one kind at one step: the mean over seeds ± 1 SE per width, where
     it is positive (a log axis)."""
-    from engine.experiments.summary import mean_se
+    from engine.experiments.point import mean_se
 
     cols: tuple[list[Any], ...] = ([], [], [], [], [])
     for w in widths:

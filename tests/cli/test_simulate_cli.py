@@ -143,24 +143,39 @@ def _stderr_on_a_terminal(*args: str) -> tuple[int, str]:
     return code, b"".join(chunks).decode("utf-8", "replace")
 
 
-#: a run longer than the bar's one-second delay (seconds on 2 cores)
-SLOW = ("simulate", "--d-k", "256", "--keys", "64", "--trials", "30000", "--method", "explicit",
-        "--scaling", "sqrt")
+QUICK = ("simulate", "--d-k", "8", "--trials", "100")
 
 
-def test_progress_bar_on_a_terminal_only_for_long_runs(tmp_path: Path) -> None:
-    quick = run("simulate", "--d-k", "8", "--trials", "100")
-    assert quick.returncode == 0 and quick.stderr == ""
-    code, shown = _stderr_on_a_terminal(*SLOW)
+def test_progress_bar_on_a_terminal_only_for_long_runs(monkeypatch) -> None:
+    """The bar waits PROGRESS_DELAY_S (1 s) before it shows: a run shorter than the delay prints
+    nothing. The delay is injectable, so neither case depends on how fast this machine is: a
+    run under a delay of a million seconds prints nothing, and at a delay of 0 the bar shows at
+    once (on a terminal; --quiet never)."""
+    from ui.cli.common import PROGRESS_DELAY_ENV, PROGRESS_DELAY_S, progress_delay
+
+    assert PROGRESS_DELAY_S == 1.0 and progress_delay() == 1.0
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0.25")
+    assert progress_delay() == 0.25
+    for bad in ("-1", "soon"):
+        monkeypatch.setenv(PROGRESS_DELAY_ENV, bad)
+        assert progress_delay() == 1.0
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "1e6")  # shorter than the delay, however loaded
+    code, shown = _stderr_on_a_terminal(*QUICK)
+    assert code == 0 and "trial" not in shown
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0")
+    code, shown = _stderr_on_a_terminal(*QUICK)
     assert code == 0
-    assert "simulate" in shown and "trial" in shown  # tqdm appeared after ~1 s
-    code, shown = _stderr_on_a_terminal(*SLOW, "--quiet")
+    assert "simulate" in shown and "trial" in shown  # tqdm, at once
+    code, shown = _stderr_on_a_terminal(*QUICK, "--quiet")
     assert code == 0 and "trial" not in shown
 
 
-def test_no_progress_bar_when_stderr_is_a_pipe_or_a_file() -> None:
-    """A log file or a pipe would fill with the bar's carriage returns."""
-    piped = run(*SLOW)
+def test_no_progress_bar_when_stderr_is_a_pipe_or_a_file(monkeypatch) -> None:
+    """A log file or a pipe would fill with the bar's carriage returns (even at delay 0)."""
+    from ui.cli.common import PROGRESS_DELAY_ENV
+
+    monkeypatch.setenv(PROGRESS_DELAY_ENV, "0")
+    piped = run(*QUICK)
     assert piped.returncode == 0 and piped.stderr == ""
 
 

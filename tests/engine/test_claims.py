@@ -35,6 +35,10 @@ def test_every_claim_is_printed_where_it_says() -> None:
         if claim.published[:1] in "<>":
             continue  # a bound reads a sentence ("most rows"), not a printed number
         assert (claim.printed or claim.published) in source, (claim.id, claim.where)
+        if claim.published_se:  # "0.58 ± 0.13" (README) or "0.58 +/- 0.13" (a JSON string)
+            flat = " ".join(source.split())  # (a line break inside "0.78 ±\n  0.16")
+            assert any(f"{claim.published} {pm} {claim.published_se}" in flat
+                       for pm in ("±", "+/-")), (claim.id, claim.published_se)
 
 
 def test_moving_the_saturation_cut_fails_the_readme_rows() -> None:
@@ -56,6 +60,10 @@ def test_rounding_and_standard_errors_set_the_tolerance() -> None:
     assert judge(_claim("3.35e-4"), 3.3549e-4, 0.0).status == "ok"
     assert judge(_claim("3.35e-4"), 3.356e-4, 0.0).status == "FAIL"
     assert judge(_claim("745"), 745.49, 0.0).status == "ok"
+    assert judge(_claim("2,460"), 2460.4, 0.0).status == "ok"  # thousands separators as printed
+    assert judge(_claim("2,460"), 2461.0, 0.0).status == "FAIL"
+    with pytest.raises(ValueError):
+        judge(_claim("1,2"), 1.2, 0.0)
     assert judge(_claim(">0.5"), 0.51, 0.0).status == "ok"
     assert judge(_claim(">0.5"), 0.5, 0.0).status == "FAIL"
     assert judge(_claim("<0.02"), 0.03, 0.0).status == "FAIL"

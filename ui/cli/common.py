@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -138,15 +139,30 @@ def text_arg(prog: str, args: argparse.Namespace) -> str | None:
     return args.text
 
 
+#: a progress bar appears only after this many seconds (short runs print nothing)
+PROGRESS_DELAY_S = 1.0
+#: the environment variable that sets another delay (seconds; the tests use 0)
+PROGRESS_DELAY_ENV = "ATTENTION_LAB_PROGRESS_DELAY"
+
+
+def progress_delay() -> float:
+    """PROGRESS_DELAY_S, or the non-negative number of seconds in PROGRESS_DELAY_ENV."""
+    try:
+        value = float(os.environ.get(PROGRESS_DELAY_ENV, PROGRESS_DELAY_S))
+    except ValueError:
+        return PROGRESS_DELAY_S
+    return value if value >= 0 else PROGRESS_DELAY_S
+
+
 def progress_bar(total: int, desc: str, quiet: bool, unit: str = "trial",
                  unit_scale: bool = True) -> Any:
-    """A tqdm bar on stderr that appears only for runs longer than about a second, and only on
+    """A tqdm bar on stderr that appears only for runs longer than ``progress_delay()`` s, and only on
     a terminal (a log file or a pipe would fill with carriage returns)."""
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale,
                 disable=quiet or not stderr_is_terminal(),
-                delay=1.0, file=sys.stderr, leave=False, dynamic_ncols=True)
+                delay=progress_delay(), file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
 def stderr_is_terminal() -> bool:

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", type=float, metavar="ACC",
                    help="training accuracy a run must reach to count as a success (default 0.9)")
     p.add_argument("--out", metavar="DIR",
-                   help="write experiment.json, jobs/, summary.csv, metrics.csv here")
+                   help="write experiment.json, jobs/, summary.csv, points.csv, metrics.csv here")
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes, one job each (default: the number of cores)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -191,12 +191,13 @@ def _report(spec: Any, last: Any) -> None:
 
     rows = []
     for g in group_results(spec, last.results):
+        st = g.stats
         fl = g.means["final_loss"]
         ml = g.means["max_logit_abs"]
         rows.append({
-            "rule": g.rule, "point": g.label() or "-", "n": g.n,
-            "success": f"{g.successes}/{g.n} [{g.rate_lo:.2f}, {g.rate_hi:.2f}]",
-            "median_steps": "-" if g.median_steps is None else f"{g.median_steps:g}",
+            "rule": g.rule, "point": g.label() or "-", "n": st.n,
+            "success": f"{st.successes}/{st.n} [{st.rate_lo:.2f}, {st.rate_hi:.2f}]",
+            "median_steps": "-" if st.median_steps is None else f"{st.median_steps:g}",
             "final_loss": "-" if fl[0] != fl[0] else f"{fl[0]:.3g} ± {fl[1]:.2g}",
             "max_logit_abs": "-" if ml[0] != ml[0] else f"{ml[0]:.3g} ± {ml[1]:.2g}",
             "diverged": g.diverged})
@@ -206,4 +207,4 @@ def _report(spec: Any, last: Any) -> None:
           f"{last.resumed} from an earlier run) in {last.elapsed_s:.1f} s on {last.workers} "
           f"{last.executor} worker(s)")
     print(f"verdict: {verdict(spec, last.results)}")
-    print(f"wrote experiment.json, summary.csv, metrics.csv, jobs/ to {last.out_dir}")
+    print(f"wrote experiment.json, summary.csv, points.csv, metrics.csv, jobs/ to {last.out_dir}")

@@ -32,11 +32,28 @@ def _rows_by_job(results):
     return {r["key"]: r["rows"] for r in results}
 
 
+def _assert_pinned_kernels(results):
+    """Every job, wherever it ran, used this process's CPU kernels (AVX2 on x86) and says so."""
+    import platform
+
+    from engine.cpu_kernels import X86, kernels_in_use
+    from engine.experiments.runner import expected_fingerprint
+
+    here = kernels_in_use()
+    if platform.machine().lower() in X86:
+        assert "aten=AVX2 mkl=AVX2" in here
+    jobs = {j.key: j for j in SPEC.jobs()}
+    for res in results:
+        assert res["kernels"] == here
+        assert res["fingerprint"] == expected_fingerprint(jobs[res["key"]])
+
+
 def test_a_job_alone_and_in_a_two_worker_pool_gives_identical_metrics(tmp_path):
     progress = _run(SPEC, tmp_path / "pool", workers=2)
     last = progress[-1]
     assert last.finished and last.done == last.total == 4 and last.failed == 0
     assert last.executor == "process" and last.eta_s == 0.0
+    _assert_pinned_kernels(last.results)
     pooled = _rows_by_job(last.results)
     for job in SPEC.jobs()[:2]:
         alone = run_job(job.config.to_dict(), SPEC.target)
@@ -52,6 +69,9 @@ def test_a_job_alone_and_in_a_two_worker_pool_gives_identical_metrics(tmp_path):
     assert len(summary) == 4 * 2 and list(summary[0])[:4] == ["job", "lr", "seed", "scaling"]
     metrics = read_csv(out / "metrics.csv")
     assert len(metrics) == 4 * 2 * 3 and {"job", "lr", "seed", "logit_max_abs"} <= set(metrics[0])
+    points = read_csv(out / "points.csv")  # one row per (rule, lr): its statistics over seeds
+    assert len(points) == 2 * 2 and list(points[0])[:4] == ["lr", "scaling", "n", "successes"]
+    assert {p["n"] for p in points} == {"2"}
     assert load_experiment(out) == SPEC
 
 
@@ -80,6 +100,45 @@ def test_killed_then_resumed_loses_and_duplicates_nothing(tmp_path):
     fresh = _run(SPEC, tmp_path / "fresh", workers=2)[-1]
     assert (tmp_path / "fresh" / "metrics.csv").read_text() == (out / "metrics.csv").read_text()
     assert _rows_by_job(fresh.results) == _rows_by_job(last.results)
+
+
+class SpyExecutor(cf.ThreadPoolExecutor):
+    """Runs jobs in this process and records the config of every job submitted."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.submitted: list[dict] = []
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted.append(args[0])
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_resume_submits_only_the_missing_jobs_and_leaves_finished_files_untouched(tmp_path):
+    """Reruns are bit-identical, so comparing numbers cannot tell a rerun from a kept job: count
+    the jobs actually submitted and check the finished job files are the same bytes, not
+    rewritten."""
+    import os
+
+    out = tmp_path / "exp"
+    with SpyExecutor() as spy:
+        _run(SPEC, out, executor=spy)
+    assert len(spy.submitted) == 4
+    jobs = sorted((out / "jobs").glob("job-*.json"))
+    for path in jobs[1:3]:  # as if the run had been killed with jobs 1 and 2 unfinished
+        path.unlink()
+    kept = {p: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in (jobs[0], jobs[3])}
+    with SpyExecutor() as spy:
+        progress = _run(SPEC, out, executor=spy, resume=True)
+    assert [(c["lr"], c["seed"]) for c in spy.submitted] == [
+        (j.config.lr, j.config.seed) for j in SPEC.jobs()[1:3]]
+    assert progress[0].resumed == 2 and progress[-1].done == 4 and progress[-1].finished
+    for path, (data, mtime) in kept.items():
+        assert path.read_bytes() == data and os.stat(path).st_mtime_ns == mtime
+    assert len(list((out / "jobs").glob("job-*.json"))) == 4
+    with SpyExecutor() as spy:  # all finished: nothing is submitted at all
+        _run(SPEC, out, executor=spy, resume=True)
+    assert spy.submitted == []
 
 
 def test_resume_refuses_a_folder_of_another_experiment(tmp_path):
@@ -145,6 +204,7 @@ def test_the_dask_path_gives_the_same_numbers(tmp_path):
                                   dashboard_address=None) as cluster:
         last = _run(SPEC, tmp_path / "dask", scheduler=cluster.scheduler_address)[-1]
     assert last.finished and last.executor == "dask" and last.failed == 0 and last.done == 4
+    _assert_pinned_kernels(last.results)
     job = SPEC.jobs()[3]
     assert run_job(job.config.to_dict())["rows"] == _rows_by_job(last.results)[job.key]
 

@@ -90,9 +90,17 @@ def test_selector_reads_the_sensitivity_and_the_best_rate():
     sel = Selector.from_dict({"stat": "lr_sensitivity", "rule": "qknorm", "over": "lr"})
     sel.check(SPEC)
     s = lr_sensitivity(res, "qknorm")
-    assert sel.measure(SPEC, res) == pytest.approx((s.mean, s.se))
+    fig = sel.measure(SPEC, res)
+    assert (fig.value, fig.se, fig.n) == pytest.approx((s.mean, s.se, 2))
+    se_fig = Selector.from_dict({"stat": "lr_sensitivity_se", "rule": "qknorm", "over": "lr"}
+                                ).measure(SPEC, res)
+    assert (se_fig.value, se_fig.se) == pytest.approx((s.se, s.se / math.sqrt(2)))
     best = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"})
-    assert best.measure(SPEC, res) == (0.01, 0.0)
+    fig = best.measure(SPEC, res)
+    # mean min(loss, init) over seeds: 1.75 ± 0.25 at 1e-3, 0.35 ± 0.15 at 1e-2, 1.6 ± 0.6 at
+    # 1e-1 (a diverged seed counts as its loss at init): 1e-1 is within 3 combined SE of the
+    # best (1.25 <= 3 * 0.618), 1e-3 is not (1.4 > 3 * 0.292)
+    assert fig.value == 0.01 and sorted(fig.accepted) == [0.01, 0.1]
     from engine.errors import ConfigError
 
     for bad in ({"stat": "lr_sensitivity", "rule": "sqrt"},
@@ -101,6 +109,21 @@ def test_selector_reads_the_sensitivity_and_the_best_rate():
                 {"stat": "best", "rule": "sqrt", "over": "lr", "at": {"lr": 0.01}}):
         with pytest.raises(ConfigError):
             Selector.from_dict(bad).check(SPEC)
+
+
+def test_a_published_best_rate_holds_when_the_seeds_cannot_tell_it_from_the_best():
+    from engine.claims import Claim, judge_experiment
+
+    fig = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"}).measure(
+        SPEC, _results())
+
+    def claim(published):
+        return Claim("c", "w", "t", "experiment", {"spec": SPEC.to_dict()},
+                     {"stat": "best", "rule": "sqrt", "over": "lr"}, published)
+
+    assert judge_experiment(claim("0.01"), fig).status == "ok"
+    assert judge_experiment(claim("0.1"), fig).status == "ok"  # tied within 3 combined SE
+    assert judge_experiment(claim("0.001"), fig).status == "FAIL"
 
 
 def test_the_builtin_logit_control_experiment_is_sized_as_documented():

@@ -7,33 +7,17 @@ import math
 import pytest
 
 from engine.experiments.figures import figure_data, verdict
+from engine.experiments.point import mean_se, wilson_interval
 from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec, VerdictSpec
 from engine.experiments.summary import (
     group_results,
-    mean_se,
     metrics_rows,
+    points_columns,
+    points_rows,
     summary_columns,
     summary_rows,
-    wilson_interval,
 )
 from engine.training.config import TrainingConfig
-
-
-def test_wilson_interval_textbook_cases():
-    lo, hi = wilson_interval(8, 10)
-    assert lo == pytest.approx(0.490, abs=5e-4) and hi == pytest.approx(0.943, abs=5e-4)
-    lo, hi = wilson_interval(0, 10)
-    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=5e-4)
-    assert wilson_interval(10, 10)[1] == 1.0
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-
-
-def test_mean_and_standard_error():
-    m, se = mean_se([1.0, 2.0, 3.0, 4.0])
-    assert m == 2.5 and se == pytest.approx(math.sqrt(5 / 3) / 2)
-    assert mean_se([3.0]) == (3.0, 0.0)
-    assert all(math.isnan(v) for v in mean_se([]))
-
 
 SPEC = ExperimentSpec(
     "fake", TrainingConfig(scalings=("none", "sqrt")),
@@ -70,11 +54,50 @@ def _fake_results():
 def test_groups_over_seeds_with_wilson_rates():
     groups = {(g.rule, g.values["lr"]): g for g in group_results(SPEC, _fake_results())}
     g = groups[("sqrt", 1e-3)]
-    assert (g.n, g.successes, g.median_steps) == (3, 3, 40)
-    assert (g.rate_lo, g.rate_hi) == pytest.approx(wilson_interval(3, 3))
+    assert (g.stats.n, g.stats.successes, g.stats.median_steps) == (3, 3, 40)
+    assert (g.stats.rate_lo, g.stats.rate_hi) == pytest.approx(wilson_interval(3, 3))
     g = groups[("none", 1e-2)]  # job 5 (seed 2) raised: two runs
-    assert (g.n, g.successes, g.median_steps) == (2, 1, 30)
+    assert (g.stats.n, g.stats.successes, g.stats.median_steps) == (2, 1, 30)
     assert g.means["final_loss"] == pytest.approx(mean_se([0.1, 2.0]))
+
+
+def test_groups_count_diverged_and_collapsed_runs_apart():
+    results = _fake_results()
+    results[0]["rules"]["sqrt"]["diverged_step"] = 40  # lr 1e-3, seed 0
+    results[1]["rules"]["sqrt"]["collapsed"] = True  # lr 1e-3, seed 1
+    results[2]["rules"]["sqrt"]["collapsed"] = True
+    g = next(g for g in group_results(SPEC, results) if (g.rule, g.values["lr"]) == ("sqrt", 1e-3))
+    assert (g.diverged, g.collapsed) == (1, 2)
+    row = next(r for r in points_rows(SPEC, results) if (r["scaling"], r["lr"]) == ("sqrt", 1e-3))
+    assert (row["diverged"], row["collapsed"]) == (1, 2)
+
+
+def test_the_verdict_gives_the_median_steps_of_unsorted_and_even_counts():
+    """Steps 80, 30, 40 (median 40, mean 50) at lr 1e-3; at lr 1e-2 two runs, 90 and 30
+    (median 60)."""
+    results = _fake_results()
+    steps = {0: 80, 1: 30, 2: 40, 3: 90, 4: 30}
+    for res in results:
+        if res["index"] in steps:
+            res["rules"]["sqrt"]["steps_to_target"] = steps[res["index"]]
+    text = verdict(SPEC, results)
+    assert "sqrt 3/3" in text and "median 40 steps" in text and "median 60 steps" in text
+
+
+def test_points_csv_rows_are_the_groups_statistics():
+    """points.csv: one row per (rule, point of the other axes), the same figures as the table."""
+    rows = points_rows(SPEC, _fake_results())
+    assert list(rows[0]) == points_columns(SPEC)
+    assert points_columns(SPEC)[:9] == ["lr", "scaling", "n", "successes", "rate", "rate_lo",
+                                        "rate_hi", "median_steps", "median_steps_se"]
+    by = {(r["scaling"], r["lr"]): r for r in rows}
+    assert len(rows) == 4
+    sqrt = by[("sqrt", 1e-3)]
+    assert (sqrt["n"], sqrt["successes"], sqrt["median_steps"]) == (3, 3, 40)
+    assert sqrt["final_loss_mean"] == pytest.approx(0.1) and sqrt["final_loss_se"] == 0.0
+    none = by[("none", 1e-3)]
+    assert none["median_steps"] == "" and none["median_steps_se"] == ""  # never reached: blank
+    assert by[("none", 1e-2)]["rate"] == 0.5
 
 
 def test_summary_and_metrics_rows_have_the_documented_columns():

@@ -64,6 +64,68 @@ def test_near_uniform_logits_cannot_be_audited() -> None:
     assert v == NOT_AUDITABLE and not is_flagged(v)
 
 
+def _mean_kl(s: float, z: np.ndarray, p: np.ndarray, vis: np.ndarray) -> float:
+    """Mean over rows of KL(P || softmax(s z)), computed here independently of the fit."""
+    q = _softmax(s * z, vis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(vis & (p > 0), p * (np.log(p) - np.log(q)), 0.0)
+    return float(terms.sum(-1).mean())
+
+
+def test_the_band_is_where_the_kl_exceeds_its_minimum_by_the_misfit() -> None:
+    """Attention that is not exactly a scaled softmax (noisy P): the fit's band on log s is the
+    one where a candidate's KL exceeds the minimum by no more than the misfit itself. Half the
+    band inside, one and a half outside, by an independent KL (a band doubled or halved fails)."""
+    rng = np.random.default_rng(5)
+    s0 = 0.3
+    z = rng.normal(0, 1.0 / s0, size=(2, 30, 12))
+    vis = np.ones((30, 12), dtype=bool)
+    p = _softmax(s0 * z, vis) * np.exp(rng.normal(0, 0.05, size=(2, 30, 12)))
+    p /= p.sum(-1, keepdims=True)
+    fit = fit_scale(z, p, vis)
+    assert fit.identifiable.all()
+    for h in range(2):
+        s, tol = float(fit.scale[h]), float(fit.tol_log[h])
+        kl = lambda x, h=h: _mean_kl(x, z[h], p[h], vis)  # noqa: E731
+        floor = kl(s)
+        assert floor == pytest.approx(float(fit.misfit[h]), rel=1e-6)
+        assert floor > 1e-5  # the misfit, not float32 rounding, sets this band
+        for sign in (-1, 1):
+            assert kl(s * math.exp(sign * 0.5 * tol)) - floor < floor
+            assert kl(s * math.exp(sign * 1.5 * tol)) - floor > floor
+
+
+@pytest.mark.parametrize("name, x", [(STANDARD, 1.0), (TWICE, 0.25), (UNSCALED, 4.0),
+                                     ("scaled by 1/sqrt(d_model)", 0.5)])
+def test_a_scale_reads_as_known_inside_half_the_band_and_other_beyond_one_and_a_half(
+        name: str, x: float) -> None:
+    d_k, d_model, tol = 16, 64, 0.02
+    args = (tol, True, 1.0, 1e-6, d_k, d_model)
+    for sign in (-1, 1):
+        assert verdict(x * math.exp(sign * 0.5 * tol) / math.sqrt(d_k), *args) == name
+        assert verdict(x * math.exp(sign * 0.99 * tol) / math.sqrt(d_k), *args) == name
+        beyond = verdict(x * math.exp(sign * 1.5 * tol) / math.sqrt(d_k), *args)
+        assert beyond.startswith("other: s * sqrt(d_k) = "), beyond
+
+
+def test_weights_that_do_not_sum_to_one_beyond_float32_are_scaled_after_softmax() -> None:
+    """A float32 softmax sums to 1 within n eps; rows summing to 0.99 do not, and read as
+    'scaled after softmax' (the band is n eps of float32, no looser)."""
+    rng = np.random.default_rng(2)
+    z = rng.normal(0, 4.0, size=(1, 16, 12))
+    vis = np.ones((16, 12), dtype=bool)
+    p = _softmax(0.25 * z, vis).astype(np.float32)
+    fit = fit_scale(z, p, vis)
+    assert fit.weight_sum_tol == pytest.approx(12 * np.finfo(np.float32).eps)
+    args = (float(fit.tol_log[0]), True)
+    assert verdict(float(fit.scale[0]), *args, float(fit.weight_sum[0]), fit.weight_sum_tol,
+                   16, 64) == STANDARD
+    off = fit_scale(z, p * np.float32(0.99), vis)
+    v = verdict(float(off.scale[0]), float(off.tol_log[0]), True, float(off.weight_sum[0]),
+                off.weight_sum_tol, 16, 64)
+    assert v.startswith("scaled after softmax (weights sum to 0.99")
+
+
 def test_verdict_names_each_known_scale_and_reports_others() -> None:
     d_k, d_model = 16, 64
     tol = 1e-3

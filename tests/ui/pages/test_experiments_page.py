@@ -128,12 +128,12 @@ def test_a_tiny_grid_fills_the_view_opens_a_job_and_exports(window, qtbot, tmp_p
     for pid in ("train_entropy", "train_logit_std", "train_grads"):
         assert training.panels[pid].data_rows(), pid
     assert training.panels["train_logit_dist"].data_rows() == []  # not logged: not drawn
-    # export all: figures, the grid, summary.csv, metrics.csv, experiment.json
+    # export all: figures, the grid, summary.csv, points.csv, metrics.csv, experiment.json
     window.tabs.setCurrentWidget(page)
     out = page.export_all(tmp_path / "export")
     assert out is not None and str(out) in page.message
     names = {f.name for f in out.iterdir()}
-    assert {"summary.csv", "metrics.csv", "experiment.json", "experiment_grid.png",
+    assert {"summary.csv", "points.csv", "metrics.csv", "experiment.json", "experiment_grid.png",
             "experiment_grid.svg"} <= names
     for f in page.figure_panels:
         assert f"{f.plot_id}.png" in names and f"{f.plot_id}.svg" in names
@@ -142,38 +142,59 @@ def test_a_tiny_grid_fills_the_view_opens_a_job_and_exports(window, qtbot, tmp_p
 
 
 @pytest.mark.slow
-def test_stop_keeps_finished_jobs_and_resume_continues(window, qtbot, tmp_path):
+def test_stop_keeps_finished_jobs_and_resume_continues(window, qtbot, tmp_path, monkeypatch):
+    """Stop after the first job, deterministically: the jobs run one at a time in this process
+    (the device queue) and a hook holds every later job until the runner passes the Stop on, so
+    exactly job 0 is kept; Resume then runs exactly jobs 1 and 2."""
+    import threading
+    import time
+
+    from engine.experiments import runner
+
     page = _experiments_page(window)
-    slow = TINY.replace(steps=40, log_every=10)
-    _use(page, slow, [("seed", "0, 1, 2")], 1, tmp_path / "run")
+    monkeypatch.setattr(runner, "runs_on_cuda", lambda spec: True)
+    real = runner.run_job
+    holding = threading.Event()
+    holding.set()
+    ran: list[int] = []
+
+    def hooked(config, target=0.9, cancelled=None, progress_path=None):
+        if holding.is_set() and config["seed"] > 0:  # held until Stop reaches the job
+            while not cancelled():
+                time.sleep(0.01)
+        res = real(config, target, cancelled, progress_path)
+        if not res.get("cancelled"):
+            ran.append(config["seed"])
+        return res
+
+    monkeypatch.setattr(runner, "run_job", hooked)
+    _use(page, TINY.replace(steps=40, log_every=10), [("seed", "0, 1, 2")], 1, tmp_path / "run")
     page.start()
     qtbot.waitUntil(lambda: page.progress is not None and page.progress.done >= 1,
                     timeout=120_000)
     page.stop()
     assert page.status == "stopping"
     qtbot.waitUntil(lambda: page.status == "stopped", timeout=10_000)
-    kept = page.progress.done
-    assert 1 <= kept <= 3
-    assert sorted(p.name for p in (tmp_path / "run" / "jobs").iterdir())[:kept]
-    assert (tmp_path / "run" / "summary.csv").exists()
-    qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
-    if kept == 3:
-        pytest.skip("every job finished before Stop took effect")
+    assert page.progress.done == 1 and ran == [0]
+    assert sorted(p.name for p in (tmp_path / "run" / "jobs").iterdir()) == ["job-00000.json"]
+    job0 = (tmp_path / "run" / "jobs" / "job-00000.json").read_bytes()
+    assert len((tmp_path / "run" / "summary.csv").read_text().splitlines()) == 1 + 2
     assert page.buttons["resume"].isEnabled()
-    assert [page.jobs.status(i) for i in range(kept)] == ["done"] * kept
-    assert "running" not in [page.jobs.status(i) for i in range(3)]
+    assert [page.jobs.status(i) for i in range(3)] == ["done", "pending", "pending"]
     before = {r["key"]: r["rows"] for r in page.progress.results}
     # the folder reopens (experiment.json and the job files) and Resume continues it
+    holding.clear()
     page.run_spec = page.progress = None
     assert page.open_folder(tmp_path / "run")
-    assert page.progress.done == kept and page.status == "stopped"
+    assert page.progress.done == 1 and page.status == "stopped"
     assert page.buttons["resume"].isEnabled() and page.run_spec.name == "custom"
     assert page.resume()
     qtbot.waitUntil(lambda: page.status == "done", timeout=120_000)
     p = page.progress
-    assert p.done == 3 and p.resumed == kept
+    assert p.done == 3 and p.resumed == 1 and ran == [0, 1, 2]  # job 0 kept, not rerun
+    assert (tmp_path / "run" / "jobs" / "job-00000.json").read_bytes() == job0
     after = {r["key"]: r["rows"] for r in p.results}
-    assert all(after[k] == v for k, v in before.items())  # finished jobs kept, not rerun
+    assert all(after[k] == v for k, v in before.items())
     assert len((tmp_path / "run" / "summary.csv").read_text().splitlines()) == 1 + 3 * 2
     _no_pool_left(page, qtbot)
 

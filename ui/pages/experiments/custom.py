@@ -62,16 +62,6 @@ def form_spec(name: str, base: Any, axes: tuple[Axis, ...], builtin: ExperimentS
                           description=description, target=target, figures=figs, verdict=verdict)
 
 
-def same_as_builtin(spec: ExperimentSpec, builtin: ExperimentSpec) -> bool:
-    return spec.to_dict() == builtin.to_dict()
-
-
-def spec_name(builtin_name: str | None, unchanged: bool) -> str:
-    if builtin_name and unchanged:
-        return builtin_name
-    return f"{builtin_name}-custom" if builtin_name else CUSTOM
-
-
 def describe_base(cfg: Any) -> str:
     """One line naming the base config's main fields."""
     d_k = cfg.d_k or cfg.d_model // cfg.heads

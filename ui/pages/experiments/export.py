@@ -1,5 +1,6 @@
 """Export all of an experiment into a new folder: every figure (PNG, SVG and its points as CSV),
-the grid view, and the engine's own result files (summary.csv, metrics.csv, experiment.json),
+the grid view, and the engine's own result files (summary.csv, points.csv, metrics.csv,
+experiment.json),
 each written atomically (temp file, then rename)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.experiments.figures import label, point
 from engine.experiments.job import RESULT_FIELDS
-from engine.experiments.summary import ok_results
+from engine.experiments.point import ok_results
 
 #: the x choice that gives every job its own column (offered up to this many jobs)
 EVERY_JOB = "job"

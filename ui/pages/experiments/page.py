@@ -110,8 +110,8 @@ class ExperimentsPage(LivePage):
             ("stop", "Stop", "Stop now: finished jobs are kept (Resume continues)"),
             ("resume", "Resume", "Continue the stopped experiment in its folder (finished jobs "
                                  "are skipped)"),
-            ("export", "Export all…", "Figures (PNG, SVG), the grid, summary.csv, metrics.csv and "
-                                      "experiment.json into a new folder"),
+            ("export", "Export all…", "Figures (PNG, SVG), the grid, summary.csv, points.csv, "
+                                      "metrics.csv and experiment.json into a new folder"),
             ("open", "Open folder…", "Show an experiment folder's finished jobs (Resume then "
                                      "continues it)"),
         ))
