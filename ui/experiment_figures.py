@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel, log_ticks, rule_pen
-from ui.theme import rule_color
+from ui.theme import rule_color, themed_css
 
 SIZE = (900, 600)
 #: rules' points at one x are drawn this fraction of the x span apart (the data keep the true x)
@@ -37,6 +37,54 @@ _SYMBOLS = ("o", "s", "t", "d", "+", "x")
 def short_error(error: str) -> str:
     """The error convention in a few words, for a caption ("± 1 SE over seeds")."""
     return error.replace("mean ± 1 standard error", "± 1 SE")
+
+
+#: series in a figure beyond which its on-page legend names rules and variants apart
+MAX_SERIES_NAMED = 6
+
+
+def two_lines(label: str, longest: int = 20) -> str:
+    """A long axis label on two lines (at the space nearest its middle): a figure on the page is
+    short, and a one-line y label ran past its ends."""
+    if len(label) <= longest or " " not in label:
+        return label
+    middle = len(label) / 2
+    cut = min((i for i, c in enumerate(label) if c == " "), key=lambda i: abs(i - middle))
+    return f"{html.escape(label[:cut])}<br>{html.escape(label[cut + 1:])}"
+
+
+def factored_legend(fig: Any, colour: str) -> list[tuple[Any, str]] | None:
+    """(sample, text) entries naming each rule once (its colour) and each variant once (its
+    line pattern and marker, as ``draw`` gives the k-th series of every rule), or None when the
+    figure has few series or its series are not one set of variants per rule."""
+    series = list(fig.series)
+    if len(series) <= MAX_SERIES_NAMED:
+        return None
+    rules = list(dict.fromkeys(s.rule for s in series))
+    variants: list[str] = []
+    per_rule: dict[str, int] = {}
+    for s in series:
+        k = per_rule.get(s.rule, 0)
+        per_rule[s.rule] = k + 1
+        prefix = f"{s.rule}, "
+        if not s.name.startswith(prefix):
+            return None
+        variant = s.name[len(prefix):]
+        if k == len(variants):
+            variants.append(variant)
+        elif k > len(variants) or variants[k] != variant:
+            return None
+    entries: list[tuple[Any, str]] = []
+    for rule in rules:
+        entries.append((pg.PlotDataItem([], [], pen=rule_pen(rule, 3.0, Qt.PenStyle.SolidLine)),
+                        rule))
+    for k, variant in enumerate(variants):
+        symbol = None if fig.kind == "vs_step" else _SYMBOLS[k % len(_SYMBOLS)]
+        entries.append((pg.PlotDataItem([], [], pen=pg.mkPen(colour, width=1.5,
+                                                             style=_STYLES[k % len(_STYLES)]),
+                                        symbol=symbol, symbolBrush=colour, symbolPen=colour),
+                        variant))
+    return entries
 
 
 def _log(values: Iterable[float], on: bool) -> np.ndarray:
@@ -58,7 +106,7 @@ class ExperimentFigurePanel(PlotPanel):
         self.compact = compact
         super().__init__(parent)
         self.caption = QLabel(self)  #: the error convention, in the header (compact panels)
-        self.caption.setStyleSheet("color: #7F7F7F; font-size: 11px;")
+        themed_css(self.caption, "color: $muted; font-size: 11px;")
         self.caption.setMinimumWidth(1)  # (cut in a narrow panel, its tooltip has it whole)
         self.caption.setVisible(compact)
         self.header.insertWidget(2, self.caption)  # after the title and the stretch, before ⋯
@@ -85,6 +133,10 @@ class ExperimentFigurePanel(PlotPanel):
         vb.sigXRangeChanged.connect(lambda _vb, rng: self._log_ticks("bottom", rng))
         vb.sigYRangeChanged.connect(lambda _vb, rng: self._log_ticks("left", rng))
 
+    def make_clone(self) -> ExperimentFigurePanel:
+        """The full figure: its title on it, the error convention in the y label."""
+        return type(self)(self._figure)
+
     def _log_ticks(self, side: str, rng: Any) -> None:
         """Decade labels on a log axis (pyqtgraph's own labels crowd into each other)."""
         fig = self._figure
@@ -101,7 +153,7 @@ class ExperimentFigurePanel(PlotPanel):
         plot = self.plot
         if self.compact:  # (the header has the title and the error caption)
             plot.setTitle(None)
-            plot.setLabel("left", fig.y_label)
+            plot.setLabel("left", two_lines(fig.y_label))
         else:
             plot.setTitle(fig.title, color=self.theme.foreground)
             plot.setLabel("left", f"{fig.y_label} ({fig.error})")
@@ -155,6 +207,23 @@ class ExperimentFigurePanel(PlotPanel):
                     hi_curve.setData([], [])
                 if bars is not None:
                     bars.setData(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0))
+        if self.compact:
+            self._compact_legend(fig)
+
+    def _compact_legend(self, fig: Any) -> None:
+        """On the page, a figure of many series (a rule per colour times, e.g., five learning
+        rates) names each rule once by its colour and each variant once by its line pattern and
+        marker: fifteen entries, one per series, took the whole panel from the plot."""
+        legend = self.plot.legend
+        entries = factored_legend(fig, self.theme.foreground)
+        if legend is None or entries is None:
+            return
+        if [name for _item, name in entries] == [label.text for _s, label in legend.items]:
+            return
+        legend.clear()
+        self._legend_samples = [item for item, _name in entries]  # (kept alive: the legend draws them)
+        for item, name in entries:
+            legend.addItem(item, name)
 
     def _make_items(self, name: str, rule: str, k: int, kind: str, own_colour: str = ""
                     ) -> tuple[Any, Any, Any, Any]:
@@ -197,20 +266,17 @@ def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[
                              theme: str = "light", style: str = "screen",
                              source: dict[str, Any] | None = None) -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
-    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen);
-    ``source`` (the experiment and its folder) goes into each figure's metadata."""
-    from ui.export import style_size, write_styled_figures
-    from ui.headless import offscreen_panel, settle_layout
+    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    from ui.export import write_styled_figures
+    from ui.headless import offscreen_panel
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for fig in figures:
-        with offscreen_panel(partial(ExperimentFigurePanel, fig), style_size(SIZE, style),
-                             theme) as panel:
+        with offscreen_panel(partial(ExperimentFigurePanel, fig), SIZE, theme) as panel:
             if source is not None:
                 panel.figure_source = lambda: source
             panel.refresh(fig, force=True)
-            settle_layout(panel)
             written += write_styled_figures(panel, out, panel.plot_id, style, with_csv=True)
     return written

@@ -8,7 +8,8 @@ files are the CLI's own (``engine.export.write_simulation_outputs``). Failures b
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,12 @@ def export_panel(panel: PlotPanel, path: str | Path, kind: str) -> Path:
 
 def export_figures(panels: Iterable[PlotPanel], out_dir: Path, with_csv: bool = True,
                    prefix: str = "") -> list[Path]:
-    """PNG and SVG of every panel (and its data as CSV) into ``out_dir``, named
-    ``<prefix><plot id>``."""
+    """PNG and SVG of every panel in the "screen" style (and its data as CSV) into ``out_dir``,
+    named ``<prefix><plot id>``."""
     written = []
     for panel in panels:
-        for kind in (*FIGURE_KINDS, *(("csv",) if with_csv else ())):
-            written.append(export_panel(panel, out_dir / f"{prefix}{panel.plot_id}.{kind}", kind))
+        written += write_styled_figures(panel, out_dir, f"{prefix}{panel.plot_id}", "screen",
+                                        with_csv)
     return written
 
 
@@ -79,19 +80,30 @@ def export_all(panels: Iterable[PlotPanel], state: Any, parent: str | Path) -> P
     return out
 
 
-#: export presets: "slide" (a 1920x1080 PNG for a projector: text at least 18 px, thick lines, the
-#: panel's title on the figure) and "paper" (a single-column vector figure)
+#: export styles: "screen" (a figure of the panel as on screen, 1200 px wide, the strip of
+#: sweep plots wider than tall: ``PlotPanel.screen_figure_size``), "slide" (a 1920x1080 PNG for a
+#: projector: text at least 18 px, thick lines) and "paper" (a single-column vector figure). Each
+#: puts the panel's title on the figure; its size and type sizes never depend on the window.
 PRESETS: dict[str, dict[str, Any]] = {
+    "screen": {"size": None, "kind": "png", "tick_px": 12, "label_px": 13, "title_px": 14,
+               "legend_px": 11, "line": 1.0},
     "slide": {"size": (1920, 1080), "kind": "png", "tick_px": 18, "label_px": 20, "title_px": 24,
               "legend_px": 18, "line": 2.0},
     "paper": {"size": (700, 460), "kind": "svg", "tick_px": 11, "label_px": 12, "title_px": 13,
               "legend_px": 11, "line": 1.0},
 }
+#: the presets a plot's menu offers besides plain PNG and SVG (which are the "screen" style)
+MENU_PRESETS = ("slide", "paper")
 
 
-#: ``--figure-style`` of the CLI figure writers: "screen" (as on screen, PNG 1200 px wide) or a
-#: preset's type sizes, line widths, title and size (PNG and SVG alike)
-FIGURE_STYLES = ("screen", *PRESETS)
+#: ``--figure-style`` of the CLI figure writers: one of PRESETS (PNG and SVG alike)
+FIGURE_STYLES = tuple(PRESETS)
+
+
+def figure_size(panel: PlotPanel, style: str) -> tuple[int, int]:
+    """The figure's size in pixels: the style's, or (screen) the panel's own figure size."""
+    size = PRESETS[style]["size"]
+    return tuple(size) if size is not None else tuple(panel.screen_figure_size)
 
 
 def style_panel(panel: PlotPanel, preset: str) -> None:
@@ -101,6 +113,7 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
     from PySide6.QtGui import QFont
 
     spec = PRESETS[preset]
+    panel.figure_style = preset
     tick = QFont()
     tick.setPixelSize(spec["tick_px"])
     plots = panel.plot_items()
@@ -133,38 +146,50 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
             label.setText(label.text, size=f"{spec['legend_px']}px")
 
 
-def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
-    """``panel``'s current picture redrawn offscreen at the preset's size and type sizes."""
+@contextmanager
+def figure_clone(panel: PlotPanel, style: str) -> Iterator[PlotPanel]:
+    """A fresh copy of ``panel`` (``make_clone``) drawn offscreen with its data and view choices,
+    its plot area exactly the style's figure size, restyled (``style_panel``): the one source
+    of every exported figure. Closed and deleted afterwards."""
     from PySide6.QtCore import Qt
 
     from ui.headless import ensure_app, settle_layout
 
-    spec = PRESETS[preset]
     state = getattr(panel, "_state", None)
     if state is None:
         raise ExportError(f"{panel.title}: nothing to export yet")
     app = ensure_app()
-    clone = type(panel)()
+    width, height = figure_size(panel, style)
+    clone = panel.make_clone()
+    clone.figure_source = panel.figure_source  # (what drew it: the figure's metadata)
     try:
         clone.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        width, height = spec["size"]
-        header = clone.header_label.sizeHint().height() + 8
-        clone.resize(width + 4, height + header)
+        clone.glw.setFixedSize(width, height)  # the figure; the header beside it is not in it
         clone.apply_theme(panel.theme)
+        clone.resize(clone.sizeHint())
         clone.show()
         app.processEvents()
-        if getattr(panel, "is_log", False) and getattr(clone, "log_box", None) is not None:
-            clone.log_box.setChecked(True)
         clone.refresh(state, force=True)
-        if getattr(panel, "fixed_axes", False):  # the figure shows the frame the user fixed
-            clone.set_fixed_axes(True, panel.view_range())
-        style_panel(clone, preset)
+        clone.apply_view_state(panel.view_state())  # its choices that travel with a figure
+        panel.copy_view_to(clone)
+        style_panel(clone, style)
         settle_layout(clone)
-        return styled_bytes(clone, spec["kind"], (width, height))
+        yield clone
     finally:
         clone.close()
         clone.deleteLater()
         app.processEvents()
+
+
+def figure_bytes(panel: PlotPanel, style: str, kind: str) -> bytes:
+    """``panel``'s current picture as a ``kind`` ("png" or "svg") figure in export ``style``."""
+    with figure_clone(panel, style) as clone:
+        return styled_bytes(clone, kind, figure_size(panel, style))
+
+
+def preset_bytes(panel: PlotPanel, preset: str) -> bytes:
+    """``panel``'s current picture redrawn offscreen at the preset's size and type sizes."""
+    return figure_bytes(panel, preset, PRESETS[preset]["kind"])
 
 
 def styled_bytes(panel: PlotPanel, kind: str, size: tuple[int, int]) -> bytes:
@@ -172,46 +197,32 @@ def styled_bytes(panel: PlotPanel, kind: str, size: tuple[int, int]) -> bytes:
     style; hover read-outs hidden and off-screen legends shown, as in every export."""
     with panel._without_hover():
         if kind == "png":
-            return panel._png_bytes(*size)
-        return panel._svg_bytes()
+            return panel.scene_png_bytes(*size)
+        return panel.scene_svg_bytes()
 
 
 def write_styled_figures(panel: PlotPanel, out_dir: Path, name: str, style: str,
                          with_csv: bool = False) -> list[Path]:
-    """``<name>.png`` and ``.svg`` (and ``.csv``) of a drawn panel in ``style`` (FIGURE_STYLES):
-    the CLI figure writers' one path. A preset style restyles the panel (size it with
-    :func:`style_size` first); "screen" writes it as the window's Export does."""
+    """``<name>.png`` and ``.svg`` (and ``.csv``) of a drawn panel in ``style`` (FIGURE_STYLES),
+    both from one figure copy: the figure writers' one path (the CLI's and Export all)."""
     from engine.io import atomic_write_bytes
 
     if style not in FIGURE_STYLES:
         raise ValueError(f"unknown figure style {style!r} (one of {', '.join(FIGURE_STYLES)})")
-    if style == "screen":
-        kinds = (*FIGURE_KINDS, *(("csv",) if with_csv else ()))
-        return [export_panel(panel, out_dir / f"{name}.{kind}", kind) for kind in kinds]
-    from ui.headless import settle_layout
-
-    style_panel(panel, style)
-    settle_layout(panel)
-    size = PRESETS[style]["size"]
     written = []
     try:
-        for kind in FIGURE_KINDS:
-            written.append(atomic_write_bytes(out_dir / f"{name}.{kind}",
-                                              styled_bytes(panel, kind, size)))
+        with figure_clone(panel, style) as clone:
+            size = figure_size(panel, style)
+            for kind in FIGURE_KINDS:
+                written.append(atomic_write_bytes(out_dir / f"{name}.{kind}",
+                                                  styled_bytes(clone, kind, size)))
         if with_csv:
             written.append(export_panel(panel, out_dir / f"{name}.csv", "csv"))
     except OSError as exc:
         raise ExportError(f"Cannot write into {out_dir}: {exc.strerror or exc}") from exc
+    except (RuntimeError, ValueError) as exc:
+        raise ExportError(f"Cannot export {panel.title}: {exc}") from exc
     return written
-
-
-def style_size(screen_size: tuple[int, int], style: str) -> tuple[int, int]:
-    """The size to draw a panel at for ``style``: its screen size, or the preset's figure size
-    plus room for the panel's header (not part of the figure)."""
-    if style == "screen":
-        return screen_size
-    width, height = PRESETS[style]["size"]
-    return width + 4, height + 36
 
 
 def export_preset(panel: PlotPanel, path: str | Path, preset: str) -> Path:

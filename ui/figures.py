@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ui.headless import offscreen_panel, settle_layout
+from ui.headless import offscreen_panel
 
-#: panel size in pixels (the sweep has six small plots, so it is wider)
+#: size of the panel the data is drawn on first (the figure itself is drawn on a copy of it at
+#: its style's size: ui.export.figure_clone)
 SIZES = {"sweep": (1600, 450)}
 DEFAULT_SIZE = (900, 600)
 TRAINING_SIZE = (900, 560)
@@ -39,12 +40,10 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
 def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str, style: str) -> list[Path]:
     """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg`` in
     ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import style_size, write_styled_figures
+    from ui.export import write_styled_figures
 
-    size = style_size(SIZES.get(cls.plot_id, DEFAULT_SIZE), style)
-    with offscreen_panel(cls, size, theme) as panel:
+    with offscreen_panel(cls, SIZES.get(cls.plot_id, DEFAULT_SIZE), theme) as panel:
         panel.refresh(state, force=True)
-        settle_layout(panel)
         return write_styled_figures(panel, out, prefix + panel.plot_id, style)
 
 
@@ -100,7 +99,7 @@ def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: st
                            style: str = "screen") -> list[Path]:
     """Every Training plot of ``snap`` (a TrainingSnapshot) to ``<plot_id>[_<rule>].png/.svg``;
     ``style``: ui.export.FIGURE_STYLES (the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import style_size, write_styled_figures
+    from ui.export import write_styled_figures
     from ui.plots.training.panels import PANEL_CLASSES, TrainingView
 
     out = Path(out_dir)
@@ -109,9 +108,8 @@ def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: st
     for cls in PANEL_CLASSES:
         runs = range(len(snap.rules)) if cls.uses_selection else [0]
         for r in runs:  # a fresh panel per figure: a style is applied once
-            with offscreen_panel(cls, style_size(TRAINING_SIZE, style), theme) as panel:
+            with offscreen_panel(cls, TRAINING_SIZE, theme) as panel:
                 panel.refresh(TrainingView(snap, run=r), force=True)
-                settle_layout(panel)
                 name = cls.plot_id + (f"_{snap.rules[r]}" if cls.uses_selection else "")
                 written += write_styled_figures(panel, out, name, style)
     return written

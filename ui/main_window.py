@@ -25,12 +25,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QTabWidget,
     QWidget,
 )
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
+from ui.lab_style import size_combos_by_contents
+from ui.page_tabs import PageTabs
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.params.panel import ParamPanel
@@ -97,6 +98,7 @@ class MainWindow(QMainWindow):
             self.window_settings.restore()
         saved_theme = self.settings.value("theme") if restore else None
         self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
+        size_combos_by_contents(self)  # (a stable width: ui.lab_style)
         self.redraw_timer.start()
 
     # -- construction --------------------------------------------------------------------------
@@ -109,7 +111,7 @@ class MainWindow(QMainWindow):
         # clicking a point of the sweep sets its value (d_k, or n along n): the whole page follows
         self.page.panels["sweep"].d_k_clicked.connect(lambda d: self.apply_config({"d_k": d}))
         self.page.panels["sweep"].n_clicked.connect(lambda n: self.apply_config({"n_keys": n}))
-        self.tabs = QTabWidget(self)
+        self.tabs = PageTabs(self)  # each page scrolls in its tab rather than widen the window
         self.tabs.setObjectName("pages")
         self.tabs.addTab(self.page, "Simulation")
         self._lazy: dict[int, tuple[str, str]] = {}
@@ -166,9 +168,10 @@ class MainWindow(QMainWindow):
         f.addSeparator()
         self.export_all_action = self._action(f, "&Export all…", self.exports.export_all_dialog, "Ctrl+E",
                                               "Every figure (PNG, SVG), its data, summary.csv, histograms.npz and config.json")
-        plots_menu = f.addMenu("Export plot")
-        for panel in self.page.panels.values():
-            plots_menu.addMenu(panel.export_menu(plots_menu))
+        #: the current page's plots, each with its export menu (filled when opened)
+        self.plots_menu = f.addMenu("Export plot")
+        self.plots_menu.aboutToShow.connect(self.exports.fill_plot_menu)
+        self.exports.fill_plot_menu()
         f.addSeparator()
         self._action(f, "&Quit", self.close, QKeySequence.StandardKey.Quit, "Close the app")
         r = mb.addMenu("&Run")
@@ -244,6 +247,7 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        size_combos_by_contents(page)
         self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()
         if hasattr(page, "apply_theme"):
@@ -263,12 +267,27 @@ class MainWindow(QMainWindow):
 
     def _sync_params_dock(self, index: int) -> None:
         on_simulation = self.tabs.widget(index) is self.page
+        presenting = self.presenter.active  # (its compact bar stands in for the dock)
         if on_simulation:
-            self.params_dock.setVisible(self._params_dock_wanted)
+            self.params_dock.setVisible(self._params_dock_wanted and not presenting)
         elif self._was_on_simulation:  # leaving it: remember how the user had the dock
-            self._params_dock_wanted = self.params_dock.isVisible()
+            if not presenting:
+                self._params_dock_wanted = self.params_dock.isVisible()
             self.params_dock.hide()
         self._was_on_simulation = on_simulation
+
+    def params_dock_wanted(self) -> bool:
+        """Whether the user has the parameter dock shown on the Simulation page (it steps
+        aside on the other pages and in presentation mode)."""
+        if self.tabs.currentWidget() is self.page and not self.presenter.active:
+            return self.params_dock.isVisible()
+        return self._params_dock_wanted
+
+    def want_params_dock(self, on: bool) -> None:
+        """The dock as the user wants it: shown now if the Simulation page is."""
+        self._params_dock_wanted = on
+        if self.tabs.currentWidget() is self.page and not self.presenter.active:
+            self.params_dock.setVisible(on)
 
     @property
     def status_text(self) -> str:
@@ -340,6 +359,7 @@ class MainWindow(QMainWindow):
         if app is not None:
             apply_app_theme(app, theme)
         self.params.apply_theme(theme)
+        self.presenter.bar.apply_theme(theme)
         self.page.apply_theme(theme)
         for page in self.pages.values():
             if hasattr(page, "apply_theme"):

@@ -13,13 +13,13 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QFont, QKeySequence, QShortcut
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QAction, QFont, QKeySequence, QPen, QShortcut
+from PySide6.QtWidgets import QApplication, QComboBox, QLabel
 
 from ui.presentation_bar import ParamBar
 
 FONT_SCALE = 1.4  #: widget text
-TICK_SCALE = 1.2  #: tick labels (the six sweep plots stay narrow)
+TICK_SCALE = 1.2  #: tick labels, of the normal text size (the six sweep plots stay narrow)
 LINE_SCALE = 1.8  #: curve widths
 BAR_SYNC_MS = 250  #: how often the compact bar shows the window's current parameters
 PLAY_MS = 1600  #: time per d_k while playing (each step reruns the simulation)
@@ -30,6 +30,38 @@ PLOT_TITLES = {"scores": "scores / logits", "weights": "attention weights",
                "top_weight": "top weight", "entropy": "entropy", "jacobian": "Jacobian size"}
 
 
+def set_app_font(app: QApplication, font: QFont, window: Any) -> None:
+    """The application's font, followed exactly by ``window``'s widgets: one with a style sheet
+    keeps the font it had when its sheet was applied, and a combo box its sizes (two Qt
+    limitations), so once the font has reached every widget (hidden ones get it later, through
+    posted events) those are refreshed; leaving presentation mode leaves nothing larger."""
+    app.setFont(font)
+    QTimer.singleShot(0, window, lambda: _refresh_widgets(window))
+
+
+def _refresh_widgets(window: Any) -> None:
+    """Style sheets applied again and combo boxes measured again, for the app's own widgets
+    only (looked up by class or from the theme's register: wrapping Qt's inner widgets from
+    Python left wrappers that outlived them; an application style sheet, set and taken back,
+    pinned every widget's palette)."""
+    from ui.lab_style import remeasure
+    from ui.plots.base import PlotPanel
+    from ui.theme import styled_widgets
+
+    QApplication.sendPostedEvents()  # the font change of hidden widgets first
+    sheeted = [*window.findChildren(PlotPanel), *styled_widgets(),
+               *window.presenter.bar.rule_buttons.values()]
+    for widget in sheeted:
+        if widget.styleSheet():
+            widget.setStyleSheet(widget.styleSheet())
+    for combo in window.findChildren(QComboBox):
+        remeasure(combo)
+    for label in window.findChildren(QLabel):
+        if not label.text():  # a label never given text keeps the size of its first font:
+            label.setText(" ")  # made a text label (Qt re-measures those on a font change)
+            label.setText("")
+
+
 class Presenter(QObject):
     """Switches a MainWindow in and out of presentation mode; owns the play timer."""
 
@@ -37,7 +69,11 @@ class Presenter(QObject):
         super().__init__(window)
         self.active = False
         self.index = 0  #: the plot of SEQUENCE shown
+        self._sweep_alone = False  #: the sweep fills the plot area (a tour step about it)
         self._saved: dict[str, Any] = {}
+        #: what presentation mode changed on the plots, to put back exactly when it ends
+        self._pens: list[tuple[Any, QPen]] = []
+        self._tick_fonts: list[tuple[Any, QFont | None]] = []
         self.timer = QTimer(self)
         self.timer.setInterval(PLAY_MS)
         self.timer.timeout.connect(self._next_d_k)
@@ -108,14 +144,15 @@ class Presenter(QObject):
         self.active = on
         w = self.window
         app = QApplication.instance()
+        self._combos_follow_contents()
         if on:
-            self._saved = {"font": QFont(app.font()), "dock": w.params_dock.isVisible()}
+            self._saved = {"font": QFont(app.font()), "dock": w.params_dock_wanted()}
             font = QFont(app.font())
             font.setPointSizeF(font.pointSizeF() * FONT_SCALE)
-            app.setFont(font)
+            set_app_font(app, font, w)
             w.params_dock.hide()
             w.tabs.setCurrentWidget(w.page)
-            self._scale_plots(LINE_SCALE, TICK_SCALE)
+            self._scale_plots(True)
             self.show_plot(self.index)
             self.bar.allowed = True
             self.bar.show()
@@ -126,10 +163,10 @@ class Presenter(QObject):
             self._bar_timer.stop()
             self.bar.allowed = False
             self.bar.hide()
-            app.setFont(self._saved.get("font", app.font()))
-            if self._saved.get("dock", True):
-                w.params_dock.show()
-            self._scale_plots(1 / LINE_SCALE, 1 / TICK_SCALE)
+            set_app_font(app, self._saved.get("font", app.font()), w)
+            w.want_params_dock(self._saved.get("dock", True))
+            self._scale_plots(False)
+            self._sweep_alone = False
             self._place(None)
             for panel in w.page.panels.values():
                 panel.show()
@@ -137,28 +174,49 @@ class Presenter(QObject):
         for sc in self._shortcuts:
             sc.setEnabled(on)
 
-    def _scale_plots(self, line: float, text: float) -> None:
+    def _combos_follow_contents(self) -> None:
+        from ui.lab_style import size_combos_by_contents
+
+        size_combos_by_contents(self.window)
+
+    def _scale_plots(self, on: bool) -> None:
+        """Thicker curves and larger tick labels on the Simulation page (on), or every pen and
+        tick font exactly as it was before (off): dividing by the factors again left the ticks
+        at the presentation size (a tick font that had followed the application's font)."""
+        if not on:
+            for item, pen in self._pens:
+                item.setPen(pen)
+            for axis, font in self._tick_fonts:
+                axis.setStyle(tickFont=font)
+            self._pens, self._tick_fonts = [], []
+        else:
+            normal = QFont(self._saved.get("font", QApplication.font()))
+            for panel in self.window.page.panels.values():
+                for plot in panel.plot_items():
+                    for item in plot.listDataItems():
+                        pen = item.opts.get("pen")
+                        if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
+                            continue
+                        pen = pg.mkPen(pen)
+                        self._pens.append((item, QPen(pen)))
+                        pen.setWidthF(max(1.0, pen.widthF() * LINE_SCALE))
+                        item.setPen(pen)
+                    for name in ("left", "bottom"):
+                        axis = plot.getAxis(name)
+                        own = axis.style.get("tickFont")
+                        self._tick_fonts.append((axis, QFont(own) if own is not None else None))
+                        font = QFont(own if own is not None else normal)
+                        size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
+                        font.setPointSizeF(size * TICK_SCALE)
+                        axis.setStyle(tickFont=font)
         for panel in self.window.page.panels.values():
-            for plot in panel.plot_items():
-                for item in plot.listDataItems():
-                    pen = item.opts.get("pen")
-                    if pen is None or not hasattr(item, "setPen"):  # bars keep their outline
-                        continue
-                    pen = pg.mkPen(pen)
-                    pen.setWidthF(max(1.0, pen.widthF() * line))
-                    item.setPen(pen)
-                for name in ("left", "bottom"):
-                    axis = plot.getAxis(name)
-                    font = QFont(axis.style.get("tickFont") or QApplication.font())
-                    size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
-                    font.setPointSizeF(size * text)
-                    axis.setStyle(tickFont=font)
             panel.invalidate()
 
     # -- one plot at a time --------------------------------------------------------------------
     def show_plot(self, index: int) -> None:
         """Show plot ``index`` of SEQUENCE (and the sweep); the others step aside."""
         self.index = index % len(SEQUENCE)
+        self._sweep_alone = False
         page = self.window.page
         for pid, panel in page.panels.items():
             panel.setVisible(pid == "sweep" or pid == SEQUENCE[self.index])
@@ -166,20 +224,29 @@ class Presenter(QObject):
         self._place(SEQUENCE[self.index])
         self.bar.plot_label.setText(f" {self.index + 1}/{len(SEQUENCE)} {PLOT_TITLES[self.shown]} ")
 
+    def show_sweep(self) -> None:
+        """The sweep alone over the whole plot area (a tour step about it: in its usual row, six
+        plots under a large one, its numbers crowded at 1280x720)."""
+        self._sweep_alone = True
+        page = self.window.page
+        for pid, panel in page.panels.items():
+            panel.setVisible(pid == "sweep")
+        page.results.hide()
+        self._place("sweep")
+        self.bar.plot_label.setText(" sweep ")
+
     def _place(self, plot_id: str | None) -> None:
-        """The shown plot spans the two plot rows and all three columns (None: every plot back
-        in its own cell)."""
+        """The shown plot spans the two plot rows and all three columns, the sweep all three
+        rows when it is shown alone (None: every plot back in its own cell)."""
         from ui.pages.simulation.page import GRID
 
         page = self.window.page
         grid = page.widget().layout()
         for pid, panel in page.panels.items():
-            if pid == "sweep":
-                continue
             row, col, span = GRID[pid]
             grid.removeWidget(panel)
             if pid == plot_id:
-                grid.addWidget(panel, 1, 0, 2, 3)
+                grid.addWidget(panel, 1, 0, 3 if pid == "sweep" else 2, 3)
             else:
                 grid.addWidget(panel, row, col, 1, span)
 
@@ -202,9 +269,13 @@ class Presenter(QObject):
             self.show_plot(self.index + delta)
 
     def follow(self, plot_id: str) -> None:
-        """A tour step's plot to watch: shown (the sweep is always in view)."""
-        if self.active and plot_id in SEQUENCE:
+        """A tour step's plot to watch: shown (the sweep alone, large, when it is the one)."""
+        if not self.active:
+            return
+        if plot_id in SEQUENCE:
             self.show_plot(SEQUENCE.index(plot_id))
+        elif plot_id == "sweep":
+            self.show_sweep()
 
     def sync_bar(self) -> None:
         if self.bar.isVisible():
@@ -212,7 +283,8 @@ class Presenter(QObject):
 
     @property
     def shown(self) -> str:
-        return SEQUENCE[self.index]
+        """The plot shown above the sweep, or "sweep" when it is shown alone."""
+        return "sweep" if self._sweep_alone else SEQUENCE[self.index]
 
     # -- play d_k through the sweep ------------------------------------------------------------
     def play(self) -> None:

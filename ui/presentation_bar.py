@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSpinBox, QToolBar, QToolButton, QWidget
 
 from engine.config import D_K_MAX, N_KEYS_MAX, RULES, TRIALS_MAX
-from ui.theme import rule_color
+from ui.theme import ERROR_TEXT_BOLD, Theme, current_theme, rule_text_color, themed_css
 
 #: (field, label, lowest, highest) of the bar's number fields
 FIELDS = (("d_k", "d_k", 1, D_K_MAX), ("n_keys", "n", 2, N_KEYS_MAX),
@@ -44,10 +44,8 @@ class ParamBar(QToolBar):
             spin.valueChanged.connect(lambda v, f=field: self.edited.emit({f: int(v)}))
             self.addWidget(spin)
             self.spins[field] = spin
-            if field == "n_keys":
-                self.addSeparator()
-                self.rule_buttons = self._add_rules()
-                self.addSeparator()
+        # the plot navigation before the rule chips: with twelve rules the bar is wider than a
+        # 1280 px window, and what does not fit goes into the bar's » menu (a chip, not ◀ ▶)
         self.addSeparator()
         self.prev_button = self._button("◀", "Previous plot, or the tour's previous step (Left)",
                                         lambda: self.step_requested.emit(-1))
@@ -56,6 +54,38 @@ class ParamBar(QToolBar):
         self.addWidget(self.plot_label)
         self.next_button = self._button("▶", "Next plot, or the tour's next step (Right)",
                                         lambda: self.step_requested.emit(1))
+        self.addSeparator()
+        self.rule_buttons = self._add_rules()
+        #: "⚠ not run: plots show d_k 65,536, n 8" while they do: first in the bar, beside the
+        #: fields (at the end, a full bar at 1280 px put it out of sight)
+        self.outdated_label = QLabel("")
+        self.outdated_label.setObjectName("bar_outdated")
+        self._outdated_action = self.insertWidget(self.actions()[0], self.outdated_label)
+        self._outdated_action.setVisible(False)
+        self.apply_theme(current_theme())
+
+    def set_outdated(self, text: str | None) -> None:
+        """Say in the bar that the plots do not show the parameters set now (None: they do)."""
+        self._outdated_action.setVisible(text is not None)
+        short = text.split(" (")[0] + text[text.find("):") + 1:] if text and "):" in text else text
+        self.outdated_label.setText(f" ⚠ {short} " if short else "")  # the reason: its tooltip
+        self.outdated_label.setToolTip(text or "")
+        self._colour_outdated()
+        self.outdated_label.setVisible(text is not None)  # (restyled, it showed itself again)
+
+    def _colour_outdated(self) -> None:
+        themed_css(self.outdated_label, ERROR_TEXT_BOLD)
+
+    def apply_theme(self, theme: Theme) -> None:
+        """The rule chips in this theme: each rule's text colour on the theme's button when
+        checked, the theme's quiet text when not (fixed colours kept the old theme's chips)."""
+        for rule, b in self.rule_buttons.items():
+            b.setStyleSheet(
+                f"QToolButton {{ color: {rule_text_color(rule, theme)}; font-weight: bold; "
+                f"background-color: {theme.button}; border: 1px solid {theme.muted}; "
+                "border-radius: 3px; padding: 0px 1px; }"
+                f"QToolButton:!checked {{ color: {theme.muted}; font-weight: normal; "
+                "background-color: transparent; border: 1px solid transparent; }")
 
     def setVisible(self, visible: bool) -> None:  # Qt's name: show(), hide() and restoreState()
         super().setVisible(visible and self.allowed)
@@ -78,8 +108,6 @@ class ParamBar(QToolBar):
             b.setCheckable(True)
             b.setToolTip(f"Show the {rule} rule")
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-            b.setStyleSheet(f"QToolButton {{ color: {rule_color(rule)}; font-weight: bold; }}"
-                            f"QToolButton:!checked {{ color: palette(mid); font-weight: normal; }}")
             b.toggled.connect(lambda _on: self._rules_edited())
             self.addWidget(b)
             buttons[rule] = b

@@ -40,6 +40,34 @@ class WindowExports(WindowPart):
         finally:
             QApplication.restoreOverrideCursor()
 
+    def page_panels(self) -> list[Any]:
+        """The plots of the page shown now, in their order on it (every plot panel the page
+        holds, whether or not its tab or mode shows it now)."""
+        from ui.plots.base import PlotPanel
+
+        w = self.window
+        page = w.tabs.currentWidget()
+        if page is w.page:
+            return list(w.page.panels.values())
+        # (a panel taken off the page, e.g. an experiment's old figure, was hidden first)
+        return [p for p in page.findChildren(PlotPanel) if not p.isHidden()] if page else []
+
+    def fill_plot_menu(self) -> None:
+        """File -> Export plot: a submenu (PNG, SVG, CSV, slide, paper) per plot of the page
+        shown now."""
+        menu = self.window.plots_menu
+        panels = self.page_panels()
+        if [id(p) for p in panels] == getattr(self, "_menu_panels", None):
+            return
+        self._menu_panels = [id(p) for p in panels]
+        for sub in menu.findChildren(type(menu)):  # the previous page's submenus go
+            sub.deleteLater()
+        menu.clear()
+        for panel in panels:
+            menu.addMenu(panel.export_menu(menu))
+        if not panels:
+            menu.addAction("(this page has no plots to export)").setEnabled(False)
+
     def export_panel_dialog(self, panel: Any, kind: str) -> None:
         w = self.window
 

@@ -89,6 +89,7 @@ class WindowRun(WindowPart):
             self.stop_button.setEnabled(False)
             self.status_label.setText(f"not run: {exc.field}: {exc.message}")
             w.last_message = str(exc)
+            self.mark_outdated(exc)
             return False
         w.config = cfg
         cache, axis = w.sweep_cache, w.sweep_axis
@@ -108,6 +109,7 @@ class WindowRun(WindowPart):
             w.params.show_error(exc)
             w.last_message = str(exc)
             self.status_label.setText(f"not applied: {exc}")
+            self.mark_outdated(exc)
             return False
         w.params.set_config(cfg)
         return self.rerun()
@@ -131,6 +133,7 @@ class WindowRun(WindowPart):
         w = self.window
         latest = self.worker.take_latest()
         if latest is not None:
+            self.mark_outdated(None)  # the plots follow the parameters set now again
             w.state = latest.item
             w.page.set_state(w.state)
             self._show_progress(w.state)
@@ -141,6 +144,23 @@ class WindowRun(WindowPart):
         if latest is not None and latest.item.complete and latest.done:
             self.stop_button.setEnabled(False)
             w.results_complete.emit()
+
+    def mark_outdated(self, exc: ConfigError | None) -> None:
+        """Tell, on the page and in presentation mode's bar, that the plots still show the last
+        run, not the parameters just refused (``exc``); None: they are current again."""
+        w = self.window
+        if exc is None:
+            w.page.mark_outdated(None)
+            w.presenter.bar.set_outdated(None)
+            return
+        shown = bar = ""
+        snap = w.state.snapshot if w.state is not None else None
+        if snap is not None:
+            c = snap.config
+            shown = f"; the plots show the last run (d_k {c.d_k:,}, n {c.n_keys:,})"
+            bar = f": plots show d_k {c.d_k:,}, n {c.n_keys:,}"
+        w.page.mark_outdated(f"Not run: {exc.field}: {exc.message}{shown}")
+        w.presenter.bar.set_outdated(f"not run ({exc.field}: {exc.message}){bar}")
 
     # -- the status bar ------------------------------------------------------------------------
     def _show_progress(self, state: LabState) -> None:
@@ -198,5 +218,6 @@ class WindowRun(WindowPart):
             w.params.show_error(exc)
             self.status_label.setText(f"not run: {exc.field}: {exc.message}")
             w.last_message = str(exc)
+            self.mark_outdated(exc)
         else:
             w.message("Simulation error", f"{type(exc).__name__}: {exc}", error=True)

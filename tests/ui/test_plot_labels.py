@@ -117,8 +117,12 @@ def test_score_overlay_title_flags_approximate_theory(qtbot, window, wait_comple
     is a large-d_k approximation, and the title must say so (and only then)."""
     window.apply_config({"trials": 800, "scalings": ["none", "sqrt"]})
     wait_complete(window)
-    title = window.page.panels["scores"].plot.titleLabel.text
-    assert "normal theory" in title and "approximation" not in title
+    panel = window.page.panels["scores"]
+    title = panel.plot.titleLabel.text
+    assert "raw q·k std" in title and "approximation" not in title
+    # the dashed overlay is named by the page's rule strip and by the figure's legend
+    assert "normal theory" in window.page.rule_strip.text()
+    assert any("normal theory" in label.text for _s, label in panel.plot.legend.items)
     window.apply_config({"trials": 800, "scalings": ["sqrt", "cosine", "qknorm"]})
     wait_complete(window)
     title = window.page.panels["scores"].plot.titleLabel.text

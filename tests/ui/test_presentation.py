@@ -119,3 +119,21 @@ def test_closing_in_presentation_mode_saves_the_normal_layout(qtbot, window):
     finally:
         fresh.close()
         fresh.deleteLater()
+
+
+def test_at_1280_the_bar_keeps_its_fields_and_plot_navigation_in_view(qtbot, window):
+    """Twelve rule chips make the bar wider than a 1280 px window: the chips that do not fit go
+    into the bar's » menu; the number fields and ◀ plot ▶ stay in view."""
+    window.resize(1280, 720)
+    window.set_presentation(True)
+    try:
+        for _ in range(3):
+            QApplication.processEvents()
+            qtbot.wait(5)
+        bar = window.presenter.bar
+        assert window.width() == 1280
+        shown = [bar.prev_button, bar.plot_label, bar.next_button, *bar.spins.values()]
+        assert all(w.isVisible() and w.geometry().right() < bar.width() for w in shown)
+        assert bar.rule_buttons["none"].isVisible() and bar.rule_buttons["sqrt"].isVisible()
+    finally:
+        window.set_presentation(False)

@@ -7,7 +7,7 @@ import dataclasses
 
 from engine.config import RULES
 from engine.training.config import TRAINING_RULES
-from ui.theme import DARK, LIGHT, RULE_COLORS, THEMES, rule_color
+from ui.theme import DARK, LIGHT, RULE_COLORS, THEMES, rule_color, rule_text_color
 
 
 def test_every_rule_of_every_page_has_one_distinct_colour():
@@ -60,7 +60,8 @@ def test_rule_check_boxes_follow_the_theme_both_ways(show_widget, qtbot):
         qtbot.wait(10)
         light = _colours(box)
         assert LIGHT.window.lower() in light and DARK.window.lower() not in light
-        assert rule_color("sqrt").lower() in light  # the label keeps its rule's colour
+        # the label keeps its rule's colour, as dark as it takes to be read on this theme
+        assert rule_text_color("sqrt", LIGHT).lower() in light
     finally:
         apply_app_theme(app, LIGHT)
 

@@ -46,7 +46,13 @@ from engine.config import (
 from engine.errors import ConfigError
 from engine.rules import RULE_REGISTRY
 from ui.params.fields import ClampDoubleSpinBox, ClampSpinBox, guard_wheel, notice_text
-from ui.theme import Theme, color_rule_widget, current_theme, error_css
+from ui.theme import (
+    ERROR_TEXT_BOLD,
+    Theme,
+    color_rule_widget,
+    field_error_css,
+    themed_css,
+)
 
 SLIDER_STEPS_PER_OCTAVE = 10
 CLAMP_NOTICE_MS = 15_000  #: how long "… set to 65,536" stays under the parameters' title
@@ -117,7 +123,7 @@ class ParamPanel(QScrollArea):
         self.error_label = QLabel("")
         self.error_label.setObjectName("param_error")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(error_css(bold=True))
+        themed_css(self.error_label, ERROR_TEXT_BOLD)
         self.error_label.hide()
         col.addWidget(self.error_label)
         #: "d_k: 999999 is outside 0 … 65,536; set to 65,536": a clamped entry is never silent
@@ -128,7 +134,7 @@ class ParamPanel(QScrollArea):
         self._clamp_timer = QTimer(self)
         self._clamp_timer.setSingleShot(True)
         self._clamp_timer.setInterval(CLAMP_NOTICE_MS)
-        self._clamp_timer.timeout.connect(self.clamp_label.hide)
+        self._clamp_timer.timeout.connect(self._clamp_notice_over)
         col.addWidget(self.clamp_label)
         self.fields: dict[str, QWidget] = {}
         self._loading = False
@@ -182,14 +188,16 @@ class ParamPanel(QScrollArea):
         self.d_k_slider.setRange(0, d_k_to_slider(D_K_MAX))
         self.d_k_slider.setToolTip("d_k on a log scale, 1 to 65,536 (drag to sweep octaves).")
         self.d_k_slider.setObjectName("param_d_k_slider")
-        d_k = self._spin("d_k", 0, D_K_MAX)  # 0 is allowed so the config can refuse it visibly
+        # each field's range is the config's own: one range, one message (0 once passed the
+        # field, said "outside 0 … 65,536", then was refused with "must be from 1")
+        d_k = self._spin("d_k", 1, D_K_MAX)
         self.d_k_slider.valueChanged.connect(self._slider_moved)
         d_k.valueChanged.connect(self._spin_moved)
         row = QHBoxLayout()
         row.addWidget(self.d_k_slider, 1)
         row.addWidget(d_k)
         form.addRow("d_k", row)
-        form.addRow("keys n", self._spin("n_keys", 1, N_KEYS_MAX))
+        form.addRow("keys n", self._spin("n_keys", 2, N_KEYS_MAX))
         form.addRow("trials", self._spin("trials", 1, TRIALS_MAX, 1000))
         return box
 
@@ -220,7 +228,7 @@ class ParamPanel(QScrollArea):
             self.rule_boxes[name] = cb
         form = QFormLayout()
         form.addRow("temperature T", self._dspin("temperature", 0, 1e6, 0.1, 4))
-        form.addRow("logn/yarn n_ref", self._spin("n_ref", 1, N_KEYS_MAX))
+        form.addRow("logn/yarn n_ref", self._spin("n_ref", 2, N_KEYS_MAX))
         form.addRow("ssmax s", self._dspin("ssmax_s", 0, 1000, 0.01, 4))
         form.addRow("softcap c", self._dspin("softcap", 0, 1e6, 1.0, 3))
         form.addRow("sink logit", self._dspin("sink", -1e6, 1e6, 0.5, 3))
@@ -350,34 +358,51 @@ class ParamPanel(QScrollArea):
 
     # -- errors --------------------------------------------------------------------------------
     def show_clamp(self, message: str) -> None:
+        """Say that a typed value was set to the nearest end of its range; one message at a
+        time: an error shown before steps aside while this one is up (its field stays marked)."""
         self.clamp_label.setText(notice_text(message))
         self.clamp_label.show()
+        self.error_label.hide()
         self._clamp_timer.start()
         self.clamped.emit(message)
 
+    def _clamp_notice_over(self) -> None:
+        self.clamp_label.hide()
+        if self.error_field is not None and self.error_label.text():
+            self.error_label.show()  # an error that still holds is said again
+
     def show_error(self, exc: ConfigError) -> None:
+        """Mark the field and say why; one message at a time: a new error replaces a clamp
+        notice, the same error found again (the rerun after the clamp) waits for it to end."""
+        again = self.error_field == exc.field and self.error_label.text().endswith(exc.message)
         self.clear_error()
+        if again and self._clamp_timer.isActive():
+            self._mark_field(exc)
+            self.error_label.hide()
+            return
+        self._clamp_timer.stop()
+        self.clamp_label.hide()
+        self._mark_field(exc)
+        self.error_label.show()
+
+    def _mark_field(self, exc: ConfigError) -> None:
         widget = self.fields.get(exc.field)
         if widget is not None:
-            widget.setStyleSheet(f"#{widget.objectName()} {{ border: 2px solid {current_theme().error}; }}")
+            themed_css(widget, field_error_css(f"#{widget.objectName()}"))
         self.error_field = exc.field
         self.error_label.setText(f"⚠ {exc.field}: {exc.message}")
-        self.error_label.show()
         if widget is not None:
             self.ensureWidgetVisible(widget)
 
     def apply_theme(self, theme: Theme) -> None:
-        """Recolour what carries the error colour (a shown error keeps showing, in the new red)."""
-        self.error_label.setStyleSheet(error_css(bold=True))
-        widget = self.fields.get(self.error_field) if self.error_field else None
-        if widget is not None:
-            widget.setStyleSheet(f"#{widget.objectName()} {{ border: 2px solid {theme.error}; }}")
+        """(The error line and a marked field follow the theme by themselves: ui.theme's
+        themed_css.)"""
 
     def clear_error(self) -> None:
         if self.error_field is not None:
             widget = self.fields.get(self.error_field)
             if widget is not None:
-                widget.setStyleSheet("")
+                themed_css(widget, "")
         self.error_field = None
         self.error_label.hide()
         self.error_label.setText("")

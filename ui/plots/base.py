@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, Qt, QTimer, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -35,9 +35,12 @@ from PySide6.QtWidgets import (
 from engine.io import atomic_write_bytes, csv_text
 from engine.rules import rule_label  # the one definition, re-exported for the plots
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
+from ui.plots.tidy_axis import tidy_axes
 from ui.theme import LIGHT, Theme, rule_color
 
-EXPORT_WIDTH = 1200  #: pixels of an exported PNG (height keeps the on-screen aspect)
+#: size (pixels) of a figure in the "screen" export style (ui.export.PRESETS): an export's size
+#: and layout come from its style, never from the widget's size on screen
+SCREEN_FIGURE_SIZE = (1200, 750)
 #: key of the PNG text chunk and id of the SVG <metadata> that carry a figure's parameters
 METADATA_KEY = "attention-lab"
 
@@ -126,6 +129,15 @@ def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle | None = None) ->
                     style=RULE_STYLES.get(rule, Qt.PenStyle.SolidLine) if style is None else style)
 
 
+class PanelView(pg.GraphicsLayoutWidget):
+    """A panel's plot area. Its size hint is its minimum size: a graphics view's own hint is
+    the size its scene had last, which fed back into the layouts (a page laid out once at
+    presentation mode's size kept the taller rows, and a scroll bar, after it)."""
+
+    def sizeHint(self) -> QSize:  # Qt's name
+        return self.minimumSize().expandedTo(QSize(1, 1))
+
+
 class PlotPanel(QFrame):
     """Base class of the simulation panels. ``plot_id`` is the stable id the tour highlights."""
 
@@ -135,6 +147,8 @@ class PlotPanel(QFrame):
     figure_page = "simulation"
     #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.PRESETS)
     export_presets = False
+    #: the figure size of the "screen" export style (a wide strip of plots sets its own)
+    screen_figure_size = SCREEN_FIGURE_SIZE
     #: asks the owner (window / page) to export this panel: (panel, "png" | "svg" | "csv")
     export_requested = Signal(object, str)
 
@@ -152,6 +166,8 @@ class PlotPanel(QFrame):
         #: what drew the figure, for its metadata, when the state does not say it (a page's
         #: experiment, model and text): returns a dict merged into the metadata, None if nothing
         self.figure_source: Callable[[], dict[str, Any] | None] | None = None
+        #: the export style this panel was restyled to (ui.export.style_panel; None on screen)
+        self.figure_style: str | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.setSpacing(1)
@@ -168,7 +184,7 @@ class PlotPanel(QFrame):
         menu_button.setAutoRaise(True)
         self.header.addWidget(menu_button)
         outer.addLayout(self.header)
-        self.glw = pg.GraphicsLayoutWidget(self)
+        self.glw = PanelView(self)
         self.glw.setMinimumSize(260, 200)
         outer.addWidget(self.glw, 1)
         # a hover read-out disappears when the pointer leaves the plot
@@ -216,7 +232,11 @@ class PlotPanel(QFrame):
     # -- helpers for subclasses ----------------------------------------------------------------
     def add_plot(self, row: int, col: int, x_label: str, y_label: str, x_units: str | None = None,
                  y_units: str | None = None, legend: bool = True, **kw: Any) -> pg.PlotItem:
-        plot = self.glw.addPlot(row=row, col=col, **kw)
+        plot = self.glw.addPlot(row=row, col=col, axisItems=tidy_axes(), **kw)
+        # the title over the whole plot, its y axis included (pyqtgraph centres it over the data
+        # area alone, and a title wider than that ran past the plot's right edge)
+        plot.layout.removeItem(plot.titleLabel)
+        plot.layout.addItem(plot.titleLabel, 0, 0, 1, 3)
         _relax_min_width(plot.titleLabel)
         plot.setLabel("bottom", x_label, units=x_units)
         plot.setLabel("left", y_label, units=y_units)
@@ -228,9 +248,9 @@ class PlotPanel(QFrame):
             outside_legend(plot)
         vb = plot.getViewBox()
         vb.menu.addSeparator()
-        for text, kind in (("Export plot as PNG…", "png"), ("Export plot as SVG…", "svg"),
-                           ("Export plot data as CSV…", "csv")):
-            vb.menu.addAction(text, lambda k=kind: self.export_requested.emit(self, k))
+        for text, kind in EXPORT_ACTIONS:
+            vb.menu.addAction(text.replace("Export", "Export plot", 1),
+                              lambda k=kind: self.export_requested.emit(self, k))
         return plot
 
     def add_heatmap(self, plot: pg.PlotItem, label: str | None = None,
@@ -243,16 +263,12 @@ class PlotPanel(QFrame):
         return image, bar
 
     def export_menu(self, parent: QWidget) -> QMenu:
+        """PNG, SVG, CSV, slide and paper: the same five on every plot of every page."""
         menu = QMenu(f"{self.title}", parent)
-        menu.addAction("Export as PNG…", lambda: self.export_requested.emit(self, "png"))
-        menu.addAction("Export as SVG…", lambda: self.export_requested.emit(self, "svg"))
-        menu.addAction("Export data as CSV…", lambda: self.export_requested.emit(self, "csv"))
-        if self.export_presets:
-            menu.addSeparator()
-            menu.addAction("Export for a slide (1920×1080 PNG)…",
-                           lambda: self.export_requested.emit(self, "slide"))
-            menu.addAction("Export for a paper (single-column SVG)…",
-                           lambda: self.export_requested.emit(self, "paper"))
+        for text, kind in EXPORT_ACTIONS:
+            if kind == "slide":
+                menu.addSeparator()
+            menu.addAction(text, lambda k=kind: self.export_requested.emit(self, k))
         return menu
 
     def contextMenuEvent(self, event: Any) -> None:  # right-click on the header / frame
@@ -357,9 +373,14 @@ class PlotPanel(QFrame):
         return self._flash_timer.isActive() or getattr(self, "_held", False)
 
     # -- export --------------------------------------------------------------------------------
-    def _prepare_export(self) -> None:
-        if self._state is not None:
-            self.refresh(self._state, force=True)
+    def make_clone(self) -> PlotPanel:
+        """A fresh panel of the same kind, without a parent: every exported figure is drawn on
+        one (ui.export.figure_clone), at its style's size, whatever this widget's size."""
+        return type(self)()
+
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """Give ``clone``, already drawn with this panel's data, this panel's view choices (a
+        log axis, the rule or row picked in the header); subclasses with such choices add them."""
 
     def legends(self) -> list[pg.LegendItem]:
         """The panel's legends (one object once, however many plots share it)."""
@@ -398,17 +419,22 @@ class PlotPanel(QFrame):
             if hidden:
                 self._settle()
 
-    def png_bytes(self, width: int = EXPORT_WIDTH) -> bytes:
-        self._prepare_export()  # (a redraw may re-show a read-out: hide it after)
-        with self._without_hover():
-            return self._png_bytes(width)
+    def png_bytes(self, style: str = "screen") -> bytes:
+        """The figure as PNG in export ``style`` (ui.export.PRESETS): drawn on a fresh copy of
+        the panel at the style's size, so the window's size never shows in it."""
+        from ui.export import figure_bytes
 
-    def svg_bytes(self) -> bytes:
-        self._prepare_export()
-        with self._without_hover():
-            return self._svg_bytes()
+        return figure_bytes(self, style, "png")
 
-    def _png_bytes(self, width: int, height: int | None = None) -> bytes:
+    def svg_bytes(self, style: str = "screen") -> bytes:
+        """The figure as SVG, the same picture as :meth:`png_bytes` (same copy, same size)."""
+        from ui.export import figure_bytes
+
+        return figure_bytes(self, style, "svg")
+
+    def scene_png_bytes(self, width: int, height: int | None = None) -> bytes:
+        """This widget's scene as it is now, scaled to ``width`` (x ``height``, default the
+        scene's aspect): the figure writers call it on a panel sized for the figure."""
 
         # pyqtgraph's legends ignore transformations (they float over a view box); ours sit in
         # the layout, and a PNG wider or narrower than the screen drew them unscaled: tiny, or
@@ -449,7 +475,8 @@ class PlotPanel(QFrame):
         buf.close()
         return bytes(data)
 
-    def _svg_bytes(self) -> bytes:
+    def scene_svg_bytes(self) -> bytes:
+        """This widget's scene as it is now, as portable SVG (its size: the scene's)."""
         from pyqtgraph.exporters import SVGExporter
 
         from ui.svg_portable import portable_svg
@@ -530,7 +557,8 @@ class PlotPanel(QFrame):
         return csv_text(rows, columns)
 
     def export(self, path: str | Path, kind: str) -> Path:
-        """Write PNG, SVG or CSV atomically (temp file + rename)."""
+        """Write PNG, SVG or CSV atomically (temp file + rename); PNG and SVG in the "screen"
+        style."""
         if kind == "png":
             data = self.png_bytes()
         elif kind == "svg":
@@ -610,10 +638,22 @@ class EmptyHint:
         self.item.setZValue(50)
         plot.addItem(self.item, ignoreBounds=True)
         plot.getViewBox().sigRangeChanged.connect(self._centre)
+        plot.getViewBox().sigResized.connect(self._centre)
         self.item.hide()
 
     def _centre(self, *_args: Any) -> None:
-        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        view = self.plot.getViewBox()
+        (x0, x1), (y0, y1) = view.viewRange()
+        # wrapped to the plot's width: in a narrow panel (four to a row at 1280x720) a line
+        # longer than the plot ran past both of its edges
+        # (never narrower than a word or two: a word is not cut)
+        width = max(100.0, view.width() - 8)
+        if abs(self.item.textItem.textWidth() - width) > 0.5:
+            self.item.setTextWidth(width)
+            option = self.item.textItem.document().defaultTextOption()
+            option.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            option.setWrapMode(option.WrapMode.WordWrap)
+            self.item.textItem.document().setDefaultTextOption(option)
         self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
 
     def show(self, text: str, colour: str) -> None:
@@ -632,6 +672,13 @@ class EmptyHint:
     @property
     def visible(self) -> bool:
         return self.item.isVisible()
+
+
+#: (menu text, kind for ``export_requested``) of every plot's export menu
+EXPORT_ACTIONS = (("Export as PNG…", "png"), ("Export as SVG…", "svg"),
+                  ("Export data as CSV…", "csv"),
+                  ("Export for a slide (1920×1080 PNG)…", "slide"),
+                  ("Export for a paper (single-column SVG)…", "paper"))
 
 
 def panel_grid(
@@ -707,7 +754,30 @@ def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
                 major.append((v, _pow10_label(m, k)))
             elif step == 1:
                 minor.append((v, ""))
+    if len(major) < 2:  # within a decade, between 1-2-5 values: a plot with one label or none
+        major = _linear_ticks_in_log(lo, hi)
     return [major, minor]
+
+
+def _linear_ticks_in_log(lo: float, hi: float, most: int = 4) -> list[tuple[float, str]]:
+    """Evenly spaced round values (a 1-2-5 step) between 10**lo and 10**hi, at their log10
+    positions: a narrow log range still gets two or more labels."""
+    import math
+
+    a, b = 10.0**lo, 10.0**hi
+    raw = (b - a) / most
+    if not (math.isfinite(raw) and raw > 0):
+        return []
+    unit = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * unit for m in (1, 2, 5, 10) if m * unit >= raw)
+    ticks = []
+    k = math.ceil(a / step - 1e-9)
+    while k * step <= b * (1 + 1e-9):
+        v = k * step
+        if v > 0:
+            ticks.append((math.log10(v), f"{v:.3g}"))
+        k += 1
+    return ticks
 
 
 def _pow10_label(m: int, k: int) -> str:

@@ -29,9 +29,38 @@ def _pct(e: Estimate) -> str:
     return f"{100 * e.mean:.1f}% ± {100 * e.se:.1f}"
 
 
-def _join(parts: list[str], per_line: int = 3) -> str:
-    """Per-rule summaries, three to a line: six on one line run past both edges of the panel."""
-    return ",<br>".join(", ".join(parts[i:i + per_line]) for i in range(0, len(parts), per_line))
+TITLE_PT = 9.0  #: the size of the plots' titles
+
+
+def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> str:
+    """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
+    at the title's size: a title never runs past the edges of its plot."""
+    import html as _html
+    import re
+
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    font = QFont()
+    font.setPointSizeF(TITLE_PT)
+    metrics = QFontMetricsF(font)
+
+    def width(text: str) -> float:
+        return metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", text)))
+
+    lines: list[str] = []
+    line = prefix
+    for part in parts:
+        joined = line + (sep if line and line != prefix else "") + part
+        if line and line != prefix and width(joined) > room:
+            lines.append(line + sep.rstrip())
+            line = part
+        elif line == prefix and prefix and width(joined) > room:
+            lines.append(prefix.rstrip())
+            line = part
+        else:
+            line = joined
+    lines.append(line)
+    return "<br>".join(lines)
 
 
 def _span(rule: str, text: str) -> str:
@@ -54,7 +83,6 @@ class RuleHistogramPanel(PlotPanel):
     """One step curve per rule of ``hist_of(rule_result)``; subclasses add markers and titles.
     Hovering reads out every rule's density in the bin under the pointer."""
 
-    export_presets = True
 
     x_label = ""
     x_units: str | None = None
@@ -65,6 +93,7 @@ class RuleHistogramPanel(PlotPanel):
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, self.x_label, "probability density", x_units=self.x_units)
+        self.plot.getViewBox().sigResized.connect(self._fit_title)  # the title re-flows
         self.curves: dict[str, pg.PlotDataItem] = {}
         self._rows: list[dict[str, Any]] = []
         self._hists: dict[str, Histogram] = {}
@@ -151,6 +180,13 @@ class RuleHistogramPanel(PlotPanel):
         if self.fixed_axes and _is_range(rng):
             self.set_fixed_axes(True, rng)
         return done
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """log y, and the frame the user fixed (the figure shows it)."""
+        if self.is_log and clone.log_box is not None:
+            clone.log_box.setChecked(True)
+            clone.refresh(self._state, force=True)
+        if self.fixed_axes:
+            clone.set_fixed_axes(True, self.view_range())
 
     def y_values(self, density: np.ndarray, floor: float) -> np.ndarray:
         """Densities as drawn: on a log axis, empty bins sit at ``floor`` (log 0 does not exist)."""
@@ -249,8 +285,21 @@ class RuleHistogramPanel(PlotPanel):
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
 
-    def set_title(self, html: str) -> None:
-        self.plot.setTitle(html, color=self.theme.foreground, size="9pt")
+    def set_title(self, prefix: str, parts: list[str] = (), note: str = "") -> None:
+        """The plot's title: ``prefix``, the per-rule ``parts`` as many to a line as the plot's
+        width holds (again when it is resized), then ``note`` on a line of its own."""
+        self._title = (prefix, list(parts), note)
+        self._fit_title()
+
+    def _fit_title(self, *_args: Any) -> None:
+        prefix, parts, note = getattr(self, "_title", ("", [], ""))
+        if not (prefix or parts) or self.figure_style is not None:  # (an export keeps its own)
+            return
+        room = max(60.0, self.plot.width() - 8)
+        text = fit_lines(prefix, parts, room) + (f"<br>{note}" if note else "")
+        if text != getattr(self, "_title_text", None):
+            self._title_text = text
+            self.plot.setTitle(text, color=self.theme.foreground, size=f"{TITLE_PT:g}pt")
 
 
 class ScoresPanel(RuleHistogramPanel):
@@ -269,7 +318,7 @@ class ScoresPanel(RuleHistogramPanel):
         self.plot.addItem(self.raw_curve)
         self.plot.addItem(self.raw_theory)
         self.theory: dict[str, pg.PlotDataItem] = {}
-        self.set_title("raw scores and scaled logits; dashed: normal theory")
+        self.set_title("raw scores and scaled logits")
 
     def theme_changed(self, theme: Theme) -> None:
         self.raw_curve.setPen(pg.mkPen(theme.raw, width=1.5))
@@ -307,10 +356,10 @@ class ScoresPanel(RuleHistogramPanel):
         self._rows = rows + self._rows
         approx = [name for name, r in snap.rules.items() if not r.logit_theory.exact_moments]
         # on its own line: appended, it ran past both edges of the panel
-        note = f"<br>({', '.join(approx)}: large-d_k approximation)" if approx else ""
-        self.plot.setTitle(
-            f"raw q·k std {snap.raw_std.mean:.3g} (theory {math.sqrt(snap.raw_theory.var):.3g});"
-            f" dashed: normal theory{note}", color=self.theme.foreground, size="9pt")
+        # (the dashed normal theory is named by the page's rule strip and by the legend)
+        note = f"({', '.join(approx)}: large-d_k approximation)" if approx else ""
+        self.set_title(f"raw q·k std {snap.raw_std.mean:.3g} "
+                       f"(theory {math.sqrt(snap.raw_theory.var):.3g})", note=note)
 
 
 class TopWeightPanel(RuleHistogramPanel):
@@ -338,8 +387,7 @@ class TopWeightPanel(RuleHistogramPanel):
     def draw_extra(self, snap: SimulationSnapshot) -> None:
         self.threshold.setValue(snap.config.saturation_threshold)
         parts = [_span(n, f"{n} {_pct(r.saturated_frac)}") for n, r in snap.rules.items()]
-        self.set_title(f"saturated (&gt;{snap.config.saturation_threshold:g}): "
-                       + _join(parts, per_line=2))  # "none 36.1% ± 0.8" is long
+        self.set_title(f"saturated (&gt;{snap.config.saturation_threshold:g}): ", parts)
         for n, r in snap.rules.items():
             self._rows.append({"series": f"{n}_saturated_frac", "value": r.saturated_frac.mean,
                                "se": r.saturated_frac.se})
@@ -361,7 +409,7 @@ class EntropyPanel(RuleHistogramPanel):
 
     def draw_extra(self, snap: SimulationSnapshot) -> None:
         parts = [_span(n, f"{n} {r.entropy_norm.mean:.3f}") for n, r in snap.rules.items()]
-        self.set_title("mean H/log n: " + _join(parts))
+        self.set_title("mean H/log n: ", parts)
 
 
 class JacobianPanel(RuleHistogramPanel):
@@ -412,5 +460,5 @@ class JacobianPanel(RuleHistogramPanel):
             edge = float(h.edges[0])
             if h.underflow and h.total:
                 below.append(_span(n, f"{n} {100 * h.underflow / h.total:.3g}%"))
-        note = f"<br>not drawn, below 1e{edge:.0f}: " + ", ".join(below) if below else ""
-        self.set_title("mean ‖J‖_F (dashed): " + _join(parts) + note)
+        note = f"not drawn, below 1e{edge:.0f}: " + ", ".join(below) if below else ""
+        self.set_title("mean ‖J‖_F (dashed): ", parts, note)

@@ -32,6 +32,7 @@ from ui.plots.base import (
     rule_pen,
     set_legend_slot,
 )
+from ui.plots.elided_label import ElidedLabel
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964
@@ -60,13 +61,13 @@ class Metric:
 
 
 METRICS = (
-    Metric("logit_std", "score std", "std of q·k (grey) and of logits", True, lambda r: r.logit_std),
+    Metric("logit_std", "score std", "std (grey: q·k)", True, lambda r: r.logit_std),
     Metric("top_weight", "mean top weight", "mean max_j p_j", False, lambda r: r.top_weight),
-    Metric("saturated_frac", "saturated fraction", "fraction of rows saturated", False,
+    Metric("saturated_frac", "saturated fraction", "fraction saturated", False,
            lambda r: r.saturated_frac),
     Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖_F", True, lambda r: r.jacobian_fro),
     Metric("entropy_norm", "mean entropy / log n", "mean H / log n", False, lambda r: r.entropy_norm),
-    Metric("target_weight", "weight on key 0 (the target)", "mean p_0", True,
+    Metric("target_weight", "target weight (key 0)", "mean p_0", True,
            lambda r: r.target_weight),
 )
 #: metric key -> what the asymptotic theory predicts for it (engine.theory.LengthTheory)
@@ -124,9 +125,10 @@ PLOTS_PER_REFRESH = 1
 
 
 class SweepPanel(PlotPanel):
-    export_presets = True
     plot_id = "sweep"
     title = "Sweep vs d_k"
+    #: a strip of six plots: wide and low, as on the page
+    screen_figure_size = (1200, 440)
     #: the user picked another axis: "d_k" or "n_keys" (the window reruns the sweep)
     axis_requested = Signal(str)
     #: a point of a sweep along d_k was clicked: its d_k (the window sets d_k, the page follows)
@@ -146,10 +148,12 @@ class SweepPanel(PlotPanel):
                                  "at the chosen d_k (the length axis)")
         self.axis_box.currentIndexChanged.connect(
             lambda i: self.axis_requested.emit(("d_k", "n_keys")[i]))
-        self.header.insertWidget(1, self.axis_box)
-        # the caption (points, trials, what the bands mean) is cut rather than widening the page
-        # past a 1280x720 window (along n it grows by "; dashed: asymptotic theory")
-        self.header_label.setMinimumWidth(1)
+        # what was run and what the bands mean: cut to the room there is (its tooltip has it
+        # all), never widening the page (the title and the axis switch stay whole)
+        self.info_label = ElidedLabel("", self)
+        self.info_label.setObjectName("sweep_info")
+        self.header.insertWidget(1, self.info_label, 100)
+        self.header.insertWidget(2, self.axis_box)
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(self.metrics):  # (each links its x to the first)
             self.plots.append(self._add_metric_plot(i, m))
@@ -455,9 +459,10 @@ class SweepPanel(PlotPanel):
         fit_legend_columns(self.legend, room=0.95 * self.glw.width())
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
-        self.header_label.setText(
-            f"<b>{self.title}</b> &nbsp; {len(points)}/{total} points, {first.trials_done:,} trials "
-            "each; bands and read-outs ±1.96 SE (95%), the table's ± is 1 SE"
+        self.header_label.setText(f"<b>{self.title}</b>")
+        self.info_label.set_text(
+            f"{len(points)}/{total} points, {first.trials_done:,} trials each; bands and "
+            "read-outs ±1.96 SE (95%), the table's ± is 1 SE"
             + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
         if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
             self.show_values_at(*self._hover_at)
@@ -566,7 +571,7 @@ def single_metric_panel(key: str) -> type[SweepPanel]:
             plot_id = f"sweep_{key}"
             title = f"{metric.title} vs d_k"
             metrics = (metric,)
-            export_presets = True
+            screen_figure_size = (900, 640)  # one plot's own aspect, not the strip's
 
             def build(self) -> None:
                 super().build()

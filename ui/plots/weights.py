@@ -22,7 +22,6 @@ MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still 
 
 
 class WeightsPanel(PlotPanel):
-    export_presets = True
     plot_id = "weights"
     title = "Softmax weights"
 
@@ -39,7 +38,7 @@ class WeightsPanel(PlotPanel):
         self.rule_box.currentIndexChanged.connect(lambda _i: self.invalidate())
         self.row_box.valueChanged.connect(lambda _v: self.invalidate())
 
-        self.heat = self.add_plot(0, 0, "key rank (sorted by weight)", "sample row", legend=False)
+        self.heat = self.add_plot(0, 0, "key rank (by weight)", "sample row", legend=False)
         self.heat.invertY(True)
         self.image, self.cbar = self.add_heatmap(self.heat, "weight p")
         # marks the row the bar chart shows: thin, dashed, and says what it is
@@ -66,6 +65,12 @@ class WeightsPanel(PlotPanel):
             if ax is not None:
                 ax.setPen(theme.foreground)
                 ax.setTextPen(theme.foreground)
+
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """The heatmap's rule and the bar chart's row."""
+        clone.rule_box.setCurrentText(self.rule_box.currentText())
+        clone.row_box.setValue(self.row_box.value())
+        clone.refresh(self._state, force=True)
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)

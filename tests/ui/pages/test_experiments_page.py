@@ -59,13 +59,16 @@ def test_the_window_has_the_experiments_tab_and_takes_the_training_settings(wind
 
 
 def test_invalid_axis_values_mark_the_row_and_disable_start(window):
+    from ui.theme import current_theme
+
     page = _experiments_page(window)
     page.form.set_base(TINY)
     page.form.axes.set_axes([("lr", "1e-3, abc"), ("seed", "0, 1")])
     row = page.form.axes.rows[0]
-    assert "FFCDD2" in row.values_edit.styleSheet()
+    # an error-coloured border on the theme's own field colours (readable in both themes)
+    assert f"border: 2px solid {current_theme().error}" in row.values_edit.styleSheet()
     assert "lr=abc" in row.error_label.text() and not row.error_label.isHidden()
-    assert "FFCDD2" not in page.form.axes.rows[1].values_edit.styleSheet()
+    assert page.form.axes.rows[1].values_edit.styleSheet() == ""
     assert not page.buttons["start"].isEnabled()
     assert "lr=abc" in page.reason_label.text()
     row.values_edit.setText("1e-3, -1")  # the engine's range check names the value

@@ -263,13 +263,21 @@ def test_max_scores_are_accepted_and_one_more_refused(page) -> None:
 
 
 def test_dark_theme_recolours_plots_and_errors(page) -> None:
-    from ui.theme import DARK
+    from PySide6.QtWidgets import QApplication
 
-    page.apply_theme(DARK)
-    assert page.weights_plot.backgroundBrush().color().name().lower() == DARK.background.lower()
-    page.scale_edit.setText("0")
-    assert not page.refresh()
-    assert DARK.error in page.scale_edit.styleSheet() and DARK.error in page.scale_error.styleSheet()
+    from ui.theme import DARK, LIGHT, apply_app_theme
+
+    apply_app_theme(QApplication.instance(), DARK)  # as the window's theme switch does
+    try:
+        page.apply_theme(DARK)
+        assert page.weights_plot.backgroundBrush().color().name().lower() == DARK.background.lower()
+        page.scale_edit.setText("0")
+        assert not page.refresh()
+        assert DARK.error in page.scale_edit.styleSheet()
+        assert DARK.error in page.scale_error.styleSheet()
+        assert DARK.base in page.scale_edit.styleSheet()  # (not a pink field under white text)
+    finally:
+        apply_app_theme(QApplication.instance(), LIGHT)
 
 
 def test_series_colours_come_from_the_theme(page) -> None:

@@ -54,7 +54,7 @@ def test_the_demo_preset_is_the_default(page):
 
 def test_one_colour_per_rule_from_the_theme(page):
     from engine.training.config import TRAINING_RULES
-    from ui.theme import RULE_COLORS
+    from ui.theme import RULE_COLORS, rule_text_color
 
     assert set(RULE_COLORS) == set(TRAINING_RULES)
     assert len(set(RULE_COLORS.values())) == len(TRAINING_RULES)
@@ -62,8 +62,10 @@ def test_one_colour_per_rule_from_the_theme(page):
 
     for rule in TRAINING_RULES:
         box = page.controls.rule_checks[rule]
-        # through the palette, not a style sheet (which kept the old theme's colours)
-        assert box.palette().color(QPalette.ColorRole.WindowText).name().lower() == RULE_COLORS[rule].lower(), rule
+        # through the palette, not a style sheet (which kept the old theme's colours), in the
+        # rule's hue made readable on the theme (ui.theme.rule_text_color)
+        got = box.palette().color(QPalette.ColorRole.WindowText).name().lower()
+        assert got == rule_text_color(rule).lower(), rule
         assert box.styleSheet() == ""
 
 
@@ -337,8 +339,12 @@ def test_probe_attention_ticks_sit_at_cell_centres_one_per_cell(page, qtbot):
 
 
 def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypatch):
-    """The ⋯ menu of every panel is connected: PNG, SVG and CSV land where the dialog said."""
+    """The ⋯ menu of every panel is connected and the same as on the Simulation page: PNG, SVG,
+    CSV, a slide (1920x1080 PNG) and a paper figure (SVG) land where the dialog said."""
+    from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QFileDialog, QToolButton
+
+    from ui.plots.base import EXPORT_ACTIONS
 
     _use(page, TINY)
     page.start()
@@ -350,18 +356,23 @@ def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypa
         return str(tmp_path / Path(suggested).name), ""
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", save_as)
+    names = {"png": "{}.png", "svg": "{}.svg", "csv": "{}.csv", "slide": "{}_slide.png",
+             "paper": "{}_paper.svg"}
     for pid, panel in page.panels.items():
         button = next(b for b in panel.findChildren(QToolButton) if b.text() == "⋯")
         actions = [a for a in button.menu().actions() if a.text()]
-        assert [a.text().split()[-1] for a in actions] == ["PNG…", "SVG…", "CSV…"]
+        assert [a.text() for a in actions] == [text for text, _kind in EXPORT_ACTIONS]
         for action in actions:
             action.trigger()
-        for kind in ("png", "svg", "csv"):
-            out = tmp_path / f"{pid}.{kind}"
+        for name in names.values():
+            out = tmp_path / name.format(pid)
             assert out.is_file() and out.stat().st_size > 0, out
-    assert len(asked) == 3 * len(page.panels)
+    assert len(asked) == 5 * len(page.panels)
     png = (tmp_path / "train_loss.png").read_bytes()
     assert png.startswith(b"\x89PNG")
+    slide = QImage(str(tmp_path / "train_loss_slide.png"))
+    assert (slide.width(), slide.height()) == (1920, 1080)
+    assert b"Training loss" in (tmp_path / "train_loss_paper.svg").read_bytes()
     header = (tmp_path / "train_loss.csv").read_text().splitlines()[0]
     assert "step" in header
 

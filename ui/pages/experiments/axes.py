@@ -22,9 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from engine.experiments.spec import Axis, ExperimentSpec, axis_fields, parse_value
-from ui.theme import error_css
-
-BAD = "background: #FFCDD2;"
+from ui.theme import ERROR_TEXT, field_error_css, themed_css
 
 
 def _fmt(v: Any) -> str:
@@ -47,7 +45,7 @@ class AxisRow:
         self.remove_button.setToolTip("Remove this axis")
         self.error_label = QLabel(editor)
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(error_css() + " font-size: 9pt;")
+        themed_css(self.error_label, ERROR_TEXT + " font-size: 9pt;")
         self.error_label.hide()
         self.error = ""
 
@@ -73,7 +71,7 @@ class AxisRow:
 
     def mark(self, error: str) -> None:
         self.error = error
-        self.values_edit.setStyleSheet(BAD if error else "")
+        themed_css(self.values_edit, field_error_css("QLineEdit") if error else "")
         self.values_edit.setToolTip(error or "Values separated by commas; the grid is the "
                                              "product of the axes")
         self.error_label.setText(error)

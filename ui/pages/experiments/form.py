@@ -33,13 +33,12 @@ from ui.file_dialogs import choose_dir
 from ui.pages.experiments.axes import AxesEditor
 from ui.pages.experiments.custom import describe_base, form_spec
 from ui.params.fields import rule_check_boxes
-from ui.theme import error_css
+from ui.theme import ERROR_TEXT, NOTE_TEXT, themed_css
 
 CUSTOM_DESCRIPTION = ("A grid of your own: the base configuration (take it from the Training "
                       "page), the rules trained side by side in every job, and the axes. Every "
                       "combination of axis values is one job; put several seeds on a 'seed' axis "
                       "to get rates with their intervals.")
-NOTE_STYLE = "color: gray; font-size: 9pt;"
 
 
 class ExperimentForm(QWidget):
@@ -69,7 +68,7 @@ class ExperimentForm(QWidget):
         outer.addWidget(self.choice)
         self.description = QLabel(self)
         self.description.setWordWrap(True)
-        self.description.setStyleSheet(NOTE_STYLE)
+        themed_css(self.description, NOTE_TEXT)
         outer.addWidget(self.description)
         base_box = self._build_base_box()
         outer.addWidget(base_box)
@@ -97,7 +96,7 @@ class ExperimentForm(QWidget):
         base_layout = QVBoxLayout(base_box)
         self.base_label = QLabel(base_box)
         self.base_label.setWordWrap(True)
-        self.base_label.setStyleSheet(NOTE_STYLE)
+        themed_css(self.base_label, NOTE_TEXT)
         base_layout.addWidget(self.base_label)
         self.use_training = QPushButton("Use the Training page's settings", base_box)
         self.use_training.setToolTip("Take the base configuration from the Training page's form "
@@ -106,7 +105,7 @@ class ExperimentForm(QWidget):
         base_layout.addWidget(self.use_training)
         self.base_error = QLabel(base_box)
         self.base_error.setWordWrap(True)
-        self.base_error.setStyleSheet(error_css() + " font-size: 9pt;")
+        themed_css(self.base_error, ERROR_TEXT + " font-size: 9pt;")
         self.base_error.hide()
         base_layout.addWidget(self.base_error)
         return base_box
@@ -116,7 +115,7 @@ class ExperimentForm(QWidget):
         rules_box = QGroupBox("Rules (trained side by side in every job)", self)
         grid, self.rule_checks = rule_check_boxes(rules_box, TRAINING_RULES, self.changed)
         self.rules_error = QLabel(rules_box)
-        self.rules_error.setStyleSheet(error_css() + " font-size: 9pt;")
+        themed_css(self.rules_error, ERROR_TEXT + " font-size: 9pt;")
         self.rules_error.setWordWrap(True)
         self.rules_error.hide()
         grid.addWidget(self.rules_error, len(TRAINING_RULES) // 2 + 1, 0, 1, 2)

@@ -41,7 +41,7 @@ from ui.pages.experiments.grid import GridPanel
 from ui.pages.experiments.grid_data import default_x, grid_choices, grid_data
 from ui.pages.experiments.jobs_table import JobTable, job_statuses
 from ui.settings import load_json, save_json
-from ui.theme import current_theme, error_css
+from ui.theme import ERROR_TEXT, current_theme, themed_css
 from ui.worker import Worker
 
 ESTIMATE_DEBOUNCE_MS = 400
@@ -122,7 +122,7 @@ class ExperimentsPage(LivePage):
         self.buttons["open"].clicked.connect(self._open_dialog)
         self.reason_label = QLabel(self)
         self.reason_label.setWordWrap(True)
-        self.reason_label.setStyleSheet(error_css())
+        themed_css(self.reason_label, ERROR_TEXT)
         bar.addWidget(self.reason_label, 1)
         return bar
 

@@ -45,7 +45,7 @@ from ui.pages.inspector.views import (
     export_png,
     export_svg,
 )
-from ui.theme import LIGHT, Theme
+from ui.theme import ERROR_TEXT, LIGHT, Theme, field_error_css, themed_css
 
 DEBOUNCE_MS = 150
 MAX_TEXT = 1_000_000
@@ -337,7 +337,7 @@ class InspectorPage(QWidget):
         for plot in (self.weights_plot, self.heatmap, self.gauge):
             apply_plot_theme(plot, theme)
         for label in (self.scores_error, self.scale_error, self.options_error):
-            label.setStyleSheet(f"color: {theme.error};")
+            themed_css(label, ERROR_TEXT)
         self._show_errors(self._errors)
 
     def error_text(self, field: str) -> str:
@@ -394,17 +394,16 @@ class InspectorPage(QWidget):
 
     def _show_errors(self, errors: dict[str, str]) -> None:
         self._errors = dict(errors)
-        border = f"QLineEdit {{ border: 2px solid {self.theme.error}; border-radius: 3px; }}"
         stale = " (showing the last valid input)" if self._result is not None else ""
         for field, edit, label in (("scores", self.scores_edit, self.scores_error),
                                    ("scale", self.scale_edit, self.scale_error)):
             message = errors.get(field)
-            edit.setStyleSheet(border if message else "")
+            themed_css(edit, field_error_css("QLineEdit") if message else "")
             label.setText(f"{field}: {message}{stale}" if message else "")
             label.setHidden(not message)
         message = errors.get("options", "")
         for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
-            edit.setStyleSheet(border if message.startswith(name) else "")
+            themed_css(edit, field_error_css("QLineEdit") if message.startswith(name) else "")
         self.options_error.setText(f"{message}{stale}" if message else "")
         self.options_error.setHidden(not message)
 

@@ -63,8 +63,10 @@ from ui.pages.real_model.panels import (
     HeadScoresPanel,
     ProbeView,
 )
+from ui.theme import ERROR_TEXT, themed_css
 
 TOKENS_DEBOUNCE_MS = 250
+FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
 
 
 def error_text(exc: ConfigError) -> str:
@@ -144,6 +146,9 @@ class RealModelPage(LivePage):
         outer.addWidget(side_scroll)
         outer.addWidget(self.tabs)
         outer.setStretchFactor(1, 1)
+        # the form's width in pixels, not from its size hint: a page first built in presentation
+        # mode's larger type kept a wider form after it
+        outer.setSizes([FORM_WIDTH, 1000])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(outer)
@@ -633,8 +638,7 @@ class RealModelPage(LivePage):
 
     def _message(self, text: str, error: bool = False) -> None:
         self.last_message = text
-        colour = self.theme.error if error else self.theme.text
-        self.status_label.setStyleSheet(f"color: {colour}")
+        themed_css(self.status_label, ERROR_TEXT if error else "color: $text;")
         self.status_label.setText(text)
 
     def show_tokens(self) -> None:

@@ -195,6 +195,11 @@ class HeadGridPanel(PlotPanel):
     def set_group(self, gid: str) -> None:
         self.group_box.setCurrentIndex(list(GRID_GROUPS).index(gid))
 
+    def copy_view_to(self, clone: PlotPanel) -> None:
+        """The group of grids shown."""
+        clone.set_group(self.group)
+        clone.refresh(self._state, force=True)
+
     def theme_changed(self, theme: Theme) -> None:
         self.placeholder.recolour(theme.foreground)
         for mark in self.marks:

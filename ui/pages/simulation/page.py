@@ -7,9 +7,10 @@ on the next tick).
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
-from PySide6.QtWidgets import QScrollArea, QWidget
+from PySide6.QtWidgets import QGraphicsOpacityEffect, QScrollArea, QWidget
 
 from ui.pages.base import PanelRedraw
 from ui.pages.simulation.results_table import ResultsTable
@@ -29,14 +30,16 @@ RESULTS_CELL = (2, 2)
 RESULTS_ID = "results"
 STRIP_ROW = 0
 PANEL_MIN_HEIGHT = 170
+OUTDATED_OPACITY = 0.35  #: plots that no longer show the parameters set now are dimmed to this
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
 PANELS_PER_TICK = 1
 
 
 def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
     """Each rule's line (its colour and pattern) and label, then the series that are not rules."""
-    parts = rule_parts(rules)
-    parts.append(f'<span style="color:{theme.raw}"><b>━━━</b> raw q·k</span>')
+    parts = rule_parts(rules, theme)
+    parts.append(f'<span style="color:{theme.raw}"><b>━━━</b></span> '
+                 f'<span style="color:{theme.muted}">raw q·k</span>')
     parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
     return SEPARATOR.join(parts)
 
@@ -69,6 +72,8 @@ class SimulationPage(QScrollArea, PanelRedraw):
         self.state: Any = None
         self.theme: Theme = LIGHT
         self._covers: dict[str, Cover] = {}
+        #: why the plots do not show the parameters set now (a refused config), or None
+        self.outdated_reason: str | None = None
 
     def set_state(self, state: Any) -> None:
         self.state = state
@@ -87,10 +92,39 @@ class SimulationPage(QScrollArea, PanelRedraw):
         return drawn
 
     def show_rules(self, rules: tuple[str, ...]) -> None:
-        """The page's rule strip for ``rules``."""
+        """The page's rule strip for ``rules`` (while the plots are outdated, it says so)."""
         self._strip_rules = rules
+        if self.outdated_reason is not None:
+            self._show_outdated()
+            return
         self.rule_strip.setText(rule_strip_html(rules, self.theme))
         self.rule_strip.setToolTip(rule_strip_html(rules, self.theme).replace("&nbsp;&nbsp; ", "<br>"))
+
+    def mark_outdated(self, reason: str | None) -> None:
+        """The plots no longer show the parameters set now (``reason``: why, e.g. a refused
+        value): the strip above them says so in the error colour and every plot is dimmed, also
+        in presentation mode; None: they are current again."""
+        if reason == self.outdated_reason:
+            return
+        self.outdated_reason = reason
+        for panel in self.panels.values():
+            if reason is None:
+                panel.glw.setGraphicsEffect(None)
+            else:
+                dim = QGraphicsOpacityEffect(panel.glw)
+                dim.setOpacity(OUTDATED_OPACITY)
+                panel.glw.setGraphicsEffect(dim)
+        if reason is not None:
+            self._show_outdated()
+        elif self._strip_rules is not None:
+            self.show_rules(self._strip_rules)
+        else:
+            self.rule_strip.setText("")
+
+    def _show_outdated(self) -> None:
+        text = html.escape(f"⚠ {self.outdated_reason}")
+        self.rule_strip.setText(f'<span style="color:{self.theme.error}"><b>{text}</b></span>')
+        self.rule_strip.setToolTip(text)
 
     def redraw_source(self) -> Any:
         return self.state

@@ -46,7 +46,14 @@ from ui.params.fields import (
     rule_check_boxes,
 )
 from ui.plots.training.panels import rule_label
-from ui.theme import Theme, current_theme, error_css
+from ui.theme import (
+    ERROR_TEXT,
+    NOTE_TEXT,
+    WARNING_TEXT,
+    Theme,
+    field_error_css,
+    themed_css,
+)
 
 #: field -> (kind, lo, hi, decimals or step); kind: int | float | choice | bool
 FIELDS: dict[str, tuple[Any, ...]] = {
@@ -147,12 +154,12 @@ class TrainingControls(QWidget):
         self.preset_box.setMinimumContentsLength(16)
         self.preset_text = QLabel(self)
         self.preset_text.setWordWrap(True)
-        self.preset_text.setStyleSheet("color: gray; font-size: 9pt;")
+        themed_css(self.preset_text, NOTE_TEXT)
         self.lock_label = QLabel(
             "Parameters are locked while a run is in progress (a paused run resumes with the "
             "parameters it started with): Stop or Reset to change them for the next Start.", self)
         self.lock_label.setWordWrap(True)
-        self.lock_label.setStyleSheet("color: #B26A00; font-size: 9pt;")
+        themed_css(self.lock_label, WARNING_TEXT)
         self.lock_label.hide()
         outer.addWidget(self.lock_label)
         outer.addWidget(QLabel("<b>Preset</b>"))
@@ -167,7 +174,7 @@ class TrainingControls(QWidget):
             self._lockable.append(box)
         self.error_label = QLabel(self)
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(error_css())
+        themed_css(self.error_label, ERROR_TEXT)
         outer.addWidget(self.error_label)
         self.clamp_label = QLabel(self)
         self.clamp_label.setWordWrap(True)
@@ -324,12 +331,11 @@ class TrainingControls(QWidget):
 
     def _mark(self, exc: ConfigError | None) -> None:
         self._error = exc
-        border = f"border: 2px solid {current_theme().error};"
         for name, w in self.widgets.items():
-            w.setStyleSheet(border if exc is not None and exc.field == name else "")
+            themed_css(w, field_error_css(f"#{w.objectName()}" if w.objectName() else "*")
+                       if exc is not None and exc.field == name else "")
         self.error_label.setText("" if exc is None else f"{exc.field}: {exc.message}")
 
     def apply_theme(self, theme: Theme) -> None:
         """The error red of the current theme (a shown error is recoloured)."""
-        self.error_label.setStyleSheet(error_css())
         self._mark(getattr(self, "_error", None))

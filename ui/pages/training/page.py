@@ -35,7 +35,7 @@ from ui.pages.training.metrics_view import NOT_IN_ROWS, UNLOGGED, snapshot_from_
 from ui.plots.base import panel_grid
 from ui.plots.rule_strip import rule_parts, show_parts, strip_label
 from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
-from ui.theme import current_theme, error_css
+from ui.theme import ERROR_TEXT, current_theme, themed_css
 
 PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
 SNAPSHOT_INTERVAL_S = 0.05  #: the engine yields at most this often (the GUI draws the latest)
@@ -417,7 +417,7 @@ class TrainingPage(LivePage, PanelRedraw):
         except ConfigError as exc:
             reason = f"Start needs {exc.field}: {exc.message}"
         self.buttons["start"].setEnabled(not reason)
-        self.start_reason.setStyleSheet(error_css())
+        themed_css(self.start_reason, ERROR_TEXT)
         self.start_reason.setText(reason)
         self.start_reason.setToolTip(reason)
         self.start_reason.setVisible(bool(reason))

@@ -76,6 +76,12 @@ class _CurvesPanel(TrainingPanel):
     def is_log(self) -> bool:
         return self.log_box.isChecked() if self.log_box is not None else self.log_y
 
+    def copy_view_to(self, clone: Any) -> None:
+        """log y as the user set it."""
+        if clone.log_box is not None and clone.log_box.isChecked() != self.is_log:
+            clone.log_box.setChecked(self.is_log)
+            clone.refresh(self._state, force=True)
+
     def series(self, snap: Any) -> list[tuple[tuple, str, Qt.PenStyle, float, bool]]:
         """(key, rule, style, width, named) of every curve for this snapshot's shape."""
         out = []

@@ -1,0 +1,84 @@
+"""What a reader of a plot sees cut or crowded: tick labels drawn over each other, an axis label
+that runs out of its plot (into a neighbour) or is cut by the edge of the plot area, a title wider
+than its plot. Used by
+the tests that look at every panel of every page at 1280x720."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QImage, QPainter
+
+#: pixels two labels may share (anti-aliased edges) before they count as drawn over each other
+TOUCH = 1.0
+
+
+def _tick_rects(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:
+    """The tick labels the axis draws now (pyqtgraph's own layout), in its coordinates."""
+    img = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(img)
+    try:
+        if axis.style.get("tickFont") is not None:
+            painter.setFont(axis.style["tickFont"])
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    if specs is None:
+        return []
+    return [(QRectF(rect), text) for rect, _flags, text in specs[2] if text]
+
+
+def overlapping_ticks(axis: pg.AxisItem) -> list[str]:
+    """Pairs of tick labels of ``axis`` that are drawn over each other."""
+    rects = _tick_rects(axis)
+    out = []
+    for i, (a, ta) in enumerate(rects):
+        for b, tb in rects[i + 1:]:
+            shared = a.intersected(b)
+            if shared.width() > TOUCH and shared.height() > TOUCH:
+                out.append(f"{ta!r} over {tb!r}")
+    return out
+
+
+def tick_labels(axis: pg.AxisItem) -> list[str]:
+    return [text for _rect, text in _tick_rects(axis)]
+
+
+def _text_rect(item) -> QRectF:
+    """Scene rectangle of the text a pyqtgraph label draws (its QGraphicsTextItem, less the
+    empty margin of its document)."""
+    m = item.document().documentMargin()
+    return item.mapRectToScene(item.boundingRect().adjusted(m, m, -m, -m))
+
+
+def layout_problems(name: str, panel) -> list[str]:
+    """Everything cut or crowded in ``panel``'s visible plots."""
+    problems = []
+    view = panel.glw
+    scene_rect = view.mapToScene(view.viewport().rect()).boundingRect()
+    for k, plot in enumerate(panel.plot_items()):
+        if not plot.isVisible():
+            continue
+        where = f"{name}[{k}]"
+        plot_rect = plot.sceneBoundingRect()
+        for side in ("left", "bottom"):
+            axis = plot.getAxis(side)
+            if not axis.isVisible():
+                continue
+            problems += [f"{where} {side} ticks: {p}" for p in overlapping_ticks(axis)]
+            if axis.label.isVisible() and axis.labelText:
+                text = _text_rect(axis.label)
+                if not plot_rect.adjusted(-2, -2, 2, 2).contains(text):
+                    problems.append(f"{where} {side} label {axis.labelText!r} ({text.width():.0f}"
+                                    f" x {text.height():.0f} px) runs out of its plot")
+                if not scene_rect.adjusted(-1, -1, 1, 1).contains(text):
+                    problems.append(f"{where} {side} label {axis.labelText!r} is cut by the edge")
+        title = plot.titleLabel
+        if title.isVisible() and title.text:
+            text = _text_rect(title.item)
+            if text.width() > plot_rect.width() + 2 or \
+                    not scene_rect.adjusted(-1, -1, 1, 1).contains(text):
+                problems.append(f"{where} title {title.text!r} ({text.x():.0f}, {text.y():.0f}, "
+                                f"{text.width():.0f} x {text.height():.0f} px) is cut or wider "
+                                f"than its plot ({plot_rect.width():.0f} px wide)")
+    return problems

@@ -1,0 +1,153 @@
+"""At 1280x720 no panel of any page draws tick labels over each other, cuts an axis label or lets
+a title run past its plot: the Simulation page (sweep along d_k and along n, and in presentation
+mode), the Training page after a run, the Real model and Experiments pages (the learning_rate
+experiment, whose fifteen series must not squash their figure). Tick labels are kept apart by
+ui.plots.tidy_axis, which the first test shows is needed."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from tests.ui.plot_layout import layout_problems, overlapping_ticks, tick_labels
+from ui.plots.base import PlotPanel
+from ui.plots.tidy_axis import TidyAxis
+
+pytest.importorskip("torch")
+
+
+def _settle(qtbot, n: int = 3) -> None:
+    for _ in range(n):
+        QApplication.processEvents()
+        qtbot.wait(5)
+
+
+def _problems(page, qtbot) -> list[str]:
+    _settle(qtbot)
+    out = []
+    for panel in page.findChildren(PlotPanel):
+        if panel.isVisible():
+            panel.glw.grab()  # pyqtgraph sizes an axis for its labels when it paints
+    _settle(qtbot)
+    for panel in page.findChildren(PlotPanel):
+        if panel.isVisible():
+            out += layout_problems(panel.plot_id, panel)
+    return out
+
+
+def _crowded(axis_class, qtbot):
+    """A narrow plot with six explicit ticks whose labels cannot all fit."""
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    widget.resize(140, 120)
+    plot = widget.addPlot(axisItems={"bottom": axis_class("bottom")})
+    plot.getAxis("bottom").setTicks([[(float(i), f"{10 ** i:,}") for i in range(6)]])
+    plot.setXRange(0, 5, padding=0)
+    widget.show()
+    qtbot.waitExposed(widget)
+    widget.grab()
+    return widget, plot.getAxis("bottom")
+
+
+def test_tidy_axis_drops_the_labels_that_would_overlap(qtbot):
+    _w1, crowded = _crowded(pg.AxisItem, qtbot)
+    assert overlapping_ticks(crowded)  # pyqtgraph's own axis draws them over each other
+    _w2, tidy = _crowded(TidyAxis, qtbot)
+    assert overlapping_ticks(tidy) == []
+    labels = tick_labels(tidy)
+    assert 2 <= len(labels) < 5 and labels[0] == "10"  # ("1" is past the axis end: hidden)
+
+
+@pytest.fixture
+def small(qtbot, window, wait_complete):
+    window.resize(1280, 720)
+    _settle(qtbot)
+    assert (window.width(), window.height()) == (1280, 720)
+    return window
+
+
+def test_simulation_page_along_d_k_and_along_n(small, qtbot, wait_complete):
+    small.rerun()
+    wait_complete(small)
+    small.page.redraw(budget=9)
+    assert _problems(small.page, qtbot) == []
+    sweep = small.page.panels["sweep"]
+    assert len(tick_labels(sweep.plots[-1].getAxis("left"))) >= 2  # "target weight" has y ticks
+    small.set_sweep_axis("n_keys")
+    wait_complete(small)
+    small.page.redraw(budget=9)
+    assert _problems(small.page, qtbot) == []
+
+
+def test_simulation_page_in_presentation_mode(small, qtbot, wait_complete):
+    small.set_sweep_axis("n_keys")
+    wait_complete(small)
+    small.set_presentation(True)
+    try:
+        for _ in range(5):
+            small.page.redraw(budget=9)
+            assert _problems(small.page, qtbot) == [], small.presenter.shown
+            small.presenter.step(1)
+        small.presenter.show_sweep()
+        small.page.redraw(budget=9)
+        assert _problems(small.page, qtbot) == []
+    finally:
+        small.set_presentation(False)
+
+
+def test_training_page_empty_hints_fit_their_plots(small, qtbot):
+    """Before Start each panel says what will appear: at 1280x720 (four panels to a row) its
+    sentence wraps to the plot's width instead of running past both edges."""
+    assert small.open_page_titled("Training")
+    page = small.tabs.currentWidget()
+    _problems(page, qtbot)  # (painted once: sized)
+    checked = 0
+    for panel in page.findChildren(PlotPanel):
+        hint = getattr(panel, "hint", None)
+        if hint is None or not hint.visible or not panel.isVisible():
+            continue
+        view = hint.plot.getViewBox()
+        if view.width() < 110:  # (a heatmap's sliver beside its colour bar: words are not cut)
+            continue
+        text = hint.item.mapRectToScene(hint.item.boundingRect())
+        assert view.sceneBoundingRect().adjusted(-2, -2, 2, 2).contains(text), panel.plot_id
+        checked += 1
+    assert checked >= 6
+
+
+def test_training_page_after_a_run(small, qtbot):
+    from engine.training.config import TrainingConfig
+
+    assert small.open_page_titled("Training")
+    page = small.tabs.currentWidget()
+    cfg = TrainingConfig(d_model=32, heads=2, items_max=6, classes=4, batch=8, probe_size=4,
+                         scalings=("none", "sqrt", "cosine"), steps=12, log_every=3,
+                         device="cpu", hist_bins=40)
+    page.controls.set_config(cfg)
+    page.start()
+    qtbot.waitUntil(lambda: page.status == "done", timeout=60_000)
+    page.redraw_panels(budget=99)
+    problems = _problems(page, qtbot)
+    assert problems == [], "\n".join(problems)
+
+
+def test_real_model_page(small, qtbot):
+    assert small.open_page_titled("Real model")
+    assert _problems(small.tabs.currentWidget(), qtbot) == []
+
+
+def test_experiments_page_with_fifteen_series(small, qtbot):
+    assert small.open_page_titled("Experiments")
+    page = small.tabs.currentWidget()
+    page.form.select_builtin("learning_rate")
+    _settle(qtbot)
+    assert _problems(page, qtbot) == []
+    assert len(page.figure_panels) == 3
+    per_step = page.figure_panels[2]
+    assert len(per_step._figure.series) == 15
+    # one entry per rule and one per learning rate, not one per series
+    assert len(per_step.plot.legend.items) == 3 + 5
+    for panel in page.figure_panels:
+        view = panel.plot.getViewBox()
+        assert view.height() >= 0.35 * panel.glw.height(), (panel.plot_id, view.height())
