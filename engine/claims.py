@@ -1,4 +1,4 @@
-"""Published numbers, checked: every figure the README, presets and tour state, measured again.
+"""Published numbers, checked: every figure the docs, presets and tour state, measured again.
 
 A claim is data (``resources/claims.json``): where it is published, what produces it (a
 simulation, the inspector, an experiment over seeds, the real model), the published value as printed, and how close the

@@ -8,7 +8,7 @@ each a float or anything that broadcasts against the similarity (a per-row ln(n)
 learned per-head temperature). ``needs`` names the similarity a rule starts from: ``dot`` = q.k,
 ``cos`` = q.k / (|q| |k|), ``ln`` = LayerNorm(q) . LayerNorm(k).
 
-The length rules (README, "Sequence length"): ``logn`` multiplies the ``sqrt`` logits by
+The length rules (docs/guide/simulation.md, "The length axis"): ``logn`` multiplies the ``sqrt`` logits by
 ln(n) / ln(n_ref), so it equals ``sqrt`` at the reference length; ``ssmax`` (Scalable-Softmax,
 Nakanishi 2025) multiplies them by s * ln(n), with s a parameter (learned per head in training);
 ``yarn`` (YaRN's attention temperature, DeepSeek-V3's ``mscale``) multiplies them by

@@ -169,7 +169,7 @@ def row_var_theory(cfg: SimulationConfig, rule: str) -> float | None:
     return None
 
 
-# -- the length axis (README, "Sequence length") ----------------------------------------------
+# -- the length axis (docs/guide/simulation.md) ----------------------------------------------------
 # For n i.i.d. Gaussian logits z_j ~ N(m, sigma^2): E[sum_j exp(z_j - m)] = n exp(sigma^2 / 2)
 # exactly. For large n the sum concentrates there (relative spread sqrt((e^{sigma^2} - 1) / n)),
 # which gives the asymptotic needle weight and entropy below.

@@ -63,7 +63,7 @@ def test_list_names_the_training_claims_without_running() -> None:
     r = run("--list", "--only", "seeds.none.")
     assert r.returncode == 0, r.stderr
     assert "seeds.none.successes" in r.stdout and "experiment" in r.stdout
-    assert "README.md, Training lab" in r.stdout
+    assert "docs/results-training.md, Training lab" in r.stdout
 
 
 def test_bad_workers_exits_2_with_one_line(tmp_path: Path) -> None:
