@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.config import N_KEYS_MAX
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.rules import log_sech2, yarn_factor
 from engine.rules import softcap as softcap_fn
 from engine.softmax import (
@@ -43,11 +43,12 @@ def parse_score_list(text: str) -> list[float]:
         try:
             x = float(value)
         except ValueError:
-            raise ConfigError("scores", f"{token!r} is not a number") from None
+            raise ConfigError("scores", f"{quote(token)} is not a number") from None
         reps = 1
         if count:
             if not count.isdigit() or int(count) < 1:
-                raise ConfigError("scores", f"{token!r}: the count after * must be a whole number >= 1")
+                raise ConfigError("scores", f"{quote(token)}: the count after * must be a whole "
+                                            "number >= 1")
             reps = int(count)
         if len(values) + reps > MAX_SCORES:
             raise ConfigError("scores", f"at most {MAX_SCORES} scores")
@@ -106,7 +107,7 @@ def _positive(field: str, value: float | None) -> float | None:
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(field, f"must be a positive number, got {value!r}") from None
+        raise ConfigError(field, f"must be a positive number, got {quote(value)}") from None
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(field, f"must be a positive finite number, got {value}")
     return value
@@ -134,7 +135,7 @@ def _length_factor(n: int, ssmax_s: float | None, yarn_n_ref: int | None) -> flo
         return ssmax_s * math.log(n)
     if yarn_n_ref is not None:
         if isinstance(yarn_n_ref, bool) or not isinstance(yarn_n_ref, int) or yarn_n_ref < 1:
-            raise ConfigError("yarn_n_ref", f"must be a whole number >= 1, got {yarn_n_ref!r}")
+            raise ConfigError("yarn_n_ref", f"must be a whole number >= 1, got {quote(yarn_n_ref)}")
         return float(yarn_factor(math.log(n), math.log(yarn_n_ref)))
     return 1.0
 
@@ -157,7 +158,7 @@ def inspect_scores(scores: Sequence[float], scale: float = 1.0,
         try:
             sink = float(sink)
         except (TypeError, ValueError):
-            raise ConfigError("sink", f"must be a number, got {sink!r}") from None
+            raise ConfigError("sink", f"must be a number, got {quote(sink)}") from None
         if not math.isfinite(sink):
             raise ConfigError("sink", f"must be a finite number, got {sink}")
         if sigmoid:

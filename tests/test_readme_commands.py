@@ -1,5 +1,5 @@
-"""The README's code blocks paste and run as written: every ``python main.py`` / ``attention-lab``
-command in a bash block parses with the CLI's own argparse, and none holds a placeholder
+"""The README's and the docs' code blocks paste and run as written: every ``python main.py`` /
+``attention-lab`` command in a bash block parses with the CLI's own argparse, and none holds a placeholder
 (``[--json]``, ``DIR``, ``...``) that a shell would pass on literally."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: every Markdown file a user reads commands from
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 #: words of a usage synopsis, not of a command one can run
 PLACEHOLDER = re.compile(r"^(\[.*|.*\]|DIR|FILE|PATH|TEXT|ADDRESS|N|L|\.\.\.|\"\.\.\.\")$")
 
@@ -38,9 +40,10 @@ def commands(block: str) -> list[list[str]]:
     return out
 
 
-def lab_commands() -> list[list[str]]:
+def lab_commands(pages: list[Path] = PAGES) -> list[list[str]]:
     found = []
-    for block in bash_blocks(README.read_text(encoding="utf-8")):
+    blocks = [b for page in pages for b in bash_blocks(page.read_text(encoding="utf-8"))]
+    for block in blocks:
         for argv in commands(block):
             if argv[:2] == ["python", "main.py"]:
                 found.append(argv[2:])
@@ -67,7 +70,8 @@ def test_each_readme_command_parses_with_the_cli(argv: list[str], capsys) -> Non
 def test_the_install_line_has_the_cpu_torch_command_next_to_it() -> None:
     first = bash_blocks(README.read_text(encoding="utf-8"))[0]
     lines = [argv for argv in commands(first)]
-    torch = next(i for i, a in enumerate(lines) if a[:3] == ["pip", "install", "torch"])
+    torch = next(i for i, a in enumerate(lines)
+                 if a[:2] == ["pip", "install"] and a[2:3] and a[2].startswith("torch"))
     install = next(i for i, a in enumerate(lines) if a[:3] == ["pip", "install", "-e"])
     assert torch < install, "the CPU torch must be installed before the project"
     assert "https://download.pytorch.org/whl/cpu" in lines[torch]
@@ -76,11 +80,12 @@ def test_the_install_line_has_the_cpu_torch_command_next_to_it() -> None:
 def test_the_length_example_is_the_run_its_table_was_measured_with() -> None:
     """The code block's length command carries the --trials and --seed of the "Measured (...)"
     sentence above the table, so pasting it reproduces the table."""
-    text = README.read_text(encoding="utf-8")
-    measured = re.search(r"Measured \(`(python main\.py simulate --d-k 64 --keys [^`]*)`", text)
+    pattern = r"Measured \(`(python main\.py simulate --d-k 64 --keys [^`]*)`"
+    page = next(p for p in PAGES if re.search(pattern, p.read_text(encoding="utf-8")))
+    measured = re.search(pattern, page.read_text(encoding="utf-8"))
     assert measured is not None
     quoted = shlex.split(" ".join(measured.group(1).split()))[2:]
-    in_block = [a for a in lab_commands() if a[:1] == ["simulate"] and "65536" in a]
+    in_block = [a for a in lab_commands([page]) if a[:1] == ["simulate"] and "65536" in a]
     assert in_block, "no length example in a code block"
     from main import build_parser
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from engine.errors import FileFormatError
+from engine.errors import FileFormatError, quote
 
 #: deepest nesting of objects and lists any file of the lab needs (a session: 3, a job file: 4)
 MAX_DEPTH = 32
@@ -137,12 +138,18 @@ def _not_finite(value: float) -> str:
             "Infinity or -Infinity)")
 
 
+#: a key shown as is in a field path (others are quoted: ``config['\\n']``)
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-@/+: ]+")
+
+
 def format_path(path: tuple[Any, ...] | list[Any]) -> str:
     """``("config", "scalings", 2)`` -> ``config.scalings[2]`` (cut to PATH_CHARS)."""
     text = ""
     for part in path:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(str(part)):  # a newline, a dot, a quote: shown quoted
+            text += f"[{quote(str(part))}]"
         else:
             part = str(part)
             if len(part) > 40:

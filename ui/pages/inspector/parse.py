@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.inspect import parse_score_list
 
 _SQRT = re.compile(r"^(?:sqrt|√)\s*\(?\s*([^()\s]+)\s*\)?$", re.IGNORECASE)
@@ -30,8 +30,8 @@ def parse_scale(text: str) -> float:
         if m:
             inner = float(m.group(1))
             if not inner > 0:
-                raise ConfigError("scale", f"sqrt needs a positive number, got {m.group(1)!r}")
+                raise ConfigError("scale", f"sqrt needs a positive number, got {quote(m.group(1))}")
             return math.sqrt(inner)
         return float(body)
     except ValueError:
-        raise ConfigError("scale", f"{body!r} is not a number (try 8 or sqrt(64))") from None
+        raise ConfigError("scale", f"{quote(body)} is not a number (try 8 or sqrt(64))") from None
