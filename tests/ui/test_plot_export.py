@@ -251,7 +251,7 @@ def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_pa
     import json
 
     from engine.training.config import TrainingConfig
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     path = tmp_path / "s.json"
     cfg = TrainingConfig(steps=77, seed=3)

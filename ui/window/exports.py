@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication
 from ui.export import ExportError, export_all, export_panel
 from ui.export_dialog import export_panel_dialog
 from ui.file_dialogs import choose_dir
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 
 class WindowExports(WindowPart):
