@@ -5,7 +5,7 @@ Each other job has its own module, a helper object that is a Qt child of the win
 run and the status bar (``run.py``), the guided tour (``tour.py``), the links
 between pages (``links.py``), sessions (``sessions.py``), what the window remembers
 (``settings.py``), exports (``exports.py``), presentation mode
-(``presentation.py``) and the help box (``help.py``). The window keeps one-line methods
+(``ui/presentation/``) and the help box (``help.py``). The window keeps one-line methods
 for what the tests and the other modules call.
 """
 
@@ -34,7 +34,7 @@ from ui.lab_style import size_combos_by_contents
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.params.panel import ParamPanel
-from ui.presentation import Presenter
+from ui.presentation.mode import Presenter
 from ui.settings import open_settings
 from ui.simulation_run import LabState, SweepCache
 from ui.theme import THEMES, apply_app_theme
