@@ -36,8 +36,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, FileFormatError
-from engine.validate import quote
+from engine.errors import ConfigError, FileFormatError, quote
 
 CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
@@ -405,7 +404,7 @@ class _Cache:
 
     def executor(self) -> Any:
         if self.pool is None:
-            from engine.experiments.runner import default_workers, process_pool
+            from engine.experiments.pool import default_workers, process_pool
 
             self.pool = process_pool(self.workers or default_workers())
         return self.pool
@@ -414,7 +413,7 @@ class _Cache:
         """Shut the pool; ``abort`` (cancelled, Ctrl-C, an error) ends its workers at once."""
         if self.pool is not None:
             if abort:
-                from engine.experiments.runner import stop_executor
+                from engine.experiments.pool import stop_executor
 
                 stop_executor(self.pool, True, [])
             else:
@@ -549,7 +548,7 @@ def _measure_experiment(claim: Claim, cache: _Cache) -> Any:
         cached = scan_results(spec, out, fingerprints=True)[0] if out is not None else {}
         pending = len(spec.jobs()) - len(cached)  # (no pool for an experiment all in the cache)
         if pending and cache.note is not None:
-            from engine.experiments.runner import default_workers
+            from engine.experiments.pool import default_workers
 
             cache.note(f"experiment {spec.name}: running {pending} of {len(spec.jobs())} jobs on "
                        f"{cache.workers or default_workers()} worker(s)")

@@ -1,6 +1,26 @@
-"""The one error type a user can cause: it names the parameter and what is allowed."""
+"""The one error type a user can cause: it names the parameter and what is allowed (and
+``quote``, how its message shows the bad value)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+#: characters of a bad value an error message quotes (a 20 MB string must not reach a dialog)
+QUOTE_CHARS = 40
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, saying how long the whole is: error
+    messages quote user input this way, so a huge bad value costs nothing to report."""
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > limit:
+        kind = {list: "list", tuple: "list", dict: "object"}.get(type(value), "collection")
+        return f"a {kind} of {len(value):,} items"
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1:,} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 class ConfigError(ValueError):

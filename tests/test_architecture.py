@@ -52,3 +52,18 @@ def test_import_linter_contract() -> None:
     out = subprocess.run([str(lint), str(ROOT / "pyproject.toml")], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_two_engine_modules_import_each_other() -> None:
+    """A pair of modules that import each other (even inside a function) is one job split in
+    two: e.g. the experiment runner and its time estimate share the process pool, which lives
+    in its own module instead."""
+    graph = {_module_name(p): set(_imports(p)) for p in sorted((ROOT / "engine").rglob("*.py"))}
+    pairs = sorted({tuple(sorted((a, b))) for a, deps in graph.items() for b in deps
+                    if b != a and b in graph and a in graph[b]})
+    assert not pairs, pairs

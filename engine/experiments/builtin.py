@@ -6,9 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.experiments.spec import ExperimentSpec
-from engine.validate import quote
 
 EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "resources" / "experiments"
 #: display order; files not listed here follow alphabetically

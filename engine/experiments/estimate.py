@@ -164,7 +164,7 @@ def estimate_job(configs: Any, cancelled: Callable[[], bool] | None = None,
     Estimate once; ``cancelled()`` is checked every ``POLL_S``: the process is killed and nothing
     is yielded. The pool never outlives the call (killed in ``finally``, also when the generator
     is closed)."""
-    from engine.experiments.runner import POLL_S, process_pool, stop_executor
+    from engine.experiments.pool import POLL_S, process_pool, stop_executor
 
     configs = [configs] if hasattr(configs, "to_dict") else list(configs)
     data = [c.to_dict() for c in configs]

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.experiments.folder import (
     EXPERIMENT_FILE,
     EXPERIMENT_FILE_MAX,
@@ -31,6 +30,7 @@ from engine.experiments.folder import (
     scan_job_files,
 )
 from engine.experiments.job import read_progress, run_job
+from engine.experiments.pool import POLL_S, default_workers, process_pool, stop_executor
 from engine.experiments.spec import ExperimentSpec, Job
 from engine.experiments.summary import (
     metrics_columns,
@@ -42,15 +42,9 @@ from engine.experiments.summary import (
 )
 from engine.io import ensure_writable_dir, output_dir, package_versions, write_csv, write_json
 from engine.readers.json_file import read_json
-from engine.validate import quote
 
 RESULT_FILES = ("experiment.json", "summary.csv", "points.csv", "metrics.csv", "jobs/")
 WORKERS_MAX = 1024
-#: how often the runner checks the cancel flag and reports progress while jobs run
-POLL_S = 0.1
-#: imported once by the fork server, so each worker starts with torch loaded (torch.optim's first
-#: use imports torch._dynamo: seconds per worker otherwise)
-PRELOAD = ["torch", "torch._dynamo", "engine.training.trainer", "engine.experiments.job"]
 
 
 @dataclass(frozen=True)
@@ -80,10 +74,6 @@ class ExperimentProgress:
     @property
     def fraction(self) -> float:
         return self.done / self.total if self.total else 1.0
-
-
-def default_workers() -> int:
-    return os.cpu_count() or 1
 
 
 def job_file(out_dir: Path, index: int) -> Path:
@@ -175,22 +165,6 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
     return output_dir(out_dir, RESULT_FILES, force=force)
 
 
-def process_pool(workers: int, start_method: str | None = None) -> cf.ProcessPoolExecutor:
-    """Workers forked from a server that has imported torch once (fast to start, and no fork of
-    a process with torch threads); spawn where forkserver does not exist, or when asked (a
-    spawned worker's start never waits for the fork server's preload)."""
-    import multiprocessing as mp
-
-    if start_method == "spawn":
-        ctx = mp.get_context("spawn")
-    elif sys.platform != "win32" and "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
-    else:
-        ctx = mp.get_context("spawn")
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-
-
 def _dask_executor(address: str) -> tuple[Any, Any]:
     try:
         from distributed import Client
@@ -202,27 +176,6 @@ def _dask_executor(address: str) -> tuple[Any, Any]:
     except Exception as exc:
         raise ConfigError("scheduler", f"cannot reach {address!r}: {exc}") from None
     return client, client.get_executor()
-
-
-def stop_executor(executor: cf.Executor, owned: bool, futures: list[cf.Future]) -> None:
-    """Cancel what has not started and, for a pool of our own, end the workers now (their jobs
-    are lost; the finished ones are on disk)."""
-    for fut in futures:
-        fut.cancel()
-    if not owned:
-        return
-    procs = []
-    if isinstance(executor, cf.ProcessPoolExecutor):
-        procs = list((getattr(executor, "_processes", None) or {}).values())
-    try:
-        executor.shutdown(wait=False, cancel_futures=True)
-    except TypeError:  # Dask's ClientExecutor: shutdown(wait=False) cancels what is pending
-        executor.shutdown(wait=False)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=1.0)
 
 
 @dataclass

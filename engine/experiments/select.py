@@ -15,12 +15,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.experiments.job import RESULT_FIELDS
 from engine.experiments.point import AT_STEP, ok_results, point_stats
 from engine.experiments.spec import ExperimentSpec
 from engine.experiments.summary import SEED_AXIS
-from engine.validate import quote
 
 #: over the seeds of one point: runs, runs that reached the target, its rate and Wilson 95 %
 #: bounds, the median steps to target of those that reached it (need no ``value``); the mean of

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.training.config import TrainingConfig
-from engine.validate import check_choice, check_float, quote
+from engine.validate import check_choice, check_float
 
 #: fields that are not axes: the rules are trained side by side inside every job, and where a
 #: job runs is the runner's business

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.errors import ConfigError, FileFormatError
+from engine.errors import ConfigError, FileFormatError, quote
 from engine.readers.json_file import check_file, join_path, parse_json, read_json
 from engine.readers.schema import Int, ListOf, Nullable, Record, Text, describe, errors_in_file
-from engine.validate import quote
 
 CONFIG_MAX_BYTES = 4_000_000
 HEADER_MAX_BYTES = 100_000_000

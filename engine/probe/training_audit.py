@@ -19,9 +19,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.probe.audit import AuditResult, AuditSnapshot, fit_layers
-from engine.validate import quote
 
 WEIGHTS_FILE = "weights.pt"
 

@@ -16,9 +16,8 @@ import numbers
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-from engine.errors import ConfigError, FileFormatError
+from engine.errors import ConfigError, FileFormatError, quote
 from engine.readers.json_file import format_path, join_path
-from engine.validate import quote
 
 #: most items in a list or an object, unless a schema says otherwise
 MAX_ITEMS = 1000

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.training.config import TrainingConfig
-from engine.validate import quote
 
 PRESET_FILE = Path(__file__).resolve().parents[2] / "resources" / "presets" / "training.json"
 DEFAULT_PRESET = "demo"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+import engine.experiments.pool as pool
 import engine.experiments.runner as runner
 from engine.claims import KINDS, Claim, check_claims, judge_experiment, load_claims
 from engine.errors import ConfigError
@@ -117,6 +118,7 @@ def test_the_cache_is_reused_without_a_pool(measured, monkeypatch) -> None:
         raise AssertionError("every job is in the cache: nothing should run")
 
     monkeypatch.setattr(runner, "process_pool", no_pool)
+    monkeypatch.setattr(pool, "process_pool", no_pool)
     claims = [_claim(m, id=name) for name, m in MEASURES.items()]
     again = {c.claim.id: c.measured for c in check_claims(claims, cache_dir=folder.parent)}
     assert again == got

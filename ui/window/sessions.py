@@ -16,9 +16,8 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError, FileFormatError
+from engine.errors import ConfigError, FileFormatError, quote
 from engine.io import write_json
-from engine.validate import quote
 from ui.session_file import check_real_model_part, check_training_part, read_session_file
 from ui.window.part import WindowPart
 

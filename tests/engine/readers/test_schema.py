@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import SimulationConfig
-from engine.errors import ConfigError
+from engine.errors import ConfigError, quote
 from engine.readers.schema import (
     Boolean,
     Int,
@@ -22,7 +22,7 @@ from engine.readers.schema import (
     dataclass_schema,
 )
 from engine.training.config import TrainingConfig
-from engine.validate import check_choice, check_choices, check_float, check_int, quote
+from engine.validate import check_choice, check_choices, check_float, check_int
 
 
 @pytest.mark.parametrize(("schema", "good", "bad"), [

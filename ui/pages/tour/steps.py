@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.validate import quote
+from engine.errors import quote
 
 #: the plot ids a step may point at (the main window maps them to its plots)
 PLOT_IDS = ("scores", "weights", "top_weight", "entropy", "jacobian", "sweep")
