@@ -62,7 +62,7 @@ class BlockTimer:
         from ui.pages.simulation.results_table import ResultsTable
         from ui.plots import PANEL_CLASSES
         from ui.plots.base import PlotPanel
-        from ui.window_run import WindowRun
+        from ui.window.run import WindowRun
         from ui.worker import Worker
 
         self.wrap(WindowRun, "tick")
@@ -130,7 +130,7 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication([])
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(restore=False)
     w.show()

@@ -59,7 +59,7 @@ def _paint_everything(app: Any, window: Any) -> None:
 
 def _open_window(args: Any, screenshot: str | None) -> Any:
     """The main window, shown as the arguments ask; None (message written) for a bad --page."""
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     # a screenshot starts from the defaults and must leave the user's settings untouched
     window = MainWindow(theme=getattr(args, "theme", None), restore=not screenshot,

@@ -1,6 +1,6 @@
 """``--figure-style``: the CLI's figures use the GUI's export presets (slide by default: a
 1920x1080 PNG, tick text 18 px), paper (700x460) or the screen look, for simulate, train and
-experiment alike (one writer: ui.export.write_styled_figures)."""
+experiment alike (one writer: ui.export.plot_files.write_styled_figures)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def sim():
 @pytest.mark.parametrize(("style", "size", "ticks"), [
     ("slide", (1920, 1080), 18), ("paper", (700, 460), 11), ("screen", None, 12)])
 def test_simulation_figures_in_each_style(qapp, tmp_path, sim, style, size, ticks):
-    from ui.figures import write_simulation_figures
+    from ui.export.figure_writers import write_simulation_figures
 
     snap, points = sim
     write_simulation_figures(snap, points, tmp_path, style=style)
@@ -73,7 +73,7 @@ def test_simulate_cli_defaults_to_the_slide_style(tmp_path):
 
 def test_experiment_figures_take_the_style(qapp, tmp_path):
     from engine.experiments.figures import FigureData, Series
-    from ui.experiment_figures import write_experiment_figures
+    from ui.export.experiment_figures import write_experiment_figures
 
     fig = FigureData(id="loss_vs_lr", kind="vs_axis", title="Final loss vs learning rate",
                      x_label="learning rate", y_label="final loss", x_log=True, y_log=False,

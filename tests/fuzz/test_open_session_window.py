@@ -20,7 +20,7 @@ assert set(FORMATS) <= set(READERS_WITH_DOCUMENTS)
 
 @pytest.fixture(scope="module")
 def lab(qapp):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(theme="light", restore=False, persist=False)
     w.show()

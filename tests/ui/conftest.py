@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture
 def window(qtbot):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(theme="light", restore=False)
     qtbot.addWidget(w)

@@ -56,7 +56,7 @@ def test_gui_imports_no_torch(tmp_path):
         "os.environ['QT_QPA_PLATFORM']='offscreen'; os.environ['ATTENTION_LAB_SETTINGS']='memory'\n"
         "from PySide6.QtWidgets import QApplication\n"
         "app = QApplication([])\n"
-        "from ui.main_window import MainWindow\n"
+        "from ui.window.main_window import MainWindow\n"
         "w = MainWindow(restore=False); w.show(); app.processEvents()\n"
         "print('torch' in sys.modules)\n"
         "w.close(); w.deleteLater(); app.processEvents()\n"
@@ -71,8 +71,8 @@ def test_a_window_that_does_not_persist_writes_no_settings(qtbot, tmp_path, monk
     """``--screenshot`` overwrote the user's theme and parameters: its window writes nothing."""
     ini = tmp_path / "settings.ini"
     monkeypatch.setenv("ATTENTION_LAB_SETTINGS", str(ini))
-    from ui.main_window import MainWindow
     from ui.settings import open_settings
+    from ui.window.main_window import MainWindow
 
     seeded = open_settings()
     seeded.setValue("theme", "dark")

@@ -32,7 +32,7 @@ def _wait(app, ok, timeout_s: float = 60.0) -> None:
 
 def _exports(app, size: tuple[int, int]) -> dict[str, tuple[np.ndarray, bytes]]:
     """Every Simulation plot's PNG (as pixels) and SVG, exported from a window of ``size``."""
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(theme="light", restore=False, persist=False)
     w.resize(*size)

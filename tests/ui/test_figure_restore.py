@@ -143,7 +143,7 @@ def test_an_experiment_figure_reopens_its_folder_or_fills_the_form(window, qtbot
     assert page.open_folder(tmp_path / "run")
     page.grid_panel.set_choices(("lr", "seed"), "seed", "final_loss")
     page.redraw()
-    from ui.export import export_panel
+    from ui.export.plot_files import export_panel
 
     panel = page.figure_panels[0]
     panel.refresh(page._figure_state[0], force=True)
@@ -174,7 +174,7 @@ def test_the_cli_experiment_figures_carry_the_experiment_and_folder(tmp_path):
     from engine.experiments.figures import figure_data
     from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec
     from engine.training.config import TrainingConfig
-    from ui.experiment_figures import write_experiment_figures
+    from ui.export.experiment_figures import write_experiment_figures
 
     spec = ExperimentSpec("t", TrainingConfig(), (Axis("seed", (0, 1)),),
                           figures=(FigureSpec("by_rule", "success", "Success"),))

@@ -62,7 +62,7 @@ def test_fixed_axes_keep_the_range_across_d_k(qtbot, scores, states):
 
 
 def test_fixed_axes_survive_log_y_and_reach_the_presets(scores, states, monkeypatch):
-    import ui.export as export
+    import ui.export.plot_files as export
 
     scores.refresh(states[16], force=True)
     scores.set_fixed_axes(True)

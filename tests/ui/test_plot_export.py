@@ -13,7 +13,7 @@ import pytest
 
 from engine.config import SimulationConfig
 from engine.io import read_csv
-from ui.export import ExportError
+from ui.export.plot_files import ExportError
 from ui.plots import PLOT_IDS
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -251,7 +251,7 @@ def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_pa
     import json
 
     from engine.training.config import TrainingConfig
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     path = tmp_path / "s.json"
     cfg = TrainingConfig(steps=77, seed=3)
@@ -306,7 +306,7 @@ def test_an_image_without_parameters_is_refused(window, tmp_path):
 def test_slide_and_paper_presets(finished, tmp_path):
     from PySide6.QtGui import QImage
 
-    from ui.export import export_preset
+    from ui.export.plot_files import export_preset
     from ui.plots.base import read_figure_metadata
 
     for plot_id in ("scores", "sweep"):

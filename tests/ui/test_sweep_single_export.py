@@ -9,7 +9,7 @@ import pytest
 
 from engine.config import SimulationConfig, SweepConfig
 from engine.simulate import sweep
-from ui.export import export_panel, export_preset
+from ui.export.plot_files import export_panel, export_preset
 from ui.plots.sweep import METRICS, SweepPanel
 
 SVG = "{http://www.w3.org/2000/svg}"

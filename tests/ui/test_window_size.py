@@ -26,7 +26,7 @@ def _settle(qtbot) -> None:
 
 
 def _fresh(qtbot, present: bool = False):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(theme="light", restore=False, persist=False)
     w.resize(*SIZE)

@@ -61,7 +61,7 @@ def did_you_mean(typed: Sequence[str], known: Sequence[str]) -> str:
     return ""
 
 
-#: --figure-style choices (ui.export.FIGURE_STYLES; repeated here: --help must not import Qt)
+#: --figure-style choices (ui.export.plot_files.FIGURE_STYLES; repeated here: --help must not import Qt)
 FIGURE_STYLES = ("screen", "slide", "paper")
 
 

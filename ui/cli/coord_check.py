@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     _write(cfg, rows, out, time.perf_counter() - start)
     if args.figures:
         from engine.training.coord_check import figure_data
-        from ui.experiment_figures import write_experiment_figures
+        from ui.export.experiment_figures import write_experiment_figures
 
         paths = write_experiment_figures(figure_data(cfg, rows), out, style=args.figure_style)
         print(f"wrote {len(paths)} figure files to {out}")

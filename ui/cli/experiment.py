@@ -147,7 +147,7 @@ def _write_figures(spec: Any, last: Any, style: str) -> None:
     from pathlib import Path
 
     from engine.experiments.figures import figure_data
-    from ui.experiment_figures import write_experiment_figures
+    from ui.export.experiment_figures import write_experiment_figures
 
     source = {"experiment": spec.to_dict(), "folder": str(Path(last.out_dir).resolve())}
     paths = write_experiment_figures(figure_data(spec, last.results), last.out_dir, style=style,

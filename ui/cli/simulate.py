@@ -166,7 +166,7 @@ def _write_outputs(args: argparse.Namespace, prog: str, out: Any, snapshots: lis
     try:
         paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
         if args.figures:
-            from ui.figures import write_sweep_figure_sets
+            from ui.export.figure_writers import write_sweep_figure_sets
 
             # one figure set per point; the sweep figure shows one curve per rule along one
             # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
             paths = write_training_outputs(out, trainer, snap, {"wall_s": elapsed})
             if args.figures:
-                from ui.figures import write_training_figures
+                from ui.export.figure_writers import write_training_figures
 
                 paths += write_training_figures(snap, out, style=args.figure_style)
         except OSError as exc:

@@ -152,13 +152,13 @@ class LivePage(QWidget):
     # -- export --------------------------------------------------------------------------------
     def export_panel_dialog(self, panel: Any, kind: str) -> None:
         """One plot as PNG, SVG, CSV or a preset (its ⋯ menu or right-click)."""
-        from ui.export_dialog import export_panel_dialog
+        from ui.export.dialog import export_panel_dialog
 
         export_panel_dialog(self, panel, kind, self.report)
 
     def export_all_dialog(self) -> None:
         """Everything the page shows into a new folder under the one chosen."""
-        from ui.export import ExportError
+        from ui.export.plot_files import ExportError
         from ui.file_dialogs import choose_dir
 
         folder = choose_dir(self, "Export all into a new folder under…")

@@ -38,7 +38,7 @@ from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
 from ui.plots.tidy_axis import tidy_axes
 from ui.theme import LIGHT, Theme, rule_color
 
-#: size (pixels) of a figure in the "screen" export style (ui.export.PRESETS): an export's size
+#: size (pixels) of a figure in the "screen" export style (ui.export.plot_files.PRESETS): an export's size
 #: and layout come from its style, never from the widget's size on screen
 SCREEN_FIGURE_SIZE = (1200, 750)
 #: key of the PNG text chunk and id of the SVG <metadata> that carry a figure's parameters
@@ -145,7 +145,7 @@ class PlotPanel(QFrame):
     title = ""
     #: the page an exported figure of this panel reopens into (File -> Open)
     figure_page = "simulation"
-    #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.PRESETS)
+    #: the owner's export dialog handles the "slide" and "paper" presets (ui.export.plot_files.PRESETS)
     export_presets = False
     #: the figure size of the "screen" export style (a wide strip of plots sets its own)
     screen_figure_size = SCREEN_FIGURE_SIZE
@@ -166,7 +166,7 @@ class PlotPanel(QFrame):
         #: what drew the figure, for its metadata, when the state does not say it (a page's
         #: experiment, model and text): returns a dict merged into the metadata, None if nothing
         self.figure_source: Callable[[], dict[str, Any] | None] | None = None
-        #: the export style this panel was restyled to (ui.export.style_panel; None on screen)
+        #: the export style this panel was restyled to (ui.export.plot_files.style_panel; None on screen)
         self.figure_style: str | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
@@ -375,7 +375,7 @@ class PlotPanel(QFrame):
     # -- export --------------------------------------------------------------------------------
     def make_clone(self) -> PlotPanel:
         """A fresh panel of the same kind, without a parent: every exported figure is drawn on
-        one (ui.export.figure_clone), at its style's size, whatever this widget's size."""
+        one (ui.export.plot_files.figure_clone), at its style's size, whatever this widget's size."""
         return type(self)()
 
     def copy_view_to(self, clone: PlotPanel) -> None:
@@ -420,15 +420,15 @@ class PlotPanel(QFrame):
                 self._settle()
 
     def png_bytes(self, style: str = "screen") -> bytes:
-        """The figure as PNG in export ``style`` (ui.export.PRESETS): drawn on a fresh copy of
+        """The figure as PNG in export ``style`` (ui.export.plot_files.PRESETS): drawn on a fresh copy of
         the panel at the style's size, so the window's size never shows in it."""
-        from ui.export import figure_bytes
+        from ui.export.plot_files import figure_bytes
 
         return figure_bytes(self, style, "png")
 
     def svg_bytes(self, style: str = "screen") -> bytes:
         """The figure as SVG, the same picture as :meth:`png_bytes` (same copy, same size)."""
-        from ui.export import figure_bytes
+        from ui.export.plot_files import figure_bytes
 
         return figure_bytes(self, style, "svg")
 
@@ -479,7 +479,7 @@ class PlotPanel(QFrame):
         """This widget's scene as it is now, as portable SVG (its size: the scene's)."""
         from pyqtgraph.exporters import SVGExporter
 
-        from ui.svg_portable import portable_svg
+        from ui.export.svg_portable import portable_svg
 
         out = SVGExporter(self.glw.scene()).export(toBytes=True)
         # drawn alike by every renderer (resvg, librsvg, browsers), not only by Qt's

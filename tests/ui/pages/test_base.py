@@ -85,7 +85,7 @@ def test_closing_the_window_around_a_page_stops_its_worker(qtbot):
 def test_an_export_that_fails_is_reported(qtbot, monkeypatch, tmp_path):
     from PySide6.QtWidgets import QFileDialog
 
-    from ui.export import ExportError
+    from ui.export.plot_files import ExportError
     from ui.pages.base import LivePage
 
     class Page(LivePage):

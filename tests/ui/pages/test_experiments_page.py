@@ -291,7 +291,7 @@ def test_the_last_choice_is_remembered(show_widget, tmp_path):
 
 
 def test_the_window_remembers_the_page_only_in_a_normal_session(qtbot):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     def session(restore: bool, pick: str | None = None) -> str:
         w = MainWindow(theme="light", restore=restore)

@@ -54,13 +54,13 @@ def test_experiments_page_does_not_ask_for_a_new_folder(window, tmp_path: Path,
 
 def test_the_inspector_asks_about_the_files_beside_the_one_chosen(qtbot, tmp_path: Path,
                                                                   monkeypatch) -> None:
-    import ui.export_dialog
+    import ui.export.dialog
     from ui.pages.inspector.page import InspectorPage
 
     page = InspectorPage()
     qtbot.addWidget(page)
     asked = []
-    monkeypatch.setattr(ui.export_dialog, "ask_overwrite",
+    monkeypatch.setattr(ui.export.dialog, "ask_overwrite",
                         lambda parent, folder, files: asked.append(files) or False)
     chosen = tmp_path / "mine.png"
     assert page._may_replace(page.plot_paths(chosen))  # nothing there yet: no question

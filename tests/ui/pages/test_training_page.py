@@ -257,7 +257,7 @@ def test_a_step_that_outlasts_the_pause_wait_is_not_raced(page, qtbot, monkeypat
     trainer (snapshot, resume, export) until that thread has left it."""
     import threading
 
-    from ui.export import ExportError
+    from ui.export.plot_files import ExportError
     from ui.pages.training import page as page_module
 
     _use(page, TINY.replace(steps=100_000, log_every=5))
@@ -378,7 +378,7 @@ def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypa
 
 
 def test_a_panel_export_before_any_run_says_why(page, tmp_path):
-    from ui.export import ExportError
+    from ui.export.plot_files import ExportError
 
     with pytest.raises(ExportError, match="start a training run"):
         page.export_panel("train_loss", tmp_path / "x.png", "png")

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ui.export import ExportError, export_figures, new_export_dir
+from ui.export.plot_files import ExportError, export_figures, new_export_dir
 
 
 def export_experiment(parent: str | Path, spec: Any, results: list[dict[str, Any]],

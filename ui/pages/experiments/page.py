@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from engine.experiments.spec import ExperimentSpec
-from ui.experiment_figures import ExperimentFigurePanel
+from ui.export.experiment_figures import ExperimentFigurePanel
 from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.experiments.estimate import Estimate, format_seconds, plan_estimate, time_job
@@ -306,7 +306,7 @@ class ExperimentsPage(LivePage):
         return [] if (out / EXPERIMENT_FILE).exists() else files_in_the_way(out, RESULT_FILES)
 
     def ask_overwrite(self, out: Path, files: list[str]) -> bool:
-        from ui.export_dialog import ask_overwrite
+        from ui.export.dialog import ask_overwrite
 
         return ask_overwrite(self, out, files)
 
@@ -592,7 +592,7 @@ class ExperimentsPage(LivePage):
 
     def export_all(self, parent: str | Path) -> Path | None:
         """Figures, the grid and the result files into a new folder under ``parent``."""
-        from ui.export import ExportError
+        from ui.export.plot_files import ExportError
         from ui.pages.experiments.export import export_experiment
 
         p = self.progress

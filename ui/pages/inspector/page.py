@@ -443,7 +443,7 @@ class InspectorPage(QWidget):
 
     def _may_replace(self, paths: list[Path]) -> bool:
         """True unless files the user did not pick in the dialog exist and they keep them."""
-        from ui.export_dialog import ask_overwrite
+        from ui.export.dialog import ask_overwrite
 
         there = [p for p in paths if p.exists()]
         return not there or ask_overwrite(self, there[0].parent, [p.name for p in there])

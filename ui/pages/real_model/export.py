@@ -10,7 +10,7 @@ from typing import Any
 from engine.io import write_csv
 from engine.probe.audit_export import write_audit_outputs
 from engine.probe.export import write_outputs
-from ui.export import ExportError, export_panel, new_export_dir
+from ui.export.plot_files import ExportError, export_panel, new_export_dir
 from ui.pages.real_model.panels import GRID_GROUPS
 
 

@@ -792,7 +792,7 @@ class RealModelPage(LivePage):
         if self.view is None and self.audit_result is None and self.whatif_result is None:
             self._message("Nothing to export yet: analyze or audit a text first.", error=True)
             return None
-        from ui.export import ExportError
+        from ui.export.plot_files import ExportError
 
         try:
             out = export_probe(self, parent)

@@ -485,14 +485,14 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def export_panel(self, plot_id: str, path: str | Path, kind: str) -> Path:
         """One panel as PNG, SVG or its data as CSV (its ⋯ menu); ExportError says why not."""
-        from ui.export import export_panel
+        from ui.export.plot_files import export_panel
 
         panel = self._panel_to_export(plot_id)
         return export_panel(panel, path, kind)
 
     def _panel_to_export(self, plot_id: str) -> Any:
         """The panel drawn with the latest view; ExportError when there is nothing to draw."""
-        from ui.export import ExportError
+        from ui.export.plot_files import ExportError
 
         if self.view is None:
             raise ExportError("Nothing to export yet: start a training run first.")
@@ -504,7 +504,7 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def export_panel_dialog(self, panel: Any, kind: str) -> None:
         """The shared dialog, once the panel has something to draw (else it says why)."""
-        from ui.export import ExportError
+        from ui.export.plot_files import ExportError
 
         try:
             self._panel_to_export(panel.plot_id)
@@ -517,7 +517,7 @@ class TrainingPage(LivePage, PanelRedraw):
         """Figures (PNG, SVG, CSV) and the result files into a new time-stamped folder under
         ``parent``; a running training is paused for the copy and resumed afterwards."""
         from engine.training.export import write_training_outputs
-        from ui.export import ExportError, export_figures, new_export_dir
+        from ui.export.plot_files import ExportError, export_figures, new_export_dir
 
         if self.trainer is None or self.snapshot is None:
             raise ExportError("Nothing to export yet: start a training run first.")

@@ -1,2 +1,2 @@
 """The Training plots (one panel class per plot), shared by the Training page and the
-``train --figures`` writer in ui.figures."""
+``train --figures`` writer in ui.export.figure_writers."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ui.export import PRESETS, ExportError, export_panel, export_preset
+from ui.export.plot_files import PRESETS, ExportError, export_panel, export_preset
 from ui.file_dialogs import save_file
 
 FILTERS = {"png": "PNG image (*.png)", "svg": "SVG image (*.svg)", "csv": "CSV data (*.csv)",

@@ -33,7 +33,7 @@ def _results():
 
 
 def test_vs_length_renders_on_a_log_x_axis_with_error_bars(qapp, tmp_path):
-    from ui.experiment_figures import ExperimentFigurePanel, write_experiment_figures
+    from ui.export.experiment_figures import ExperimentFigurePanel, write_experiment_figures
 
     (fig,) = figure_data(SPEC, _results())
     panel = ExperimentFigurePanel(fig)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.simulation_run import LabState, lab_run
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 from ui.worker import Worker
 
 DEBOUNCE_MS = 200

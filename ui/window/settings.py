@@ -11,7 +11,7 @@ from PySide6.QtCore import QByteArray
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.settings import load_json, save_json
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 
 class WindowSettings(WindowPart):

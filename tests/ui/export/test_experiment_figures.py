@@ -32,7 +32,7 @@ def _results():
 
 
 def test_writes_png_svg_csv_of_every_figure(qapp, tmp_path):
-    from ui.experiment_figures import ExperimentFigurePanel, write_experiment_figures
+    from ui.export.experiment_figures import ExperimentFigurePanel, write_experiment_figures
 
     figs = figure_data(SPEC, _results())
     paths = write_experiment_figures(figs, tmp_path)
@@ -54,7 +54,7 @@ def test_writes_png_svg_csv_of_every_figure(qapp, tmp_path):
 
 
 def test_a_compact_panel_shows_its_title_once_and_a_short_error_caption(qapp):
-    from ui.experiment_figures import ExperimentFigurePanel
+    from ui.export.experiment_figures import ExperimentFigurePanel
 
     figs = figure_data(SPEC, _results())
     panel = ExperimentFigurePanel(figs[2], compact=True)

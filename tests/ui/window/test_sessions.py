@@ -28,7 +28,7 @@ def test_a_session_round_trips_the_real_model_parameters(qtbot, window, tmp_path
 
 
 def test_a_session_fills_the_real_model_page_when_it_is_built(qtbot, tmp_path):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     part = {"model": None, "text": "softmax of scaled scores", "rule": "dk"}
     path = tmp_path / "s.json"

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtWidgets import QWidget
 
 from engine.errors import ConfigError
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 
 class PageLinks(WindowPart):

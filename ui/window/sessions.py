@@ -19,7 +19,7 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError, FileFormatError, quote
 from engine.io import write_json
 from ui.session_file import check_real_model_part, check_training_part, read_session_file
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from ui.presentation import SEQUENCE
+from ui.presentation.mode import SEQUENCE
 
 
 def test_presentation_mode_shows_one_plot_and_the_sweep_and_restores(qtbot, window, wait_complete):
@@ -56,7 +56,7 @@ def test_play_walks_d_k_through_the_sweep(qtbot, window, wait_complete):
 
 
 def test_the_compact_bar_replaces_the_panel_and_sets_the_parameters(qtbot, window):
-    from ui.presentation_bar import ParamBar
+    from ui.presentation.bar import ParamBar
 
     bar = window.findChild(ParamBar, "presentation_bar")
     assert bar is not None and not bar.isVisible()

@@ -270,8 +270,8 @@ def write_experiment_figures(figures: Iterable[Any], out_dir: str | os.PathLike[
                              theme: str = "light", style: str = "screen",
                              source: dict[str, Any] | None = None) -> list[Path]:
     """``<figure id>.png`` and ``.svg`` (and the points drawn as ``.csv``) of every figure, in
-    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import write_styled_figures
+    ``style`` (ui.export.plot_files.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    from ui.export.plot_files import write_styled_figures
     from ui.headless import offscreen_panel
 
     out = Path(out_dir)

@@ -13,7 +13,7 @@ def test_write_simulation_figures(qtbot, tmp_path):
     from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QApplication
 
-    from ui.figures import write_simulation_figures
+    from ui.export.figure_writers import write_simulation_figures
 
     cfg = SimulationConfig(trials=500)
     snap = run_simulation(cfg)
@@ -34,7 +34,7 @@ def test_write_simulation_figures(qtbot, tmp_path):
 
 def test_figures_accept_plain_snapshots_as_the_sweep(qtbot, tmp_path):
     """The CLI passes one SimulationSnapshot per d_k."""
-    from ui.figures import write_simulation_figures
+    from ui.export.figure_writers import write_simulation_figures
 
     snaps = [run_simulation(SimulationConfig(d_k=d, trials=300)) for d in (4, 64)]
     paths = write_simulation_figures(snaps[-1], snaps, tmp_path)

@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPen, QShortcut
 from PySide6.QtWidgets import QApplication, QComboBox, QLabel
 
-from ui.presentation_bar import ParamBar
+from ui.presentation.bar import ParamBar
 
 FONT_SCALE = 1.4  #: widget text
 TICK_SCALE = 1.2  #: tick labels, of the normal text size (the six sweep plots stay narrow)

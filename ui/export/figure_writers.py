@@ -17,7 +17,7 @@ from typing import Any
 from ui.headless import offscreen_panel
 
 #: size of the panel the data is drawn on first (the figure itself is drawn on a copy of it at
-#: its style's size: ui.export.figure_clone)
+#: its style's size: ui.export.plot_files.figure_clone)
 SIZES = {"sweep": (1600, 450)}
 DEFAULT_SIZE = (900, 600)
 TRAINING_SIZE = (900, 560)
@@ -39,8 +39,8 @@ def _sweep_points(items: Sequence[Any]) -> tuple[Any, ...]:
 
 def _render(cls: Any, state: Any, out: Path, prefix: str, theme: str, style: str) -> list[Path]:
     """One panel drawn offscreen and written as ``<prefix><plot_id>.png`` and ``.svg`` in
-    ``style`` (ui.export.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import write_styled_figures
+    ``style`` (ui.export.plot_files.FIGURE_STYLES: the GUI's slide and paper presets, or as on screen)."""
+    from ui.export.plot_files import write_styled_figures
 
     with offscreen_panel(cls, SIZES.get(cls.plot_id, DEFAULT_SIZE), theme) as panel:
         panel.refresh(state, force=True)
@@ -98,8 +98,8 @@ def write_sweep_figure_sets(points: Sequence[Any], out_dir: str | os.PathLike[st
 def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: str = "light",
                            style: str = "screen") -> list[Path]:
     """Every Training plot of ``snap`` (a TrainingSnapshot) to ``<plot_id>[_<rule>].png/.svg``;
-    ``style``: ui.export.FIGURE_STYLES (the GUI's slide and paper presets, or as on screen)."""
-    from ui.export import write_styled_figures
+    ``style``: ui.export.plot_files.FIGURE_STYLES (the GUI's slide and paper presets, or as on screen)."""
+    from ui.export.plot_files import write_styled_figures
     from ui.plots.training.panels import PANEL_CLASSES, TrainingView
 
     out = Path(out_dir)

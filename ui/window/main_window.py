@@ -2,10 +2,10 @@
 others built the first time their tab is shown) and the menus.
 
 Each other job has its own module, a helper object that is a Qt child of the window: the live
-run and the status bar (``window_run.py``), the guided tour (``window_tour.py``), the links
-between pages (``window_links.py``), sessions (``sessions.py``), what the window remembers
-(``window_settings.py``), exports (``window_exports.py``), presentation mode
-(``presentation.py``) and the help box (``window_help.py``). The window keeps one-line methods
+run and the status bar (``run.py``), the guided tour (``tour.py``), the links
+between pages (``links.py``), sessions (``sessions.py``), what the window remembers
+(``settings.py``), exports (``exports.py``), presentation mode
+(``ui/presentation/``) and the help box (``help.py``). The window keeps one-line methods
 for what the tests and the other modules call.
 """
 
@@ -31,21 +31,21 @@ from PySide6.QtWidgets import (
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.lab_style import size_combos_by_contents
-from ui.page_tabs import PageTabs
 from ui.pages.simulation.page import SimulationPage
 from ui.pages.simulation.presets import load_presets
 from ui.params.panel import ParamPanel
-from ui.presentation import Presenter
-from ui.sessions import Sessions
+from ui.presentation.mode import Presenter
 from ui.settings import open_settings
 from ui.simulation_run import LabState, SweepCache
 from ui.theme import THEMES, apply_app_theme
-from ui.window_exports import WindowExports
-from ui.window_help import show_help
-from ui.window_links import PageLinks
-from ui.window_run import WindowRun
-from ui.window_settings import WindowSettings
-from ui.window_tour import WindowTour
+from ui.window.exports import WindowExports
+from ui.window.help import show_help
+from ui.window.links import PageLinks
+from ui.window.page_tabs import PageTabs
+from ui.window.run import WindowRun
+from ui.window.sessions import Sessions
+from ui.window.settings import WindowSettings
+from ui.window.tour import WindowTour
 
 DEFAULT_SIZE = (1600, 1000)
 
@@ -139,7 +139,7 @@ class MainWindow(QMainWindow):
         self._was_on_simulation = True
 
     def _build_run(self) -> None:
-        """The live run and the status bar (``window_run.py``); the window names the parts that
+        """The live run and the status bar (``run.py``); the window names the parts that
         tests and the other modules reach through it."""
         run = self.window_run = WindowRun(self)
         self.worker, self.debounce, self.redraw_timer = run.worker, run.debounce, run.redraw_timer
@@ -313,7 +313,7 @@ class MainWindow(QMainWindow):
                 return self.pages.get(cls)
         return None
 
-    # -- the guided tour (window_tour.py) --------------------------------------------------------
+    # -- the guided tour (tour.py) --------------------------------------------------------
     def show_tour(self) -> None:
         self.window_tour.show(TOUR)
 
@@ -326,7 +326,7 @@ class MainWindow(QMainWindow):
     def tour_dock(self) -> QDockWidget | None:
         return self.window_tour.dock
 
-    # -- the live run (window_run.py) -----------------------------------------------------------
+    # -- the live run (run.py) -----------------------------------------------------------
     def rerun(self) -> bool:
         """Validate the widgets and start a new generation; False (message shown) if invalid."""
         return self.window_run.rerun()

@@ -9,10 +9,10 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from ui.export import ExportError, export_all, export_panel
-from ui.export_dialog import export_panel_dialog
+from ui.export.dialog import export_panel_dialog
+from ui.export.plot_files import ExportError, export_all, export_panel
 from ui.file_dialogs import choose_dir
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 
 class WindowExports(WindowPart):

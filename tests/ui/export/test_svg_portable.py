@@ -45,7 +45,7 @@ def resvg(svg: bytes, shape: tuple[int, int], smooth_images: bool = False) -> np
     """``svg`` rasterized by resvg at ``shape`` (rows, columns), with Qt's own sans-serif font
     (resvg-py comes with the ``test`` extra)."""
     resvg_py = pytest.importorskip("resvg_py")
-    from ui.svg_portable import qt_font_family
+    from ui.export.svg_portable import qt_font_family
 
     family = qt_font_family("Sans Serif")
     out = resvg_py.svg_to_bytes(svg_string=svg.decode("utf-8"), width=shape[1], height=shape[0],
@@ -110,7 +110,7 @@ def state():
 def _export(cls, state, size=(900, 560)):
     """(the plain PNG export as an array, the plain SVG export, the figure's image rect or None):
     both exports as the plot's menu writes them (a copy of the panel at the figure's size)."""
-    from ui.export import figure_clone
+    from ui.export.plot_files import figure_clone
     from ui.headless import offscreen_panel
 
     with offscreen_panel(cls, size) as panel:
@@ -127,7 +127,7 @@ def _raw_svg(cls, state):
     """pyqtgraph's own SVG of the figure (before :func:`portable_svg`)."""
     from pyqtgraph.exporters import SVGExporter
 
-    from ui.export import figure_clone
+    from ui.export.plot_files import figure_clone
     from ui.headless import offscreen_panel
 
     with offscreen_panel(cls, (900, 560)) as panel:
@@ -201,8 +201,8 @@ def test_comparison_fails_on_a_garbled_bar_chart(figures, state):
     """pyqtgraph's own bars (rects under a scaled transform, non-scaling strokes) come out as
     spikes in resvg: the comparison must say so."""
 
+    from ui.export.svg_portable import portable_svg
     from ui.plots.weights import WeightsPanel
-    from ui.svg_portable import portable_svg
 
     png, _svg, _rect = figures["weights"]
     garbled = portable_svg(_raw_svg(WeightsPanel, state), bake_rects=False)
@@ -237,8 +237,8 @@ def test_heatmap_cells_stay_crisp_in_a_smoothing_renderer(figures, state):
     cells look as in Qt's PNG; the image left as pyqtgraph wrote it (a few pixels stretched)
     blurs there, and the comparison with the PNG fails."""
 
+    from ui.export.svg_portable import portable_svg
     from ui.plots.weights import WeightsPanel
-    from ui.svg_portable import portable_svg
 
     png, svg, rect = figures["weights"]
     qt = _heat_area(png, rect)

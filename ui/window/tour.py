@@ -17,7 +17,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget
 
-from ui.window_part import WindowPart
+from ui.window.part import WindowPart
 
 #: what a plot covered by a tour question says
 CONCEAL_TEXT = "Hidden until you answer the tour's question: it would give the answer away."

@@ -112,7 +112,7 @@ def test_apply_config_partial_dict(qtbot, window, wait_complete):
 
 
 def test_closing_while_a_run_streams_exits_cleanly(qtbot):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(restore=False)
     qtbot.addWidget(w)
@@ -134,7 +134,7 @@ def test_theme_switch_recolours_plots(qtbot, window):
 
 
 def test_settings_restore_parameters_and_theme(qtbot):
-    from ui.main_window import MainWindow
+    from ui.window.main_window import MainWindow
 
     w = MainWindow(restore=True)
     qtbot.addWidget(w)
@@ -382,7 +382,7 @@ def test_every_page_loads_without_error(qtbot, window):
 
 
 def test_a_page_that_fails_to_load_shows_its_error(qtbot, window, monkeypatch):
-    import ui.main_window as mw
+    import ui.window.main_window as mw
 
     monkeypatch.setitem(window._lazy, 2, ("ui.pages.no_such_page", "NoSuchPage"))
     window.tabs.setCurrentIndex(2)
@@ -393,7 +393,7 @@ def test_a_page_that_fails_to_load_shows_its_error(qtbot, window, monkeypatch):
 
 
 def test_a_tour_that_fails_to_load_says_why(qtbot, window, monkeypatch):
-    import ui.main_window as mw
+    import ui.window.main_window as mw
 
     monkeypatch.setattr(mw, "TOUR", ("ui.pages.no_such_tour", "Tour"))
     window.show_tour()

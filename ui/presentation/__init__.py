@@ -1,0 +1,1 @@
+"""Presentation mode: larger type, one plot at a time, and its parameter bar."""
