@@ -16,7 +16,9 @@ from engine.config import SimulationConfig
 
 #: page key in a figure's metadata -> the class of the page it reopens into
 PAGE_CLASSES = {"training": "TrainingPage", "experiments": "ExperimentsPage",
-                "real_model": "RealModelPage"}
+                "real_model": "RealModelPage", "inspector": "InspectorPage"}
+#: the longest scores text an inspector figure may carry (its page writes at most 200,000)
+INSPECTOR_TEXT_MAX = 1_000_000
 STATUS_MS = 15_000
 
 
@@ -37,9 +39,16 @@ def checked(window: Any, meta: dict[str, Any], source: str) -> dict[str, Any]:
     """``meta`` with every part that reaches a page validated (FileFormatError naming the file
     and the field otherwise): the session parts as File -> Open checks a session, an experiment
     as an experiment.json is checked."""
-    from engine.readers.schema import Nullable, Record, Text, errors_in_file
+    from engine.readers.schema import Boolean, Nullable, Record, Text, errors_in_file
     from ui.session_file import check_session
 
+    if meta["page"] == "inspector":  # typed text: the page parses it before anything changes
+        short = Text(max_chars=1000)
+        with errors_in_file(source, "inspector"):
+            Record({"scores": Text(max_chars=INSPECTOR_TEXT_MAX), "scale": short,
+                    "softcap": short, "sink": short, "sigmoid": Boolean()},
+                   required=frozenset({"scores", "scale"})).check(meta.get("inspector"))
+        return meta
     if meta["page"] != "experiments":
         return check_session(meta, source, window.params.widget_values)
     from engine.experiments.spec import ExperimentSpec

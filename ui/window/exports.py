@@ -49,6 +49,8 @@ class WindowExports(WindowPart):
         page = w.tabs.currentWidget()
         if page is w.page:
             return list(w.page.panels.values())
+        if callable(getattr(page, "panels", None)):  # a page that lists its own (the inspector)
+            return list(page.panels())
         # (a panel taken off the page, e.g. an experiment's old figure, was hidden first)
         return [p for p in page.findChildren(PlotPanel) if not p.isHidden()] if page else []
 

@@ -190,11 +190,12 @@ def test_png_export_writes_the_three_plots(page, tmp_path) -> None:
 
     written = page.export_plots(tmp_path / "fig.png")
     names = ["fig_weights", "fig_jacobian", "fig_gauge"]
-    assert [p.name for p in written] == [f"{n}.png" for n in names] + [f"{n}.svg" for n in names]
-    for path in written[:3]:
+    assert [p.name for p in written] == [f"{n}.{k}" for n in names for k in ("png", "svg")]
+    assert written == page.plot_paths(tmp_path / "fig.png")
+    for path in written[::2]:
         image = QImage(str(path))
         assert not image.isNull() and image.width() > 50 and image.height() > 50
-    for path in written[3:]:
+    for path in written[1::2]:
         root = ET.parse(path).getroot()
         assert root.tag.endswith("svg") and any(el.tag.endswith("path") for el in root.iter())
 
@@ -204,7 +205,7 @@ def test_large_n_hides_cell_numbers_but_hover_reads_them(page, qtbot) -> None:
     page.set_scores(list(range(n)), 8)
     assert page.heatmap.cell_texts() == []
     assert page.heatmap.image.image.shape == (n, n)
-    vb = page.heatmap.getPlotItem().vb
+    vb = page.heatmap.plot.vb
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(3.1, 5.2)))  # column 3, row 5
     assert blocker.args[0].startswith("J[5, 3] = ")
@@ -270,7 +271,7 @@ def test_dark_theme_recolours_plots_and_errors(page) -> None:
     apply_app_theme(QApplication.instance(), DARK)  # as the window's theme switch does
     try:
         page.apply_theme(DARK)
-        assert page.weights_plot.backgroundBrush().color().name().lower() == DARK.background.lower()
+        assert page.weights_plot.glw.backgroundBrush().color().name().lower() == DARK.background.lower()
         page.scale_edit.setText("0")
         assert not page.refresh()
         assert DARK.error in page.scale_edit.styleSheet()
@@ -306,7 +307,7 @@ def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> Non
         want = float(p[0] / mpmath.fsum(p) * (p[1] + p[2]) / mpmath.fsum(p))
     page.set_scores([40, 0, -3], 1)
     assert page.heatmap.image.image[0, 0] == pytest.approx(want, rel=1e-13)
-    vb = page.heatmap.getPlotItem().vb
+    vb = page.heatmap.plot.vb
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
     assert blocker.args[0] == f"J[0, 0] = ∂p_0/∂z_0 = {want:.8g}"
@@ -315,9 +316,9 @@ def test_the_saturated_diagonal_shown_is_not_rounded_to_zero(page, qtbot) -> Non
 def test_the_heatmap_says_it_is_the_derivative_by_the_scaled_logit(page, qtbot) -> None:
     """J = ∂p/∂z with z = s / scale: per unit of raw score s the entry is J / scale (the axis and
     the hover say so)."""
-    assert "z = s / scale" in page.heatmap.getPlotItem().getAxis("bottom").labelText
+    assert "z = s / scale" in page.heatmap.plot.getAxis("bottom").labelText
     page.set_scores([16, 8, 0, -8], 8)
-    vb = page.heatmap.getPlotItem().vb
+    vb = page.heatmap.plot.vb
     with qtbot.waitSignal(page.heatmap.hovered) as blocker:
         page.heatmap._on_mouse_moved(vb.mapViewToScene(QPointF(0.1, 0.1)))
     j00 = float(page.heatmap.image.image[0, 0])

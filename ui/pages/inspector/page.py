@@ -37,18 +37,13 @@ from ui.pages.inspector.export import jacobian_path, write_inspection_csv
 from ui.pages.inspector.fmt import plain, sig
 from ui.pages.inspector.parse import parse_scale, parse_scores
 from ui.pages.inspector.table import EntriesModel
-from ui.pages.inspector.views import (
-    JacobianHeatmap,
-    MaxEntryGauge,
-    WeightsPlot,
-    apply_plot_theme,
-    export_png,
-    export_svg,
-)
+from ui.pages.inspector.views import JacobianHeatmap, MaxEntryGauge, WeightsPlot
 from ui.theme import ERROR_TEXT, LIGHT, Theme, field_error_css, themed_css
 
 DEBOUNCE_MS = 150
 MAX_TEXT = 1_000_000
+#: the longest scores text an exported figure carries (File -> Open restores it)
+FIGURE_TEXT_MAX = 200_000
 #: the worked examples of docs/SCIENCE.md (scores, scale)
 EXAMPLES: tuple[tuple[str, Sequence[float] | str, float], ...] = (
     ("8, 0, −8: saturated", (8, 0, -8), 1.0),
@@ -91,6 +86,8 @@ class InspectorPage(QWidget):
         super().__init__(parent)
         self.setObjectName("inspectorPage")
         self._result: InspectResult | None = None
+        #: the texts and sigmoid box of the result drawn (what a figure carries)
+        self._inputs: dict[str, object] | None = None
         self._errors: dict[str, str] = {}
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -180,28 +177,25 @@ class InspectorPage(QWidget):
     def rule_options(self) -> dict[str, object]:
         """The soft-cap, sink and sigmoid fields as ``inspect_scores`` keywords (ConfigError
         naming ``softcap`` or ``sink`` for text that is not a number)."""
-        out: dict[str, object] = {"sigmoid": self.sigmoid_box.isChecked()}
-        for name, edit in (("softcap", self.softcap_edit), ("sink", self.sink_edit)):
-            text = edit.text().strip()
-            if text:
-                try:
-                    out[name] = float(text)
-                except ValueError:
-                    raise ConfigError(name, f"{text!r} is not a number") from None
-        return out
+        return _options_from_text(self.softcap_edit.text(), self.sink_edit.text(),
+                                  self.sigmoid_box.isChecked())
 
     def _build_views(self) -> QSplitter:
         """Weights, gauge and summary on the left; the Jacobian heatmap and its table right."""
-        self.weights_plot = WeightsPlot()
-        self.gauge = MaxEntryGauge()
-        self.heatmap = JacobianHeatmap()
+        self.weights_plot = WeightsPlot(self)  # (made in the order File -> Export plot lists)
+        self.heatmap = JacobianHeatmap(self)
+        self.gauge = MaxEntryGauge(self)
+        self.gauge.setMaximumHeight(190)  # a bar: the weights and the table get the height
+        for panel in self.panels():
+            # the same ⋯ menu and right-click exports as every page's plots (File -> Export
+            # plot lists them too); the figure carries the inputs that File -> Open restores
+            panel.export_requested.connect(self.export_panel_dialog)
+            panel.figure_source = self.figure_source
         self.hover_label = QLabel("Hover over the heatmap to read an entry.")
         self.heatmap.hovered.connect(
             lambda text: self.hover_label.setText(text or "Hover over the heatmap to read an entry."))
-        self.log_weights = QCheckBox("log₁₀ axis (shows tiny weights)")
-        self.log_weights.toggled.connect(self.weights_plot.set_log)
-        self.fit_colors = QCheckBox("Colours fit the data (else ±0.25, the largest possible)")
-        self.fit_colors.toggled.connect(self.heatmap.set_fit_colors)
+        self.log_weights = self.weights_plot.log_box  # (the view choices sit in the headers)
+        self.fit_colors = self.heatmap.fit_box
         self.model = EntriesModel(self)
         self.table = QTableView()
         self.table.setModel(self.model)
@@ -211,17 +205,13 @@ class InspectorPage(QWidget):
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
         left_layout.addWidget(self.weights_plot, 3)
-        left_layout.addWidget(self.log_weights)
-        left_layout.addWidget(self.gauge)
+        left_layout.addWidget(self.gauge, 1)
         left_layout.addLayout(self._build_summary())
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.addWidget(self.heatmap, 3)
-        hover_row = QHBoxLayout()
-        hover_row.addWidget(self.hover_label, 1)
-        hover_row.addWidget(self.fit_colors)
-        right_layout.addLayout(hover_row)
+        right_layout.addWidget(self.hover_label)
         right_layout.addWidget(self.table, 2)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -327,6 +317,9 @@ class InspectorPage(QWidget):
         if result is None:
             return False
         self._result = result
+        self._inputs = {"scores": self.scores_edit.text(), "scale": self.scale_edit.text(),
+                        "softcap": self.softcap_edit.text(), "sink": self.sink_edit.text(),
+                        "sigmoid": self.sigmoid_box.isChecked()}
         self._update_views(result)
         self.result_changed.emit(result)
         return True
@@ -334,8 +327,8 @@ class InspectorPage(QWidget):
     def apply_theme(self, theme: Theme) -> None:
         """Recolour the plots and the error messages (light/dark, from ui.theme)."""
         self.theme = theme
-        for plot in (self.weights_plot, self.heatmap, self.gauge):
-            apply_plot_theme(plot, theme)
+        for panel in self.panels():
+            panel.apply_theme(theme)
         for label in (self.scores_error, self.scale_error, self.options_error):
             themed_css(label, ERROR_TEXT)
         self._show_errors(self._errors)
@@ -353,26 +346,85 @@ class InspectorPage(QWidget):
             raise ValueError("nothing to export: no valid scores yet")
         return write_inspection_csv(path, self._result)
 
-    def _plot_files(self, base: str | Path) -> list[tuple[Path, Any, Any]]:
-        """(path, writer, plot) of ``<base>_{weights,jacobian,gauge}.{png,svg}``."""
+    def panels(self) -> list[Any]:
+        """The page's plots (ui.plots.base.PlotPanel), in their order on it."""
+        return [self.weights_plot, self.heatmap, self.gauge]
+
+    def _plot_names(self, base: str | Path) -> list[tuple[str, Any]]:
+        """(file stem, panel) of ``<base>_{weights,jacobian,gauge}``."""
         base = Path(base)
         stem = base.with_suffix("") if base.suffix.lower() in (".png", ".svg") else base
-        return [(stem.with_name(f"{stem.name}_{name}.{kind}"), write, plot)
-                for kind, write in (("png", export_png), ("svg", export_svg))
-                for name, plot in (("weights", self.weights_plot), ("jacobian", self.heatmap),
-                                   ("gauge", self.gauge))]
+        return [(f"{stem.name}_{name}", panel) for name, panel in
+                zip(("weights", "jacobian", "gauge"), self.panels(), strict=True)]
 
     def plot_paths(self, base: str | Path) -> list[Path]:
         """The files ``export_plots(base)`` writes."""
-        return [path for path, _write, _plot in self._plot_files(base)]
+        folder = Path(base).parent
+        return [folder / f"{name}.{kind}" for name, _panel in self._plot_names(base)
+                for kind in ("png", "svg")]
 
     def export_plots(self, base: str | Path) -> list[Path]:
-        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``."""
+        """Write ``<base>_{weights,jacobian,gauge}.png`` and the same as ``.svg``, in the
+        "screen" export style (the size of the figure, never of the window)."""
+        from ui.export.plot_files import ExportError, write_styled_figures
+
+        if self._result is None:
+            raise ValueError("nothing to export: no valid scores yet")
         written = []
-        for path, write, plot in self._plot_files(base):
-            write(plot, str(path))
-            written.append(path)
+        for name, panel in self._plot_names(base):
+            try:
+                written += write_styled_figures(panel, Path(base).parent, name, "screen")
+            except ExportError as exc:
+                raise OSError(str(exc)) from exc
         return written
+
+    def export_panel_dialog(self, panel: Any, kind: str) -> None:
+        """One plot as PNG, SVG, CSV or a slide/paper figure (its ⋯ menu, File -> Export plot)."""
+        from ui.export.dialog import export_panel_dialog
+
+        export_panel_dialog(self, panel, kind, lambda text, _error: self.status.setText(text))
+
+    # -- figures: what drew them, and File -> Open ----------------------------------------------
+    def figure_source(self) -> dict[str, Any] | None:
+        """The inputs of the result drawn, as typed (``3, -2*999`` stays short): an exported
+        figure carries them and File -> Open restores them (None before any valid input, or
+        for a text too long to carry)."""
+        inputs = self._inputs
+        if inputs is None or len(str(inputs["scores"])) > FIGURE_TEXT_MAX:
+            return None
+        return {"inspector": dict(inputs)}
+
+    def restore_figure(self, meta: dict[str, Any], name: str) -> str:
+        """An exported figure opened (File -> Open): its scores, scale, soft-cap, sink and
+        sigmoid, and the plot's view choices. Returns what was restored, in words; ValueError
+        naming the field when the figure's inputs are not valid (nothing changes then)."""
+        inputs = meta.get("inspector")
+        if not isinstance(inputs, dict):
+            raise ValueError("the figure carries no scores")
+        texts = {key: inputs.get(key, "") for key in ("scores", "scale", "softcap", "sink")}
+        if not all(isinstance(v, str) for v in texts.values()) or \
+                not isinstance(inputs.get("sigmoid", False), bool):
+            raise ValueError("the figure's scores, scale, cap and sink must be text")
+        try:  # checked before anything changes
+            options = _options_from_text(texts["softcap"], texts["sink"], inputs.get("sigmoid", False))
+            inspect_scores(parse_scores(texts["scores"]), parse_scale(texts["scale"]), **options)
+        except ConfigError as exc:
+            raise ValueError(f"{exc.field}: {exc.message}") from None
+        for key, edit in (("scores", self.scores_edit), ("scale", self.scale_edit),
+                          ("softcap", self.softcap_edit), ("sink", self.sink_edit)):
+            edit.blockSignals(True)
+            edit.setText(texts[key])
+            edit.blockSignals(False)
+        self.sigmoid_box.blockSignals(True)
+        self.sigmoid_box.setChecked(bool(inputs.get("sigmoid", False)))
+        self.sigmoid_box.blockSignals(False)
+        self.refresh()
+        panel = next((p for p in self.panels() if p.plot_id == meta.get("plot")), None)
+        done = panel.apply_view_state(meta.get("view")) if panel is not None else []
+        result = self._result
+        what = f"{result.scores.size:,} scores divided by {result.scale:g}" if result else "scores"
+        title = panel.title.lower() if panel is not None else "inspector"
+        return f"the {title} figure: {what}" + (f"; {', '.join(done)}" if done else "")
 
     # -- internals ----------------------------------------------------------------------------
     def _schedule(self) -> None:
@@ -455,6 +507,18 @@ class InspectorPage(QWidget):
             self.status.setText(f"Could not save: {exc}")
             return
         self.status.setText("Saved " + ", ".join(p.name for p in written))
+
+
+def _options_from_text(softcap: str, sink: str, sigmoid: bool) -> dict[str, object]:
+    """The soft-cap and sink texts (empty: off) and sigmoid as ``inspect_scores`` keywords."""
+    out: dict[str, object] = {"sigmoid": sigmoid}
+    for name, text in (("softcap", softcap.strip()), ("sink", sink.strip())):
+        if text:
+            try:
+                out[name] = float(text)
+            except ValueError:
+                raise ConfigError(name, f"{text!r} is not a number") from None
+    return out
 
 
 def _error_label(name: str) -> QLabel:
