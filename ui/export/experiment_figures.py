@@ -108,10 +108,17 @@ class ExperimentFigurePanel(PlotPanel):
         self.caption = QLabel(self)  #: the error convention, in the header (compact panels)
         themed_css(self.caption, "color: $muted; font-size: 11px;")
         self.caption.setMinimumWidth(1)  # (cut in a narrow panel, its tooltip has it whole)
-        self.caption.setVisible(compact)
+        self.caption.setVisible(False)  # (its text follows the title in a compact header)
         self.header.insertWidget(2, self.caption)  # after the title and the stretch, before ⋯
-        if compact:  # a long title is cut in a narrow panel (its tooltip has it) instead of
-            self.header_label.setMinimumWidth(1)  # widening the row past a 1280x720 window
+        if compact:  # the title and the error caption wrap to the panel's width: three
+            # figures share a 1280 px row, and on one line both were cut ("Seeds that reach
+            # 90% trai"); it never widens the row past the window either
+            self.header_label.setWordWrap(True)
+            self.header_label.setMinimumWidth(1)
+            spacer = next(i for i in range(self.header.count())
+                          if self.header.itemAt(i).spacerItem() is not None)
+            self.header.takeAt(spacer)  # the title takes the width the stretch had
+            self.header.setStretchFactor(self.header_label, 1)
         self._items: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._figure = None
         if figure is not None:
@@ -124,8 +131,20 @@ class ExperimentFigurePanel(PlotPanel):
         self.setObjectName(f"plot_{figure.id}")
         self.caption.setText(f"error bars: {short_error(figure.error)}")
         self.caption.setToolTip(f"error bars: {figure.error}")
-        self.header_label.setText(f"<b>{html.escape(figure.title)}</b>")
+        self._show_header()
         self.header_label.setToolTip(f"{figure.title}: {figure.y_label} ({figure.error})")
+
+    def _show_header(self) -> None:
+        """The title, and in a compact panel the error caption after it, small and muted."""
+        text = f"<b>{html.escape(self.title)}</b>"
+        if self.compact:
+            text += (f' <span style="color: {self.theme.muted}; font-size: 11px;">'
+                     f"· {html.escape(self.caption.text())}</span>")
+        self.header_label.setText(text)
+
+    def theme_changed(self, theme: Any) -> None:
+        if getattr(self, "caption", None) is not None:  # (built after the first theming)
+            self._show_header()
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "")

@@ -50,6 +50,8 @@ GRID = {
     "train_probe_attention": (2, 0, 2), "train_lengths": (2, 2, 2),
 }
 COLUMNS = 4
+#: the last column's share of the width against 4 for each other column
+LAST_COLUMN_STRETCH = 5
 PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
 
 
@@ -141,7 +143,9 @@ class TrainingPage(LivePage, PanelRedraw):
         grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=PANEL_MIN_HEIGHT, margin=2,
                                   spacing=4)
         for c in range(COLUMNS):
-            grid.setColumnStretch(c, 1)
+            # the last column a little wider: its logit heatmap shares it with a colour bar,
+            # and at 1280x720 an equal share left the heatmap a 40 px sliver
+            grid.setColumnStretch(c, LAST_COLUMN_STRETCH if c == COLUMNS - 1 else 4)
         for r in range(3):
             grid.setRowStretch(r, 1)
         self.panels: dict[str, TrainingPanel] = panels

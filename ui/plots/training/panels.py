@@ -359,8 +359,11 @@ class LogitDistributionPanel(TrainingPanel):
 
     def build(self) -> None:
         # y is drawn in bin-index space (the engine's bins are asinh-spaced), labelled in logits
-        self.plot = self.add_plot(0, 0, "step", "pre-softmax logit (asinh scale)", legend=False)
-        self.image, self.cbar = self.add_heatmap(self.plot, "fraction of logits per bin")
+        # short labels: four panels share a 1280 px row, and the longer ones (a three-line y
+        # label, "fraction of logits per bin" on the bar) left the heatmap 40 px wide
+        self.plot = self.add_plot(0, 0, "step", "logit (asinh)", legend=False)
+        self.image, self.cbar = self.add_heatmap(self.plot, "fraction per bin", width=10)
+        self.cbar.getAxis("left").setWidth(3)  # (the bar's frame: no numbers, no label)
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
 
