@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QSpinBox, QToolBar, QToolButton, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QSpinBox, QToolBar, QToolButton, QWidget
 
 from engine.config import D_K_MAX, N_KEYS_MAX, RULES, TRIALS_MAX
 from ui.theme import ERROR_TEXT_BOLD, Theme, current_theme, rule_text_color, themed_css
@@ -15,6 +15,8 @@ from ui.theme import ERROR_TEXT_BOLD, Theme, current_theme, rule_text_color, the
 #: (field, label, lowest, highest) of the bar's number fields
 FIELDS = (("d_k", "d_k", 1, D_K_MAX), ("n_keys", "n", 2, N_KEYS_MAX),
           ("trials", "trials", 1, TRIALS_MAX))
+#: rows of rule chips (every rule in view at 1280 px, none in the bar's » menu)
+RULE_ROWS = 2
 
 
 class ParamBar(QToolBar):
@@ -44,8 +46,8 @@ class ParamBar(QToolBar):
             spin.valueChanged.connect(lambda v, f=field: self.edited.emit({f: int(v)}))
             self.addWidget(spin)
             self.spins[field] = spin
-        # the plot navigation before the rule chips: with twelve rules the bar is wider than a
-        # 1280 px window, and what does not fit goes into the bar's » menu (a chip, not ◀ ▶)
+        # the plot navigation before the rule chips; the chips in two rows (twelve in one row
+        # made the bar wider than a 1280 px window and the newest rules fell into its » menu)
         self.addSeparator()
         self.prev_button = self._button("◀", "Previous plot, or the tour's previous step (Left)",
                                         lambda: self.step_requested.emit(-1))
@@ -100,17 +102,26 @@ class ParamBar(QToolBar):
         return b
 
     def _add_rules(self) -> dict[str, QToolButton]:
+        """Every rule's chip, in RULE_ROWS rows of one box (one item of the bar)."""
+        box = QWidget(self)
+        box.setObjectName("bar_rules")
+        grid = QGridLayout(box)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(2)
+        grid.setVerticalSpacing(1)
+        per_row = -(-len(RULES) // RULE_ROWS)
         buttons = {}
-        for rule in RULES:
-            b = QToolButton(self)
+        for i, rule in enumerate(RULES):
+            b = QToolButton(box)
             b.setObjectName(f"bar_rule_{rule}")
             b.setText(rule)
             b.setCheckable(True)
             b.setToolTip(f"Show the {rule} rule")
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
             b.toggled.connect(lambda _on: self._rules_edited())
-            self.addWidget(b)
+            grid.addWidget(b, i // per_row, i % per_row)
             buttons[rule] = b
+        self.addWidget(box)
         return buttons
 
     def _rules_edited(self) -> None:

@@ -103,6 +103,10 @@ def test_the_figures_carry_the_inputs_and_view_and_the_csv_the_drawn_numbers(bot
             assert meta["page"] == "inspector" and meta["plot"] == plot_id
             assert meta["inspector"] == {"scores": SCORES, "scale": SCALE, "softcap": SOFTCAP,
                                          "sink": SINK, "sigmoid": False}
+    # each figure titled with what it shows, whole ("Σp < 1" is text, not the start of a tag)
+    assert "p &lt; 1)" in small["inspector_jacobian"]["svg"].decode()  # (Σ: another font)
+    assert "against its maximum 0.25" in small["inspector_gauge"]["svg"].decode()
+    assert "the sink takes" in small["inspector_weights"]["svg"].decode()
     weights = small["inspector_weights"]["csv"].decode().splitlines()
     assert weights[0].split(",")[:4] == ["index", "score", "weight", "p_one_minus_p"]
     assert "log10_weight_drawn" in weights[0] and len(weights) == 1 + 7

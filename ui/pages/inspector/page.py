@@ -42,6 +42,8 @@ from ui.theme import ERROR_TEXT, LIGHT, Theme, field_error_css, themed_css
 
 DEBOUNCE_MS = 150
 MAX_TEXT = 1_000_000
+#: the gauge's height on the page (its header, the bar, its axis and its legend)
+GAUGE_HEIGHT = 175
 #: the longest scores text an exported figure carries (File -> Open restores it)
 FIGURE_TEXT_MAX = 200_000
 #: the worked examples of docs/SCIENCE.md (scores, scale)
@@ -185,7 +187,7 @@ class InspectorPage(QWidget):
         self.weights_plot = WeightsPlot(self)  # (made in the order File -> Export plot lists)
         self.heatmap = JacobianHeatmap(self)
         self.gauge = MaxEntryGauge(self)
-        self.gauge.setMaximumHeight(190)  # a bar: the weights and the table get the height
+        self.gauge.setFixedHeight(GAUGE_HEIGHT)  # a bar: the weights and the table get the rest
         for panel in self.panels():
             # the same ⋯ menu and right-click exports as every page's plots (File -> Export
             # plot lists them too); the figure carries the inputs that File -> Open restores

@@ -9,6 +9,7 @@ every other page's; ``theme_changed`` recolours them on a theme switch. ``state`
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,10 @@ class InspectorPanel(PlotPanel):
         # a long formula in the header never widens the page (its text is cut instead)
         self.header_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.header_label.setMinimumWidth(80)
+        spacer = next(i for i in range(self.header.count())
+                      if self.header.itemAt(i).spacerItem() is not None)
+        self.header.takeAt(spacer)  # the title takes the width the stretch had
+        self.header.setStretchFactor(self.header_label, 1)
 
     def make_clone(self) -> PlotPanel:
         clone = type(self)()
@@ -60,10 +65,11 @@ class InspectorPanel(PlotPanel):
         return clone
 
     def show_title(self, text: str) -> None:
-        self.header_label.setText(f"<b>{text}</b>")
+        """``text`` (plain: "Σp < 1" stays whole) in the header, or on a figure's plot."""
+        self.header_label.setText(f"<b>{html.escape(text)}</b>")
         self.header_label.setToolTip(text)
         if self.for_figure:  # (ui.export.plot_files.style_panel puts the title on the figure)
-            self.title = text
+            self.title = html.escape(text)
 
     def invalidate_now(self) -> None:
         """A view choice changed: redraw now (shown or not)."""
@@ -334,6 +340,7 @@ class JacobianHeatmap(InspectorPanel):
             self.hovered.emit("")
 
 
+GAUGE_TITLE = "Largest |J_ij| against its maximum 0.25"
 #: above this largest |J_ij| the gauge writes the number on the bar (beside it there is no room)
 VALUE_INSIDE = 0.17
 
@@ -365,7 +372,7 @@ class MaxEntryGauge(InspectorPanel):
         self.value = 0.0
         self.value_text = pg.TextItem(anchor=(0.0, 0.5), color=LIGHT.jacobian)
         self.plot.addItem(self.value_text)
-        self.show_title("Largest |J_ij| against its maximum 0.25")
+        self.show_title(GAUGE_TITLE)
 
     def theme_changed(self, theme: Theme) -> None:
         self.bar.setOpts(brush=theme.jacobian)
@@ -382,6 +389,7 @@ class MaxEntryGauge(InspectorPanel):
 
     def draw(self, state: Any) -> None:
         r: InspectResult = state.result
+        self.show_title(GAUGE_TITLE)
         self.value = r.jacobian_max_abs
         self.bar.setOpts(x0=[0.0], y=[0.0], width=[r.jacobian_max_abs], height=[0.6])
         # the number sits right of the bar (left of it when the bar nearly fills the plot)

@@ -50,8 +50,8 @@ GRID = {
     "train_probe_attention": (2, 0, 2), "train_lengths": (2, 2, 2),
 }
 COLUMNS = 4
-#: the last column's share of the width against 4 for each other column
-LAST_COLUMN_STRETCH = 5
+#: the last column's share of the width against COLUMN_STRETCH for each other column
+COLUMN_STRETCH, LAST_COLUMN_STRETCH = 8, 11
 PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
 
 
@@ -145,7 +145,7 @@ class TrainingPage(LivePage, PanelRedraw):
         for c in range(COLUMNS):
             # the last column a little wider: its logit heatmap shares it with a colour bar,
             # and at 1280x720 an equal share left the heatmap a 40 px sliver
-            grid.setColumnStretch(c, LAST_COLUMN_STRETCH if c == COLUMNS - 1 else 4)
+            grid.setColumnStretch(c, LAST_COLUMN_STRETCH if c == COLUMNS - 1 else COLUMN_STRETCH)
         for r in range(3):
             grid.setRowStretch(r, 1)
         self.panels: dict[str, TrainingPanel] = panels

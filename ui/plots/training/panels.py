@@ -363,7 +363,6 @@ class LogitDistributionPanel(TrainingPanel):
         # label, "fraction of logits per bin" on the bar) left the heatmap 40 px wide
         self.plot = self.add_plot(0, 0, "step", "logit (asinh)", legend=False)
         self.image, self.cbar = self.add_heatmap(self.plot, "fraction per bin", width=10)
-        self.cbar.getAxis("left").setWidth(3)  # (the bar's frame: no numbers, no label)
         self.lines: list[pg.PlotDataItem] = []
         self._rows: list[dict[str, Any]] = []
 
