@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.plots.base import read_figure_metadata
+from ui.plots.figure_metadata import read_figure_metadata
 
 
 @pytest.mark.parametrize("kind", ["png", "svg"])
@@ -191,7 +191,7 @@ def _figure_with(path: Path, meta: dict) -> Path:
 
     from PySide6.QtGui import QImage
 
-    from ui.plots.base import METADATA_KEY
+    from ui.plots.figure_metadata import METADATA_KEY
 
     image = QImage(4, 4, QImage.Format.Format_RGB32)
     image.fill(0)

@@ -272,7 +272,7 @@ def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_pa
 @pytest.mark.parametrize("kind", ["png", "svg"])
 def test_an_exported_figure_carries_its_parameters_and_opens_them(qtbot, window, wait_complete,
                                                                     tmp_path, kind):
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     window.apply_config({"trials": 700, "d_k": 96, "seed": 11, "scalings": ["none", "dk"]})
     qtbot.waitUntil(lambda: window.state is not None and window.state.config.d_k == 96, timeout=10_000)
@@ -307,7 +307,7 @@ def test_slide_and_paper_presets(finished, tmp_path):
     from PySide6.QtGui import QImage
 
     from ui.export.plot_files import export_preset
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     for plot_id in ("scores", "sweep"):
         panel = finished.page.panels[plot_id]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 import pytest
 
-from ui.plots.base import rule_label
+from engine.rules import rule_label
 from ui.theme import DARK, LIGHT
 
 

@@ -452,7 +452,7 @@ def test_a_real_model_figure_reopens_with_its_text_head_and_bugs(window, qtbot, 
     """File -> Open of a Real model figure: the model, text and rule that drew it, its head and
     grid group (or its planted bugs), and the job runs again; the status bar says so."""
     from ui.export.plot_files import export_panel
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     page = window.open_page("RealModelPage")
     assert page.set_model_dir(str(tiny_folder))

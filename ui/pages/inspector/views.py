@@ -17,8 +17,8 @@ from engine.inspect import InspectResult
 from engine.io import atomic_write_bytes
 from engine.softmax import JACOBIAN_ENTRY_MAX
 from ui.pages.inspector.fmt import cell
-from ui.plots.base import outside_legend
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
+from ui.plots.legends import outside_legend
 from ui.theme import LIGHT, Theme
 
 #: above this many scores the heatmap shows no numbers in the cells (hover shows them)
