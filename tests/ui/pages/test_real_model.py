@@ -542,3 +542,18 @@ def test_a_broken_presets_file_is_named_on_the_error_line(show_widget, tmp_path:
     err = capfd.readouterr().err
     assert said in err and "Traceback" not in err
     assert p.analyze() is False and p.last_message == "type a text first"
+
+
+def test_each_job_says_on_the_status_line_what_it_found(page, qtbot, tiny_folder: Path) -> None:
+    """The status line after each kind of job: the analysis (tokens and time), the audit (flagged
+    layers, or none), the what-if (its reruns); each its own words, not another job's."""
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "the key and the query")
+    assert page.last_message.startswith("7 tokens analyzed in "), page.last_message
+    assert page.break_layer(1, "none")
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    assert page.last_message.startswith("audit of 7 tokens in "), page.last_message
+    assert "flagged layers [1]" in page.last_message
+    assert page.run_whatif(None)
+    _wait_idle(page, qtbot, lambda: page.whatif_result is not None)
+    assert page.last_message.startswith("what-if: 13 reruns of the "), page.last_message
