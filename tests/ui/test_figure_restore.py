@@ -37,6 +37,7 @@ def test_a_simulation_figure_restores_log_y_and_says_so(window, wait_complete, q
     assert window.statusBar().currentMessage() == window.last_message
 
 
+@pytest.mark.slow
 def test_the_heatmaps_rule_and_row_and_the_sweeps_axis_come_back(window, wait_complete, qtbot,
                                                                    tmp_path):
     window.apply_config({"trials": 300, "scalings": ["none", "sqrt", "dk"]})

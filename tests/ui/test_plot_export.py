@@ -63,6 +63,7 @@ def test_each_plot_exports_png_svg_csv(finished, tmp_path, plot_id):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
+@pytest.mark.slow
 def test_export_all_writes_everything_and_config_reproduces(qtbot, finished, tmp_path, wait_complete):
     out = finished.export_all_to(tmp_path)
     assert out.parent == tmp_path and str(out) in finished.last_message

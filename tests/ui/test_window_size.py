@@ -56,6 +56,7 @@ def _fits(w) -> None:
     assert w.minimumWidth() <= SIZE[0] and w.minimumHeight() <= SIZE[1]
 
 
+@pytest.mark.slow
 def test_the_window_never_widens(qtbot):
     w = _fresh(qtbot)
     try:
@@ -159,6 +160,7 @@ def _presentation_tour_esc_f11(w, qtbot) -> None:
 
 @pytest.mark.parametrize("sequence", [_every_page_in_presentation, _presentation_tour_esc_f11],
                          ids=["every page", "presentation, tour, Esc, F11"])
+@pytest.mark.slow
 def test_leaving_presentation_restores_every_page(qtbot, sequence):
     w = _fresh(qtbot)
     try:
@@ -170,6 +172,7 @@ def test_leaving_presentation_restores_every_page(qtbot, sequence):
         _close(w, qtbot)
 
 
+@pytest.mark.slow
 def test_started_in_presentation_then_real_model_training_f11(qtbot):
     """``--present`` -> Real model -> Training -> F11 looks like a window never presented (its
     pages were built in presentation mode)."""

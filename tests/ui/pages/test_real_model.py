@@ -149,6 +149,7 @@ def _analyze(page, qtbot, text: str) -> None:
     assert ticks, "the GUI timer kept running during the analysis"
 
 
+@pytest.mark.slow
 def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_path: Path) -> None:
     assert page.set_model_dir(str(tiny_folder))
     _analyze(page, qtbot, "Why is the attention score scaled? The softmax of the query and key.")
@@ -288,6 +289,7 @@ def test_jacobian_legend_never_covers_a_curve(page, qtbot, tiny_folder: Path) ->
     assert len(panel.data_rows()) > len(page.result.tokens) ** 2  # CSV rows built on demand
 
 
+@pytest.mark.slow
 def test_a_failed_export_leaves_no_half_folder(page, qtbot, tiny_folder: Path, tmp_path: Path,
                                                monkeypatch) -> None:
     import engine.probe.export as export
