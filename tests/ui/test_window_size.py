@@ -19,6 +19,14 @@ PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments
 SIZE = (1280, 720)
 
 
+@pytest.fixture(autouse=True)
+def _one_estimate_line(monkeypatch):
+    """The Experiments page's plan line is timed, and notes a busy machine: its length (and so
+    its wrap, and the page's layout) would follow the machine's load, not the window."""
+    monkeypatch.setattr("ui.pages.experiments.page.plan_estimate",
+                        lambda *args: ("about 1 min (40 s to 2 min)", "timed"))
+
+
 def _settle(qtbot) -> None:
     for _ in range(3):
         QApplication.processEvents()
