@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "qtpy", "superqt", "ui")
 
@@ -33,6 +35,7 @@ def test_engine_never_imports_qt_or_ui() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+@pytest.mark.slow
 def test_importing_the_whole_engine_loads_no_qt() -> None:
     code = (
         "import importlib, pkgutil, sys, engine\n"

@@ -16,7 +16,7 @@ def _commands() -> list[str]:
 
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"pip install -e \"\.\[test\]\" && python -m pytest", readme)
+    m = re.search(r"pip install -e \"\.\[test\]\" && python -m pytest -n auto", readme)
     assert m is not None
     assert m.group(0) in _commands()
 

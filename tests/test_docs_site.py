@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def test_ci_runs_the_readmes_test_command() -> None:
     """.ci/run runs the README's install-and-test line: the two stay in step."""
     readme = README.read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    command = 'pip install -e ".[test]" && python -m pytest'
+    command = 'pip install -e ".[test]" && python -m pytest -n auto'
     assert command in readme
     assert command in (DOCS / "index.md").read_text(encoding="utf-8")  # the site's front page
     assert command in ci.splitlines()
@@ -102,6 +103,7 @@ def _quick_start() -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     """The five commands, verbatim except that ``runs/`` lands in a temporary folder."""
     commands = _quick_start()

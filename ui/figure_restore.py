@@ -26,7 +26,7 @@ def page_figure(path: str | Path) -> dict[str, Any] | None:
     """The metadata of the figure at ``path`` when it names the page that drew it; None for a
     figure that does not (a session in a figure: ``ui.session_file`` reads it). FileFormatError
     for a figure that is too large or whose metadata is not bounded JSON."""
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     meta = read_figure_metadata(path)
     if meta is None:

@@ -68,7 +68,7 @@ def read_session_file(path: str | Path, current_config: Callable[[], dict]) -> d
     figure (no "config") takes ``current_config()``. FileFormatError names the problem."""
     path = Path(path)
     if path.suffix.lower() in (".png", ".svg"):
-        from ui.plots.base import read_figure_metadata
+        from ui.plots.figure_metadata import read_figure_metadata
 
         data = read_figure_metadata(path)
         if data is None:

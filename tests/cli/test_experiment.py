@@ -29,6 +29,7 @@ def test_list_names_the_builtin_experiments(capsys):
         assert name in out
 
 
+@pytest.mark.slow
 def test_a_tiny_grid_writes_its_files_and_resume_reruns_nothing(tmp_path, capsys):
     pytest.importorskip("torch")
     out = tmp_path / "exp"

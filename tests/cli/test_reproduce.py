@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.io import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +21,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_inspector_claims_pass_and_the_table_is_written(tmp_path: Path) -> None:
     r = run("--fast", "--only", "inspector.", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -39,6 +42,7 @@ def test_a_drifted_claim_exits_1_and_names_it(tmp_path: Path) -> None:
     assert "0 ok, 1 failed" in r.stdout
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     r = run("--claims", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--claims" in r.stderr

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.io import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,7 @@ def _claims_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_experiment_claim_that_fails_exits_1_and_is_named(tmp_path: Path) -> None:
     path = _claims_file(tmp_path)
     r = run("--claims", str(path), "--workers", "1", "--cache", str(tmp_path / "cache"),

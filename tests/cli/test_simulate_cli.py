@@ -179,6 +179,7 @@ def test_no_progress_bar_when_stderr_is_a_pipe_or_a_file(monkeypatch) -> None:
     assert piped.returncode == 0 and piped.stderr == ""
 
 
+@pytest.mark.slow
 def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
     import xml.etree.ElementTree as ET
 
@@ -204,6 +205,7 @@ def test_figures_writes_png_and_svg_of_every_plot(tmp_path: Path) -> None:
         assert any(el.tag.endswith("path") for el in root.iter())
 
 
+@pytest.mark.slow
 def test_figures_with_several_keys_are_named_by_d_k_and_n(tmp_path: Path) -> None:
     """--keys 8 64: one figure set per point named like histograms.npz (d{d_k}_n{n}_...)."""
     r = run("simulate", "--d-k", "16", "--keys", "8", "64", "--trials", "100", "--scaling", "sqrt",

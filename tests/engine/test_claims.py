@@ -20,6 +20,7 @@ def _claim(published: str, **kw) -> Claim:
     return Claim(**{**base, **kw, "published": published})
 
 
+@pytest.mark.slow
 def test_every_fast_claim_holds_now() -> None:
     """CI's guard: the README, presets, tour and science notes agree with the code."""
     checks = list(check_claims(load_claims(), fast=True))

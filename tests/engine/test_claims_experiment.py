@@ -74,6 +74,7 @@ def _jobs(folder: Path) -> list[dict]:
             for p in sorted((folder / "jobs").glob("job-*.json"))]
 
 
+@pytest.mark.slow
 def test_one_run_answers_every_claim_of_an_experiment(measured) -> None:
     got, folder, runs = measured
     assert runs == 1
@@ -373,6 +374,7 @@ def test_an_unknown_experiment_is_refused(tmp_path: Path, params: dict, says: st
 
 
 # -- the shipped training claims -------------------------------------------------------------
+@pytest.mark.slow
 def test_the_training_claims_are_over_seeds_slow_and_statistical() -> None:
     """Every training figure of the README rests on an experiment over seeds (never one run),
     is left out of --fast (minutes of training), is judged over its seeds (exactly only the

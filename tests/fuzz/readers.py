@@ -144,7 +144,7 @@ def _read_session(path: Path) -> Any:
 def _write_png(path: Path, doc: Any) -> None:
     from PySide6.QtGui import QImage
 
-    from ui.plots.base import METADATA_KEY
+    from ui.plots.figure_metadata import METADATA_KEY
 
     text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else dump(doc).decode()
     image = QImage(4, 4, QImage.Format.Format_RGB32)
@@ -156,7 +156,7 @@ def _write_png(path: Path, doc: Any) -> None:
 def _write_svg(path: Path, doc: Any) -> None:
     from xml.sax.saxutils import escape
 
-    from ui.plots.base import METADATA_KEY
+    from ui.plots.figure_metadata import METADATA_KEY
 
     text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else dump(doc).decode()
     path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4">'

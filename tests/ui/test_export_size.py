@@ -63,6 +63,7 @@ def both(qapp):
 
 
 @pytest.mark.parametrize("plot_id", PLOT_IDS)
+@pytest.mark.slow
 def test_png_is_the_same_from_a_small_and_a_large_window(both, plot_id):
     from ui.plots import PANEL_CLASSES
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.plots.base import read_figure_metadata
+from ui.plots.figure_metadata import read_figure_metadata
 
 
 @pytest.mark.parametrize("kind", ["png", "svg"])
@@ -37,6 +37,7 @@ def test_a_simulation_figure_restores_log_y_and_says_so(window, wait_complete, q
     assert window.statusBar().currentMessage() == window.last_message
 
 
+@pytest.mark.slow
 def test_the_heatmaps_rule_and_row_and_the_sweeps_axis_come_back(window, wait_complete, qtbot,
                                                                    tmp_path):
     window.apply_config({"trials": 300, "scalings": ["none", "sqrt", "dk"]})
@@ -191,7 +192,7 @@ def _figure_with(path: Path, meta: dict) -> Path:
 
     from PySide6.QtGui import QImage
 
-    from ui.plots.base import METADATA_KEY
+    from ui.plots.figure_metadata import METADATA_KEY
 
     image = QImage(4, 4, QImage.Format.Format_RGB32)
     image.fill(0)

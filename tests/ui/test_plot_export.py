@@ -63,6 +63,7 @@ def test_each_plot_exports_png_svg_csv(finished, tmp_path, plot_id):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
+@pytest.mark.slow
 def test_export_all_writes_everything_and_config_reproduces(qtbot, finished, tmp_path, wait_complete):
     out = finished.export_all_to(tmp_path)
     assert out.parent == tmp_path and str(out) in finished.last_message
@@ -272,7 +273,7 @@ def test_a_session_fills_the_training_form_when_that_page_is_built(qtbot, tmp_pa
 @pytest.mark.parametrize("kind", ["png", "svg"])
 def test_an_exported_figure_carries_its_parameters_and_opens_them(qtbot, window, wait_complete,
                                                                     tmp_path, kind):
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     window.apply_config({"trials": 700, "d_k": 96, "seed": 11, "scalings": ["none", "dk"]})
     qtbot.waitUntil(lambda: window.state is not None and window.state.config.d_k == 96, timeout=10_000)
@@ -307,7 +308,7 @@ def test_slide_and_paper_presets(finished, tmp_path):
     from PySide6.QtGui import QImage
 
     from ui.export.plot_files import export_preset
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     for plot_id in ("scores", "sweep"):
         panel = finished.page.panels[plot_id]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 import pytest
 
-from ui.plots.base import rule_label
+from engine.rules import rule_label
 from ui.theme import DARK, LIGHT
 
 
@@ -112,6 +112,7 @@ def test_long_titles_do_not_push_a_narrow_plot_out_of_its_panel(qtbot, finished)
         panel.close()
 
 
+@pytest.mark.slow
 def test_score_overlay_title_flags_approximate_theory(qtbot, window, wait_complete):
     """The normal overlay is exact in its moments for the divisor rules; for cosine and qknorm it
     is a large-d_k approximation, and the title must say so (and only then)."""

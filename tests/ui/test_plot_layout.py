@@ -80,6 +80,7 @@ def test_simulation_page_along_d_k_and_along_n(small, qtbot, wait_complete):
     assert _problems(small.page, qtbot) == []
 
 
+@pytest.mark.slow
 def test_simulation_page_in_presentation_mode(small, qtbot, wait_complete):
     small.set_sweep_axis("n_keys")
     wait_complete(small)

@@ -132,6 +132,7 @@ def _all_views(w, qtbot):
 
 
 @pytest.mark.parametrize("name", ["light", "dark"])
+@pytest.mark.slow
 def test_every_text_reaches_aa_contrast(qtbot, window, name):
     window.resize(1280, 720)
     window.set_theme(name)
@@ -191,6 +192,7 @@ def _stale(w: QWidget, old: dict, new: dict) -> list[str]:
 
 
 @pytest.mark.parametrize(("first", "second"), [("light", "dark"), ("dark", "light")])
+@pytest.mark.slow
 def test_a_theme_switch_reaches_every_widget(qtbot, window, first, second):
     window.resize(1280, 720)
     window.set_theme(first)

@@ -4,6 +4,7 @@ at is shown whole."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtWidgets import QApplication
 
 
@@ -13,6 +14,7 @@ def _settle(qtbot) -> None:
         qtbot.wait(10)
 
 
+@pytest.mark.slow
 def test_every_tour_step_fits_a_1280x720_window(qtbot, window):
     window.resize(1280, 720)
     window.show_tour()

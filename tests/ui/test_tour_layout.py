@@ -29,6 +29,7 @@ def _drawn(w, qtbot) -> None:
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["window", "presentation"])
+@pytest.mark.slow
 def test_every_step_shows_its_plot_whole(qtbot, window, present):
     window.resize(1280, 720)
     if present:

@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_figures_for_every_plot(tmp_path, qapp):
     from main import main
     from ui.plots.training.panels import PANEL_CLASSES

@@ -19,6 +19,14 @@ PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments
 SIZE = (1280, 720)
 
 
+@pytest.fixture(autouse=True)
+def _one_estimate_line(monkeypatch):
+    """The Experiments page's plan line is timed, and notes a busy machine: its length (and so
+    its wrap, and the page's layout) would follow the machine's load, not the window."""
+    monkeypatch.setattr("ui.pages.experiments.page.plan_estimate",
+                        lambda *args: ("about 1 min (40 s to 2 min)", "timed"))
+
+
 def _settle(qtbot) -> None:
     for _ in range(3):
         QApplication.processEvents()
@@ -56,6 +64,7 @@ def _fits(w) -> None:
     assert w.minimumWidth() <= SIZE[0] and w.minimumHeight() <= SIZE[1]
 
 
+@pytest.mark.slow
 def test_the_window_never_widens(qtbot):
     w = _fresh(qtbot)
     try:
@@ -159,6 +168,7 @@ def _presentation_tour_esc_f11(w, qtbot) -> None:
 
 @pytest.mark.parametrize("sequence", [_every_page_in_presentation, _presentation_tour_esc_f11],
                          ids=["every page", "presentation, tour, Esc, F11"])
+@pytest.mark.slow
 def test_leaving_presentation_restores_every_page(qtbot, sequence):
     w = _fresh(qtbot)
     try:
@@ -170,6 +180,7 @@ def test_leaving_presentation_restores_every_page(qtbot, sequence):
         _close(w, qtbot)
 
 
+@pytest.mark.slow
 def test_started_in_presentation_then_real_model_training_f11(qtbot):
     """``--present`` -> Real model -> Training -> F11 looks like a window never presented (its
     pages were built in presentation mode)."""

@@ -22,7 +22,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.experiments.figures import RATE_ERROR
-from ui.plots.base import PlotPanel, log_ticks, rule_pen
+from ui.plots.base import PlotPanel
+from ui.plots.log_ticks import log_ticks
+from ui.plots.rule_pens import rule_pen
 from ui.theme import rule_color, themed_css
 
 SIZE = (900, 600)

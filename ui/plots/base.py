@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -25,7 +24,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
-    QSizePolicy,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -33,100 +31,15 @@ from PySide6.QtWidgets import (
 )
 
 from engine.io import atomic_write_bytes, csv_text
-from engine.rules import rule_label  # the one definition, re-exported for the plots
+from ui.plots.figure_metadata import METADATA_KEY, svg_with_metadata
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
+from ui.plots.legends import outside_legend, show_legend
 from ui.plots.tidy_axis import tidy_axes
-from ui.theme import LIGHT, Theme, rule_color
+from ui.theme import LIGHT, Theme
 
 #: size (pixels) of a figure in the "screen" export style (ui.export.plot_files.PRESETS): an export's size
 #: and layout come from its style, never from the widget's size on screen
 SCREEN_FIGURE_SIZE = (1200, 750)
-#: key of the PNG text chunk and id of the SVG <metadata> that carry a figure's parameters
-METADATA_KEY = "attention-lab"
-
-
-def svg_with_metadata(svg: bytes, meta: dict[str, Any]) -> bytes:
-    """``svg`` with ``<metadata id="attention-lab">{json}</metadata>`` right after <svg ...>."""
-    from xml.sax.saxutils import escape
-
-    text = svg.decode("utf-8")
-    start = text.find("<svg")
-    end = text.find(">", start)
-    if start < 0 or end < 0:
-        return svg
-    block = f'<metadata id="{METADATA_KEY}">{escape(json.dumps(meta))}</metadata>'
-    return (text[: end + 1] + block + text[end + 1:]).encode("utf-8")
-
-
-#: largest exported figure File -> Open reads (an SVG holding a heatmap is a few MB)
-FIGURE_FILE_MAX = 64_000_000
-#: largest parameters a figure carries (a session's size: a few kB in practice)
-FIGURE_METADATA_MAX = 1_000_000
-
-
-def read_figure_metadata(path: str | Path) -> dict[str, Any] | None:
-    """The parameters an exported PNG or SVG carries, or None (not one of ours). A figure too
-    large, or whose parameters are not bounded, valid JSON, is refused (FileFormatError)."""
-    from engine.readers.json_file import check_file, parse_json
-
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".png", ".svg"):
-        return None
-    check_file(path, max_bytes=FIGURE_FILE_MAX, kind="exported figure")
-    raw = _png_metadata(path) if suffix == ".png" else _svg_metadata(path)
-    if not raw:
-        return None
-    data = parse_json(raw, f"{path} (its {METADATA_KEY} metadata)", max_bytes=FIGURE_METADATA_MAX,
-                      kind="figure's parameters")
-    return data if isinstance(data, dict) else None
-
-
-def _png_metadata(path: Path) -> str:
-    from PySide6.QtGui import QImageReader
-
-    return QImageReader(str(path)).text(METADATA_KEY)
-
-
-def _svg_metadata(path: Path) -> str:
-    """The text of ``<metadata id="attention-lab">``, read incrementally: the parse stops there
-    (right after the root in our exports), whatever follows."""
-    import xml.etree.ElementTree as ET
-
-    from engine.errors import FileFormatError
-
-    try:
-        for _event, el in ET.iterparse(str(path), events=("end",)):
-            if el.tag.endswith("metadata") and el.get("id") == METADATA_KEY:
-                return el.text or ""
-            if len(el) == 0:
-                el.clear()  # (memory: what was seen is not kept)
-    except ET.ParseError as exc:
-        raise FileFormatError(str(path), "", f"not a valid SVG ({str(exc)[:120]})") from None
-    except OSError as exc:
-        raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-    return ""
-
-
-def finite(a: np.ndarray) -> np.ndarray:
-    """Nothing non-finite ever reaches a plot."""
-    a = np.asarray(a, dtype=np.float64)
-    return np.where(np.isfinite(a), a, 0.0)
-
-
-#: a line pattern per rule besides its colour: a curve that coincides with another (temperature
-#: at T = 1 lies exactly on none; qknorm often on sqrt) still shows through it
-RULE_STYLES: dict[str, Qt.PenStyle] = {
-    "temperature": Qt.PenStyle.DotLine,
-    "cosine": Qt.PenStyle.DashDotLine,
-    "qknorm": Qt.PenStyle.DashDotDotLine,
-}
-
-
-def rule_pen(rule: str, width: float = 2.0, style: Qt.PenStyle | None = None) -> Any:
-    """The rule's colour, and its line pattern unless ``style`` is given (theory lines)."""
-    return pg.mkPen(rule_color(rule), width=width,
-                    style=RULE_STYLES.get(rule, Qt.PenStyle.SolidLine) if style is None else style)
 
 
 class PanelView(pg.GraphicsLayoutWidget):
@@ -570,110 +483,6 @@ class PlotPanel(QFrame):
         return atomic_write_bytes(path, data)
 
 
-#: row of a PlotItem's own grid below its x axis (0 title, 1 top axis, 2 view box, 3 bottom axis)
-LEGEND_ROW = 4
-
-
-def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg.LegendItem:
-    """The plot's legend in its own row below the x axis, never over the data; it takes as many
-    columns as the plot's width allows (re-flowed when the plot is resized or a series added).
-    ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
-    legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
-                           frame=False)
-    # its width never widens the plot (its columns follow the plot's width instead)
-    legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-    plot.layout.addItem(legend, row, col)
-    plot.legend = legend
-    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col),
-                    lambda: plot.layout.removeItem(legend))
-    original_add = legend.addItem
-
-    def add(item: Any, name: str) -> None:
-        original_add(item, name)
-        fit_legend_columns(legend, plot)
-
-    legend.addItem = add
-    plot.getViewBox().sigResized.connect(lambda *_: fit_legend_columns(legend, plot))
-    return legend
-
-
-def set_legend_slot(legend: pg.LegendItem, attach: Any, detach: Any) -> None:
-    """How to put a legend into its layout cell and take it out: a legend kept off the screen
-    leaves its layout (hidden, it still moved the plots around it) and returns for exports."""
-    legend._lab_attach = attach
-    legend._lab_detach = detach
-    legend._lab_attached = True
-
-
-def show_legend(legend: pg.LegendItem, on: bool) -> None:
-    attached = getattr(legend, "_lab_attached", None)
-    if attached is not None and attached != on:
-        (legend._lab_attach if on else legend._lab_detach)()
-        legend._lab_attached = on
-    legend.setVisible(on)
-
-
-def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
-                       room: float | None = None) -> None:
-    """As many legend columns as fit ``room`` pixels (default: the plot's width); the widest
-    entry sets the column width."""
-    if not legend.items:
-        return
-    widest = max(20 + label.item.boundingRect().width() for _sample, label in legend.items) + 18
-    if room is None:
-        room = max(plot.getViewBox().width(), plot.width() * 0.8) if plot is not None else widest
-    room = max(room, widest)
-    cols = max(1, min(len(legend.items), int(room // widest)))
-    if cols != legend.columnCount:
-        legend.setColumnCount(cols)
-
-
-class EmptyHint:
-    """A centred sentence in an empty plot saying what will appear there and how (instead of
-    empty axes and an empty legend box); hidden with the first data."""
-
-    def __init__(self, plot: pg.PlotItem) -> None:
-        self.plot = plot
-        self.item = pg.TextItem("", anchor=(0.5, 0.5))
-        self.item.setZValue(50)
-        plot.addItem(self.item, ignoreBounds=True)
-        plot.getViewBox().sigRangeChanged.connect(self._centre)
-        plot.getViewBox().sigResized.connect(self._centre)
-        self.item.hide()
-
-    def _centre(self, *_args: Any) -> None:
-        view = self.plot.getViewBox()
-        (x0, x1), (y0, y1) = view.viewRange()
-        # wrapped to the plot's width: in a narrow panel (four to a row at 1280x720) a line
-        # longer than the plot ran past both of its edges
-        # (never narrower than a word or two: a word is not cut)
-        width = max(100.0, view.width() - 8)
-        if abs(self.item.textItem.textWidth() - width) > 0.5:
-            self.item.setTextWidth(width)
-            option = self.item.textItem.document().defaultTextOption()
-            option.setAlignment(Qt.AlignmentFlag.AlignHCenter)
-            option.setWrapMode(option.WrapMode.WordWrap)
-            self.item.textItem.document().setDefaultTextOption(option)
-        self.item.setPos((x0 + x1) / 2, (y0 + y1) / 2)
-
-    def show(self, text: str, colour: str) -> None:
-        self.item.setText(text, color=colour)
-        self._centre()
-        self.item.show()
-        if self.plot.legend is not None:
-            self.plot.legend.hide()
-
-    def hide(self) -> None:
-        self.item.hide()
-        # a legend kept off the screen (the page's rule strip names the rules) stays off
-        if self.plot.legend is not None and getattr(self.plot.legend, "_lab_attached", True):
-            self.plot.legend.show()
-
-    @property
-    def visible(self) -> bool:
-        return self.item.isVisible()
-
-
 #: (menu text, kind for ``export_requested``) of every plot's export menu
 EXPORT_ACTIONS = (("Export as PNG…", "png"), ("Export as SVG…", "svg"),
                   ("Export data as CSV…", "csv"),
@@ -727,71 +536,3 @@ def _relax_min_width(label: pg.LabelItem, minimum: float = 40.0) -> None:
 
     label.updateMin = update_min
     update_min()
-
-
-def log_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
-    """Major/minor ticks for a log10 axis spanning [lo, hi] (in log10 units): decades labelled,
-    plus 2 and 5 when the span is under two decades (pyqtgraph's own labels crowd)."""
-    import math
-
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [[], []]
-    k0, k1 = math.floor(lo), math.ceil(hi)
-    if k1 - k0 > 12:
-        step = math.ceil((k1 - k0) / 8)
-        k0 -= k0 % step
-    else:
-        step = 1
-    major, minor = [], []
-    for k in range(k0, k1 + 1):
-        for m in range(1, 10):
-            v = math.log10(m) + k
-            if not lo - 1e-9 <= v <= hi + 1e-9:
-                continue
-            if m == 1 and (k - k0) % step == 0:
-                major.append((v, _pow10_label(m, k)))
-            elif m in (2, 5) and hi - lo < 2:
-                major.append((v, _pow10_label(m, k)))
-            elif step == 1:
-                minor.append((v, ""))
-    if len(major) < 2:  # within a decade, between 1-2-5 values: a plot with one label or none
-        major = _linear_ticks_in_log(lo, hi)
-    return [major, minor]
-
-
-def _linear_ticks_in_log(lo: float, hi: float, most: int = 4) -> list[tuple[float, str]]:
-    """Evenly spaced round values (a 1-2-5 step) between 10**lo and 10**hi, at their log10
-    positions: a narrow log range still gets two or more labels."""
-    import math
-
-    a, b = 10.0**lo, 10.0**hi
-    raw = (b - a) / most
-    if not (math.isfinite(raw) and raw > 0):
-        return []
-    unit = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * unit for m in (1, 2, 5, 10) if m * unit >= raw)
-    ticks = []
-    k = math.ceil(a / step - 1e-9)
-    while k * step <= b * (1 + 1e-9):
-        v = k * step
-        if v > 0:
-            ticks.append((math.log10(v), f"{v:.3g}"))
-        k += 1
-    return ticks
-
-
-def _pow10_label(m: int, k: int) -> str:
-    v = m * 10.0**k
-    return f"{v:g}" if -3 <= k <= 3 else f"{m}e{k}"
-
-
-def hist_rows(series: str, edges: np.ndarray, density: np.ndarray, **extra: Any) -> list[dict[str, Any]]:
-    """CSV rows of one histogram series (bin edges and density)."""
-    rows = []
-    for lo, hi, d in zip(edges[:-1], edges[1:], density, strict=False):
-        rows.append({"series": series, "bin_lo": float(lo), "bin_hi": float(hi),
-                     "density": float(d), **extra})
-    return rows
-
-
-__all__ = ["EmptyHint", "PlotPanel", "finite", "hist_rows", "log_ticks", "rule_label", "rule_pen"]

@@ -14,9 +14,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox
 
+from engine.rules import rule_label
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate, Histogram
-from ui.plots.base import PlotPanel, finite, hist_rows, rule_label, rule_pen
+from ui.plots.base import PlotPanel
+from ui.plots.csv_rows import hist_rows
+from ui.plots.finite import finite
+from ui.plots.rule_pens import rule_pen
 from ui.theme import Theme, rule_color
 
 THEORY_POINTS = 400

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-from ui.plots.base import RULE_STYLES, rule_label
+from engine.rules import rule_label
+from ui.plots.rule_pens import RULE_STYLES
 from ui.theme import Theme, rule_color, rule_text_color
 
 #: how each line pattern reads in the strip

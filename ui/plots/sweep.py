@@ -20,19 +20,16 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QMenu, QSizePolicy
 
+from engine.rules import rule_label
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
 from engine.theory import length_theory
-from ui.plots.base import (
-    PlotPanel,
-    finite,
-    fit_legend_columns,
-    log_ticks,
-    rule_label,
-    rule_pen,
-    set_legend_slot,
-)
+from ui.plots.base import PlotPanel
 from ui.plots.elided_label import ElidedLabel
+from ui.plots.finite import finite
+from ui.plots.legends import fit_legend_columns, set_legend_slot
+from ui.plots.log_ticks import log_ticks
+from ui.plots.rule_pens import rule_pen
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964

@@ -15,7 +15,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox
 
 from engine.simulate import SimulationSnapshot
-from ui.plots.base import PlotPanel, finite
+from ui.plots.base import PlotPanel
+from ui.plots.finite import finite
 from ui.theme import Theme, rule_color
 
 MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still has them all

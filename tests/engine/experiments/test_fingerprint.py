@@ -43,6 +43,7 @@ def _bare_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("prelude", ["", "import torch; "])
+@pytest.mark.slow
 def test_a_bare_process_pins_and_a_job_imports_only_fingerprinted_modules(prelude) -> None:
     """A process started by hand (a Dask worker: no kernel variables set, perhaps torch already
     imported) runs a job on the pinned kernels (torch decides at its first operation, not at

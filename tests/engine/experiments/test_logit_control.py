@@ -14,6 +14,7 @@ from engine.experiments.builtin import builtin
 from engine.experiments.job import run_job
 
 
+@pytest.mark.slow
 def test_sqrt_loss_at_the_middle_rate_is_below_both_ends():
     spec = builtin("logit_control")
     lrs = next(a.values for a in spec.axes if a.field == "lr")

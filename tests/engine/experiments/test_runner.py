@@ -226,6 +226,7 @@ def test_train_and_a_job_give_the_same_numbers(tmp_path):
     assert (tmp_path / "metrics.csv").read_text() == csv_text(job["rows"], CSV_COLUMNS)
 
 
+@pytest.mark.slow
 def test_estimate_scales_a_short_timing_to_the_grid():
     from engine.experiments.runner import estimate_seconds
 
@@ -233,6 +234,7 @@ def test_estimate_scales_a_short_timing_to_the_grid():
     assert per_job > 0 and total == pytest.approx(per_job * 2)  # 4 jobs on 2 workers: 2 waves
 
 
+@pytest.mark.slow
 def test_a_running_job_reports_its_step_progress(tmp_path):
     from engine.experiments.runner import progress_file
 

@@ -56,6 +56,7 @@ def test_the_gap_grows_with_head_width():
 
 
 @pytest.mark.parametrize("name,steps", [("demo", 60), ("recall", 400)])
+@pytest.mark.slow
 def test_sqrt_reaches_high_accuracy_in_the_presets(name, steps):
     cfg = preset(name).config.replace(scalings=("sqrt",), steps=steps, log_every=20,
                                       device="cpu")
@@ -64,6 +65,7 @@ def test_sqrt_reaches_high_accuracy_in_the_presets(name, steps):
     assert snap.final("accuracy", "sqrt") >= 0.9
 
 
+@pytest.mark.slow
 def test_without_scaling_the_demo_stalls_where_sqrt_has_learned():
     cfg = preset("demo").config.replace(scalings=("none", "sqrt"), steps=40, log_every=40,
                                         device="cpu")

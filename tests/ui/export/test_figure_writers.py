@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from engine.config import SimulationConfig, SweepConfig
 from engine.simulate import run_simulation, sweep
 from ui.plots import PLOT_IDS
 
 
+@pytest.mark.slow
 def test_write_simulation_figures(qtbot, tmp_path):
     from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QApplication
@@ -32,6 +35,7 @@ def test_write_simulation_figures(qtbot, tmp_path):
     assert not [w for w in QApplication.topLevelWidgets() if w not in before and w.isVisible()]
 
 
+@pytest.mark.slow
 def test_figures_accept_plain_snapshots_as_the_sweep(qtbot, tmp_path):
     """The CLI passes one SimulationSnapshot per d_k."""
     from ui.export.figure_writers import write_simulation_figures

@@ -164,6 +164,7 @@ def training_loss(qapp):
 
 @pytest.mark.parametrize("renderer", [resvg, cairo_svg, qt_svg], ids=["resvg", "cairosvg", "qt"])
 @pytest.mark.parametrize("plot", ["sweep", "scores", "weights", "train_loss"])
+@pytest.mark.slow
 def test_svg_drawn_by_another_renderer_matches_the_png(request, plot, renderer):
     source = request.getfixturevalue("training_loss" if plot == "train_loss" else "figures")
     png, svg, _rect = source if plot == "train_loss" else source[plot]

@@ -253,6 +253,7 @@ def test_the_training_page_shows_logged_rows_as_its_curves(show_widget, qtbot):
     assert not page.buttons["export"].isEnabled() and page.buttons["start"].isEnabled()
 
 
+@pytest.mark.slow
 def test_a_job_is_timed_for_the_estimate():
     from engine.experiments.spec import Axis, ExperimentSpec
     from ui.pages.experiments.estimate import time_job
@@ -356,6 +357,7 @@ def test_closing_the_window_while_the_estimate_runs_leaves_no_process_or_thread(
     assert page.estimate is None
 
 
+@pytest.mark.slow
 def test_the_estimate_is_timed_in_a_worker_process(show_widget, qtbot):
     """The page's thread only waits: the timing runs in another process."""
     from ui.pages.experiments.page import ExperimentsPage

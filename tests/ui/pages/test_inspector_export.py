@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ui.export.plot_files import PRESETS, preset_bytes
-from ui.plots.base import EXPORT_ACTIONS, read_figure_metadata
+from ui.plots.base import EXPORT_ACTIONS
+from ui.plots.figure_metadata import read_figure_metadata
 
 #: a saturated row (weights of 4e-322 and exact zeros: -inf on a log axis without its floor),
 #: a sink and a cap

@@ -149,6 +149,7 @@ def _analyze(page, qtbot, text: str) -> None:
     assert ticks, "the GUI timer kept running during the analysis"
 
 
+@pytest.mark.slow
 def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_path: Path) -> None:
     assert page.set_model_dir(str(tiny_folder))
     _analyze(page, qtbot, "Why is the attention score scaled? The softmax of the query and key.")
@@ -288,6 +289,7 @@ def test_jacobian_legend_never_covers_a_curve(page, qtbot, tiny_folder: Path) ->
     assert len(panel.data_rows()) > len(page.result.tokens) ** 2  # CSV rows built on demand
 
 
+@pytest.mark.slow
 def test_a_failed_export_leaves_no_half_folder(page, qtbot, tiny_folder: Path, tmp_path: Path,
                                                monkeypatch) -> None:
     import engine.probe.export as export
@@ -452,7 +454,7 @@ def test_a_real_model_figure_reopens_with_its_text_head_and_bugs(window, qtbot, 
     """File -> Open of a Real model figure: the model, text and rule that drew it, its head and
     grid group (or its planted bugs), and the job runs again; the status bar says so."""
     from ui.export.plot_files import export_panel
-    from ui.plots.base import read_figure_metadata
+    from ui.plots.figure_metadata import read_figure_metadata
 
     page = window.open_page("RealModelPage")
     assert page.set_model_dir(str(tiny_folder))
@@ -542,3 +544,18 @@ def test_a_broken_presets_file_is_named_on_the_error_line(show_widget, tmp_path:
     err = capfd.readouterr().err
     assert said in err and "Traceback" not in err
     assert p.analyze() is False and p.last_message == "type a text first"
+
+
+def test_each_job_says_on_the_status_line_what_it_found(page, qtbot, tiny_folder: Path) -> None:
+    """The status line after each kind of job: the analysis (tokens and time), the audit (flagged
+    layers, or none), the what-if (its reruns); each its own words, not another job's."""
+    assert page.set_model_dir(str(tiny_folder))
+    _analyze(page, qtbot, "the key and the query")
+    assert page.last_message.startswith("7 tokens analyzed in "), page.last_message
+    assert page.break_layer(1, "none")
+    _wait_idle(page, qtbot, lambda: page.audit_result is not None)
+    assert page.last_message.startswith("audit of 7 tokens in "), page.last_message
+    assert "flagged layers [1]" in page.last_message
+    assert page.run_whatif(None)
+    _wait_idle(page, qtbot, lambda: page.whatif_result is not None)
+    assert page.last_message.startswith("what-if: 13 reruns of the "), page.last_message

@@ -338,6 +338,7 @@ def test_probe_attention_ticks_sit_at_cell_centres_one_per_cell(page, qtbot):
     assert panel.hint.visible
 
 
+@pytest.mark.slow
 def test_each_panels_export_menu_writes_its_file(page, qtbot, tmp_path, monkeypatch):
     """The ⋯ menu of every panel is connected and the same as on the Simulation page: PNG, SVG,
     CSV, a slide (1920x1080 PNG) and a paper figure (SVG) land where the dialog said."""

@@ -35,7 +35,8 @@ from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
 from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend
-from ui.plots.base import PlotPanel, finite
+from ui.plots.base import PlotPanel
+from ui.plots.finite import finite
 from ui.theme import Theme, rule_color
 
 AUDIT_HOVER_HINT = "hover a head for its fit"

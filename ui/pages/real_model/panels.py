@@ -16,7 +16,9 @@ from PySide6.QtCore import QRectF, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QLabel
 
 from engine.probe.analyze import HeadDetail, ProbeResult
-from ui.plots.base import PlotPanel, finite, hist_rows
+from ui.plots.base import PlotPanel
+from ui.plots.csv_rows import hist_rows
+from ui.plots.finite import finite
 from ui.theme import Theme, rule_color
 
 #: the probe rules' colours: the model's own rule is the standard 1/sqrt(d_k) in BERT and GPT-2

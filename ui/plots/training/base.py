@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ui.plots.base import EmptyHint, PlotPanel
+from ui.plots.base import PlotPanel
+from ui.plots.empty_hint import EmptyHint
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from engine.rules import rule_label
-from ui.plots.base import log_ticks
+from ui.plots.log_ticks import log_ticks
 from ui.plots.training.base import TrainingPanel
 from ui.theme import Theme, rule_color
 

@@ -15,7 +15,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QCheckBox
 
 from engine.rules import rule_label
-from ui.plots.base import finite, log_ticks
+from ui.plots.finite import finite
+from ui.plots.log_ticks import log_ticks
 from ui.plots.training.base import TrainingPanel, TrainingView
 from ui.plots.training.lengths import LengthPanel
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included

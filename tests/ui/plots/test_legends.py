@@ -71,7 +71,7 @@ def test_no_legend_covers_data_on_the_training_page(show_widget, qtbot):
 
 @pytest.mark.parametrize("a, b", [("none", "temperature"), ("sqrt", "qknorm")])
 def test_rules_that_can_coincide_differ_in_line_pattern(a, b):
-    from ui.plots.base import rule_pen
+    from ui.plots.rule_pens import rule_pen
 
     assert rule_pen(a).style() != rule_pen(b).style()
 
@@ -83,7 +83,7 @@ def test_sweep_rules_differ_in_marker():
 
 
 def test_an_outside_legend_is_added_to_by_plot_add_item(qtbot):
-    from ui.plots.base import outside_legend
+    from ui.plots.legends import outside_legend
 
     w = pg.GraphicsLayoutWidget()
     qtbot.addWidget(w)

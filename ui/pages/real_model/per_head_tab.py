@@ -1,0 +1,193 @@
+"""The Real model page's Per head tab: the measured / i.i.d. score std, entropy and the like of
+every layer and head (a grid; click a head), and the chosen head's scores and attention under a
+scale picked in the form's Head detail box. Analyze runs ``engine.probe.analyze``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import ConfigError
+from engine.probe.analyze import ProbeResult, ProbeSnapshot, analyze, head_detail
+from engine.probe.config import PROBE_RULES, ProbeConfig
+from engine.probe.export import head_table
+from engine.probe.loader import text_length
+from engine.probe.summary import summarize
+from ui.pages.real_model.form import error_text, format_tokens
+from ui.pages.real_model.panels import (
+    GRID_GROUPS,
+    PROBE_NAMES,
+    HeadAttentionPanel,
+    HeadGridPanel,
+    HeadScoresPanel,
+    ProbeView,
+)
+
+
+class PerHeadTab:
+    """Part of :class:`ui.pages.real_model.page.RealModelPage` (a base class of it): the per-head
+    panels, the analysis that feeds them and the head chosen (``layer``, ``head``, ``rule``)."""
+
+    def _build_detail_box(self, side: QWidget) -> QGroupBox:
+        """The scale of the detail plots, the head's summary and Export all."""
+        detail_box = QGroupBox("Head detail", side)
+        db = QVBoxLayout(detail_box)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("rule:"))
+        self.rule_box = QComboBox(detail_box)
+        for rule in PROBE_RULES:
+            self.rule_box.addItem(PROBE_NAMES[rule], rule)
+        self.rule_box.setToolTip("Scale applied to q·k in the detail plots: the model's own "
+                                 "(1/√d_k), none (the bug), or 1/d_k")
+        self.rule_box.currentIndexChanged.connect(lambda _i: self._update_view())
+        row.addWidget(self.rule_box, 1)
+        db.addLayout(row)
+        self.summary_label = QLabel(detail_box)
+        self.summary_label.setWordWrap(True)
+        self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        db.addWidget(self.summary_label)
+        self.export_button = QPushButton("Export all…", detail_box)
+        self.export_button.setToolTip("PNG and SVG of every plot, heads.csv, scores.npz and "
+                                      "config.json into a new folder")
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(self.export_all_dialog)
+        db.addWidget(self.export_button)
+        return detail_box
+
+    def _build_per_head_panels(self) -> None:
+        self.grid_panel = HeadGridPanel(self)
+        self.grid_panel.head_clicked.connect(self.select_head)
+        self.scores_panel = HeadScoresPanel(self)
+        self.attention_panel = HeadAttentionPanel(self)
+        self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
+        for panel in self.panels:
+            panel.export_requested.connect(self.export_panel_dialog)
+            panel.figure_source = lambda: self._figure_source("probe")
+
+    def _per_head_widget(self) -> QSplitter:
+        """The grid over the chosen head's scores and attention."""
+        bottom = QSplitter(Qt.Orientation.Horizontal, self)
+        bottom.addWidget(self.scores_panel)
+        bottom.addWidget(self.attention_panel)
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.addWidget(self.grid_panel)
+        right.addWidget(bottom)
+        # the head detail (two stacked histograms, a heatmap over a curve) needs more height than
+        # the per-head grids: 2:3, so that at 1280x720 its histograms keep a readable height
+        right.setStretchFactor(0, 2)
+        right.setStretchFactor(1, 3)
+        right.setSizes([400, 600])
+        return right
+
+    def _show_empty_per_head(self, n_layers: int, n_heads: int) -> None:
+        self.grid_panel.show_empty(n_layers, n_heads)
+        self.scores_panel.show_empty()
+        self.attention_panel.show_empty()
+
+    # -- running -------------------------------------------------------------------------------
+    def analyze(self) -> bool:
+        """Start an analysis of the current text in the worker thread; False if refused."""
+        if not self.analyze_button.isEnabled() and not self.worker.is_running():
+            return False
+        if self.weights_path is not None:  # the lab's runs: the audit is what applies
+            return self.run_audit()
+        try:
+            cfg = ProbeConfig(text=self.text_edit.toPlainText(), model=self.model_dir)
+        except ConfigError as exc:
+            self._message(error_text(exc) if exc.field != "text" else "type a text first",
+                          error=True)
+            return False
+        models = self._models
+
+        def job(cancelled: Any):
+            if models.get(cfg.model) is None:
+                yield ProbeSnapshot("loading the model (once)…", 0.02)
+            loaded = self._loaded(cfg.model)
+            yield from analyze(cfg, loaded, cancelled)
+
+        return self._start("probe", job)
+
+    def _take_probe(self, snap: ProbeSnapshot) -> None:
+        """A snapshot of the analysis with its result (the worker's latest)."""
+        if snap.result is not self.result:
+            self.analyze_s = time.perf_counter() - self._started
+            self._show_result(snap.result)
+
+    def _probe_finished_text(self) -> str | None:
+        res = self.result
+        if res is None:
+            return None
+        note = ""
+        if res.truncated_from is not None:
+            note = (f" The text has {text_length(res.truncated_from, res.n_tokens)}; the "
+                    f"model takes {res.n_tokens}, so it was truncated.")
+        return (f"{res.n_tokens} tokens analyzed in {self.analyze_s:.2f} s "
+                f"(model load {res.load_s:.1f} s when first used).{note}")
+
+    # -- results -------------------------------------------------------------------------------
+    def _show_result(self, res: ProbeResult) -> None:
+        self.result = res
+        self.table = head_table(res)
+        if self.layer >= res.n_layers or self.head >= res.n_heads:
+            self.layer, self.head = 0, 0
+        self.tokens_view.setPlainText(format_tokens(res.tokens))
+        limit = self._models[res.config.model].max_tokens if res.config.model in self._models else None
+        cut = (f"; the text has {text_length(res.truncated_from, res.n_tokens)}, the rest was cut"
+               if res.truncated_from is not None else "")
+        self.tokens_count.setText(f"{res.n_tokens} tokens" + (f" (model limit {limit})" if limit
+                                                              else "") + cut)
+        s = summarize(res, self.table)
+        se_note = (f", bootstrap SE {s.ratio_se_median:.2g} typical"
+                   if s.ratio_se_median is not None else "")
+        self.summary_label.setText(
+            f"{res.model_name}: {res.n_layers} layers × {res.n_heads} heads, d_k {res.d_k}, "
+            f"{res.n_tokens} tokens.<br>"
+            f"std ratio measured / i.i.d.: {s.ratio_min:.2f} to {s.ratio_max:.2f} "
+            f"(median {s.ratio_median:.2f}{se_note}).<br>"
+            f"mean H/log n: model {s.entropy_norm['model']:.2f}, "
+            f"no scale {s.entropy_norm['none']:.2f}, "
+            f"1/d_k {s.entropy_norm['dk']:.2f}.<br>"
+            f"attention matches the model to {s.attn_max_abs_diff:.1e}.")
+        self.export_button.setEnabled(True)
+        self._update_view()
+
+    def select_head(self, layer: int, head: int) -> None:
+        self.layer, self.head = layer, head
+        self._update_view()
+
+    @property
+    def rule(self) -> str:
+        return self.rule_box.currentData()
+
+    def _update_view(self) -> None:
+        res = self.result
+        if res is None:
+            return
+        detail = head_detail(res, self.layer, self.head, self.rule)
+        self.view = ProbeView(res, self.table, self.layer, self.head, detail)
+        for panel in self.panels:
+            panel.refresh(self.view)
+
+    def _restore_per_head(self, view: dict[str, Any], what: str) -> str:
+        """An opened per-head figure: its head and grid group, analyzed again."""
+        layer, head, group = view.get("layer"), view.get("head"), view.get("group")
+        if isinstance(layer, int) and isinstance(head, int) and min(layer, head) >= 0:
+            self.layer, self.head = layer, head  # (out of the model's range: head 0 of layer 0)
+        if group in GRID_GROUPS:
+            self.grid_panel.set_group(group)
+        self.tabs.setCurrentIndex(0)
+        self.analyze()
+        return (f"the per-head analysis of {what}, layer {self.layer} head {self.head}, "
+                f"{self.rule_box.currentText()}")

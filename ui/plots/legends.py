@@ -1,0 +1,66 @@
+"""Legends outside the data: in their own row below a plot's x axis, as many columns as the
+plot's width allows, taken out of the layout while kept off the screen (and back for exports)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QSizePolicy
+
+#: row of a PlotItem's own grid below its x axis (0 title, 1 top axis, 2 view box, 3 bottom axis)
+LEGEND_ROW = 4
+
+
+def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg.LegendItem:
+    """The plot's legend in its own row below the x axis, never over the data; it takes as many
+    columns as the plot's width allows (re-flowed when the plot is resized or a series added).
+    ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
+    legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
+                           frame=False)
+    # its width never widens the plot (its columns follow the plot's width instead)
+    legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    plot.layout.addItem(legend, row, col)
+    plot.legend = legend
+    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col),
+                    lambda: plot.layout.removeItem(legend))
+    original_add = legend.addItem
+
+    def add(item: Any, name: str) -> None:
+        original_add(item, name)
+        fit_legend_columns(legend, plot)
+
+    legend.addItem = add
+    plot.getViewBox().sigResized.connect(lambda *_: fit_legend_columns(legend, plot))
+    return legend
+
+
+def set_legend_slot(legend: pg.LegendItem, attach: Any, detach: Any) -> None:
+    """How to put a legend into its layout cell and take it out: a legend kept off the screen
+    leaves its layout (hidden, it still moved the plots around it) and returns for exports."""
+    legend._lab_attach = attach
+    legend._lab_detach = detach
+    legend._lab_attached = True
+
+
+def show_legend(legend: pg.LegendItem, on: bool) -> None:
+    attached = getattr(legend, "_lab_attached", None)
+    if attached is not None and attached != on:
+        (legend._lab_attach if on else legend._lab_detach)()
+        legend._lab_attached = on
+    legend.setVisible(on)
+
+
+def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
+                       room: float | None = None) -> None:
+    """As many legend columns as fit ``room`` pixels (default: the plot's width); the widest
+    entry sets the column width."""
+    if not legend.items:
+        return
+    widest = max(20 + label.item.boundingRect().width() for _sample, label in legend.items) + 18
+    if room is None:
+        room = max(plot.getViewBox().width(), plot.width() * 0.8) if plot is not None else widest
+    room = max(room, widest)
+    cols = max(1, min(len(legend.items), int(room // widest)))
+    if cols != legend.columnCount:
+        legend.setColumnCount(cols)
