@@ -11,8 +11,6 @@ from PySide6.QtGui import QImage, QPainter
 
 #: pixels two labels may share (anti-aliased edges) before they count as drawn over each other
 TOUCH = 1.0
-#: pixels a y axis's title keeps from its tick labels (closer, the two read as one)
-TITLE_GAP = 2.0
 
 
 def _tick_rects(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:
@@ -53,19 +51,6 @@ def _text_rect(item) -> QRectF:
     return item.mapRectToScene(item.boundingRect().adjusted(m, m, -m, -m))
 
 
-def _title_crowds_ticks(where: str, axis: pg.AxisItem, title: QRectF) -> list[str]:
-    """A y axis's title (on one or more lines) less than TITLE_GAP from a tick label beside it."""
-    out = []
-    for rect, label in _tick_rects(axis):
-        tick = axis.mapRectToScene(rect)
-        beside = tick.top() < title.bottom() and tick.bottom() > title.top()
-        if beside and tick.left() - title.right() < TITLE_GAP:
-            out.append(f"{where} left label {axis.labelText!r} is {tick.left() - title.right():.1f}"
-                       f" px from its tick label {label!r}")
-            break
-    return out
-
-
 def layout_problems(name: str, panel) -> list[str]:
     """Everything cut or crowded in ``panel``'s visible plots."""
     problems = []
@@ -83,8 +68,6 @@ def layout_problems(name: str, panel) -> list[str]:
             problems += [f"{where} {side} ticks: {p}" for p in overlapping_ticks(axis)]
             if axis.label.isVisible() and axis.labelText:
                 text = _text_rect(axis.label)
-                if side == "left":
-                    problems += _title_crowds_ticks(where, axis, text)
                 if not plot_rect.adjusted(-2, -2, 2, 2).contains(text):
                     problems.append(f"{where} {side} label {axis.labelText!r} ({text.width():.0f}"
                                     f" x {text.height():.0f} px) runs out of its plot")

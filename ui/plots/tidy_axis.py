@@ -19,11 +19,6 @@ import pyqtgraph as pg
 GAP = 0.4
 #: lines a vertical axis's title may take at most
 MAX_LABEL_LINES = 3
-#: pixels between a left axis's title and its tick labels (pyqtgraph leaves room for 0.8 of the
-#: title's height: a title on two or three lines touched or covered the numbers)
-LABEL_GAP = 4.0
-#: how far pyqtgraph moves a left axis's title past the axis's edge (AxisItem.resizeEvent)
-LABEL_NUDGE = 5.0
 
 
 def split_lines(text: str, n: int) -> str:
@@ -65,7 +60,7 @@ class TidyAxis(pg.AxisItem):
         if plot is None:
             return self.size().height()
         centre = self.mapToItem(plot, 0.0, self.size().height() / 2).y()
-        return 2 * min(centre, plot.size().height() - centre)
+        return 2 * min(centre, plot.boundingRect().height() - centre)
 
     def _fit_label(self) -> None:
         """As few lines as let the title fit its plot's height (at most MAX_LABEL_LINES)."""
@@ -79,21 +74,6 @@ class TidyAxis(pg.AxisItem):
                 break
         if self._lines != was:
             self._updateWidth()
-
-    def _updateWidth(self) -> None:
-        """pyqtgraph's width, and on a left axis room for the whole title: its text ends
-        LABEL_GAP pixels before the widest tick label."""
-        super()._updateWidth()
-        if self.orientation != "left" or not self.isVisible() or self.fixedWidth is not None \
-                or self.label is None or not self.label.isVisible():
-            return
-        height = self.label.boundingRect().height()
-        text_end = height - LABEL_NUDGE - self.label.document().documentMargin()
-        extra = text_end + LABEL_GAP - 0.8 * height
-        if extra > 0:
-            width = self.maximumWidth() + extra
-            self.setMaximumWidth(width)
-            self.setMinimumWidth(width)
 
     def generateDrawSpecs(self, p: Any) -> Any:
         specs = super().generateDrawSpecs(p)

@@ -462,8 +462,8 @@ class ProbeAttentionPanel(TrainingPanel):
         self.plot.getAxis("bottom").setTicks(cell_ticks(n_k, self.plot.getViewBox().width()))
         self.plot.getAxis("left").setTicks(cell_ticks(n_q, self.plot.getViewBox().height()))
         self.cbar.setLevels((0.0, 1.0))
-        task = "query token 0, items 1.." if snap.config.task == "retrieval" else "k v pairs, kq last"
-        self.plot.setTitle(f"{snap.rules[r]}, layer {layer}, head {head} at step {snap.step} "
+        task = "query 0, items 1.." if snap.config.task == "retrieval" else "k v pairs, kq last"
+        self.plot.setTitle(f"{snap.rules[r]}, layer {layer}, head {head}, step {snap.step} "
                            f"({task})", size="9pt", color=self.theme.foreground)
         self._rows = [{"query": int(i), "key": int(j), "weight": float(w[i, j])}
                       for i in range(w.shape[0]) for j in range(w.shape[1])]
