@@ -162,3 +162,22 @@ def test_the_raw_series_is_in_the_legend_once_through_theme_switches(panel, full
         panel.refresh(_state(full_state, 3), force=True)
     labels = [label.text for _sample, label in panel.legend.items]
     assert labels.count("raw q·k") == 1 and len(labels) == 3
+
+
+@pytest.mark.parametrize("widths", [(700, 1800), (1800, 700)])
+def test_the_columns_follow_the_panel_when_it_is_resized(qtbot, full_state, widths):
+    """The six plots fill the strip at any width, after growing or shrinking (fixed columns
+    must not pin the layout to the width it first had)."""
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(widths[0], 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.refresh(_state(full_state, 13), force=True)
+    panel.resize(widths[1], 260)
+    qtbot.wait(50)
+    right = panel.plots[-1].sceneBoundingRect().right()
+    view = panel.glw.viewport().width()
+    assert view - 40 < right <= view + 0.5
+    widths_now = [p.sceneBoundingRect().width() for p in panel.plots]
+    assert max(widths_now) - min(widths_now) < 1.0

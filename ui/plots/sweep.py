@@ -177,6 +177,10 @@ class SweepPanel(PlotPanel):
         # own plot only; column widths from the axes reflowed (and repainted) all six plots on
         # almost every new point, the longest GUI block while a sweep streamed
         self.glw.ci.geometryChanged.connect(self._fix_columns)
+        # (fixed columns would also fix the layout's own width: the view could then no longer
+        # widen or narrow it, and the strip kept the width it first had)
+        self.glw.ci.setMinimumWidth(0)
+        self.glw.ci.setMaximumWidth(1e6)
 
         self.series: dict[tuple[int, str], _Series] = {}
         self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
