@@ -229,6 +229,10 @@ class ExperimentFigurePanel(PlotPanel):
             plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)
         if fig.error == RATE_ERROR:  # a rate: always the whole 0..1
             plot.setYRange(0.0, 1.0, padding=0.02)
+        elif not fig.y_log and not any(np.isfinite(np.asarray(s.y, dtype=float)).any()
+                                       for s in fig.series):
+            # nothing yet: 0..1, not pyqtgraph's -0.5..0.5 (no step count or loss is negative)
+            plot.setYRange(0.0, 1.0, padding=0.02)
         if not fig.y_log:
             plot.getAxis("left").setTicks(None)
         x_range, y_range = plot.getViewBox().viewRange()

@@ -67,3 +67,15 @@ def test_choosing_the_experiment_the_folder_holds_reloads_it(page, qtbot, tmp_pa
     page.form.select_builtin("heads")
     assert page.run_out == tmp_path / "held" and page.run_spec.name == "heads"
     assert page.progress.done == 2 and page.progress_bar.format() == "2/2 jobs"
+
+
+def test_empty_figures_show_zero_to_one_not_negative_values(page):
+    """Before any job: no figure's y axis offers negative step counts, losses or accuracies
+    (pyqtgraph's empty range is -0.5..0.5)."""
+    assert page.figure_panels
+    for panel, fig in zip(page.figure_panels, page._figure_state, strict=True):
+        panel.refresh(fig, force=True)
+        if panel.plot.getAxis("left").logMode:
+            continue
+        lo, hi = panel.plot.getViewBox().viewRange()[1]
+        assert lo >= -0.05 and hi <= 1.05, (panel.title, lo, hi)
