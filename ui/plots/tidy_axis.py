@@ -110,9 +110,13 @@ class TidyAxis(pg.AxisItem):
 
     def _title_width(self) -> float:
         """Width the title takes beside the tick labels: pyqtgraph's 0.8 of its box's height,
-        or where the text ends plus LABEL_GAP when that is more (two or three lines). It depends
-        only on the title's text and lines, never on the plot's size."""
+        or, for a title on more than one line, where its text ends plus LABEL_GAP when that is
+        more. It depends only on the title's text and lines, never on the plot's size. (A
+        one-line title keeps pyqtgraph's width, which leaves it 2.6 px or more even at slide
+        sizes: figures whose titles take one line stay as they were.)"""
         height = self.label.boundingRect().height()
+        if _text_lines(self.label.document()) <= 1:
+            return 0.8 * height
         text_end = height - LABEL_NUDGE - self.label.document().documentMargin()
         return max(0.8 * height, text_end + LABEL_GAP)
 
@@ -128,6 +132,15 @@ class TidyAxis(pg.AxisItem):
             if all(not rect.intersects(other[0]) for other in kept):
                 kept.append(spec)
         return axis_spec, tick_specs, kept
+
+
+def _text_lines(doc: Any) -> int:
+    """Lines a text document is laid out on (its blocks' lines: a <br> does not start a block)."""
+    lines, block = 0, doc.begin()
+    while block.isValid():
+        lines += block.layout().lineCount()
+        block = block.next()
+    return lines
 
 
 def tidy_axes() -> dict[str, TidyAxis]:
