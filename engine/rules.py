@@ -161,7 +161,8 @@ def log_sech2(u: np.ndarray) -> np.ndarray:
     """ln(1 - tanh^2 u) = ln sech^2 u, exact for any |u| (1 - tanh^2 would round to 0 beyond
     |u| ~ 19 in float64)."""
     a = np.abs(u)
-    return 2.0 * (math.log(2.0) - a - np.log1p(np.exp(-2.0 * a)))
+    with np.errstate(over="ignore"):  # |u| near the float maximum: -2|u| is -inf, as is the log
+        return 2.0 * (math.log(2.0) - a - np.log1p(np.exp(-2.0 * a)))
 
 
 def _positive_part(x: Any) -> Any:

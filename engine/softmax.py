@@ -250,27 +250,31 @@ def _key_jacobian_size(p: np.ndarray, others: np.ndarray, m: np.ndarray, log_o: 
     if log_slope is not None:
         ls = np.broadcast_to(np.asarray(log_slope, dtype=p.dtype), p.shape)
         big = ls.max(axis=-1, keepdims=True)
-        d = np.exp(ls - big)  # <= 1; the common factor exp(big) goes into the log
+        big = np.where(np.isfinite(big), big, 0.0)  # (a row of zero slopes: its norm is 0)
+        log_d = ls - big  # <= 0; the common factor exp(big) goes into the log
     else:
         big = np.zeros_like(log_o)
-        d = np.ones_like(p)
-    d_m = np.take_along_axis(d, m, axis=-1)
+        log_d = np.zeros_like(p)
+    d = np.exp(log_d)
+    log_d_m = np.take_along_axis(log_d, m, axis=-1)
     one_minus_p = 1.0 - p
     key_heavy = log_o <= 0.0  # key m holds at least half of the row: units of E, else of p_m
     log_unit = np.where(key_heavy, log_e, log_pm)
-    r = np.exp(others - np.where(key_heavy, log_o, 0.0))  # p_i / unit for the keys i != m
-    r2 = r * r
+    log_r = others - np.where(key_heavy, log_o, 0.0)  # ln(p_i / unit) for the keys i != m
+    r2 = np.exp(2.0 * log_r)
     u2 = np.exp(2.0 * log_unit)
     c_m = np.exp(log_e + log_pm - log_unit)  # E p_m / unit <= 1 (p_m or E: at least 1/2)
     # ||J D||^2 / unit^2 = d_m^2 (c_m^2 + p_m^2 sum r^2)
     #                      + sum_{j != m} d_j^2 r_j^2 [(1 - p_j)^2 + p_m^2 + unit^2 sum_{i != j, m} r_i^2]
-    col_m = d_m * d_m * (c_m * c_m + p_m * p_m * r2.sum(axis=-1, keepdims=True))
-    cols = d * d * r2 * (one_minus_p * one_minus_p + p_m * p_m + u2 * _exclusive_sums(r2))
-    np.put_along_axis(cols, m, 0.0, axis=-1)
-    inner = col_m + cols.sum(axis=-1, keepdims=True)
-    log_fro = log_unit + big + 0.5 * np.log(inner)
+    # summed in logs: the brackets are at least 1/4, but d_j and r_j may underflow together
+    # (two keys capped deep in the tanh's tail: a norm of e^-700 is not 0, its log is finite)
+    bracket_m = c_m * c_m + p_m * p_m * r2.sum(axis=-1, keepdims=True)
+    bracket = one_minus_p * one_minus_p + p_m * p_m + u2 * _exclusive_sums(r2)
+    log_cols = 2.0 * (log_d + log_r) + np.log(bracket)  # -inf at m (log_r), replaced next
+    np.put_along_axis(log_cols, m, 2.0 * log_d_m + np.log(bracket_m), axis=-1)
+    log_fro = log_unit + big + 0.5 * _logsumexp(log_cols)
     diag = d * p * one_minus_p
-    np.put_along_axis(diag, m, d_m * p_m * e_mass, axis=-1)
+    np.put_along_axis(diag, m, np.exp(log_d_m) * p_m * e_mass, axis=-1)
     max_abs = diag.max(axis=-1) * np.exp(big[..., 0])
     return log_fro, max_abs
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import mpmath
 import numpy as np
 import pytest
@@ -140,3 +142,47 @@ def test_batched_rows_equal_single_rows() -> None:
         one = row_metrics(x[i])
         assert batch.jacobian_fro[i] == pytest.approx(float(one.jacobian_fro), rel=1e-14)
         assert batch.entropy[i] == pytest.approx(float(one.entropy), rel=1e-14, abs=1e-300)
+
+
+def _mp_capped_log10_fro(z: list[float], c: float, sink: float | None) -> float:
+    """log10 ||(diag(p) - p p^T) D||_F of capped logits c tanh(z/c), D = diag(sech^2(z/c)),
+    the sink (if any) in the softmax, at 400 digits."""
+    with mpmath.workdps(400):
+        cc = mpmath.mpf(c)
+        logits = [cc * mpmath.tanh(mpmath.mpf(x) / cc) for x in z]
+        slope = [mpmath.sech(mpmath.mpf(x) / cc) ** 2 for x in z]
+        pool = logits + ([mpmath.mpf(sink)] if sink is not None else [])
+        top = max(pool)
+        total = mpmath.fsum(mpmath.exp(x - top) for x in pool)
+        p = [mpmath.exp(x - top) / total for x in logits]
+        n = len(z)
+        fro2 = mpmath.fsum((((p[i] if i == j else 0) - p[i] * p[j]) * slope[j]) ** 2
+                           for i in range(n) for j in range(n))
+        return float(mpmath.log10(mpmath.sqrt(fro2)))
+
+
+@pytest.mark.parametrize(("z", "c", "sink"), [
+    ([114079.74416004, 106982.26326796, -26037.62759279, -14472.72879596], 309.06213972, None),
+    ([-118131.4052447, -9983.96023285, 147378.53081429], 538.01374621, -3.7778668491),
+    ([159735.37709581, -141835.70063791, 91168.55395914, -38871.29619519], 209.82586420, 548.32842548),
+])
+def test_capped_rows_deep_in_the_tail_keep_a_finite_exact_log_jacobian(z, c, sink) -> None:
+    """Two keys capped deep in tanh's tail: slope and weight ratios both underflow, the norm is
+    ~1e-300, not 0; its log stays exact (a linear sum gave log(0) = -inf and a warning)."""
+    from engine.rules import log_sech2, softcap
+
+    z_arr = np.array(z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = row_metrics(softcap(z_arr, c)[None, :], sink=sink, log_slope=log_sech2(z_arr / c)[None, :])
+    assert np.isfinite(m.log10_jacobian_fro[0])
+    assert m.log10_jacobian_fro[0] == pytest.approx(_mp_capped_log10_fro(z, c, sink), abs=1e-9)
+
+
+def test_log_sech2_at_the_float_maximum_is_minus_inf_without_a_warning() -> None:
+    from engine.rules import log_sech2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = log_sech2(np.array([1e308, -1e308, 0.0]))
+    assert out[0] == out[1] == -np.inf and out[2] == 0.0

@@ -80,3 +80,104 @@ def test_the_x_range_is_the_whole_sweep_from_the_first_point(panel, full_state):
     assert ranges[0] == ranges[1] == ranges[2]
     lo, hi = ranges[0]
     assert lo < 0 < 3.6 < hi  # d_k 1 ... 4,096 on a log axis
+
+
+def _view_rects(panel):
+    return [tuple(round(v, 1) for v in p.getViewBox().sceneBoundingRect().getRect())
+            for p in panel.plots]
+
+
+def test_the_x_range_is_set_before_the_first_point(panel, full_state, qtbot):
+    """The main run's state (no sweep point yet) already sets the sweep's x range: the first
+    point then moves no axis (a moved axis repaints all six plots)."""
+    empty = LabState(full_state.config, full_state.snapshot, (), full_state.sweep_total, "simulation")
+    panel.refresh(empty)
+    before = panel.plots[0].getViewBox().viewRange()[0]
+    panel.refresh(_state(full_state, 13), force=True)
+    assert panel.plots[0].getViewBox().viewRange()[0] == pytest.approx(before)
+
+
+def test_the_first_point_moves_no_plot(panel, full_state, qtbot):
+    """The legend's row keeps a line's height while empty: its first entries move no plot
+    up or down (each plot's own y axis may still take its tick labels' width)."""
+    empty = LabState(full_state.config, full_state.snapshot, (), full_state.sweep_total, "simulation")
+    panel.refresh(empty)
+    qtbot.wait(20)
+    rows = [(y, h) for _x, y, _w, h in _view_rects(panel)]
+    first = _state(full_state, 1)
+    while panel.refresh(first):
+        pass
+    qtbot.wait(20)
+    assert len(panel.legend.items) == 3  # raw q·k, none, sqrt
+    assert [(y, h) for _x, y, _w, h in _view_rects(panel)] == rows
+
+
+def test_a_wider_y_axis_moves_only_its_own_plot(panel, full_state, qtbot):
+    """Equal fixed columns: a y axis that grows (longer tick labels) narrows its own view box
+    and leaves the other five where they are (columns sized by the axes reflowed all six)."""
+    panel.refresh(_state(full_state, 13), force=True)
+    qtbot.wait(20)
+    rects = _view_rects(panel)
+    panel.plots[2].getAxis("left").setWidth(panel.plots[2].getAxis("left").width() + 30)
+    qtbot.wait(20)
+    after = _view_rects(panel)
+    assert after[2] != rects[2]
+    assert [r for i, r in enumerate(after) if i != 2] == [r for i, r in enumerate(rects) if i != 2]
+
+
+def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
+    """Twelve rules' curves (about 5 ms each) are made SERIES_PER_REFRESH per refresh, never a
+    whole plot's at once; every curve shows every point in the end."""
+    from engine.rules import RULES
+    from ui.plots.sweep import SERIES_PER_REFRESH
+
+    cfg = SimulationConfig(trials=50, scalings=RULES)
+    full = list(lab_run(cfg, lambda: False))[-1]
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    made = []
+    while True:
+        count = len(panel.series)
+        drawn = panel.refresh(full)
+        made.append(len(panel.series) - count)
+        if not drawn or panel._drawn_key == panel.data_key(full):
+            break
+    assert max(made) <= SERIES_PER_REFRESH
+    assert len(panel.series) == len(RULES) * len(panel.plots)
+    for (i, _rule), series in panel.series.items():  # (a log plot leaves out means <= 0)
+        assert series.curve.xData is not None
+        if not panel.metrics[i].log_y:
+            assert len(series.curve.xData) == len(full.sweep)
+
+
+def test_the_raw_series_is_in_the_legend_once_through_theme_switches(panel, full_state):
+    from ui.theme import THEMES
+
+    panel.refresh(_state(full_state, 3), force=True)
+    for name in ("dark", "light"):
+        panel.apply_theme(THEMES[name])
+        panel.refresh(_state(full_state, 3), force=True)
+    labels = [label.text for _sample, label in panel.legend.items]
+    assert labels.count("raw q·k") == 1 and len(labels) == 3
+
+
+@pytest.mark.parametrize("widths", [(700, 1800), (1800, 700)])
+def test_the_columns_follow_the_panel_when_it_is_resized(qtbot, full_state, widths):
+    """The six plots fill the strip at any width, after growing or shrinking (fixed columns
+    must not pin the layout to the width it first had)."""
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(widths[0], 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.refresh(_state(full_state, 13), force=True)
+    panel.resize(widths[1], 260)
+    qtbot.wait(50)
+    right = panel.plots[-1].sceneBoundingRect().right()
+    view = panel.glw.viewport().width()
+    assert view - 40 < right <= view + 0.5
+    widths_now = [p.sceneBoundingRect().width() for p in panel.plots]
+    assert max(widths_now) - min(widths_now) < 1.0

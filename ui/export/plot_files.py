@@ -134,6 +134,7 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
             title = f"<b>{panel.title}</b>" + (f": {title}" if title else "")
         if title:
             plot.setTitle(title, size=f"{title_px}px", color=panel.theme.foreground)
+            plot._lab_title = (title, f"{title_px}px")  # (wrap_titles fits it to the plot)
         for item in plot.listDataItems():
             pen = item.opts.get("pen")
             if pen is not None and hasattr(item, "setPen"):
@@ -144,6 +145,33 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
         legend.opts["labelTextSize"] = f"{spec['legend_px']}px"
         for _sample, label in legend.items:
             label.setText(label.text, size=f"{spec['legend_px']}px")
+
+
+def wrap_titles(panel: PlotPanel) -> bool:
+    """A styled plot's title wider than its plot goes onto as few lines as fit (three at
+    most): a paper figure's six sweep titles ran into each other. Call on a settled layout;
+    True when a title changed (settle again)."""
+    from ui.plots.tidy_axis import MAX_LABEL_LINES, split_lines
+
+    changed = False
+    for plot in panel.plot_items():
+        title, size = getattr(plot, "_lab_title", (None, None))
+        if not title or plot.titleLabel is None or not plot.titleLabel.isVisible():
+            continue
+        room = plot.width()
+        # the panel's own title (bold, first) stays on one line: a figure names itself whole
+        head, sep, tail = title.partition("</b>: ")
+        for lines in range(1, MAX_LABEL_LINES + 1):
+            if lines > 1 and sep:
+                text = f"{head}</b>:<br>{split_lines(tail, lines - 1)}"
+            else:
+                text = split_lines(title, lines)
+            if plot.titleLabel.text != text:
+                plot.setTitle(text, size=size, color=panel.theme.foreground)
+                changed = True
+            if plot.titleLabel.item.boundingRect().width() <= room:
+                break
+    return changed
 
 
 @contextmanager
@@ -174,6 +202,8 @@ def figure_clone(panel: PlotPanel, style: str) -> Iterator[PlotPanel]:
         panel.copy_view_to(clone)
         style_panel(clone, style)
         settle_layout(clone)
+        if wrap_titles(clone):
+            settle_layout(clone)
         yield clone
     finally:
         clone.close()

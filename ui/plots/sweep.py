@@ -119,6 +119,9 @@ class _Series:
 
 #: sweep plots drawn per redraw tick (of six): a new point takes six ticks (~0.2 s) to show
 PLOTS_PER_REFRESH = 1
+#: rule curves (curve, band and its two edges: ~5 ms each) made per redraw tick at most: a plot
+#: of twelve rules made at once was a 60 ms block; its data is drawn once all its curves exist
+SERIES_PER_REFRESH = 3
 
 
 class SweepPanel(PlotPanel):
@@ -164,6 +167,20 @@ class SweepPanel(PlotPanel):
                         lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(self.metrics)),
                         lambda: self.glw.ci.removeItem(self.legend))
         self.plots[0].legend = self.legend
+        # the legend's row keeps one line's height while empty: its first entries (on a sweep's
+        # first point) then move no plot (a reflow repaints the whole strip)
+        probe = pg.PlotDataItem(pen=pg.mkPen("#808080"), symbol="o")
+        self.legend.addItem(probe, "raw q·k")
+        self.legend.setMinimumHeight(self.legend.preferredHeight())
+        self.legend.removeItem(probe)
+        # equal columns whatever the tick labels: a y axis growing by a digit then changes its
+        # own plot only; column widths from the axes reflowed (and repainted) all six plots on
+        # almost every new point, the longest GUI block while a sweep streamed
+        self.glw.ci.geometryChanged.connect(self._fix_columns)
+        # (fixed columns would also fix the layout's own width: the view could then no longer
+        # widen or narrow it, and the strip kept the width it first had)
+        self.glw.ci.setMinimumWidth(0)
+        self.glw.ci.setMaximumWidth(1e6)
 
         self.series: dict[tuple[int, str], _Series] = {}
         self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
@@ -254,6 +271,18 @@ class SweepPanel(PlotPanel):
             settle_layout(single)
             self.export_requested.emit(single, kind)
 
+    def _fix_columns(self) -> None:
+        """Every plot's column the same fixed width: the strip's width shared out."""
+        layout = self.glw.ci.layout
+        n = len(self.plots)
+        left, _top, right, _bottom = layout.getContentsMargins()
+        room = self.glw.ci.size().width() - left - right - (n - 1) * layout.horizontalSpacing()
+        width = max(1.0, room / n)
+        if all(abs(layout.columnMinimumWidth(i) - width) < 0.5 for i in range(n)):
+            return
+        for i in range(n):
+            layout.setColumnFixedWidth(i, width)
+
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
         fit_legend_columns(self.legend, room=0.95 * self.glw.width())
@@ -274,6 +303,10 @@ class SweepPanel(PlotPanel):
         if self.raw is not None:
             self.raw.remove()
             self.raw = None
+        self._raw_in_legend = False
+        if self._raw_plot() is not None:  # made now, not on a sweep's first point (a long tick)
+            self.raw = _Series(self.plots[self._raw_plot()], theme.raw,
+                               pg.mkPen(theme.raw, width=2), None)
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
@@ -306,17 +339,21 @@ class SweepPanel(PlotPanel):
         is drawn (``_plot_items``: making all six plots' at once was a long block itself)."""
         for key in [k for k in self.series if k[1] not in rules]:
             self.series.pop(key).remove()
-        if self.raw is None and self._raw_plot() is not None:
-            self.raw = _Series(self.plots[self._raw_plot()], self.theme.raw, pg.mkPen(self.theme.raw, width=2),
-                               "raw q·k")
+        if self.raw is not None and not self._raw_in_legend:
+            self.legend.addItem(self.raw.curve, "raw q·k")
+            self._raw_in_legend = True
         for key in [k for k in self.theory if k[1] not in rules]:
             item = self.theory.pop(key)
             self.plots[key[0]].removeItem(item)
 
-    def _plot_items(self, i: int, rules: tuple[str, ...]) -> None:
-        """Plot ``i``'s curve and band per rule (and its dashed theory curves), made once."""
+    def _plot_items(self, i: int, rules: tuple[str, ...], most: int | None = None) -> bool:
+        """Plot ``i``'s curve and band per rule (and its dashed theory curves), made once; at
+        most ``most`` new curves per call. True once all of the plot's items exist."""
         for name in rules:
             if (i, name) not in self.series:
+                if most is not None and most <= 0:
+                    return False
+                most = None if most is None else most - 1
                 self.series[(i, name)] = _Series(self.plots[i], rule_color(name), rule_pen(name),
                                                  rule_label(name) if i == 0 else None,
                                                  RULE_SYMBOLS.get(name, "o"))
@@ -325,6 +362,7 @@ class SweepPanel(PlotPanel):
                                                     style=Qt.PenStyle.DashLine))
                 self.plots[i].addItem(item)
                 self.theory[(i, name)] = item
+        return True
 
     def _draw_theory(self, i: int) -> None:
         """Plot ``i``'s dashed asymptotic predictions along n, only at points where they apply."""
@@ -367,9 +405,17 @@ class SweepPanel(PlotPanel):
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
             self._pending = list(range(len(self.plots))) if self._draw_shared(state) else []
-        for i in self._pending[:PLOTS_PER_REFRESH]:
+        budget = SERIES_PER_REFRESH
+        for _ in range(PLOTS_PER_REFRESH):
+            if not self._pending:
+                break
+            i = self._pending[0]
+            made_before = len(self.series)
+            if not self._plot_items(i, self._rules, budget):
+                break  # the rest of its curves next tick, then its data
+            budget -= len(self.series) - made_before
             self._draw_plot(i)
-        self._pending = self._pending[PLOTS_PER_REFRESH:]
+            self._pending.pop(0)
         self.glw.scene().prepareForPaint()  # (as PlotPanel.refresh: one paint, not two)
         if not self._pending:
             self._draw_done(state)
@@ -405,6 +451,8 @@ class SweepPanel(PlotPanel):
             for line in self.markers:
                 line.setValue(math.log10(getattr(snap.config, field)))
         self._rows = []
+        self._set_x_range(axis, [p.x for p in points],
+                          getattr(snap.config, field) if snap is not None else None)
         if not points:
             self.clear_hover()
             return False
@@ -426,16 +474,18 @@ class SweepPanel(PlotPanel):
         if self.raw is not None:
             self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
                             "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
-        # the whole sweep's range from its first point (its ticks span it: the axis no longer
-        # moves as points arrive, so a new point repaints only the plots it changes), the current
-        # d_k's marker included, with room for the end tick labels, which pyqtgraph hides when
-        # they would overflow the axis
-        ticks = AXES[axis][3]
-        span = [10 ** v for v, _label in (*ticks[0], *ticks[1])] + [self._x.min(), self._x.max()]
-        if snap is not None:
-            span.append(getattr(snap.config, field))
-        self.plots[0].setXRange(math.log10(min(span)), math.log10(max(span)), padding=0.1)
         return True
+
+    def _set_x_range(self, axis: str, xs: list[int], marker: float | None) -> None:
+        """The whole sweep's range before its first point (its ticks span it: the axis does not
+        move as points arrive, so a new point repaints only the plots it changes), the current
+        d_k's marker included, with room for the end tick labels, which pyqtgraph hides when
+        they would overflow the axis."""
+        ticks = AXES[axis][3]
+        span = [10 ** v for v, _label in (*ticks[0], *ticks[1])] + list(xs)
+        if marker is not None:
+            span.append(marker)
+        self.plots[0].setXRange(math.log10(min(span)), math.log10(max(span)), padding=0.1)
 
     def _draw_plot(self, i: int) -> None:
         """Plot ``i``'s curves and bands, one per rule, and its theory curves."""
