@@ -1,7 +1,8 @@
 """What a reader of a plot sees cut or crowded: tick labels drawn over each other, an axis label
-that runs out of its plot (into a neighbour) or is cut by the edge of the plot area, a title wider
-than its plot. Used by
-the tests that look at every panel of every page at 1280x720."""
+that runs out of its plot (into a neighbour) or is cut by the edge of the plot area, a y title
+(on one, two or three lines) that touches its tick labels, a title wider than its plot, a legend
+entry cut by its plot's or the view's edge. Used by the tests that look at every panel of every
+page at 1280x720."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from PySide6.QtGui import QImage, QPainter
 
 #: pixels two labels may share (anti-aliased edges) before they count as drawn over each other
 TOUCH = 1.0
+#: pixels a y axis's title keeps from its tick labels (closer, the two read as one)
+TITLE_GAP = 2.0
 
 
 def _tick_rects(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:
@@ -51,6 +54,48 @@ def _text_rect(item) -> QRectF:
     return item.mapRectToScene(item.boundingRect().adjusted(m, m, -m, -m))
 
 
+def title_gap(axis: pg.AxisItem) -> float | None:
+    """Pixels between a left axis's title and the nearest tick label beside it (negative: they
+    overlap); None when no tick label is beside the title."""
+    if not axis.label.isVisible() or not axis.labelText:
+        return None
+    title = _text_rect(axis.label)
+    gaps = []
+    for rect, _label in _tick_rects(axis):
+        tick = axis.mapRectToScene(rect)
+        if tick.top() < title.bottom() and tick.bottom() > title.top():
+            gaps.append(tick.left() - title.right())
+    return min(gaps) if gaps else None
+
+
+def _title_crowds_ticks(where: str, axis: pg.AxisItem) -> list[str]:
+    gap = title_gap(axis)
+    if gap is not None and gap < TITLE_GAP:
+        return [f"{where} left label {axis.labelText!r} is {gap:.1f} px from its tick labels "
+                f"(at least {TITLE_GAP:.0f})"]
+    return []
+
+
+def cut_legend_entries(where: str, plot, visible: QRectF) -> list[str]:
+    """Legend entries of ``plot`` whose label is not wholly inside what holds the legend (the
+    plot, or the layout of a legend shared by several plots) and ``visible`` (the scene rectangle
+    the view shows)."""
+    legend = getattr(plot, "legend", None)
+    if legend is None or not legend.isVisible() or legend.parentItem() is None:
+        return []
+    holder = legend.parentItem().sceneBoundingRect()
+    room = holder.intersected(visible).adjusted(-1, -1, 1, 1)
+    out = []
+    for _sample, label in legend.items:
+        if not label.isVisible():
+            continue
+        text = _text_rect(label.item)
+        if not room.contains(text):
+            out.append(f"{where} legend entry {label.text!r} ({text.left():.0f}..{text.right():.0f}"
+                       f" px) is cut (room {room.left():.0f}..{room.right():.0f} px)")
+    return out
+
+
 def layout_problems(name: str, panel) -> list[str]:
     """Everything cut or crowded in ``panel``'s visible plots."""
     problems = []
@@ -68,11 +113,14 @@ def layout_problems(name: str, panel) -> list[str]:
             problems += [f"{where} {side} ticks: {p}" for p in overlapping_ticks(axis)]
             if axis.label.isVisible() and axis.labelText:
                 text = _text_rect(axis.label)
+                if side == "left":
+                    problems += _title_crowds_ticks(where, axis)
                 if not plot_rect.adjusted(-2, -2, 2, 2).contains(text):
                     problems.append(f"{where} {side} label {axis.labelText!r} ({text.width():.0f}"
                                     f" x {text.height():.0f} px) runs out of its plot")
                 if not scene_rect.adjusted(-1, -1, 1, 1).contains(text):
                     problems.append(f"{where} {side} label {axis.labelText!r} is cut by the edge")
+        problems += cut_legend_entries(where, plot, scene_rect)
         title = plot.titleLabel
         if title.isVisible() and title.text:
             text = _text_rect(title.item)

@@ -158,3 +158,18 @@ def test_experiments_page_with_fifteen_series(small, qtbot):
         # the header's title and error caption show whole (they were cut on one line)
         assert label_cut(panel.header_label) == "", panel.plot_id
         assert panel.caption.text() in panel.header_label.text()
+
+
+@pytest.mark.parametrize("builtin", ["", "seeds"])
+def test_experiments_page_empty_figures(small, qtbot, builtin):
+    """Before a run each figure's legend lists the rules: its last entry ("dk") ran a few px
+    past the panel's right edge (the legend's columns were fitted to 0.8 of the plot's width,
+    more than the width right of a wide y axis)."""
+    assert small.open_page_titled("Experiments")
+    page = small.tabs.currentWidget()
+    if builtin:
+        page.form.select_builtin(builtin)
+    _settle(qtbot)
+    problems = _problems(page, qtbot)
+    assert problems == [], "\n".join(problems)
+    assert any(len(p.plot.legend.items) >= 3 for p in page.figure_panels if p.isVisible())

@@ -53,14 +53,29 @@ def show_legend(legend: pg.LegendItem, on: bool) -> None:
 
 def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
                        room: float | None = None) -> None:
-    """As many legend columns as fit ``room`` pixels (default: the plot's width); the widest
-    entry sets the column width."""
+    """As many legend columns as fit ``room`` pixels (default: from where the legend starts in
+    ``plot`` to the plot's right edge); the widest entry sets the column width."""
     if not legend.items:
         return
     widest = max(20 + label.item.boundingRect().width() for _sample, label in legend.items) + 18
     if room is None:
-        room = max(plot.getViewBox().width(), plot.width() * 0.8) if plot is not None else widest
+        room = legend_room(plot) if plot is not None else widest
     room = max(room, widest)
     cols = max(1, min(len(legend.items), int(room // widest)))
     if cols != legend.columnCount:
         legend.setColumnCount(cols)
+
+
+def legend_room(plot: pg.PlotItem) -> float:
+    """Pixels from the legend's left edge (its cell is under the view box, so: the view box's
+    left) to the plot's right edge. The view box's left is taken where the y axis's width puts
+    it now, not where the last layout pass put it: a y axis that just widened for a title on more
+    lines and a legend reading the old width reacted to each other's stale sizes and swapped
+    between two layouts for ever (TidyAxis). 0.8 of the plot's width, as before, overestimated
+    beside a wide y axis: the last entry ran past the plot's edge."""
+    left = plot.getViewBox().geometry().left()
+    axis = plot.getAxis("left")
+    if axis.isVisible() and axis.minimumWidth() == axis.maximumWidth():
+        left += axis.minimumWidth() - axis.geometry().width()
+    right = plot.boundingRect().width() - plot.layout.getContentsMargins()[2]
+    return right - left

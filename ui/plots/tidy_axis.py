@@ -5,7 +5,14 @@ all first level): "64" and "2,048" ran together on a narrow sweep plot, "0.8/0.6
 a short one. This axis draws a label only where it clears the ones already placed (first level
 first, in order), so a plot short of room shows fewer numbers, never a smudge. A vertical axis
 whose title is longer than the plot is high (the plots of a 1280x720 window are short) writes it
-on two lines instead of letting it run past the plot's ends.
+on two or three lines instead of letting it run past the plot's ends, and the axis widens for
+those lines (pyqtgraph leaves room for one: a two-line title touched its tick labels).
+
+The lines and the width settle: the width depends only on the lines chosen, more lines make the
+axis wider, the view box narrower, the legend below it (ui.plots.legends) taller and the plot
+shorter, so never fewer lines; and the legend reads the axis's new width at once (legend_room),
+not the last layout pass's. When it read the old one, axis and legend answered each other's
+stale sizes and a plot swapped between two layouts for ever (a figure export never finished).
 """
 
 from __future__ import annotations
@@ -19,6 +26,11 @@ import pyqtgraph as pg
 GAP = 0.4
 #: lines a vertical axis's title may take at most
 MAX_LABEL_LINES = 3
+#: pixels between a left axis's title and its tick labels (pyqtgraph leaves room for 0.8 of the
+#: title's height: a title on two or three lines touched or covered the numbers)
+LABEL_GAP = 4.0
+#: how far pyqtgraph moves a left axis's title past the axis's edge (AxisItem.resizeEvent)
+LABEL_NUDGE = 5.0
 
 
 def split_lines(text: str, n: int) -> str:
@@ -75,6 +87,39 @@ class TidyAxis(pg.AxisItem):
         if self._lines != was:
             self._updateWidth()
 
+    def _updateWidth(self) -> None:
+        """pyqtgraph's width (AxisItem._updateWidth), with room on a left axis for the whole
+        title: its text ends LABEL_GAP px before the widest tick label (pyqtgraph leaves 0.8 of
+        the title's height, short of a title on two or three lines). The width is set once, to
+        its final value: an intermediate value would re-run the layout on every paint."""
+        if self.orientation != "left" or self.fixedWidth is not None or not self.isVisible() \
+                or self.label is None:
+            super()._updateWidth()
+            return
+        style = self.style
+        w = 0.0
+        if style["showValues"]:
+            w = self.textWidth if style["autoExpandTextSpace"] else style["tickTextWidth"]
+            w += style["tickTextOffset"][0]
+        w += max(0, style["tickLength"])
+        if self.label.isVisible():
+            w += self._title_width()
+        self.setMaximumWidth(w)
+        self.setMinimumWidth(w)
+        self.picture = None
+
+    def _title_width(self) -> float:
+        """Width the title takes beside the tick labels: pyqtgraph's 0.8 of its box's height,
+        or, for a title on more than one line, where its text ends plus LABEL_GAP when that is
+        more. It depends only on the title's text and lines, never on the plot's size. (A
+        one-line title keeps pyqtgraph's width, which leaves it 2.6 px or more even at slide
+        sizes: figures whose titles take one line stay as they were.)"""
+        height = self.label.boundingRect().height()
+        if _text_lines(self.label.document()) <= 1:
+            return 0.8 * height
+        text_end = height - LABEL_NUDGE - self.label.document().documentMargin()
+        return max(0.8 * height, text_end + LABEL_GAP)
+
     def generateDrawSpecs(self, p: Any) -> Any:
         specs = super().generateDrawSpecs(p)
         if specs is None:
@@ -87,6 +132,15 @@ class TidyAxis(pg.AxisItem):
             if all(not rect.intersects(other[0]) for other in kept):
                 kept.append(spec)
         return axis_spec, tick_specs, kept
+
+
+def _text_lines(doc: Any) -> int:
+    """Lines a text document is laid out on (its blocks' lines: a <br> does not start a block)."""
+    lines, block = 0, doc.begin()
+    while block.isValid():
+        lines += block.layout().lineCount()
+        block = block.next()
+    return lines
 
 
 def tidy_axes() -> dict[str, TidyAxis]:
