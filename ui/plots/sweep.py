@@ -157,31 +157,7 @@ class SweepPanel(PlotPanel):
         self.plots: list[pg.PlotItem] = []
         for i, m in enumerate(self.metrics):  # (each links its x to the first)
             self.plots.append(self._add_metric_plot(i, m))
-        # one legend for the six plots, in its own row under them: never over a curve
-        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
-                                    frame=False)
-        # its width never moves the plots' columns (its columns follow the panel's width instead)
-        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.glw.addItem(self.legend, row=1, col=0, colspan=len(self.metrics))
-        set_legend_slot(self.legend,
-                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(self.metrics)),
-                        lambda: self.glw.ci.removeItem(self.legend))
-        self.plots[0].legend = self.legend
-        # the legend's row keeps one line's height while empty: its first entries (on a sweep's
-        # first point) then move no plot (a reflow repaints the whole strip)
-        probe = pg.PlotDataItem(pen=pg.mkPen("#808080"), symbol="o")
-        self.legend.addItem(probe, "raw q·k")
-        self.legend.setMinimumHeight(self.legend.preferredHeight())
-        self.legend.removeItem(probe)
-        # equal columns whatever the tick labels: a y axis growing by a digit then changes its
-        # own plot only; column widths from the axes reflowed (and repainted) all six plots on
-        # almost every new point, the longest GUI block while a sweep streamed
-        self.glw.ci.geometryChanged.connect(self._fix_columns)
-        # (fixed columns would also fix the layout's own width: the view could then no longer
-        # widen or narrow it, and the strip kept the width it first had)
-        self.glw.ci.setMinimumWidth(0)
-        self.glw.ci.setMaximumWidth(1e6)
-
+        self._add_legend_row()
         self.series: dict[tuple[int, str], _Series] = {}
         self.theory: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.theory_key = pg.PlotDataItem(pen=pg.mkPen("#808080", width=1.5, style=Qt.PenStyle.DashLine))
@@ -212,6 +188,34 @@ class SweepPanel(PlotPanel):
         self._pending: list[int] = []
         self._rules: tuple[str, ...] = ()
         self._x = np.zeros(0)
+
+    def _add_legend_row(self) -> None:
+        """One legend for the six plots, in its own row under them (never over a curve), and the
+        strip's equal fixed columns."""
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=8, horSpacing=14, verSpacing=-4,
+                                    frame=False)
+        # its width never moves the plots' columns (its columns follow the panel's width instead)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.glw.addItem(self.legend, row=1, col=0, colspan=len(self.metrics))
+        set_legend_slot(self.legend,
+                        lambda: self.glw.ci.addItem(self.legend, row=1, col=0, colspan=len(self.metrics)),
+                        lambda: self.glw.ci.removeItem(self.legend))
+        self.plots[0].legend = self.legend
+        # the legend's row keeps one line's height while empty: its first entries (on a sweep's
+        # first point) then move no plot (a reflow repaints the whole strip)
+        probe = pg.PlotDataItem(pen=pg.mkPen("#808080"), symbol="o")
+        self.legend.addItem(probe, "raw q·k")
+        self.legend.setMinimumHeight(self.legend.preferredHeight())
+        self.legend.removeItem(probe)
+        # equal columns whatever the tick labels: a y axis growing by a digit then changes its
+        # own plot only; column widths from the axes reflowed (and repainted) all six plots on
+        # almost every new point, the longest GUI block while a sweep streamed
+        self.glw.ci.geometryChanged.connect(self._fix_columns)
+        # (fixed columns would also fix the layout's own width: the view could then no longer
+        # widen or narrow it, and the strip kept the width it first had)
+        self.glw.ci.setMinimumWidth(0)
+        self.glw.ci.setMaximumWidth(1e6)
+
 
     def _add_metric_plot(self, i: int, m: Metric) -> pg.PlotItem:
         """Plot ``i`` of the row (measure ``m``), x linked to the first one."""
