@@ -173,3 +173,18 @@ def test_experiments_page_empty_figures(small, qtbot, builtin):
     problems = _problems(page, qtbot)
     assert problems == [], "\n".join(problems)
     assert any(len(p.plot.legend.items) >= 3 for p in page.figure_panels if p.isVisible())
+
+
+@pytest.mark.parametrize("builtin", sorted(
+    __import__("engine.experiments.builtin", fromlist=["load_builtins"]).load_builtins()))
+def test_every_builtin_experiments_figures_fit(small, qtbot, builtin):
+    """Every built-in experiment's empty figures at 1280x720: long y titles (logit_control's
+    "learning-rate sensitivity (Wortsman et al.) of the final training loss"), long x titles
+    (length's "items in the set at evaluation N (trained on 4-16)") and five-rule legends stay
+    inside their plots."""
+    assert small.open_page_titled("Experiments")
+    page = small.tabs.currentWidget()
+    page.form.select_builtin(builtin)
+    _settle(qtbot)
+    problems = _problems(page, qtbot)
+    assert problems == [], "\n".join(problems)

@@ -45,16 +45,6 @@ def short_error(error: str) -> str:
 MAX_SERIES_NAMED = 6
 
 
-def two_lines(label: str, longest: int = 20) -> str:
-    """A long axis label on two lines (at the space nearest its middle): a figure on the page is
-    short, and a one-line y label ran past its ends."""
-    if len(label) <= longest or " " not in label:
-        return label
-    middle = len(label) / 2
-    cut = min((i for i, c in enumerate(label) if c == " "), key=lambda i: abs(i - middle))
-    return f"{html.escape(label[:cut])}<br>{html.escape(label[cut + 1:])}"
-
-
 def factored_legend(fig: Any, colour: str) -> list[tuple[Any, str]] | None:
     """(sample, text) entries naming each rule once (its colour) and each variant once (its
     line pattern and marker, as ``draw`` gives the k-th series of every rule), or None when the
@@ -216,7 +206,7 @@ class ExperimentFigurePanel(PlotPanel):
         plot = self.plot
         if self.compact:  # (the header has the title and the error caption)
             plot.setTitle(None)
-            plot.setLabel("left", two_lines(fig.y_label))
+            plot.setLabel("left", html.escape(fig.y_label))  # (TidyAxis fits it: lines, "…")
         else:
             plot.setTitle(fig.title, color=self.theme.foreground)
             plot.setLabel("left", f"{fig.y_label} ({fig.error})")
@@ -233,6 +223,8 @@ class ExperimentFigurePanel(PlotPanel):
                                        for s in fig.series):
             # nothing yet: 0..1, not pyqtgraph's -0.5..0.5 (no step count or loss is negative)
             plot.setYRange(0.0, 1.0, padding=0.02)
+            if not fig.x_ticks and not fig.x_log:  # (no negative steps either)
+                plot.setXRange(0.0, 1.0, padding=0.02)
         if not fig.y_log:
             plot.getAxis("left").setTicks(None)
         x_range, y_range = plot.getViewBox().viewRange()

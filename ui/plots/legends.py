@@ -12,17 +12,19 @@ from PySide6.QtWidgets import QSizePolicy
 LEGEND_ROW = 4
 
 
-def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 1) -> pg.LegendItem:
-    """The plot's legend in its own row below the x axis, never over the data; it takes as many
-    columns as the plot's width allows (re-flowed when the plot is resized or a series added).
+def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 0) -> pg.LegendItem:
+    """The plot's legend in its own row below the x axis, never over the data, across the
+    plot's whole width (under its y axis too: beside a wide y title the view box alone left a
+    narrow figure room for one column, and five rules in five rows squashed its plot); it takes
+    as many columns as that width allows (re-flowed when the plot is resized or a series added).
     ``plot.addItem(item)`` of a named item still adds it (``plot.legend`` is this legend)."""
     legend = pg.LegendItem(labelTextSize="8pt", colCount=1, horSpacing=14, verSpacing=-4,
                            frame=False)
     # its width never widens the plot (its columns follow the plot's width instead)
     legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-    plot.layout.addItem(legend, row, col)
+    plot.layout.addItem(legend, row, col, 1, 2)  # (columns 0 and 1: y axis and view box)
     plot.legend = legend
-    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col),
+    set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col, 1, 2),
                     lambda: plot.layout.removeItem(legend))
     original_add = legend.addItem
 
@@ -67,15 +69,10 @@ def fit_legend_columns(legend: pg.LegendItem, plot: pg.PlotItem | None = None,
 
 
 def legend_room(plot: pg.PlotItem) -> float:
-    """Pixels from the legend's left edge (its cell is under the view box, so: the view box's
-    left) to the plot's right edge. The view box's left is taken where the y axis's width puts
-    it now, not where the last layout pass put it: a y axis that just widened for a title on more
-    lines and a legend reading the old width reacted to each other's stale sizes and swapped
-    between two layouts for ever (TidyAxis). 0.8 of the plot's width, as before, overestimated
-    beside a wide y axis: the last entry ran past the plot's edge."""
-    left = plot.getViewBox().geometry().left()
-    axis = plot.getAxis("left")
-    if axis.isVisible() and axis.minimumWidth() == axis.maximumWidth():
-        left += axis.minimumWidth() - axis.geometry().width()
-    right = plot.boundingRect().width() - plot.layout.getContentsMargins()[2]
-    return right - left
+    """Pixels from the plot's left edge (where its legend's cell starts) to its right edge, inside
+    the layout's margins. It does not depend on the y axis's width: a legend that read the view
+    box's left and a y axis that widened for a title on more lines reacted to each other's sizes
+    (TidyAxis), and 0.8 of the plot's width overestimated beside a wide y axis (the last entry ran
+    past the plot's edge)."""
+    left, _top, right, _bottom = plot.layout.getContentsMargins()
+    return plot.boundingRect().width() - left - right

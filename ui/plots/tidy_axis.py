@@ -26,6 +26,8 @@ import pyqtgraph as pg
 GAP = 0.4
 #: lines a vertical axis's title may take at most
 MAX_LABEL_LINES = 3
+#: lines a horizontal axis's title may take at most (each line makes the plot shorter)
+MAX_BOTTOM_LINES = 2
 #: pixels between a left axis's title and its tick labels (pyqtgraph leaves room for 0.8 of the
 #: title's height: a title on two or three lines touched or covered the numbers)
 LABEL_GAP = 4.0
@@ -53,39 +55,62 @@ def split_lines(text: str, n: int) -> str:
 
 class TidyAxis(pg.AxisItem):
     _lines = 1  #: lines of the title (a vertical axis's long title takes more)
+    _shown: str | None = None  #: the title cut short and ended by "…" (None: all of it)
 
     def labelString(self) -> str:  # pyqtgraph's names from here on
         text = super().labelString()
-        if self._lines > 1 and self.labelText:
-            text = text.replace(self.labelText, split_lines(self.labelText, self._lines), 1)
+        if (self._lines > 1 or self._shown is not None) and self.labelText:
+            shown = self.labelText if self._shown is None else self._shown
+            text = text.replace(self.labelText, split_lines(shown, self._lines), 1)
         return text
 
     def resizeEvent(self, ev: Any = None) -> None:
-        if self.label is not None and self.orientation in ("left", "right") \
-                and " " in (self.labelText or "") and self.label.isVisible():
+        if self.label is not None and " " in (self.labelText or "") and self.label.isVisible():
             self._fit_label()
         super().resizeEvent(ev)
 
     def _room(self) -> float:
-        """Pixels a title centred on this axis has before it runs past its plot's ends."""
+        """Pixels a title centred on this axis has before it runs past its plot's ends (a
+        bottom axis: its own width, under the view box)."""
         plot = self.parentItem()
+        if self.orientation in ("top", "bottom"):
+            return self.size().width()
         if plot is None:
             return self.size().height()
         centre = self.mapToItem(plot, 0.0, self.size().height() / 2).y()
         return 2 * min(centre, plot.boundingRect().height() - centre)
 
     def _fit_label(self) -> None:
-        """As few lines as let the title fit its plot's height (at most MAX_LABEL_LINES)."""
-        was = self._lines
+        """As few lines as let the title fit along its plot (at most MAX_LABEL_LINES beside
+        it, MAX_BOTTOM_LINES under it); a title that does not fit even then loses words from
+        its end, then letters ("…": a compact figure's header names what is plotted in full)."""
+        was = (self._lines, self._shown)
         margin = self.label.document().documentMargin()
         room = self._room()
-        for lines in range(1, MAX_LABEL_LINES + 1):
-            self._lines = lines
+        most = MAX_BOTTOM_LINES if self.orientation in ("top", "bottom") else MAX_LABEL_LINES
+
+        def fits() -> bool:
             self.label.setHtml(self.labelString())
-            if self.label.boundingRect().width() - 2 * margin <= room:
+            return self.label.boundingRect().width() - 2 * margin <= room
+
+        self._shown = None
+        for lines in range(1, most + 1):
+            self._lines = lines
+            if fits():
                 break
-        if self._lines != was:
-            self._updateWidth()
+        else:
+            words = self.labelText.split(" ")
+            first = words[0]
+            cuts = [" ".join(words[:k]) for k in range(len(words) - 1, 0, -1)] + \
+                   [first[:k] for k in range(len(first) - 1, 0, -1)]
+            for cut in cuts:
+                if cut.rfind("&") > cut.rfind(";"):  # (never inside an escape such as &lt;)
+                    continue
+                self._shown = cut + "…"
+                if fits():
+                    break
+        if (self._lines, self._shown) != was:
+            self._adjustSize()
 
     def _updateWidth(self) -> None:
         """pyqtgraph's width (AxisItem._updateWidth), with room on a left axis for the whole

@@ -77,5 +77,7 @@ def test_empty_figures_show_zero_to_one_not_negative_values(page):
         panel.refresh(fig, force=True)
         if panel.plot.getAxis("left").logMode:
             continue
-        lo, hi = panel.plot.getViewBox().viewRange()[1]
+        (x_lo, _x_hi), (lo, hi) = panel.plot.getViewBox().viewRange()
         assert lo >= -0.05 and hi <= 1.05, (panel.title, lo, hi)
+        if not panel.plot.getAxis("bottom").logMode and not panel._figure.x_ticks:
+            assert x_lo >= -0.05, (panel.title, x_lo)
