@@ -216,7 +216,6 @@ class SweepPanel(PlotPanel):
         self.glw.ci.setMinimumWidth(0)
         self.glw.ci.setMaximumWidth(1e6)
 
-
     def _add_metric_plot(self, i: int, m: Metric) -> pg.PlotItem:
         """Plot ``i`` of the row (measure ``m``), x linked to the first one."""
         p = self.add_plot(0, i, "d_k", m.y_label, legend=False)

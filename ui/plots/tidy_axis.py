@@ -8,11 +8,13 @@ whose title is longer than the plot is high (the plots of a 1280x720 window are 
 on two or three lines instead of letting it run past the plot's ends, and the axis widens for
 those lines (pyqtgraph leaves room for one: a two-line title touched its tick labels).
 
-The lines and the width settle: the width depends only on the lines chosen, more lines make the
-axis wider, the view box narrower, the legend below it (ui.plots.legends) taller and the plot
-shorter, so never fewer lines; and the legend reads the axis's new width at once (legend_room),
-not the last layout pass's. When it read the old one, axis and legend answered each other's
-stale sizes and a plot swapped between two layouts for ever (a figure export never finished).
+A title that does not fit even on its most lines (three beside a plot, two under it) is cut
+short with "…".
+
+The lines and the width settle: the width depends only on the lines chosen, and the legend below
+the plot (ui.plots.legends) takes its room from the plot's whole width, not the view box's. When
+it read the view box's width, axis and legend answered each other's sizes and a plot swapped
+between two layouts for ever (a figure export never finished).
 """
 
 from __future__ import annotations
