@@ -120,14 +120,11 @@ class WeightsPlot(InspectorPanel):
 
     @property
     def log(self) -> bool:
+        """log₁₀ axis: saturated rows have weights like 1e-7 that a linear axis cannot show."""
         return self.log_box.isChecked()
 
     def view_controls(self) -> dict[str, Any]:
         return {"log_axis": self.log_box}
-
-    def set_log(self, log: bool) -> None:
-        """log₁₀ axis: saturated rows have weights like 1e-7 that a linear axis cannot show."""
-        self.log_box.setChecked(log)
 
     def theme_changed(self, theme: Theme) -> None:
         self.weights.setOpts(brush=theme.weight)
@@ -235,14 +232,11 @@ class JacobianHeatmap(InspectorPanel):
 
     @property
     def fit_colors(self) -> bool:
+        """Colour range ±0.25 (the largest possible entry; fixed) or ±max|J| of these scores."""
         return self.fit_box.isChecked()
 
     def view_controls(self) -> dict[str, Any]:
         return {"fit_colours": self.fit_box}
-
-    def set_fit_colors(self, fit: bool) -> None:
-        """Colour range ±0.25 (the largest possible entry; fixed) or ±max|J| of these scores."""
-        self.fit_box.setChecked(fit)
 
     def theme_changed(self, theme: Theme) -> None:
         self.plot.showGrid(x=False, y=False)  # grid lines would cross the cells' numbers
