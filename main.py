@@ -21,14 +21,14 @@ def _size(text: str) -> tuple[int, int]:
 
 def build_parser():  # -> LabArgumentParser
     from ui.cli import COMMANDS
-    from ui.cli.common import LabArgumentParser
+    from ui.cli.common import LabArgumentParser, path_arg
 
     parser = LabArgumentParser(
         prog="attention-lab",
         description="See, poke and measure softmax(QK^T / sqrt(d_k)) V. "
         "Without a command, opens the desktop app.",
     )
-    parser.add_argument("--screenshot", metavar="FILE",
+    parser.add_argument("--screenshot", metavar="FILE", type=path_arg,
                         help="open the window with default settings, wait for the first complete "
                         "results, save a PNG of the whole window to FILE and exit")
     parser.add_argument("--size", metavar="WxH", type=_size,
