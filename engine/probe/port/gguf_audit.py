@@ -61,7 +61,8 @@ def compare_meta(meta: GgufMeta, config: Any, source: Any) -> list[MetaRow]:
             sv = getattr(config, "num_attention_heads", None)
         bad = config is not None and sv is not None and fv is not None and int(fv) != int(sv)
         bad |= config is not None and key == "attention.sliding_window" and bool(sv) and fv is None
-        rows.append(MetaRow(key, _fmt(fv), _fmt(sv), "", math.nan,
+        shown = "" if config is None else _fmt(sv)
+        rows.append(MetaRow(key, _fmt(fv), shown, "", math.nan,
                             f"{meta.arch}.{key}: the file has {_fmt(fv)}, the source "
                             f"{attr} {_fmt(sv)}" if bad else ""))
     rows.append(_rope_row(meta, config))
@@ -109,7 +110,8 @@ def _softcap_rows(meta: GgufMeta, config: Any) -> list[MetaRow]:
         elif config is not None and fv is not None and abs(float(fv) / float(sv) - 1) > 1e-6:
             finding = (f"{meta.arch}.{key}: the file caps the {what} at {fv:g}, the source at "
                        f"{sv:g} (x{float(fv) / float(sv):.4g})")
-        rows.append(MetaRow(key, _fmt(fv), _fmt(sv), f"caps the {what}", math.nan, finding))
+        rows.append(MetaRow(key, _fmt(fv), "" if config is None else _fmt(sv), f"caps the {what}",
+                            math.nan, finding))
     return rows
 
 

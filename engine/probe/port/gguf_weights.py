@@ -32,11 +32,11 @@ def supported(meta: GgufMeta) -> bool:
 
 def gguf_state(meta: GgufMeta, net: Any) -> dict[str, Any]:
     """The file's tensors under the source model's names (dequantized, float)."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-    from transformers.utils import logging as hf_logging
-
     import contextlib
     import io
+
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     with contextlib.redirect_stderr(io.StringIO()):  # its own tqdm bar ignores the setting

@@ -38,10 +38,13 @@ class PortConfig(ConfigMethods):
     reference: str | None = None
     text: str | None = None
     max_tokens: int | None = None
+    format: str = ""  #: "onnx" or "gguf"; "" reads it from the file name
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip():
             raise ConfigError("path", "must be an .onnx or .gguf file")
+        if self.format not in ("", "onnx", "gguf"):
+            raise ConfigError("format", f"must be onnx or gguf, got {self.format!r}")
         if self.reference is not None and (not isinstance(self.reference, str)
                                            or not self.reference.strip()):
             raise ConfigError("reference", "must be a model folder path (or left out)")
@@ -53,6 +56,8 @@ class PortConfig(ConfigMethods):
 
     @property
     def kind(self) -> str:
+        if self.format:
+            return self.format
         return "gguf" if self.path.lower().endswith(".gguf") else "onnx"
 
 
