@@ -55,8 +55,9 @@ def metadata(config: Any) -> dict[str, Any]:
 
 
 def write_gguf(net: Any, path: str | Path, drop: Iterable[str] = (),
-               override: dict[str, Any] | None = None) -> Path:
-    """``net`` (a transformers base model) as a float32 GGUF file at ``path``."""
+               override: dict[str, Any] | None = None, permute_qk: bool = True) -> Path:
+    """``net`` (a transformers base model) as a float32 GGUF file at ``path`` (``permute_qk``
+    False writes llama's q/k rows unpermuted: a converter bug)."""
     import gguf
 
     cfg = net.config
@@ -67,7 +68,7 @@ def write_gguf(net: Any, path: str | Path, drop: Iterable[str] = (),
     w.add_name(f"tiny {cfg.model_type}")
     for key, value in meta.items():
         _add(w, f"{arch}.{key}", value, gguf)
-    for name, t in _tensors(net, arch, gguf):
+    for name, t in _tensors(net, arch, gguf, permute_qk):
         w.add_tensor(name, t)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -87,7 +88,8 @@ def _add(w: Any, key: str, value: Any, gguf: Any) -> None:
         w.add_float32(key, float(value))
 
 
-def _tensors(net: Any, arch: str, gguf: Any) -> list[tuple[str, np.ndarray]]:
+def _tensors(net: Any, arch: str, gguf: Any, permute_qk: bool = True
+             ) -> list[tuple[str, np.ndarray]]:
     """(GGUF name, float32 array) of every mapped tensor, laid out as llama.cpp's converter
     does: q/k rows permuted for llama's rotary layout, Gemma's norms stored as 1 + weight."""
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch)
@@ -99,7 +101,7 @@ def _tensors(net: Any, arch: str, gguf: Any) -> list[tuple[str, np.ndarray]]:
         if new is None:
             continue
         a = t.detach().float().cpu().numpy()
-        if arch == "llama" and (".attn_q." in new or ".attn_k." in new):
+        if permute_qk and arch == "llama" and (".attn_q." in new or ".attn_k." in new):
             heads = cfg.num_attention_heads if ".attn_q." in new else \
                 (cfg.num_key_value_heads or cfg.num_attention_heads)
             a = permute(a, heads)
