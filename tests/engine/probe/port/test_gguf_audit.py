@@ -10,13 +10,13 @@ import pytest
 pytest.importorskip("gguf")
 pytest.importorskip("transformers")
 
-from engine.errors import ConfigError  # noqa: E402
-from engine.probe.port.gguf_audit import audit_gguf  # noqa: E402
-from engine.probe.port.gguf_write import write_gguf  # noqa: E402
-from engine.probe.port.onnx_audit import PortConfig  # noqa: E402
-from engine.probe.port.roundtrip import zoo_model  # noqa: E402
-from engine.probe.zoo import zoo_ids  # noqa: E402
-from engine.snapshots import last_result  # noqa: E402
+from engine.errors import ConfigError
+from engine.probe.port.gguf_audit import audit_gguf
+from engine.probe.port.gguf_write import write_gguf
+from engine.probe.port.onnx_audit import PortConfig
+from engine.probe.port.roundtrip import zoo_model
+from engine.probe.zoo import zoo_ids
+from engine.snapshots import last_result
 
 
 def _audit(path, loaded):
