@@ -70,6 +70,9 @@ def _long_paths() -> dict[str, CliCase]:
             "audit-model", "--model", str(f / LONG), "--out", str(f / "out")], "--model",
             _NAME_TOO_LONG),
         "long_name_audit_model_out": out(["audit-model"]),
+        "long_name_audit_model_onnx": out(["audit-model"], "--onnx"),
+        "long_name_audit_model_gguf": out(["audit-model"], "--gguf"),
+        "long_name_audit_model_reference": out(["audit-model"], "--reference"),
         "long_name_audit_model_text_file": CliCase(lambda f: [
             "audit-model", "--text-file", str(f / LONG), "--out", str(f / "out")],
             "--text-file", _NAME_TOO_LONG),

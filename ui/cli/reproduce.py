@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
             cache = ensure_writable_dir(args.cache)
         if args.out is not None:
-            from engine.io import output_dir
+            from engine.io import check_output_dir
 
-            out = output_dir(args.out, ("claims.csv",), force=args.force)
+            out = check_output_dir(args.out, ("claims.csv",), force=args.force)
         checks = []
         note = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
         for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,
@@ -84,9 +84,12 @@ def run(args: argparse.Namespace) -> int:
                                   ("where", "published in")]), file=sys.stderr)
     if out is not None:
         from engine.io import write_csv
+        from ui.cli.common import write_all_or_none
 
-        path = write_csv(Path(out) / "claims.csv", [c.row() for c in checks], ROW_COLUMNS)
-        print(f"wrote {path.name} to {out}")
+        rows = [c.row() for c in checks]
+        write_all_or_none(PROG, out, ("claims.csv",), (), lambda folder: [
+            write_csv(Path(folder) / "claims.csv", rows, ROW_COLUMNS)])
+        print(f"wrote claims.csv to {out}")
     return 1 if tally["FAIL"] else 0
 
 
