@@ -24,6 +24,9 @@ from typing import Any
 
 #: a case still running after this many seconds is a hang (the corpus's bound is 20 s)
 HANG_S = 60
+#: address space a case may add (bytes): a regression that reads /dev/zero whole or builds a
+#: 6 GB model fails here with a MemoryError, reported, instead of waking the OOM killer
+HEADROOM = 2 * 2**30
 
 
 class _Hang(Exception):
@@ -52,6 +55,22 @@ def warm() -> None:
     for module in ("ui.cli.simulate", "ui.cli.train", "ui.cli.coord_check", "ui.cli.experiment",
                    "ui.cli.probe_model", "ui.cli.audit_model", "ui.cli.reproduce"):
         __import__(module)
+
+
+def limit_address_space() -> None:
+    """At most HEADROOM more address space than the warmed-up process has (Linux; elsewhere
+    nothing: the memory bound is still measured)."""
+    try:
+        import resource
+
+        with open("/proc/self/status", encoding="ascii") as fh:
+            size = int(next(line for line in fh if line.startswith("VmSize:")).split()[1])
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = size * 1024 + HEADROOM
+        if hard == resource.RLIM_INFINITY or want <= hard:
+            resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    except (ImportError, OSError, ValueError, StopIteration):
+        pass
 
 
 def run_case(argv: list[str]) -> dict[str, Any]:
@@ -84,6 +103,7 @@ def main_(args: list[str]) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     cases = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     warm()
+    limit_address_space()
     with open(args[1], "w", encoding="utf-8") as fh:
         for case in cases:
             result = run_case(case["argv"])
