@@ -127,6 +127,7 @@ def require_out(prog: str, args: argparse.Namespace) -> None:
         except ImportError:
             fail(prog, "needs PySide6 to draw the figures", "figures")
 
+
 def path_arg(text: str) -> str:
     """The argparse ``type`` of every option that names a file or folder (--out, --model,
     --text-file, ...): one check (:func:`engine.io.check_path`) refuses, as one line, a path no
