@@ -32,7 +32,7 @@ def test_ci_reruns_every_claim_from_scratch() -> None:
 
 def _readme_ci_paragraph() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("`.ci/run` installs")
+    start = re.search(r"`\.ci/run`\s+installs", text).start()  # wherever the line wraps
     return text[start:text.index("\n\n", start)]
 
 
