@@ -88,6 +88,61 @@ def test_an_edited_scale_constant_is_flagged_in_that_layer_only(exported, tmp_pa
     assert f"x{factor:.4g}" in res.findings[0]
 
 
+def _insert_mul(model, tensor: str, value: np.ndarray, tag: str) -> None:
+    """Every consumer of ``tensor`` reads ``tensor * value`` instead: a Mul node placed right
+    after the tensor's producer (the graph stays topologically sorted)."""
+    from onnx import helper, numpy_helper
+
+    out, const = f"{tensor}_{tag}", f"planted_{tag}"
+    for node in model.graph.node:
+        for j, name in enumerate(node.input):
+            if name == tensor:
+                node.input[j] = out
+    model.graph.initializer.append(numpy_helper.from_array(np.asarray(value, np.float32), const))
+    at = next(j for j, n in enumerate(model.graph.node) if tensor in n.output)
+    model.graph.node.insert(at + 1, helper.make_node("Mul", [tensor, const], [out]))
+
+
+def test_one_head_scaled_is_flagged_in_that_head_only(exported, tmp_path) -> None:
+    """Head 2 of layer 1 gets its scores doubled (a per-head constant on the score product): the
+    per-head comparison names that head and the factor, the other heads and layer 0 agree."""
+    from engine.probe.port.onnx_graph import Graph, find_sites
+
+    loaded, _name, path = exported["Llama (GQA 4q/2kv, RoPE)"]
+    model = onnx.load(str(path))
+    site = find_sites(model)[1]
+    product = next(n for n in Graph(model).consumers[site.q]
+                   if n.op_type == "MatMul" and list(n.input) == [site.q, site.k])
+    heads = np.ones((1, 4, 1, 1))
+    heads[0, 2] = 2.0
+    _insert_mul(model, product.output[0], heads, "head2")
+    planted = tmp_path / "head2.onnx"
+    onnx.save(model, str(planted))
+    res = _audit(planted, loaded, zoo_ids())
+    assert res.findings == ("layer 1: the port applies x2 the source's scale (heads 2)",)
+    assert res.layers[0].state == "as the source"
+
+
+def test_a_factor_on_q_before_the_product_is_measured_not_the_constant(exported,
+                                                                        tmp_path) -> None:
+    """q doubled between its projection and the score product (a pre-scaled q the constant on the
+    scores does not show): layer 1 is measured at x2 while its graph constant still reads
+    1/sqrt(d_k)."""
+    from engine.probe.port.onnx_graph import find_sites
+
+    loaded, _name, path = exported["Llama (GQA 4q/2kv, RoPE)"]
+    model = onnx.load(str(path))
+    site = find_sites(model)[1]
+    assert site.proj_q, "the export's q projection is found"
+    _insert_mul(model, site.proj_q[0], np.array(2.0), "q2")
+    planted = tmp_path / "q2.onnx"
+    onnx.save(model, str(planted))
+    res = _audit(planted, loaded, zoo_ids())
+    assert res.layers[1].port_x == pytest.approx(2.0, rel=1e-4)
+    assert res.layers[1].declared_x == pytest.approx(1.0, rel=1e-4)
+    assert res.findings == ("layer 1: the port applies x2 the source's scale (all heads)",)
+
+
 def test_a_graph_without_attention_is_refused_naming_what_was_looked_for(tmp_path) -> None:
     from onnx import TensorProto, helper, numpy_helper
 

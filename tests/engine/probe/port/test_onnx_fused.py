@@ -32,9 +32,11 @@ def _weights(rng, rows: int, cols: int, name: str):
     return numpy_helper.from_array((rng.normal(size=(rows, cols)) * 0.6).astype(np.float32), name)
 
 
-def _fused_graph(path, op: str, scale: float | None, seed: int = 0, **extra) -> None:
+def _fused_graph(path, op: str, scale: float | None, seed: int = 0, q_factor: float = 1.0,
+                 **extra) -> None:
     """input_ids -> embedding -> q, k, v projections (or the packed weights of
-    com.microsoft.Attention) -> one fused attention operator."""
+    com.microsoft.Attention) -> one fused attention operator; ``q_factor`` multiplies q between
+    its projection and the operator."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -45,7 +47,9 @@ def _fused_graph(path, op: str, scale: float | None, seed: int = 0, **extra) -> 
     if op != "ms.Attention":
         for p, cols in (("q", width), ("k", kv), ("v", kv)):
             inits.append(_weights(rng, width, cols, f"w{p}"))
-            nodes.append(helper.make_node("MatMul", ["x", f"w{p}"], [p]))
+            nodes.append(helper.make_node("MatMul", ["x", f"w{p}"], [p + "0" if p == "q" else p]))
+        inits.append(numpy_helper.from_array(np.array(q_factor, np.float32), "qf"))
+        nodes.append(helper.make_node("Mul", ["q0", "qf"], ["q"]))
     attrs = {**({} if scale is None else {"scale": scale}), **extra}
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid(MS, 1)]
     if op == "Attention":
@@ -110,6 +114,18 @@ def test_a_fused_operator_against_its_declared_attribute(tmp_path) -> None:
         res = _audit(path)
         assert res.layers[0].port_x == pytest.approx(factor, rel=1e-4)
         assert res.layers[0].port_verdict == verdict
+
+
+@pytest.mark.parametrize("op", ["Attention", "MultiHeadAttention"])
+def test_a_factor_on_q_before_the_operator_is_measured(tmp_path, op) -> None:
+    """q doubled after its projection, the operator's scale attribute absent: the runtime applies
+    2/sqrt(d) to the projections' q.k, and that is what is measured; the attribute says 1."""
+    path = tmp_path / "q2.onnx"
+    _fused_graph(path, op, None, q_factor=2.0)
+    row = _audit(path).layers[0]
+    assert row.port_x == pytest.approx(2.0, rel=1e-4)
+    assert row.declared_x == pytest.approx(1.0, rel=1e-6)
+    assert row.port_verdict == "other: s * sqrt(d_k) = 2"
 
 
 def test_group_query_attention_with_rotary_inside_is_refused_in_one_line(tmp_path) -> None:
