@@ -122,8 +122,11 @@ def test_a_factor_on_q_before_the_operator_is_measured(tmp_path, op) -> None:
     2/sqrt(d) to the projections' q.k, and that is what is measured; the attribute says 1."""
     path = tmp_path / "q2.onnx"
     _fused_graph(path, op, None, q_factor=2.0)
-    row = _audit(path).layers[0]
+    res = _audit(path)
+    row = res.layers[0]
     assert row.port_x == pytest.approx(2.0, rel=1e-4)
+    # every head's own fit too (the per-head comparison with a source reads these)
+    np.testing.assert_allclose(res.sites[0].fit.head.scale * math.sqrt(D), 2.0, rtol=1e-4)
     assert row.declared_x == pytest.approx(1.0, rel=1e-6)
     assert row.port_verdict == "other: s * sqrt(d_k) = 2"
 
