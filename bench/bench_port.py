@@ -38,7 +38,7 @@ def _median_time(fn, repeats: int) -> float:
 
 #: (label, changes to the zoo's Llama entry)
 MODELS = (
-    ("Llama tiny (2 x 4 heads of 8, width 32)", {"num_key_value_heads": 2}),
+    ("Llama tiny (2 layers x 4q/2kv heads of 8, width 32)", {"num_key_value_heads": 2}),
     ("Llama ~40M (8 layers x 8q/4kv heads of 64, width 512)",
      {"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
       "num_key_value_heads": 4, "intermediate_size": 1408, "vocab_size": 32000,
@@ -78,7 +78,7 @@ def cost(repeats: int, tokens: list[int], folder: Path) -> None:
 
             total = _median_time(audit, repeats)
             t = results[-1].timings
-            print(f"| {label} | {n_params / 1e6:.1f}M | {n} | {fwd * 1e3:.1f} | {total * 1e3:.0f} | "
+            print(f"| {label} | {n_params:,} | {n} | {fwd * 1e3:.1f} | {total * 1e3:.0f} | "
                   f"{total / fwd:.1f}x | {t['forward_tapped'] * 1e3:.0f}, {t['runs']} | "
                   f"{t['fit'] * 1e3:.0f} |")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
