@@ -166,3 +166,6 @@ def test_the_round_trip_table_is_the_zoo_documented_scales() -> None:
         _in_guide(f"| {label} | {values} |")
     _in_guide(f"| T5: encoder, decoder, cross-attention | {doc['T5'].documented_at(0):.4g} in all "
               "six |")
+    # Gemma 2 scaled by query_pre_attn_scalar^-1/2 = head_dim^-1/2: s sqrt(d_k) = sqrt(8 / 8)
+    _in_guide(f"| Gemma 2, `query_pre_attn_scalar` = head width, soft-cap 50 | "
+              f"{math.sqrt(8 / 8):.4g}, {math.sqrt(8 / 8):.4g} |")
