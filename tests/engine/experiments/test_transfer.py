@@ -95,6 +95,44 @@ def test_a_diverged_run_counts_as_the_chance_loss():
     assert np.all(c.losses[-1] == pytest.approx(math.log(16)))
 
 
+def test_a_loss_above_chance_is_capped_at_the_chance_loss():
+    """A run that ended worse than a guess (loss 5 > ln 16 = 2.7726) learned nothing: it counts
+    as ln 16, like a diverged run; a loss below chance is kept as it is."""
+    from engine.experiments.transfer import capped_loss, chance_loss, curve
+
+    spec, results = _spec(), _results(CENTRES)
+    assert chance_loss(spec) == pytest.approx(2.772588722239781)
+    above = {"rules": {"sqrt": {"final_loss": 5.0, "diverged_step": None}}, "rows": []}
+    below = {"rules": {"sqrt": {"final_loss": 2.5, "diverged_step": None}}, "rows": []}
+    assert capped_loss(above, "sqrt", "final_loss", 2.772588722239781) == 2.772588722239781
+    assert capped_loss(below, "sqrt", "final_loss", 2.772588722239781) == 2.5
+    assert math.isnan(capped_loss(below, "dk", "final_loss", 2.77))  # no result for that rule
+    for r in results:  # the largest lr ends at a loss of 40 for seed 0 only
+        if r["values"]["lr"] == LRS[-1] and r["values"]["seed"] == 0:
+            r["rules"]["sqrt"] = {"final_loss": 40.0, "diverged_step": None}
+    c = curve(spec, results, "sqrt", "lr", {"param": "sp", "d_model": 16})
+    assert c.losses[-1, 0] == pytest.approx(2.772588722239781)
+    assert c.losses[-1, 1] == pytest.approx(_loss(math.log10(LRS[-1]), -2.0, 1))
+    # the mean at that lr is over capped losses: (ln 16 + two seeds' own) / 3, not 40's mean
+    want = (math.log(16) + _loss(math.log10(LRS[-1]), -2.0, 1) + _loss(math.log10(LRS[-1]),
+                                                                         -2.0, 2)) / 3
+    assert c.means()[-1] == pytest.approx(want)
+
+
+def test_the_best_lr_of_a_skewed_curve_and_its_interval_by_hand():
+    """Three grid points around the lowest mean, in log10 lr -3, -2, -1 with log losses 1, 0,
+    0.5 (one seed): the parabola through them has its vertex at x1 - 0.5 * num / den with
+    num = (1)^2 (0 - 0.5) - (-1)^2 (0 - 1) = 0.5 and den = 1 (0 - 0.5) - (-1)(0 - 1) = -1.5:
+    -2 + 1/6 = -1.8333 (towards the neighbour with the lower loss)."""
+    lrs = (1e-3, 1e-2, 1e-1)
+    c = Curve(lrs, (0,), np.exp(np.array([[1.0], [0.0], [0.5]])))
+    o = optimum(c)
+    assert o.log_lr == pytest.approx(-2 + 1 / 6, abs=1e-12) and o.inside
+    # one seed: every resample is that seed (its spread is rounding)
+    assert o.se == pytest.approx(0.0, abs=1e-12) and o.lo == o.hi == pytest.approx(o.log_lr)
+    assert o.lr == pytest.approx(10 ** (-2 + 1 / 6))
+
+
 def test_the_bootstrap_is_reproducible_and_widens_with_noise():
     rng = np.random.default_rng(5)
     x = np.log10(LRS)

@@ -43,10 +43,26 @@ def test_bad_json_is_refused_naming_where(tmp_path, text, where, problem):
 
 
 def test_deep_nesting_is_refused_at_any_depth(tmp_path):
-    for depth in (MAX_DEPTH + 1, 500, 100_000):
-        with pytest.raises(FileFormatError, match="nested more than"):
+    for depth in (33, 500, 100_000):
+        with pytest.raises(FileFormatError, match="nested more than 32 levels"):
             _read(tmp_path, "[" * depth + "]" * depth, max_bytes=10**6)
-    assert _read(tmp_path, "[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    assert _read(tmp_path, "[" * 32 + "]" * 32) is not None
+
+
+def test_the_default_depth_is_32_levels_of_objects_or_lists(tmp_path):
+    """The default limit, written as a number (a session nests 3 levels, a job file 4): 32
+    containers deep is read, 33 is refused, whether lists or objects, and a scalar at the
+    bottom does not count as a level."""
+    assert MAX_DEPTH == 32
+    objects = "".join('{"a": ' for _ in range(32)) + "1" + "}" * 32
+    assert parse_json(objects, "t", max_bytes=10**6) is not None
+    with pytest.raises(FileFormatError, match="nested more than 32 levels") as info:
+        parse_json('{"a": ' + objects + "}", "t", max_bytes=10**6)
+    assert info.value.where == ".".join(["a"] * 32)  # the path to the 33rd container
+    mixed = '{"a": ' + "[" * 31 + "]" * 31 + "}"  # 1 object + 31 lists = 32
+    assert parse_json(mixed, "t", max_bytes=10**6) is not None
+    with pytest.raises(FileFormatError, match="nested more than"):
+        parse_json('{"a": ' + "[" * 32 + "]" * 32 + "}", "t", max_bytes=10**6)
 
 
 def test_size_is_refused_before_reading(tmp_path, monkeypatch):
