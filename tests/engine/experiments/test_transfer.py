@@ -183,3 +183,41 @@ def test_a_bad_optimum_selection_is_refused(measure, says):
 
     with pytest.raises(ConfigError, match=says):
         OptimumSelector.from_dict(measure).check(_spec())
+
+
+@pytest.mark.parametrize("stat, args, expected", [
+    # a factor 10^x: ln(10) * 10^x * SE (delta method): 2.302585 * 1.1 * 0.06 = 0.151971
+    ("shift_factor", (math.log10(1.1), 0.06, 0.0, 0.0, 3), (1.1, 0.151971)),
+    # shift in grid steps of x2 (log10 2 = 0.30103): 0.06 / 0.30103 = 0.199316
+    ("shift_steps", (0.06, 0.06, 0.0, 0.0, 3, math.log10(2)), (0.199316, 0.199316)),
+    # its printed SE, with the SE of an SE over 3 seeds: 0.199316 / sqrt(4) = 0.099658
+    ("shift_steps_se", (0.06, 0.06, 0.0, 0.0, 3, math.log10(2)), (0.199316, 0.099658)),
+    # an interval end at 10^-2: 2.302585 * 0.01 * 0.06 * sqrt(1 + 1.959964^2 / 4) = 0.0013816 *
+    # 1.400130 = 0.00193435; at 10^-1.6 = 0.0251189: 0.00485887
+    ("best_lr_lo", (-1.8, 0.06, -2.0, -1.6, 3), (0.01, 0.00193435)),
+    ("best_lr_hi", (-1.8, 0.06, -2.0, -1.6, 3), (10 ** -1.6, 0.00485887)),
+    # with 9 seeds the end's SE is sqrt(1 + 3.841459 / 16) = 1.113594 SE: 0.00153849
+    ("best_lr_lo", (-1.8, 0.06, -2.0, -1.6, 9), (0.01, 0.00153849)),
+    ("best_lr", (-2.0, 0.06, 0.0, 0.0, 3), (0.01, 0.00138155)),
+    ("best_log10_lr", (-2.0, 0.06, 0.0, 0.0, 3), (-2.0, 0.06)),
+    ("best_log10_lr_se", (-2.0, 0.06, 0.0, 0.0, 3), (0.06, 0.03)),
+])
+def test_every_figure_from_seeds_has_its_standard_error(stat, args, expected):
+    from engine.experiments.transfer import figure_se
+
+    assert figure_se(stat, *args) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("log_se, status", [(0.06, "ok"), (0.02, "FAIL")])
+def test_a_shift_factor_is_judged_with_its_seeds_uncertainty(log_se, status):
+    """Published x1.1, measured x1.35 on another CPU (issue 29): with a bootstrap SE of 0.06 in
+    log10 (0.2 grid steps) the factor's SE is 2.302585 * 1.35 * 0.06 = 0.1865, tolerance 0.05 +
+    3 * 0.1865 = 0.61: ok. Were the seeds ten times surer than that (0.02: 0.0622, tolerance
+    0.2365) the 0.25 would be a real move: FAIL."""
+    from engine.claims import Claim, judge
+    from engine.experiments.transfer import figure_se
+
+    value, se = figure_se("shift_factor", math.log10(1.35), log_se, 0.0, 0.0, 3)
+    claim = Claim("c", "w", "t", "optimum", {"experiment": "width_transfer"},
+                  {"stat": "shift_factor", "rule": "dk", "at": {"param": "mup"}}, "1.1")
+    assert judge(claim, value, se).status == status
