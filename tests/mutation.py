@@ -2,6 +2,7 @@
 
     python tests/mutation.py engine/claims.py            # mutate it, run its tests, print the score
     python tests/mutation.py engine/claims.py --show     # ... and the diff of every survivor
+    python tests/mutation.py engine/claims.py --survivors  # retest them after adding tests
 
 mutmut (the ``test`` extra) plants one small bug at a time (``<`` for ``<=``, ``+ 1`` on a
 constant, a dropped argument, ...) and runs the module's own tests against it: a mutant no test
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=1)
     ap.add_argument("--show", action="store_true", help="print the diff of every survivor")
     ap.add_argument("--summary", action="store_true", help="only print the last run's score")
+    ap.add_argument("--survivors", action="store_true",
+                    help="retest only the last run's survivors (after adding tests)")
     args = ap.parse_args(argv)
     module = args.module.replace(os.sep, "/")
     if not in_scope(module) or not (ROOT / module).is_file():
@@ -135,10 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = prepare(module, tests)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    if not args.summary:
-        subprocess.run([mutmut, "run", "--max-children", str(args.max_children)], cwd=work,
-                       check=False)
     same = equivalent()
+    if not args.summary:
+        names = score(results(work, module), same)[2] if args.survivors else []
+        if args.survivors and not names:
+            print(f"{module}: no survivors to retest")
+        else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
+            subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
+                           cwd=work, check=False)
     killed, total, survivors = score(results(work, module), same)
     judged = sum(1 for k in results(work, module) if k in same)
     print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "

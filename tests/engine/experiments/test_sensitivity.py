@@ -185,3 +185,44 @@ def test_when_no_rate_beats_the_loss_at_init_the_sensitivity_is_zero():
     assert seed_sensitivity(2.0, {1: 5.0, 2: 9.0, 3: math.inf}) == 0.0
     # one rate below init: (2.0 + 1.0 + 2.0) / 3 - 1.0
     assert seed_sensitivity(2.0, {1: 5.0, 2: 1.0, 3: math.inf}) == pytest.approx(2 / 3)
+
+
+def test_an_exact_tie_is_tied_and_the_sensitivity_names_its_rule():
+    """Two rates with the same mean and no spread are tied (the edge itself belongs)."""
+    from engine.experiments.sensitivity import Sensitivity
+
+    s = Sensitivity("sqrt", 0.0, 0.0, 2, "a", 1.0, 0.0, (), {"a": (1.0, 0.0), "b": (1.0, 0.0)})
+    assert s.tied(3.0) == ["a", "b"]
+    assert lr_sensitivity(_results(), "qknorm").rule == "qknorm"
+
+
+def test_where_selects_the_jobs_of_one_point_of_the_other_axes():
+    """Jobs at two widths: ``where`` keeps one; the other width's losses (all 9.0, above init)
+    would flatten the curve to a sensitivity of 0."""
+    res = _results()
+    wide = [{**r, "values": {**r["values"], "d_model": 64},
+             "rules": {k: {**v, "final_loss": 9.0} for k, v in r["rules"].items()}}
+            for r in _results()]
+    for r in res:
+        r["values"] = {**r["values"], "d_model": 16}
+    both = res + wide
+    narrow = lr_sensitivity(both, "sqrt", where={"d_model": 16})
+    assert narrow.per_seed == pytest.approx(lr_sensitivity(_results(), "sqrt").per_seed)
+    assert lr_sensitivity(both, "sqrt", where={"d_model": 64}).per_seed == (0.0, 0.0)
+
+
+def test_runs_without_a_loss_at_init_or_without_the_rule_are_left_out():
+    """A seed whose loss at init is missing or not finite has no curve (not an error, not an
+    infinite init); a job without the rule is skipped, and the jobs after it still count."""
+    res = _results()
+    nan_init = [dict(r) for r in res if r["values"]["seed"] == 1]
+    for r in nan_init:
+        r["rows"] = [{**row, "loss": float("nan")} for row in r["rows"]]
+    seed0 = [r for r in res if r["values"]["seed"] == 0]
+    s = lr_sensitivity(nan_init + seed0, "sqrt")  # (the seed without a curve first)
+    assert s.n == 1 and s.per_seed == pytest.approx((3.5 / 3 - 0.5,))
+    no_rows = [{**r, "rows": []} for r in res if r["values"]["seed"] == 1]
+    assert lr_sensitivity(no_rows + seed0, "sqrt").n == 1
+    other = {**res[0], "rules": {"dk": res[0]["rules"]["sqrt"]}, "rows": []}
+    s = lr_sensitivity([other, *res], "sqrt")  # the dk-only job comes first
+    assert s.n == 2 and s.per_seed == pytest.approx(lr_sensitivity(res, "sqrt").per_seed)
