@@ -212,3 +212,75 @@ def test_a_published_best_value_is_one_of_the_tied_ones(published, status):
     fig = Figure(0.01, n=4, accepted=(0.01, 0.03))
     assert _exp({"stat": "best", "rule": "sqrt", "over": "lr", "value": "final_loss"},
                 published, fig, tolerance="statistical") == status
+
+
+# -- a selection the experiment cannot answer: refused before anything runs, naming the field ---
+@pytest.mark.parametrize("measure, says", [
+    ({"stat": "mode", "rule": "sqrt"}, ["stat must be one of n, successes, rate,", "'mode'"]),
+    ({"stat": "mean", "rule": "sqrt"}, ["stat 'mean' needs a value"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "final_loss", "over": "seed"},
+     ["over (an axis) goes with the stats lr_sensitivity, lr_sensitivity_se, best and only with "
+      "them"]),
+    ({"stat": "best", "rule": "sqrt", "over": "lr"}, ["over='lr' must be an axis that at leaves "
+                                                      "open"]),
+    ({"stat": "n", "rule": "sqrt", "across": "mean"}, ["across must be one of min, max"]),
+    ({"stat": "n", "rule": "dk"}, ["rule 'dk' is not trained in 'tiny' (none, sqrt)"]),
+    ({"stat": "n", "rule": "sqrt", "at": {"lr": 0.1}}, ["'lr' is not an axis of 'tiny'"]),
+    ({"stat": "n", "rule": "sqrt", "at": {"seed": 7}}, ["seed=7 is not a value of that axis"]),
+    ({"stat": "n"}, ["selects 2 points of 'tiny': fix them with rule and at, or give across"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "nonsense"},
+     ["value 'nonsense' is neither a per-rule result (final_loss, ", "nor COLUMN@0|end|STEP of a "
+      "metrics.csv column"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "scaling@0"}, ["value 'scaling@0' is neither"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "step@end"}, ["value 'step@end' is neither"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "loss@3"},
+     ["value 'loss@3': step 3 is not logged in seed=0 (4 steps, every 2)"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "loss@5"}, ["step 5 is not logged"]),
+])
+def test_a_selection_the_experiment_cannot_answer_is_refused_naming_measure(measure, says):
+    from engine.errors import ConfigError
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict(TINY)
+    with pytest.raises(ConfigError) as err:
+        Selector.from_dict(measure).check(spec)
+    assert err.value.field == "measure"
+    for part in says:
+        assert part in err.value.message, err.value.message
+
+
+@pytest.mark.parametrize("value", ["success", "final_loss", "loss@0", "loss@end", "loss@2",
+                                   "loss@4", "accuracy@4"])
+def test_every_logged_value_is_a_value(value):
+    """The last step is logged whatever log_every (4 of 4 steps, every 2), as are @0 and @end."""
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    Selector.from_dict({"stat": "mean", "rule": "sqrt", "value": value}).check(
+        ExperimentSpec.from_dict(TINY))
+
+
+def test_over_statistics_carry_their_run_count_and_nan_without_runs():
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict({**TINY, "axes": {"lr": [0.01, 0.1], "seed": [0, 1]}})
+
+    def result(i: int, lr: float, seed: int, loss: float | None) -> dict:
+        return {"index": i, "key": str(i), "values": {"lr": lr, "seed": seed}, "error": None,
+                "rows": [{"scaling": "sqrt", "step": 0, "loss": 3.0}],
+                "rules": {"sqrt": {"final_loss": loss, "steps_to_target": None}}}
+
+    res = [result(0, 0.01, 0, 1.0), result(1, 0.1, 0, 2.0), result(2, 0.01, 1, 1.5),
+           result(3, 0.1, 1, 2.5)]
+    for stat in ("best", "lr_sensitivity", "lr_sensitivity_se"):
+        fig = Selector.from_dict({"stat": stat, "rule": "sqrt", "over": "lr"}).measure(spec, res)
+        assert fig.n == 2, stat
+    # seed 0: (1 + 2) / 2 - 1 = 0.5, seed 1: (1.5 + 2.5) / 2 - 1.5 = 0.5: SE 0, its SE 0
+    se = Selector.from_dict({"stat": "lr_sensitivity_se", "rule": "sqrt", "over": "lr"}
+                            ).measure(spec, res)
+    assert (se.value, se.se) == (0.0, 0.0)
+    none = [{**r, "rows": []} for r in res]  # no loss at init: no curve
+    fig = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"}).measure(spec, none)
+    assert math.isnan(fig.value) and fig.n == 0
