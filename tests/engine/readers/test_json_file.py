@@ -13,6 +13,7 @@ from engine.readers.json_file import (
     MAX_DEPTH,
     check_file,
     format_path,
+    join_path,
     parse_json,
     read_bytes,
     read_json,
@@ -190,3 +191,47 @@ def test_the_defaults_say_file_and_name_no_option(tmp_path):
                  lambda: parse_json(b" " * 11, str(f), max_bytes=10)):
         assert _refusal(call) == (str(f), "", "11 bytes, more than the 10 any file needs "
                                               "(refused unread)", "")
+
+
+def test_a_path_the_system_cannot_stat_is_refused_not_raised(tmp_path):
+    long = tmp_path / ("x" * 300)  # longer than a file name may be (ENAMETOOLONG)
+    assert _refusal(lambda: read_json(long, max_bytes=10, option="--x")) == (
+        str(long), "", "cannot read: File name too long", "--x")
+
+
+def test_an_integer_too_long_to_convert_is_refused_with_a_short_message():
+    try:
+        int("1" * 5000)
+    except ValueError as exc:
+        python_says = str(exc)
+    problem = _refusal(lambda: parse_json("1" * 5000, "t", max_bytes=10**4, option="--y"))
+    assert problem == ("t", "", f"not valid JSON ({python_says[:80]})", "--y")
+    assert len(python_says) > 80  # (so the cut is tested)
+
+
+def test_parse_json_takes_its_own_depth_limit():
+    assert parse_json("[[[1]]]", "t", max_bytes=100, max_depth=3) == [[[1]]]
+    assert _refusal(lambda: parse_json("[[[[1]]]]", "t", max_bytes=100, max_depth=3)) == (
+        "t", "[0][0][0]", "nested more than 3 levels deep", "")
+
+
+@pytest.mark.parametrize("path, text", [
+    (("config", "scalings", 2), "config.scalings[2]"),
+    (("a", "b.c", "d"), "a['b.c'].d"),  # a key that is not plain is quoted
+    (("a\nb",), "['a\\nb']"),
+    (("k" * 40,), "k" * 40),  # 40 characters: kept
+    (("k" * 41,), "k" * 40 + "…"),  # 41: cut to 40
+    (("a",) * 60, ".".join("a" * 60)),  # 119 characters: kept
+    (("ab",) + ("a",) * 59, "ab" + ".a" * 59),  # 120: kept
+    (("a",) * 61, "…" + ".".join("a" * 61)[-120:]),  # 121: the last 120
+])
+def test_format_path_by_hand(path, text):
+    assert format_path(path) == text
+
+
+@pytest.mark.parametrize("where, path, joined", [
+    ("base", "lr", "base.lr"), ("rows", "[2]", "rows[2]"), ("", "lr", "lr"), ("base", "", "base"),
+    ("", "", ""), ("a.b", "[0].c", "a.b[0].c"),
+])
+def test_join_path_by_hand(where, path, joined):
+    assert join_path(where, path) == joined
