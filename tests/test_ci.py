@@ -46,3 +46,31 @@ def test_ci_reruns_the_numeric_band_tests_on_other_kernels() -> None:
                  "tests/engine/test_claims_statistics.py", "tests/engine/test_stats.py",
                  "tests/engine/experiments/test_point.py"):
         assert path in runs[0] and (ROOT / path).exists()
+def _readme_ci_paragraph() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = re.search(r"`\.ci/run`\s+installs", text).start()  # wherever the line wraps
+    return text[start:text.index("\n\n", start)]
+
+
+def test_the_readme_says_what_ci_installs() -> None:
+    """Every extra and every package .ci/run installs is named in the README's paragraph on CI
+    (it once left out the cluster extra)."""
+    said = _readme_ci_paragraph()
+    extras, packages = set(), set()
+    for line in _commands():
+        if " pip install" not in line:
+            continue
+        words = shlex.split(line)
+        words = words[:words.index("||")] if "||" in words else words  # (a fallback repeats it)
+        words = [w for i, w in enumerate(words) if i == 0 or words[i - 1] != "--index-url"]
+        for word in words[words.index("install") + 1:]:
+            if word.startswith("."):  # the lab itself: ".[models,cluster]"
+                m = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", word)
+                extras |= set(m.group(1).split(",")) if m and m.group(1) else set()
+            elif not word.startswith("-"):
+                packages.add(re.split(r"[=<>]", word)[0])
+    assert {"models", "cluster"} <= extras and {"torch", "mup"} <= packages
+    assert packages - {"pip"}, packages
+    missing = [f"extra {e}" for e in sorted(extras - {"test"}) if f"`{e}`" not in said]
+    missing += [p for p in sorted(packages - {"pip"}) if p not in said]
+    assert not missing, missing
