@@ -132,7 +132,8 @@ def test_every_refusal_names_the_file_the_place_the_problem_and_the_option(tmp_p
                                                     "--x")
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo")
-        assert _refusal(read(tmp_path / "fifo"))[1:] == ("", "is not a regular file", "--x")
+        assert _refusal(read(tmp_path / "fifo"))[1:] == ("", "is a FIFO (a pipe), not a regular file",
+                                                          "--x")
     f.write_bytes(b" " * 2001)
     assert _refusal(read(f)) == (str(f), "", "2,001 bytes, more than the 2,000 any test file "
                                              "needs (refused unread)", "--x")
