@@ -322,3 +322,22 @@ def test_slide_and_paper_presets(finished, tmp_path):
         assert panel.title.encode() in svg.read_bytes()  # the panel's title is on the figure
     # the on-screen panel is untouched (the preset draws a copy)
     assert finished.page.panels["scores"].plot.getAxis("left").style.get("tickFont") is None
+
+
+def test_an_export_all_that_fails_half_way_leaves_no_folder(finished, tmp_path, monkeypatch):
+    """The figures are written, then the disk fills: the user finds nothing (not a folder of
+    figures without results), and the message names the folder the export was to make."""
+    import errno
+
+    import engine.export
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(engine.export, "write_simulation_outputs", full)
+    parent = tmp_path / "exports"
+    parent.mkdir()
+    with pytest.raises(ExportError, match=r"attention-lab-\d{8}-\d{6}: No space left") as err:
+        finished.export_all_to(parent)
+    assert "staging" not in str(err.value)
+    assert list(parent.iterdir()) == []

@@ -45,26 +45,37 @@ def export_figures(panels: Iterable[PlotPanel], out_dir: Path, with_csv: bool = 
     return written
 
 
-def new_export_dir(parent: str | Path) -> Path:
-    """A fresh, writable, time-stamped folder under ``parent``."""
+@contextmanager
+def new_export_dir(parent: str | Path) -> Iterator[tuple[Path, Path]]:
+    """``(stage, folder)``: write into ``stage``; it becomes the fresh time-stamped ``folder``
+    under ``parent`` only when the block ends without an error (engine.io.staged), so an export
+    that fails half-way (disk full, a figure that cannot be drawn) leaves nothing behind. An
+    OSError is an ExportError naming the folder."""
+    from engine.io import staged
+
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(parent) / f"attention-lab-{stamp}"
     path, i = base, 1
     while path.exists():
         i += 1
         path = base.with_name(f"{base.name}-{i}")
+    stage = None
     try:
-        return ensure_writable_dir(path, "folder")
+        ensure_writable_dir(Path(parent), "folder")
+        with staged(path) as stage:
+            yield stage, path
+    except ExportError as exc:  # a file's error names the stage: name the folder instead
+        raise ExportError(str(exc).replace(str(stage), str(path)) if stage else str(exc)) from exc
     except ConfigError as exc:
         raise ExportError(exc.message) from exc
+    except OSError as exc:
+        raise ExportError(f"Cannot write into {path}: {exc.strerror or exc}") from exc
 
 
 def export_all(panels: Iterable[PlotPanel], state: Any, parent: str | Path) -> Path:
     """Everything in one new folder: figures, plot data, summary.csv, histograms.npz, config.json."""
     if state is None or state.snapshot is None:
         raise ExportError("Nothing to export yet: wait for the first results.")
-    out = new_export_dir(parent)
-    export_figures(panels, out)
     from engine.export import write_simulation_outputs
 
     axis = state.sweep[0].axis if state.sweep else "d_k"
@@ -73,10 +84,9 @@ def export_all(panels: Iterable[PlotPanel], state: Any, parent: str | Path) -> P
              "sweep_n_keys": [p.n_keys for p in state.sweep],
              "sweep_trials": state.sweep[0].snapshot.trials_done if state.sweep else 0,
              "sweep_trials_per_point": [p.snapshot.trials_done for p in state.sweep]}
-    try:
-        write_simulation_outputs(out, [state.snapshot], extra)
-    except OSError as exc:
-        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    with new_export_dir(parent) as (stage, out):
+        export_figures(panels, stage)
+        write_simulation_outputs(stage, [state.snapshot], extra)
     return out
 
 

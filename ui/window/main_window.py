@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
+from engine.simulation_presets import load_presets
 from ui.lab_style import size_combos_by_contents
 from ui.pages.simulation.page import SimulationPage
-from engine.simulation_presets import load_presets
 from ui.params.panel import ParamPanel
 from ui.presentation.mode import Presenter
 from ui.settings import open_settings

@@ -384,3 +384,22 @@ def test_a_panel_export_before_any_run_says_why(page, tmp_path):
     with pytest.raises(ExportError, match="start a training run"):
         page.export_panel("train_loss", tmp_path / "x.png", "png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_an_export_all_that_fails_half_way_leaves_no_folder(page, qtbot, tmp_path, monkeypatch):
+    import errno
+
+    import engine.training.export
+    from ui.export.plot_files import ExportError
+
+    _use(page, TINY)
+    page.start()
+    qtbot.waitUntil(lambda: page.status == "done", timeout=60_000)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(engine.training.export, "write_training_outputs", full)
+    with pytest.raises(ExportError, match="No space left"):
+        page.export_all(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -1,7 +1,7 @@
 """Export all of an experiment into a new folder: every figure (PNG, SVG and its points as CSV),
 the grid view, and the engine's own result files (summary.csv, points.csv, metrics.csv,
 experiment.json),
-each written atomically (temp file, then rename)."""
+written into a staging folder that becomes the new folder only when complete."""
 
 from __future__ import annotations
 
@@ -20,10 +20,7 @@ def export_experiment(parent: str | Path, spec: Any, results: list[dict[str, Any
 
     if spec is None or not results:
         raise ExportError("Nothing to export yet: run the experiment first.")
-    out = new_export_dir(parent)
-    try:
-        export_figures(list(panels), out)
-        write_outputs(out, spec, list(results), status, workers, executor)
-    except OSError as exc:
-        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    with new_export_dir(parent) as (stage, out):
+        export_figures(list(panels), stage)
+        write_outputs(stage, spec, list(results), status, workers, executor)
     return out

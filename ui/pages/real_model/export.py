@@ -3,26 +3,21 @@ the scale audit / what-if figures and tables when they were run."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from engine.io import write_csv
 from engine.probe.audit_export import write_audit_outputs
 from engine.probe.export import write_outputs
-from ui.export.plot_files import ExportError, export_panel, new_export_dir
+from ui.export.plot_files import export_panel, new_export_dir
 from ui.pages.real_model.panels import GRID_GROUPS
 
 
 def export_probe(page: Any, parent: str | Path) -> Path:
     """A new time-stamped folder with PNG + SVG (+ CSV) of every plot, heads.csv, scores.npz,
     config.json (model name, text, versions)."""
-    out = new_export_dir(parent)
-    try:
-        _export_into(page, out)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)  # the folder is new: leave no half export behind
-        raise
+    with new_export_dir(parent) as (stage, out):  # no half export is ever left behind
+        _export_into(page, stage)
     return out
 
 
@@ -38,15 +33,12 @@ def _export_into(page: Any, out: Path) -> None:
                 panel.refresh(panel._state, force=True)
             for kind in ("png", "svg", "csv"):
                 export_panel(panel, out / f"{panel.plot_id}.{kind}", kind)
-    try:
-        if page.audit_result is not None:
-            runs = page.run_results if page.weights_path is not None else [page.audit_result]
-            write_audit_outputs(out, runs or [page.audit_result], page.whatif_result)
-        elif page.whatif_result is not None:
-            w = page.whatif_result
-            write_csv(out / "whatif.csv", w.rows(), w.columns())
-    except OSError as exc:
-        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    if page.audit_result is not None:  # an OSError: new_export_dir names the folder
+        runs = page.run_results if page.weights_path is not None else [page.audit_result]
+        write_audit_outputs(out, runs or [page.audit_result], page.whatif_result)
+    elif page.whatif_result is not None:
+        w = page.whatif_result
+        write_csv(out / "whatif.csv", w.rows(), w.columns())
 
 
 def _export_probe_into(page: Any, out: Path) -> None:
@@ -64,7 +56,4 @@ def _export_probe_into(page: Any, out: Path) -> None:
     for panel in (page.scores_panel, page.attention_panel):
         for kind in ("png", "svg", "csv"):
             export_panel(panel, out / f"{panel.plot_id}_L{page.layer}_H{page.head}.{kind}", kind)
-    try:
-        write_outputs(page.result, out)
-    except OSError as exc:
-        raise ExportError(f"Cannot write into {out}: {exc.strerror or exc}") from exc
+    write_outputs(page.result, out)

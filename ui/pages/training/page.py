@@ -532,14 +532,14 @@ class TrainingPage(LivePage, PanelRedraw):
             raise ExportError("The last training step is still finishing: export again in a "
                               "moment.")
         try:
-            out = new_export_dir(parent)
             snap = self.trainer.snapshot()
             view = TrainingView(snap, max(self.run_box.currentIndex(), 0), self.layer_box.value(),
                                 self.head_box.value())
             for panel in self.panels.values():
                 panel.refresh(view, force=True)
-            export_figures(self.panels.values(), out)
-            write_training_outputs(out, self.trainer, snap, {"source": "gui"})
+            with new_export_dir(parent) as (stage, out):
+                export_figures(self.panels.values(), stage)
+                write_training_outputs(stage, self.trainer, snap, {"source": "gui"})
         finally:
             if was_running:
                 self.resume()
