@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
+from engine.probe.accounting import Reference, reference
 from engine.probe.config import check_text_and_model
 from engine.probe.scale_fit import (
     AFTER_SOFTMAX,
@@ -97,7 +98,7 @@ class AuditResult:
     n_tokens: int
     tokens: tuple[str, ...]
     inject: dict[int, str]
-    declared_scale: np.ndarray  #: (L,) what the attention modules say they apply (may be wrong)
+    declared_scale: np.ndarray  #: (L,) what the sites should apply as declared (NaN: unknown)
     head_fits: list[ScaleFit]  #: per layer, arrays over heads
     layer_fits: list[ScaleFit]  #: per layer, one joint fit of all its heads (arrays of length 1)
     head_verdicts: list[list[str]]
@@ -125,6 +126,26 @@ class AuditResult:
     def mismatched_layers(self) -> list[int]:
         """Layers whose measured scale (or soft-cap) differs from what the model declares."""
         return [i for i, s in enumerate(self.sites) if not s.matches_declared]
+
+    def unknown_layers(self) -> list[int]:
+        """Layers whose code applies a factor their declaration does not account for."""
+        return [i for i, s in enumerate(self.sites) if not s.declared_known]
+
+    def declared_text(self, layer: int, unicode: bool = False) -> str:
+        """"declared 1.000 x 1/sqrt(d_k) (source)", or "declared: unknown"."""
+        site = self.sites[layer]
+        if not site.declared_known:
+            return "declared: unknown"
+        times, standard = ("×", "1/√d_k") if unicode else ("x", "1/sqrt(d_k)")
+        x = float(self.declared_scale[layer]) * math.sqrt(self.d_k)
+        return f"declared {x:#.4g} {times} {standard} ({site.declared_source})"
+
+    def state_text(self, layer: int) -> str:
+        """"as declared", "MISMATCH: what differs", or what an unknown declaration leaves."""
+        site = self.sites[layer]
+        if not site.matches_declared:
+            return f"MISMATCH: {site.mismatch}"
+        return "as declared" if site.declared_known else "as the code's own factors give"
 
     def scale_text(self, layer: int, unicode: bool = False) -> str:
         """The fitted scale of ``layer`` in words, as a multiple of the standard 1/sqrt(d_k):
@@ -160,10 +181,12 @@ class AuditSnapshot:
 
 
 def _layer_verdict(hf: ScaleFit, lf: ScaleFit, head_v: list[str], d_k: int, d_model: int,
-                   n_heads: int | None) -> str:
+                   n_heads: int | None, ref: Reference | None = None) -> str:
     """One layer's verdict: its joint fit's, unless its heads disagree ("mixed")."""
-    lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
-                 float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model, n_heads)
+    lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]) + (ref.tol if ref else 0.0),
+                 bool(lf.identifiable[0]), float(lf.weight_sum[0]), lf.weight_sum_tol, d_k,
+                 d_model, n_heads, reference=None if ref is None else ref.median,
+                 declared_as=ref.source if ref is not None and ref.known else None)
     agreeing = [v for v in head_v if not v.startswith("cannot")]
     if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
         kinds = sorted({verdict_kind(v) for v in agreeing})
@@ -240,8 +263,9 @@ def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
     return z, p, vis, bias
 
 
-def fit_site(rec: SiteRecord, d_model: int) -> SiteFit:
-    """Fit every head of one site and the site jointly (with its soft-cap when it declares one)."""
+def fit_site(rec: SiteRecord, d_model: int, ref: Reference | None = None) -> SiteFit:
+    """Fit every head of one site and the site jointly (with its soft-cap when it declares one);
+    verdicts name a scale relative to ``ref`` (what the site should apply), when given."""
     z, p, vis, bias = site_arrays(rec)
     d_k, h = rec.d_k, rec.n_heads
     zj, pj = z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1])
@@ -254,9 +278,13 @@ def fit_site(rec: SiteRecord, d_model: int) -> SiteFit:
     else:
         hf = fit_scale(z, p, vis, d_k=d_k, bias=bias)
         lf = fit_scale(zj, pj, visj, start=_joint_start(hf), d_k=d_k, bias=bj)
-    hv = [verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),
-                  float(hf.weight_sum[i]), hf.weight_sum_tol, d_k, d_model, h) for i in range(h)]
-    return SiteFit(hf, lf, hv, _layer_verdict(hf, lf, hv, d_k, d_model, h), cap, layer_cap)
+    refs = [None] * h if ref is None else [float(v) for v in ref.value]
+    label = None if ref is None or not ref.known else ref.source
+    hv = [verdict(float(hf.scale[i]), float(hf.tol_log[i]) + (ref.tol if ref else 0.0),
+                  bool(hf.identifiable[i]), float(hf.weight_sum[i]), hf.weight_sum_tol, d_k,
+                  d_model, h, reference=refs[i], declared_as=label) for i in range(h)]
+    lv = _layer_verdict(hf, lf, hv, d_k, d_model, h, ref)
+    return SiteFit(hf, lf, hv, lv, cap, layer_cap)
 
 
 @dataclass(frozen=True)
@@ -273,18 +301,37 @@ class SiteAudit:
     softcap_reach: float | None  #: the largest |logit| below the cap
     matches_declared: bool
     mismatch: str  #: what differs from the declaration ("" when it matches)
+    declared_known: bool = True  #: False: the declaration does not account for the code's factors
+    #: why the declaration is unknown, or where a known one was checked when not against the
+    #: projections ("" when there is nothing to add)
+    declared_note: str = ""
 
 
 def block_of(loaded: Any, site: Any, causal: bool) -> str:
+    """encoder, decoder, cross, or causal encoder (causal self-attention in a model that
+    transformers does not register as a language model: CLIP's text encoder)."""
     if site.cross:
         return "cross"
     if getattr(loaded.model.config, "is_encoder_decoder", False):
         return "decoder" if "decoder" in site.name.split(".")[:2] else "encoder"
-    return "decoder" if causal else "encoder"
+    if not causal:
+        return "encoder"
+    return "decoder" if generates_text(loaded.info.model_type) else "causal encoder"
 
 
-def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str]:
-    """Does the measured scale (and cap) agree with the declared one? (ok, what differs)"""
+def generates_text(model_type: str) -> bool:
+    """A model type transformers registers as a causal language model."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
+def compare_declared(fit: SiteFit, ref: Reference | float, d_k: int | None = None
+                     ) -> tuple[bool, str]:
+    """Does the measured scale (and cap) agree with what the site should apply? (ok, what
+    differs). ``ref``: its :class:`Reference` (a plain number: a known declared factor)."""
+    if not isinstance(ref, Reference):
+        ref = Reference(np.full(len(fit.head.scale), float(ref)), True, "")
     hf = fit.head
     if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
             verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
@@ -293,13 +340,14 @@ def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str
         return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
                        f"(misfit {float(fit.layer.misfit[0]):.2g})")
     ok = hf.identifiable
-    gap = np.abs(np.log(hf.scale / declared))
-    bad = ok & (gap > hf.tol_log)
+    gap = np.abs(np.log(hf.scale / ref.value))
+    bad = ok & (gap > hf.tol_log + ref.tol)
     if bad.any():
-        x = float(np.median(hf.scale[bad]) / declared)
+        x = float(np.median(hf.scale[bad] / ref.value[bad]))
         heads = np.flatnonzero(bad)
         where = "all heads" if bad.sum() == ok.sum() else f"heads {', '.join(map(str, heads))}"
-        return False, f"measured {x:.4g} x the declared scale ({where})"
+        what = "the declared scale" if ref.known else "the factors the code applies"
+        return False, f"measured {x:.4g} x {what} ({where})"
     if fit.cap is not None and fit.cap.declared is not None and not fit.cap.declared_consistent[
             ok | ~ok].all():
         caps = fit.cap.cap[np.isfinite(fit.cap.cap)]
@@ -355,30 +403,34 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
         raise ConfigError("model", "its attention sites differ in heads or head width; the "
                           "audit's layer x head grid needs one shape")
     fits: list[SiteFit] = []
+    refs: list[Reference] = []
     sites: list[SiteAudit] = []
     for i, rec in enumerate(records):  # one site at a time: progress and a cancel check each
         if cancelled():
             raise Cancelled()
         yield AuditSnapshot(f"fit, layer {i + 1} of {n_sites}", 0.2 + 0.8 * i / n_sites)
-        fit = fit_site(rec, info.d_model)
+        ref = reference(loaded.declarations[i], rec)
+        fit = fit_site(rec, info.d_model, ref)
         fits.append(fit)
-        declared, source = loaded.declared[i]
-        ok, why = compare_declared(fit, declared, rec.d_k)
+        refs.append(ref)
+        ok, why = compare_declared(fit, ref)
         site = loaded.sites[i]
         cap = fit.cap
         sites.append(SiteAudit(
             name=site.name, block=block_of(loaded, site, rec.causal), features=rec.features,
-            kv_head=rec.kv_head.copy(), declared_source=source, softcap_declared=rec.softcap,
+            kv_head=rec.kv_head.copy(), declared_source=ref.source, softcap_declared=rec.softcap,
             softcap=None if cap is None else cap.cap.copy(),
             softcap_reach=None if cap is None else float(cap.reach.max()),
-            matches_declared=ok, mismatch=why))
+            matches_declared=ok, mismatch=why, declared_known=ref.known,
+            declared_note=ref.why_unknown or ref.note))
     rec0 = records[0]
     n_tok = rec0.q.shape[1]
     result = AuditResult(
         model_name=info.name, model_type=info.model_type, run=None, n_layers=n_sites,
         n_heads=rec0.n_heads, d_k=rec0.d_k, d_model=info.d_model, causal=loaded.causal,
         n_tokens=n_tok, tokens=tuple(tokens[:n_tok]) if tokens else (),
-        inject=dict(bugs), declared_scale=np.array([d for d, _s in loaded.declared]),
+        inject=dict(bugs),
+        declared_scale=np.array([r.median if r.known else np.nan for r in refs]),
         head_fits=[f.head for f in fits], layer_fits=[f.layer for f in fits],
         head_verdicts=[f.head_verdicts for f in fits],
         layer_verdicts=[f.layer_verdict for f in fits], note=CAPTURE_NOTE, forward_s=forward_s,

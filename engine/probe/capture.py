@@ -22,6 +22,9 @@ from engine.probe.tap import IMPLEMENTATION, Modifier, SiteCall, Tap, register
 
 #: tokens of the discovery pass (enough for every site to run once)
 DISCOVERY_TOKENS = 4
+#: what q and k of a multi-head latent attention site are (DeepSeek): assembled from compressed
+#: latents (the norm inside is on the latent, not on q and k), not one projection's output
+MLA = "MLA (q and k from compressed latents)"
 
 
 def prepare(net: Any, model_type: str) -> Tap:
@@ -124,11 +127,13 @@ def capture_sites(loaded: Any, ids: Sequence[int], mask: Sequence[int] | None = 
     """One forward pass: (a record per site in site order, its wall time, the model output)."""
     records: list[SiteRecord | None] = [None] * len(loaded.sites)
     norms = loaded.qk_norm_sites
+    mla = getattr(loaded, "mla_sites", frozenset())
     sites = loaded.sites
 
     def observe(call: SiteCall) -> None:
-        records[call.site] = record_call(call, max_rows, call.site in norms,
-                                         sites[call.site].cross)
+        records[call.site] = record_call(
+            call, max_rows, call.site in norms, sites[call.site].cross,
+            MLA if call.site in mla else None)
 
     t0 = time.perf_counter()
     with loaded.tap.active(observe, modifiers, cancelled):

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine.errors import ConfigError
 from engine.probe.model_folder import ModelInfo, inspect_model_dir
 
@@ -48,8 +50,15 @@ class LoadedModel:
     max_tokens: int
     tap: Any = None  #: engine.probe.tap.Tap
     qk_norm_sites: frozenset[int] = field(default_factory=frozenset)
+    #: multi-head latent attention sites (DeepSeek): keys from a compressed latent
+    mla_sites: frozenset[int] = field(default_factory=frozenset)
     #: per site, from one short pass at load: (declared scale, where it comes from)
     declared: list[tuple[float, str]] = field(default_factory=list)
+    #: per site: the declaration split by where it applies (engine.probe.declared.Declaration)
+    declarations: list[Any] = field(default_factory=list)
+    #: per site: the factor its code applies now (what it passes x q/k pre-scales), the base
+    #: of a planted bug
+    code_scale: list[float] = field(default_factory=list)
     site_d_k: list[int] = field(default_factory=list)
     site_heads: list[int] = field(default_factory=list)
     site_softcap: list[float | None] = field(default_factory=list)
@@ -162,17 +171,28 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
     norms = frozenset(i for i, mod in enumerate(tap.modules())
                       if any("Norm" in type(sub).__name__ for sub in mod.modules()
                              if sub is not mod))
+    mla = frozenset(i for i, mod in enumerate(tap.modules()) if is_mla(mod))
     loaded = LoadedModel(info=info, model=net, tokenizer=tokenizer, load_s=0.0,
-                         max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms)
+                         max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms - mla,
+                         mla_sites=mla)
     _survey(loaded)
     return loaded
+
+
+def is_mla(module: Any) -> bool:
+    """Multi-head latent attention: keys and values decompressed from a low-rank latent
+    (DeepSeek's ``kv_a_proj_with_mqa`` / ``kv_b_proj``, its ``kv_lora_rank``)."""
+    names = {name for name, _m in module.named_children()}
+    return bool({"kv_a_proj_with_mqa", "kv_b_proj"} & names) or isinstance(
+        getattr(module, "kv_lora_rank", None), int)
 
 
 def _survey(loaded: LoadedModel) -> None:
     """Each site's head width, heads, soft-cap, causality and declared scale, from one short
     capture (a decoder hides later tokens)."""
+    from engine.probe.accounting import code_factor
     from engine.probe.capture import capture_sites
-    from engine.probe.declared import declared_scale
+    from engine.probe.declared import declare
 
     records, _s, _o = capture_sites(loaded, [1, 2, 3], max_rows=None)
     mods = loaded.tap.modules()
@@ -181,9 +201,12 @@ def _survey(loaded: LoadedModel) -> None:
     loaded.site_softcap = [r.softcap for r in records]
     loaded.causal_sites = frozenset(r.site for r in records if r.causal)
     cfg = loaded.model.config
-    loaded.declared = [declared_scale(getattr(m, "config", None) or cfg, m, r.d_k,
-                                      loaded.sites[i].adapter)
-                       for i, (m, r) in enumerate(zip(mods, records))]
+    loaded.declarations = [declare(getattr(m, "config", None) or cfg, m, r.d_k,
+                                   loaded.sites[i].adapter, r.scaling)
+                           for i, (m, r) in enumerate(zip(mods, records))]
+    loaded.code_scale = [float(np.median(code_factor(r))) for r in records]
+    loaded.declared = [(d.value if d.value is not None else c, d.source)
+                       for d, c in zip(loaded.declarations, loaded.code_scale)]
 
 
 def info_from_config(config: Any, name: str = "in-memory model") -> ModelInfo:

@@ -76,8 +76,10 @@ class SiteRecord:
 
 
 def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: bool = False,
-                cross: bool = False) -> SiteRecord:
-    """A :class:`~engine.probe.tap.SiteCall` (batch of one) as a :class:`SiteRecord`."""
+                cross: bool = False, unmatched: str | None = None) -> SiteRecord:
+    """A :class:`~engine.probe.tap.SiteCall` (batch of one) as a :class:`SiteRecord`.
+    ``unmatched``: what to call q and k when no projection made them (MLA), else QK-norm for a
+    site with a norm inside (``has_norm``)."""
     q = _np(call.query)[0]  # (H, nq, d)
     k = _np(call.key)[0]  # (Hkv, nk, d)
     w = _np(call.weights)[0]  # (H, nq, nk)
@@ -105,7 +107,8 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
     softcap = _float(extra.get("softcap"))
     sw = extra.get("sliding_window")
     sw = int(sw) if isinstance(sw, (int, np.integer)) and not isinstance(sw, bool) else None
-    feats = _features(h, hkv, cross, causal, window, sw, q_ratio, k_ratio, q_rot or k_rot, has_norm,
+    label = unmatched or ("QK-norm" if has_norm else "q/k not a projection's output")
+    feats = _features(h, hkv, cross, causal, window, sw, q_ratio, k_ratio, q_rot or k_rot, label,
                       extra.get("bias_kind", "relative position bias") if extra_bias is not None
                       else None, mask_bias is not None, softcap, sinks is not None)
     return SiteRecord(
@@ -232,7 +235,7 @@ def _pattern_name(cross: bool, causal: bool, window: int | None) -> str:
 
 def _features(h: int, hkv: int, cross: bool, causal: bool, window: int | None, sw: int | None,
               q_ratio: np.ndarray | None, k_ratio: np.ndarray | None, rotated: bool,
-              has_norm: bool, bias_kind: str | None, mask_bias: bool, softcap: float | None,
+              unmatched: str, bias_kind: str | None, mask_bias: bool, softcap: float | None,
               sinks: bool) -> tuple[str, ...]:
     out = [_pattern_name(cross, causal, window)]
     if sw is not None and window is None and causal:
@@ -244,13 +247,13 @@ def _features(h: int, hkv: int, cross: bool, causal: bool, window: int | None, s
     scaled = {side: float(np.median(r)) for side, r in (("q", q_ratio), ("k", k_ratio))
               if r is not None and np.any(np.abs(r - 1.0) > RATIO_SPREAD_TOL)}
     if rotated and len(scaled) == 2 and abs(scaled["q"] / scaled["k"] - 1) < 1e-3:
-        out.append(f"RoPE, cos/sin x{scaled['q']:.4g}")  # YaRN's attention factor
+        out.append(f"RoPE, q and k x{scaled['q']:.4g} each")  # YaRN's cos/sin factor, or more
     else:
         if rotated:
             out.append("RoPE")
         out += [f"{side} pre-scaled x{val:.4g}" for side, val in scaled.items()]
     if q_ratio is None:
-        out.append("QK-norm" if has_norm else "q/k not a projection's output")
+        out.append(unmatched)
     if bias_kind:
         out.append(bias_kind)
     if mask_bias:

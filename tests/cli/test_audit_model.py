@@ -133,7 +133,11 @@ def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path:
     out = tmp_path / "out"
     assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--whatif",
                        "--whatif-layer", "1", "--out", str(out), "--quiet"]) == 0
-    assert [r["verdict"] for r in read_csv(out / "layers.csv")] == ["unscaled"] * 3
+    layers = read_csv(out / "layers.csv")  # unscaled, as its flags declare (no bug word)
+    assert [r["verdict"] for r in layers] == [
+        "as declared (GPT-2 flags (scale_attn_weights False))"] * 3
+    assert [float(r["scale_x_sqrt_dk"]) for r in layers] == pytest.approx([4.0] * 3, rel=1e-5)
+    assert all(r["flagged"] == "True" and r["matches_declared"] == "True" for r in layers)
     w = read_csv(out / "whatif.csv")
     assert {r["layer"] for r in w} == {"1"} and all(float(r["perplexity"]) > 1 for r in w)
 
@@ -224,7 +228,8 @@ def test_t5_folder_reports_blocks_features_and_the_sdpa_comparison(tmp_path: Pat
     layers = read_csv(out / "layers.csv")
     assert [r["block"] for r in layers] == ["encoder", "encoder", "decoder", "cross", "decoder",
                                            "cross"]
-    assert all(r["verdict"] == "unscaled" and r["matches_declared"] == "True" for r in layers)
+    assert all(r["verdict"] == "as declared (none (the module's scaling is 1))" and
+               r["matches_declared"] == "True" for r in layers)
     assert "relative position bias" in layers[0]["features"]
     heads = read_csv(out / "audit.csv")
     assert {"block", "kv_head", "declared_scale", "softcap", "features"} <= set(heads[0])

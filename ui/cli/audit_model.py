@@ -197,20 +197,21 @@ def _print_result(res) -> None:
     print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
-    sq = res.d_k ** 0.5
     for layer in range(len(res.layer_fits)):
         site = res.sites[layer] if res.sites else None
         print(f"layer {layer}: {res.layer_verdicts[layer]}; {res.scale_text(layer)}"
               + (f"  [injected {res.inject[layer]}]" if layer in res.inject else ""))
         if site is not None:
-            declared = (f"declared {res.declared_scale[layer] * sq:#.4g} x 1/sqrt(d_k) "
-                        f"({site.declared_source})")
-            state = "as declared" if site.matches_declared else f"MISMATCH: {site.mismatch}"
-            print(f"    {site.block}: {'; '.join(site.features)}; {declared}: {state}")
-    mism = res.mismatched_layers()
+            print(f"    {site.block}: {'; '.join(site.features)}; {res.declared_text(layer)}: "
+                  f"{res.state_text(layer)}")
+            if site.declared_note:
+                print(f"      ({site.declared_note})")
+    mism, unknown = res.mismatched_layers(), res.unknown_layers()
     if res.sites:
         print(f"{len(mism)} of {res.n_layers} layers differ from what the model declares"
-              + (f": {', '.join(map(str, mism))}" if mism else ""))
+              + (f": {', '.join(map(str, mism))}" if mism else "")
+              + (f"; {len(unknown)} with a declaration that does not account for their code's "
+                 f"factors: {', '.join(map(str, unknown))}" if unknown else ""))
     print(f"forward {res.forward_s:.3f} s, fit {res.fit_s:.3f} s")
 
 
