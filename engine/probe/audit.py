@@ -29,6 +29,7 @@ from engine.probe.scale_fit import (
     ScaleFit,
     fit_scale,
     is_flagged,
+    misfit_limit,
     verdict,
     verdict_kind,
 )
@@ -40,9 +41,6 @@ from engine.validate import ConfigMethods, check_int
 #: how the capture sees the model (audit.json, the page, the CLI)
 CAPTURE_NOTE = ("captured at transformers' attention interface around the model's own eager "
                 "attention; scale measured against the q and k projections' outputs")
-#: mean KL per row above which the weights are not the model's softmax of scaled q.k at all
-#: (float32 models fit to ~1e-13; an after-softmax factor under sinks leaves ~1)
-MISFIT_LIMIT = 1e-6
 #: the old name of the note (the Training lab audit has its own)
 EAGER_NOTE = CAPTURE_NOTE
 
@@ -241,6 +239,8 @@ class SiteFit:
     layer_verdict: str
     cap: CapFit | None  #: per head, for a site that soft-caps (or declares a cap)
     layer_cap: CapFit | None
+    #: the most misfit float32 rounding can explain here (:func:`scale_fit.misfit_limit`)
+    misfit_limit: float = math.inf
 
 
 def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
@@ -284,7 +284,17 @@ def fit_site(rec: SiteRecord, d_model: int, ref: Reference | None = None) -> Sit
                   bool(hf.identifiable[i]), float(hf.weight_sum[i]), hf.weight_sum_tol, d_k,
                   d_model, h, reference=refs[i], declared_as=label) for i in range(h)]
     lv = _layer_verdict(hf, lf, hv, d_k, d_model, h, ref)
-    return SiteFit(hf, lf, hv, lv, cap, layer_cap)
+    return SiteFit(hf, lf, hv, lv, cap, layer_cap, site_misfit_limit(rec, vis, bias, hf))
+
+
+def site_misfit_limit(rec: SiteRecord, vis: np.ndarray, bias: np.ndarray | None,
+                      hf: ScaleFit) -> float:
+    """:func:`scale_fit.misfit_limit` of one site: its logits bounded by the largest fitted
+    scale times the largest |q| |k| (sinks: their logit) plus the largest additive term."""
+    qk = float(np.linalg.norm(rec.q, axis=-1).max() * np.linalg.norm(rec.k, axis=-1).max())
+    terms = 0.0 if bias is None else float(np.abs(np.where(vis, bias, 0.0)).max())
+    bound = float(hf.scale.max()) * qk + terms
+    return misfit_limit(rec.d_k, int(vis.sum(axis=-1).max()), bound)
 
 
 @dataclass(frozen=True)
@@ -336,7 +346,7 @@ def compare_declared(fit: SiteFit, ref: Reference | float, d_k: int | None = Non
     if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
             verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
         return False, "weights scaled after the softmax"
-    if float(fit.layer.misfit[0]) > MISFIT_LIMIT:
+    if float(fit.layer.misfit[0]) > fit.misfit_limit:
         return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
                        f"(misfit {float(fit.layer.misfit[0]):.2g})")
     ok = hf.identifiable

@@ -49,6 +49,18 @@ class ScaleFit:
     rows: int  #: query rows counted (those that see at least 2 keys)
 
 
+def misfit_limit(d_k: int, n_keys: int, logit_bound: float) -> float:
+    """The most KL per row a float32 softmax of scaled q.k (and the model's additive terms) can
+    leave against the exact one: every logit off by at most its worst-case float32 error
+    (a d_k-term dot product: d_k/2 eps of |q||k|, plus the scaling, the additive terms and the
+    softmax's shift: 4 eps, of ``logit_bound`` >= s |q| |k| + |terms|), every probability by the
+    exp and the row's n-term sum (n/2 + 2 eps), and KL <= (largest log-probability error)^2 / 2.
+    Misfits above it are not rounding: the weights are something else (an after-softmax factor
+    under sinks, a position-dependent scale the reference does not carry)."""
+    err = (d_k / 2 + 4) * EPS32 * logit_bound + (n_keys / 2 + 2) * EPS32
+    return 0.5 * err * err + KL_FLOOR
+
+
 def logit_resolution(d_k: int) -> float:
     """Relative float32 resolution of a logit q.k summed over d_k terms: sqrt(d_k) eps."""
     return math.sqrt(max(int(d_k), 1)) * EPS32
