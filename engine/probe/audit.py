@@ -107,6 +107,10 @@ class AuditResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: per site (transformers models): block, features, declared source, soft-cap, mismatch
     sites: tuple[SiteAudit, ...] = ()
+    #: attention modules of the model whose calls were never seen (engine.probe.coverage)
+    not_seen: tuple[Any, ...] = ()
+    #: how many of the model's tensors its folder held, in words ("" for a model in memory)
+    weights_text: str = ""
 
     def grid(self, name: str = "scale_x_sqrt_dk") -> np.ndarray:
         """(L, H) of a per-head figure: scale, scale_x_sqrt_dk, residual_max_abs, tol_log..."""
@@ -120,6 +124,21 @@ class AuditResult:
     def flagged_layers(self) -> list[int]:
         """Layers whose scale is not the standard 1/sqrt(d_k) (by design or by a bug)."""
         return [i for i, v in enumerate(self.layer_verdicts) if is_flagged(v)]
+
+    @property
+    def n_attention(self) -> int:
+        """Attention layers of the model: the audited ones and the modules never seen."""
+        return self.n_layers + len(self.not_seen)
+
+    def coverage_text(self) -> str:
+        """"N of M attention layers audited", and how many modules share their weights."""
+        text = f"{self.n_layers} of {self.n_attention} attention layers audited"
+        shared = [s for s in self.sites if s.shares_weights_with is not None]
+        if shared:
+            modules = len({s.shares_weights_with for s in shared})
+            text += (f" ({len(shared) + modules} calls of {modules} shared "
+                     f"module{'s' if modules > 1 else ''}: they share weights)")
+        return text
 
     def mismatched_layers(self) -> list[int]:
         """Layers whose measured scale (or soft-cap) differs from what the model declares."""
@@ -315,6 +334,8 @@ class SiteAudit:
     #: why the declaration is unknown, or where a known one was checked when not against the
     #: projections ("" when there is nothing to add)
     declared_note: str = ""
+    #: the first layer of the same module when this layer is a later call of it (ALBERT)
+    shares_weights_with: int | None = None
 
 
 def block_of(loaded: Any, site: Any, causal: bool) -> str:
@@ -432,7 +453,7 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
             softcap=None if cap is None else cap.cap.copy(),
             softcap_reach=None if cap is None else float(cap.reach.max()),
             matches_declared=ok, mismatch=why, declared_known=ref.known,
-            declared_note=ref.why_unknown or ref.note))
+            declared_note=ref.why_unknown or ref.note, shares_weights_with=site.shares_with))
     rec0 = records[0]
     n_tok = rec0.q.shape[1]
     result = AuditResult(
@@ -444,7 +465,9 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
         head_fits=[f.head for f in fits], layer_fits=[f.layer for f in fits],
         head_verdicts=[f.head_verdicts for f in fits],
         layer_verdicts=[f.layer_verdict for f in fits], note=CAPTURE_NOTE, forward_s=forward_s,
-        fit_s=time.perf_counter() - t0, sites=tuple(sites))
+        fit_s=time.perf_counter() - t0, sites=tuple(sites),
+        not_seen=tuple(getattr(loaded, "not_seen", ())),
+        weights_text="" if getattr(loaded, "weights", None) is None else loaded.weights.text())
     yield AuditSnapshot("done", 1.0, done=True, result=result)
 
 

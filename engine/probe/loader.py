@@ -52,6 +52,10 @@ class LoadedModel:
     qk_norm_sites: frozenset[int] = field(default_factory=frozenset)
     #: multi-head latent attention sites (DeepSeek): keys from a compressed latent
     mla_sites: frozenset[int] = field(default_factory=frozenset)
+    #: attention modules of the model whose calls the tap never sees (engine.probe.coverage)
+    not_seen: tuple[Any, ...] = ()
+    #: how many of the model's tensors came from its folder (None: built in memory)
+    weights: Any = None
     #: per site, from one short pass at load: (declared scale, where it comes from)
     declared: list[tuple[float, str]] = field(default_factory=list)
     #: per site: the declaration split by where it applies (engine.probe.declared.Declaration)
@@ -135,12 +139,17 @@ def load_model(model: str | None = None) -> LoadedModel:
         raise ConfigError("model", f"cannot load a tokenizer from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
     try:
-        net = AutoModel.from_pretrained(str(folder), local_files_only=True,
-                                        trust_remote_code=False, attn_implementation="eager")
+        net, loading = AutoModel.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False,
+            attn_implementation="eager", output_loading_info=True)
     except Exception as exc:
         raise ConfigError("model", f"cannot load model weights from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
     loaded = wrap_model(net, info, tokenizer)
+    from engine.probe.weight_check import weights_loaded
+
+    loaded.weights = weights_loaded(loaded.model, loading, loaded.tap.unique_modules(),
+                                    info.model_type)
     loaded.load_s = time.perf_counter() - t0
     return loaded
 
@@ -161,8 +170,10 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
     """Put an in-memory model (e.g. a tiny random one built in a test) in the probe's hands:
     float32, eval mode, its attention routed through the tap and its sites numbered."""
     from engine.probe.capture import prepare
+    from engine.probe.weight_check import check_finite
 
     net = net.float().eval()
+    check_finite(net)
     tap = prepare(net, info.model_type)
     limit = info.max_positions - POSITION_OFFSET.get(info.model_type, 0)
     tok_limit = getattr(tokenizer, "model_max_length", None)
@@ -176,6 +187,9 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
                          max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms - mla,
                          mla_sites=mla)
     _survey(loaded)
+    from engine.probe.coverage import not_seen
+
+    loaded.not_seen = not_seen(tap, net)
     return loaded
 
 

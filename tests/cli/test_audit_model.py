@@ -269,3 +269,70 @@ def test_backend_comparison_is_refused_for_training_lab_weights(tmp_path: Path, 
                        "sdpa", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--backend" in err[0], err
+
+
+def test_a_model_seen_in_part_exits_3_and_names_what_was_not_seen(tmp_path: Path, capsys,
+                                                                  save_tiny) -> None:
+    """LongT5 computes its encoder's local attention inline: the decoder's 4 layers are
+    audited and written, the 2 others named, and the exit status says the audit is partial."""
+    model = save_tiny(tmp_path / "m", "longt5", 2, 4)
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 3
+    printed = capsys.readouterr().out
+    assert "4 of 6 attention layers audited" in printed
+    assert printed.count("not seen: encoder.block.") == 2
+    meta = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert meta["attention_layers"] == 6 and len(meta["not_seen"]) == 2
+
+
+def _copy_with(src: Path, dst: Path, tensors=None, config=None) -> Path:
+    """A copy of a model folder with some tensors changed (None: dropped) or config keys set."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    if tensors:
+        weights = load_file(dst / "model.safetensors")
+        for name, value in tensors.items():
+            if value is None:
+                del weights[name]
+            else:
+                weights[name] = value(weights[name])
+        save_file(weights, dst / "model.safetensors", metadata={"format": "pt"})
+    if config:
+        cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+        cfg.update(config)
+        (dst / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return dst
+
+
+def test_the_weights_loaded_are_counted(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT,
+                       "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert "weights: all 55 of the model's tensors loaded from the folder" in \
+        capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage, words", [
+    ({"tensors": {"encoder.layer.1.attention.self.key.weight": None}},
+     "no encoder.layer.1.attention.self.key.weight (1 of the 9 attention projection"),
+    ({"config": {"model_type": "gpt2", "n_embd": 32, "n_layer": 3, "n_head": 2,
+                 "architectures": ["GPT2Model"]}}, "they are not a gpt2 model's"),
+    ({"tensors": {"encoder.layer.2.attention.self.query.weight":
+                  lambda w: w * float("nan")}},
+     "encoder.layer.2.attention.self.query.weight holds 1024 non-finite value(s)"),
+])
+def test_weights_that_are_not_the_models_or_not_finite_are_refused_in_one_line(
+        tiny_bert_dir: Path, tmp_path: Path, capsys, damage: dict, words: str) -> None:
+    """A folder missing an attention projection, a model_type spoofed onto BERT's weights (main
+    audited GPT-2's random initialization as a full report), NaN weights (main: verdicts of
+    nan with exit 0, and a traceback with --out): exit 2, one line, no output folder left."""
+    folder = _copy_with(tiny_bert_dir, tmp_path / "m", **damage)
+    out = tmp_path / "o"
+    assert _exit_code(["audit-model", "--model", str(folder), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--model" in err[0] and words in err[0], err
+    assert not out.exists()

@@ -10,6 +10,9 @@ from pathlib import Path
 from ui.cli.common import TEXT_FILE_LIMIT_MB, add_force, fail, text_arg
 
 PROG = "attention-lab audit-model"
+#: the exit status when some attention layers of the model could not be seen (and so were not
+#: audited): the audit of the others is written, but it does not cover the model
+PARTIAL_EXIT = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         discard()
         fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
-    return 0
+    return PARTIAL_EXIT if any(r.not_seen for r in results) else 0
 
 
 def _audit_transformers(cfg, args):
@@ -197,6 +200,8 @@ def _print_result(res) -> None:
     print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
+    if res.weights_text:
+        print(f"weights: {res.weights_text}")
     for layer in range(len(res.layer_fits)):
         site = res.sites[layer] if res.sites else None
         print(f"layer {layer}: {res.layer_verdicts[layer]}; {res.scale_text(layer)}"
@@ -204,10 +209,16 @@ def _print_result(res) -> None:
         if site is not None:
             print(f"    {site.block}: {'; '.join(site.features)}; {res.declared_text(layer)}: "
                   f"{res.state_text(layer)}")
+            if site.shares_weights_with is not None:
+                print(f"      (the module of layer {site.shares_weights_with} called again: "
+                      "the same weights)")
             if site.declared_note:
                 print(f"      ({site.declared_note})")
+    for miss in res.not_seen:
+        print(f"not seen: {miss.name} ({miss.why})")
     mism, unknown = res.mismatched_layers(), res.unknown_layers()
     if res.sites:
+        print(res.coverage_text())
         print(f"{len(mism)} of {res.n_layers} layers differ from what the model declares"
               + (f": {', '.join(map(str, mism))}" if mism else "")
               + (f"; {len(unknown)} with a declaration that does not account for their code's "

@@ -231,6 +231,8 @@ class AuditPanel(PlotPanel):
                 text += (f" — {decl}: {res.state_text(i)}" if site.matches_declared
                          else f" — {decl}: <b>{site.mismatch}</b>")
                 note = f" ({site.declared_note})" if site.declared_note else ""
+                if site.shares_weights_with is not None:
+                    note += f" (layer {site.shares_weights_with}'s module again: same weights)"
                 text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}{note}</small>"
             lines.append(f"<span style='color:{colour}'>{text}</span>")
         flagged = res.flagged_layers()
@@ -243,6 +245,10 @@ class AuditPanel(PlotPanel):
                      else "; no layer differs from what the model declares")
             head += (f"; {len(unknown)} with a declaration that does not account for their "
                      "code's factors" if unknown else "")
+            head += f"; <b>{res.coverage_text()}</b>" if res.not_seen else \
+                f"; {res.coverage_text()}"
+            lines += [f"<span style='color:{self.theme.error}'>not seen: {m.name} ({m.why})"
+                      "</span>" for m in res.not_seen]
         return f"{head} ({res.note})<br>" + "<br>".join(lines)
 
     def hover_text(self, layer: int, head: int) -> str:
