@@ -48,6 +48,10 @@ class Reference:
     why_unknown: str = ""  #: what the declaration does not account for (known: "")
     tol: float = 0.0  #: how well the value itself is known (log; the code's pre-scales)
     note: str = ""  #: where it was checked, when not against the projections
+    #: (nq,) the factor q should carry at each query position, relative to the first (a
+    #: declared law such as Llama 4's; the code's own factor when the declaration is unknown);
+    #: None: one scale for every position
+    row_factor: np.ndarray | None = None
 
     @property
     def median(self) -> float:
@@ -68,25 +72,67 @@ def reference(decl: Declaration, rec: SiteRecord) -> Reference:
         if decl.pre is None:
             return _unknown(rec, f"the module applies its scaling {decl.attr:.4g} before the "
                             "call, and q and k are not a projection's output there")
-        return Reference(np.full(h, decl.product), True, decl.source,
-                         note=AT_PRODUCT)
+        note = AT_PRODUCT + (f"; the declared {decl.law.name} is inside q there and is not "
+                             "checked" if decl.law is not None else "")
+        return Reference(np.full(h, decl.product), True, decl.source, note=note)
+    law, f_code, t0 = _position(decl, rec)
     measured = rec.prescale()
     options = ([(decl.pre, "")] if decl.pre is not None else
                [(decl.attr * decl.cos_sin**2, " on q"), (decl.attr**2 * decl.cos_sin**2,
                                                           " on q and on k")])
+    at0 = 1.0 if decl.law is None else float(decl.law.factor(np.array([t0]))[0])
     for pre, where in options:
-        if np.all(np.abs(np.log(measured / pre)) <= PRE_TOL):
-            return Reference(np.full(h, decl.product * pre), True, decl.source + where)
+        if np.all(np.abs(np.log(measured / (pre * at0))) <= PRE_TOL):
+            if law is None and f_code is not None:  # the code's position factor, undeclared
+                break
+            src = decl.source + where + (f" x {decl.law.name}" if decl.law else "")
+            return Reference(np.full(h, decl.product * pre * at0), True, src, row_factor=law,
+                             note=_law_note(law, f_code))
     want = options[0][0] if decl.pre is not None else None
-    said = (f"the declaration accounts for x{want:.4g}" if want is not None else
+    said = (f"the declaration accounts for x{want * at0:.4g}" if want is not None else
             f"the module's scaling {decl.attr:.4g} on q or on q and k does not explain it")
-    return _unknown(rec, f"the code multiplies q.k by x{_span(measured)} before the product "
-                    f"({_sides(rec)}); {said}")
+    why = f"the code multiplies q.k by x{_span(measured)} before the product ({_sides(rec)})"
+    if law is None and f_code is not None:
+        why += (f", q by x{np.nanmin(f_code):.4g} to x{np.nanmax(f_code):.4g} with the "
+                "position, which no config key declares")
+    return _unknown(rec, f"{why}; {said}")
+
+
+def _position(decl: Declaration, rec: SiteRecord
+              ) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+    """(the declared law per query position relative to the first query with a q, the code's
+    factor the same way, that first position); None where there is none."""
+    n = rec.q.shape[1]
+    f = rec.q_position
+    t0 = int(np.flatnonzero(np.isfinite(f))[0]) if f is not None else 0
+    law = None
+    if decl.law is not None:
+        values = decl.law.factor(np.arange(n))
+        law = values / values[t0]
+    if f is not None and law is not None:  # a token without q carries no factor: the law's
+        f = np.where(np.isfinite(f), f, law)
+    return law, (None if f is None else np.where(np.isfinite(f), f, 1.0)), t0
+
+
+def _law_note(law: np.ndarray | None, f_code: np.ndarray | None) -> str:
+    """What the code's q carries with the position where the declared law says otherwise."""
+    if law is None or (np.all(np.abs(law - 1.0) <= PRE_TOL) and f_code is None):
+        return ""
+    code = np.ones_like(law) if f_code is None else f_code
+    if np.all(np.abs(np.log(code / law)) <= PRE_TOL):  # (a token without q: 1 in f_code)
+        return ""
+    what = ("no factor with the position" if f_code is None else
+            f"x{code.min():.4g} to x{code.max():.4g} with the position")
+    return (f"q carries {what}; the declared law gives x{law.min():.4g} to x{law.max():.4g} over "
+            "these positions")
 
 
 def _unknown(rec: SiteRecord, why: str) -> Reference:
     tol = PRE_TOL if rec.q_ratio is not None else 0.0
-    return Reference(code_factor(rec), False, "the factors the code applies", why, tol)
+    f = rec.q_position
+    rows = None if f is None else np.where(np.isfinite(f), f, 1.0)
+    return Reference(code_factor(rec), False, "the factors the code applies", why, tol,
+                     row_factor=rows)
 
 
 def _span(x: np.ndarray) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 from engine.errors import Cancelled, ConfigError
 from engine.probe.accounting import Reference, reference
 from engine.probe.config import check_text_and_model
+from engine.probe.position import PositionBucket, bucket_fits
 from engine.probe.scale_fit import (
     AFTER_SOFTMAX,
     ScaleFit,
@@ -260,6 +261,8 @@ class SiteFit:
     layer_cap: CapFit | None
     #: the most misfit float32 rounding can explain here (:func:`scale_fit.misfit_limit`)
     misfit_limit: float = math.inf
+    #: s(position): one fit per bucket of query positions, where the scale may vary with it
+    position: tuple[PositionBucket, ...] = ()
 
 
 def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
@@ -287,6 +290,14 @@ def fit_site(rec: SiteRecord, d_model: int, ref: Reference | None = None) -> Sit
     verdicts name a scale relative to ``ref`` (what the site should apply), when given."""
     z, p, vis, bias = site_arrays(rec)
     d_k, h = rec.d_k, rec.n_heads
+    row_factor = None if ref is None else ref.row_factor
+    position = ()
+    if row_factor is not None or rec.q_position is not None:
+        rf = np.ones(rec.q.shape[1]) if row_factor is None else row_factor
+        position = bucket_fits(z, p, vis, bias, rec.rows, rf[rec.rows],
+                               ref.median if ref is not None else rec.d_k**-0.5, d_k)
+    if row_factor is not None:  # the declared law (or the code's) folded into q.k
+        z = z * row_factor[rec.rows][None, :, None]
     zj, pj = z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1])
     visj = np.tile(vis, (h, 1))
     bj = None if bias is None else np.broadcast_to(bias, z.shape).reshape(1, -1, z.shape[-1])
@@ -303,7 +314,8 @@ def fit_site(rec: SiteRecord, d_model: int, ref: Reference | None = None) -> Sit
                   bool(hf.identifiable[i]), float(hf.weight_sum[i]), hf.weight_sum_tol, d_k,
                   d_model, h, reference=refs[i], declared_as=label) for i in range(h)]
     lv = _layer_verdict(hf, lf, hv, d_k, d_model, h, ref)
-    return SiteFit(hf, lf, hv, lv, cap, layer_cap, site_misfit_limit(rec, vis, bias, hf))
+    return SiteFit(hf, lf, hv, lv, cap, layer_cap, site_misfit_limit(rec, vis, bias, hf),
+                   position)
 
 
 def site_misfit_limit(rec: SiteRecord, vis: np.ndarray, bias: np.ndarray | None,
@@ -336,6 +348,8 @@ class SiteAudit:
     declared_note: str = ""
     #: the first layer of the same module when this layer is a later call of it (ALBERT)
     shares_weights_with: int | None = None
+    #: s(position) beside the declared law, where the scale may vary with the position
+    position: tuple[PositionBucket, ...] = ()
 
 
 def block_of(loaded: Any, site: Any, causal: bool) -> str:
@@ -367,6 +381,10 @@ def compare_declared(fit: SiteFit, ref: Reference | float, d_k: int | None = Non
     if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
             verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
         return False, "weights scaled after the softmax"
+    if law_differs(fit.position):
+        what = "the declared law" if ref.known else "the factors the code applies"
+        return False, (f"the scale varies with the position otherwise than {what}: "
+                       + position_text(fit.position))
     if float(fit.layer.misfit[0]) > fit.misfit_limit:
         return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
                        f"(misfit {float(fit.layer.misfit[0]):.2g})")
@@ -386,6 +404,20 @@ def compare_declared(fit: SiteFit, ref: Reference | float, d_k: int | None = Non
         return False, (f"soft-cap {fit.cap.declared:g} declared, {found} (logits reach "
                        f"{float(fit.cap.reach.max()):.3g})")
     return True, ""
+
+
+def law_differs(position: Sequence[PositionBucket]) -> bool:
+    """Do two buckets' scales, the reference's law folded in, differ by more than their bands
+    together (each within its band of one value differ by at most the sum)? A factor common to
+    every bucket is not a law's difference: the scale check reports it."""
+    ok = [b for b in position if math.isfinite(b.tol)]
+    return any(abs(math.log(a.ratio / b.ratio)) > a.tol + b.tol for a in ok for b in ok)
+
+
+def position_text(position: Sequence[PositionBucket]) -> str:
+    """"s x sqrt(d_k) 1.000 at positions 0-3 (declared 1.000), ..." of a site's buckets."""
+    return ", ".join(f"{b.measured:.4g} at {b.first}-{b.last} (declared {b.declared:.4g})"
+                     for b in position) + " (s x sqrt(d_k))"
 
 
 def audit_ids(loaded: Any, ids: Sequence[int], bugs: Mapping[int, str] | None = None,
@@ -453,7 +485,8 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
             softcap=None if cap is None else cap.cap.copy(),
             softcap_reach=None if cap is None else float(cap.reach.max()),
             matches_declared=ok, mismatch=why, declared_known=ref.known,
-            declared_note=ref.why_unknown or ref.note, shares_weights_with=site.shares_with))
+            declared_note=ref.why_unknown or ref.note, shares_weights_with=site.shares_with,
+            position=fit.position))
     rec0 = records[0]
     n_tok = rec0.q.shape[1]
     result = AuditResult(

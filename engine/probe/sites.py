@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.probe.position import match_position_factor
+
 #: the fit uses at most this many query rows per head, evenly spaced (memory stays bounded)
 MAX_FIT_ROWS = 128
 #: per-token norm ratios constant to this relative spread are one factor. A genuine constant
@@ -53,6 +55,9 @@ class SiteRecord:
     window: int | None  #: the most keys any row sees, when smaller than the causal prefix
     sliding_window: int | None  #: the window the call declared (sliding_window argument)
     features: tuple[str, ...]
+    #: (nq,) a factor q carries that depends on the query's position, shared by the heads and 1
+    #: at the first query (Llama 4, Ministral 3; q above is divided by it), None without one
+    q_position: np.ndarray | None = None
 
     @property
     def n_heads(self) -> int:
@@ -103,9 +108,16 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
             if getattr(o, "ndim", 0) == 3 and o.shape[0] == 1]
     q_ratio, q_rot = match_projection(q.astype(np.float64), outs)
     k_ratio, k_rot = match_projection(k.astype(np.float64), outs)
+    q_pos = None
+    if q_ratio is None and k_ratio is not None:  # a factor on q that varies with the position?
+        got = match_position_factor(q.astype(np.float64), outs, RATIO_SPREAD_TOL)
+        if got is not None:
+            q_ratio, q_pos, q_rot = got
     if q_ratio is None or k_ratio is None:  # one side unmatched: measure both at the product
-        q_ratio = k_ratio = None
+        q_ratio = k_ratio = q_pos = None
     qp = q if q_ratio is None else (q / q_ratio[:, None, None]).astype(np.float32)
+    if q_pos is not None:  # (a token without a query, NaN, is 0 whatever it is divided by)
+        qp = (qp / np.where(np.isfinite(q_pos), q_pos, 1.0)[None, :, None]).astype(np.float32)
     kp = k if k_ratio is None else (k / k_ratio[:, None, None]).astype(np.float32)
     causal, window = (False, None) if cross else attention_pattern(visible)
     softcap = _float(extra.get("softcap"))
@@ -121,7 +133,12 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
         bias=None if bias is None else bias[:, rows].astype(np.float32), sinks=sinks,
         softcap=softcap, scaling=_float(extra.get("scaling")), q_ratio=q_ratio, k_ratio=k_ratio,
         rotated=bool(q_rot or k_rot), causal=causal, window=window, sliding_window=sw,
-        features=feats)
+        features=feats + (position_feature(q_pos),) if q_pos is not None else feats,
+        q_position=q_pos)
+
+
+def position_feature(f: np.ndarray) -> str:
+    return f"q x{float(np.nanmin(f)):.4g} to x{float(np.nanmax(f)):.4g} with the position"
 
 
 def _np(t: object) -> np.ndarray:

@@ -209,6 +209,10 @@ def _print_result(res) -> None:
         if site is not None:
             print(f"    {site.block}: {'; '.join(site.features)}; {res.declared_text(layer)}: "
                   f"{res.state_text(layer)}")
+            if site.position:
+                from engine.probe.audit import position_text
+
+                print(f"      s(position): {position_text(site.position)}")
             if site.shares_weights_with is not None:
                 print(f"      (the module of layer {site.shares_weights_with} called again: "
                       "the same weights)")

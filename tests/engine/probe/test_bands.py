@@ -290,3 +290,18 @@ def test_a_measured_pre_scale_is_the_declared_one_inside_pre_tol_and_unknown_bey
     for sign in (-1, 1):
         assert reference(decl, record(0.25 * math.exp(sign * 0.5 * PRE_TOL))).known
         assert not reference(decl, record(0.25 * math.exp(sign * 1.5 * PRE_TOL))).known
+
+
+def test_two_position_buckets_differ_beyond_their_bands_together_and_not_within() -> None:
+    """A law differs when two buckets' scales (the law folded in) are farther apart than their
+    two bands: each within its band of one value, they differ by at most the sum."""
+    from engine.probe.audit import law_differs
+    from engine.probe.position import PositionBucket
+
+    a = PositionBucket(0, 3, 1.0, 1.0, 1.0, 2e-3)
+    for frac, differs in ((0.9, False), (1.1, True)):
+        b = PositionBucket(4, 7, 1.0, 1.0, math.exp(frac * (2e-3 + 3e-3)), 3e-3)
+        assert law_differs((a, b)) is differs
+    common = PositionBucket(4, 7, 1.0, 1.0, 1.0, 3e-3)  # both off by one factor: not a law's
+    assert not law_differs((dataclasses.replace(a, ratio=2.0), dataclasses.replace(common,
+                                                                                 ratio=2.0)))

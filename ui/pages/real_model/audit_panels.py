@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QSpinBox,
 )
 
-from engine.probe.audit import AuditResult
+from engine.probe.audit import AuditResult, position_text
 from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
@@ -233,6 +233,8 @@ class AuditPanel(PlotPanel):
                 note = f" ({site.declared_note})" if site.declared_note else ""
                 if site.shares_weights_with is not None:
                     note += f" (layer {site.shares_weights_with}'s module again: same weights)"
+                if site.position:
+                    note += f"<br>&nbsp;&nbsp;&nbsp;s(position): {position_text(site.position)}"
                 text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}{note}</small>"
             lines.append(f"<span style='color:{colour}'>{text}</span>")
         flagged = res.flagged_layers()
