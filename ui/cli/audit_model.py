@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write audit.csv, layers.csv (whatif.csv), audit.json here")
     add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    from ui.cli.audit_port import add_port_arguments
+
+    add_port_arguments(p)
 
 
 def _refuse_unused(args: argparse.Namespace, training: bool) -> None:
@@ -105,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
     from engine.io import output_dir
     from engine.probe.audit_export import AUDIT_FILES
     from engine.probe.training_audit import training_weights_path
+    from ui.cli.audit_port import port_requested, run_port
 
+    if port_requested(args) or args.reference is not None:
+        return run_port(args, text_arg(PROG, args))
     weights = training_weights_path(args.model)
     _refuse_unused(args, weights is not None)
     text = text_arg(PROG, args)

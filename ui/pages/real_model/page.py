@@ -140,7 +140,23 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self.tabs.addTab(per_head, "Per head")
         self.tabs.addTab(self.audit_panel, "Scale audit")
         self.tabs.addTab(self.whatif_panel, "What-if")
+        from ui.pages.real_model.port_panel import PortPanel
+
+        self.port_panel = PortPanel(self)
+        self.port_panel.export_requested.connect(self.export_panel_dialog)
+        self.port_panel.source = self._port_source
+        self.tabs.addTab(self.port_panel, "Port audit")
         self.tabs.currentChanged.connect(lambda _i: self._catch_up())
+
+    def _port_source(self) -> tuple[str | None, str | None]:
+        """The Port audit's source model (the page's) and text."""
+        try:
+            folder = str(resolve_model_dir(self.model_dir))
+        except ConfigError:
+            folder = None
+        if self.weights_path is not None:
+            folder = None  # Training lab weights are not a transformers model
+        return folder, self.text_edit.toPlainText() or None
 
     # -- model choice --------------------------------------------------------------------------
     def _update_availability(self) -> None:
@@ -253,6 +269,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
 
     def stop(self) -> None:
         self.worker.stop()
+        self.port_panel.worker.stop()
 
     def _set_running(self, running: bool, message: str | None = None) -> None:
         self.stop_button.setEnabled(running)
