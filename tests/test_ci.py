@@ -28,3 +28,10 @@ def test_ci_reruns_every_claim_from_scratch() -> None:
     args = runs[0]
     assert args[:3] == ["python", "main.py", "reproduce"]
     assert not {"--fast", "--only", "--cache", "--claims"} & set(args)
+
+
+def test_ci_runs_the_audit_tests_under_a_second_cpu_kernel() -> None:
+    """The probe tests again with torch's plain kernels: the audit's bands must hold on every
+    CPU (a band at rounding level failed on AVX2 only)."""
+    assert "ATEN_CPU_CAPABILITY=default python -m pytest -n auto tests/engine/probe" in \
+        _commands()

@@ -276,9 +276,13 @@ def test_a_constant_norm_ratio_is_matched_inside_its_spread_band_and_not_beyond(
 
 
 def test_a_measured_pre_scale_is_the_declared_one_inside_pre_tol_and_unknown_beyond() -> None:
-    from engine.probe.accounting import PRE_TOL, reference
+    """The measured pre-scale is q's factor times k's, each accepted by match_projection within
+    RATIO_SPREAD_TOL: their product is known to twice that, and no better is claimed."""
+    from engine.probe.accounting import reference
     from engine.probe.declared import Declaration
-    from engine.probe.sites import SiteRecord
+    from engine.probe.sites import RATIO_SPREAD_TOL, SiteRecord
+
+    margin = 2 * RATIO_SPREAD_TOL
 
     def record(r: float) -> SiteRecord:
         z = np.zeros((1, 2, 4), np.float32)
@@ -288,8 +292,8 @@ def test_a_measured_pre_scale_is_the_declared_one_inside_pre_tol_and_unknown_bey
 
     decl = Declaration(1.0, 0.25, "q x 1/4")
     for sign in (-1, 1):
-        assert reference(decl, record(0.25 * math.exp(sign * 0.5 * PRE_TOL))).known
-        assert not reference(decl, record(0.25 * math.exp(sign * 1.5 * PRE_TOL))).known
+        assert reference(decl, record(0.25 * math.exp(sign * 0.5 * margin))).known
+        assert not reference(decl, record(0.25 * math.exp(sign * 1.5 * margin))).known
 
 
 def test_two_position_buckets_differ_beyond_their_bands_together_and_not_within() -> None:
