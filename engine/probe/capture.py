@@ -191,7 +191,7 @@ def capture(loaded: Any, input_ids: Sequence[int],
     if len(shapes) != 1:
         raise ConfigError("model", "its attention sites differ in heads, head width or length; "
                           "the probe's per-layer grids need one shape (the audit handles it)")
-    q = np.stack([r.q for r in records])[:, :, pos]
+    q = np.stack([_with_position(r) for r in records])[:, :, pos]
     k = np.stack([r.k[r.kv_head] for r in records])[:, :, pos]
     attn = np.stack([r.probs for r in records])  # (L, H, N, N)
     vis = np.stack([r.visible for r in records])  # (L, N, N)
@@ -211,6 +211,15 @@ def capture(loaded: Any, input_ids: Sequence[int],
         softcap=np.array([np.nan if r.softcap is None else r.softcap for r in records]),
         sinks=any(r.sinks is not None for r in records), valid_positions=pos,
         causal=any(r.causal for r in records), forward_s=forward_s)
+
+
+def _with_position(r: SiteRecord) -> np.ndarray:
+    """q with its position-dependent factor put back (Llama 4, Ministral 3): the probe's
+    recomputation of the model's attention applies one scale per site."""
+    if r.q_position is None:
+        return r.q
+    f = np.where(np.isfinite(r.q_position), r.q_position, 1.0)
+    return (r.q * f[None, :, None]).astype(np.float32)
 
 
 def _site_scale(r: SiteRecord) -> float:

@@ -109,3 +109,17 @@ def test_a_planted_constant_bug_on_a_position_law_is_the_scale_not_the_law() -> 
     assert r.mismatched_layers() == [1]
     assert r.sites[1].mismatch.startswith("measured 0.3536 x the declared scale")
     assert r.layer_verdicts[1] == "scaled twice"
+
+
+def test_the_probe_recomputes_a_position_law_models_attention() -> None:
+    """probe-model puts the per-position factor back into q: its recomputation of the model's
+    own attention stays at float32 rounding."""
+    from engine.probe.analyze import analyze_capture, run_to_result
+    from engine.probe.capture import capture
+    from engine.probe.config import ProbeConfig
+
+    loaded = build(ZooEntry("Ministral 3", "Ministral3Config", MINISTRAL3))
+    cap = capture(loaded, zoo_ids())
+    res = run_to_result(analyze_capture(ProbeConfig(text="x", bootstrap=0), loaded, cap,
+                                        zoo_ids()))
+    assert res.attn_max_abs_diff.max() < 1e-5
