@@ -16,7 +16,6 @@ Skips (exit 0, with a message) when transformers or the bundled model is not ins
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -61,8 +60,9 @@ def main() -> int:
     loaded = load_model(None)
     load_wall = time.perf_counter() - t0
 
-    presets = json.loads((ROOT / "resources" / "probe_texts.json").read_text(encoding="utf-8"))
-    text = " ".join(p["text"] for p in presets["presets"])  # long enough to cut to --tokens
+    from engine.probe.texts import load_text_presets
+
+    text = " ".join(body for _, body in load_text_presets())  # long enough to cut to --tokens
     cfg = ProbeConfig(text=text, bootstrap=args.bootstrap, max_tokens=args.tokens)
     run_to_result(analyze(cfg, loaded))  # warm-up (first-call allocations, BLAS start-up)
     walls, forwards, stats = [], [], []

@@ -3,7 +3,7 @@ pytest, with each read's wall time and the rise of the process's peak resident m
 VmHWM after a reset; 0 elsewhere), as ratios to reading the reader's valid document.
 
 Prints the number of cases (hostile files x readers, things that are not files x readers,
-hostile images, and fields x hostile values) and, per reader, the slowest case and the largest
+hostile images, SVG element bombs, and fields x hostile values) and, per reader, the slowest case and the largest
 memory rise. The tests bound each read at 20 s and 256 MB (a hang and blow-up detector): this
 prints how far below that the readers stay.
 
@@ -73,6 +73,10 @@ def _cases(reader, values: bool, content, places, hostile_values, paths, replace
         cases += [(f"place {c}", places[c]) for c in places]
     if reader.suffix in (".png", ".svg"):
         cases += [(f"image {c}", lambda t, c=c: t.write_bytes(content[c]())) for c in content]
+    if reader.suffix == ".svg":
+        from tests.fuzz.corpus import HOSTILE_SVG
+
+        cases += [(f"svg {c}", lambda t, c=c: t.write_bytes(HOSTILE_SVG[c]())) for c in HOSTILE_SVG]
     valid = reader.valid() if reader.valid else None
     if values and valid is not None:
         for p in spread(list(paths(valid))):

@@ -36,9 +36,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from engine.bundled import resource
 from engine.errors import ConfigError, FileFormatError, quote
 
-CLAIMS_FILE = Path(__file__).resolve().parents[1] / "resources" / "claims.json"
+CLAIMS_FILE = resource("claims.json")
 #: no kind for a single training run: a training claim rests on seeds (an experiment)
 KINDS = ("simulate", "inspect", "probe", "experiment", "optimum", "coord")
 #: standard errors allowed on top of rounding for Monte-Carlo figures, for statistical
@@ -590,7 +591,7 @@ def _measure_probe(claim: Claim, cache: _Cache) -> tuple[float, float]:
     if name is not None:
         from engine.probe.texts import load_text_presets
 
-        texts = load_text_presets(CLAIMS_FILE.parent / "probe_texts.json")
+        texts = load_text_presets()
         found = [text for title, text in texts if title.split(" (")[0] == name]
         if not found:
             raise ConfigError("claims", f"claim {quote(claim.id)}: no probe text named {quote(name)}")

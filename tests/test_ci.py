@@ -30,6 +30,34 @@ def test_ci_reruns_every_claim_from_scratch() -> None:
     assert not {"--fast", "--only", "--cache", "--claims"} & set(args)
 
 
+def _readme_ci_paragraph() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = re.search(r"`\.ci/run`\s+installs", text).start()  # wherever the line wraps
+    return text[start:text.index("\n\n", start)]
+
+
+def test_the_readme_says_what_ci_installs() -> None:
+    """Every extra and every package .ci/run installs is named in the README's paragraph on CI
+    (it once left out the cluster extra)."""
+    said = _readme_ci_paragraph()
+    extras, packages = set(), set()
+    for line in _commands():
+        if " pip install" not in line:
+            continue
+        words = shlex.split(line)
+        for word in words[words.index("install") + 1:]:
+            if word.startswith("."):  # the lab itself: ".[models,cluster]"
+                m = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", word)
+                extras |= set(m.group(1).split(",")) if m and m.group(1) else set()
+            elif not word.startswith("-"):
+                packages.add(re.split(r"[=<>]", word)[0])
+    assert {"models", "cluster"} <= extras and {"torch", "mup"} <= packages
+    assert packages - {"pip"}, packages
+    missing = [f"extra {e}" for e in sorted(extras - {"test"}) if f"`{e}`" not in said]
+    missing += [p for p in sorted(packages - {"pip"}) if p not in said]
+    assert not missing, missing
+
+
 def test_ci_runs_the_audit_tests_under_a_second_cpu_kernel() -> None:
     """The probe tests again with torch's plain kernels: the audit's bands must hold on every
     CPU (a band at rounding level failed on AVX2 only)."""

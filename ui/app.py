@@ -108,6 +108,20 @@ def _schedule_screenshot(app: Any, window: Any, screenshot: str, code: dict[str,
     QTimer.singleShot(int(SCREENSHOT_TIMEOUT_S * 1000), timed_out)
 
 
+def set_identity(app: Any) -> None:
+    """The application's name, its icon (every window's, and the taskbar's) and, for Wayland's
+    taskbar, the desktop entry it matches (``--install-desktop-entry`` writes that file)."""
+    from PySide6.QtGui import QIcon
+
+    from engine.bundled import resource
+    from ui.desktop_entry import APP_ID
+
+    app.setApplicationName("Attention Scaling Lab")
+    app.setOrganizationName("AttentionScalingLab")
+    app.setDesktopFileName(APP_ID)
+    app.setWindowIcon(QIcon(str(resource("icon.png"))))
+
+
 def run_gui(args: Any) -> int:
     """Open the main window; returns the process exit code."""
     screenshot = getattr(args, "screenshot", None)
@@ -124,8 +138,7 @@ def run_gui(args: Any) -> int:
 
     install_message_filter()
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setApplicationName("Attention Scaling Lab")
-    app.setOrganizationName("AttentionScalingLab")
+    set_identity(app)
     _timing("QApplication")
     window = _open_window(args, screenshot)
     if window is None:

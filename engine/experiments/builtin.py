@@ -6,10 +6,11 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from engine.bundled import resource
 from engine.errors import ConfigError, quote
 from engine.experiments.spec import ExperimentSpec
 
-EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "resources" / "experiments"
+EXPERIMENT_DIR = resource("experiments")
 #: display order; files not listed here follow alphabetically
 ORDER = ("seeds", "head_width", "learning_rate", "logit_control", "heads")
 

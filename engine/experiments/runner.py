@@ -14,6 +14,7 @@ on cancel) ``summary.csv`` and ``metrics.csv``. ``resume`` skips the jobs whose 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +41,13 @@ from engine.experiments.summary import (
     summary_columns,
     summary_rows,
 )
-from engine.io import ensure_writable_dir, output_dir, package_versions, write_csv, write_json
+from engine.io import (
+    check_output_dir,
+    ensure_writable_dir,
+    package_versions,
+    write_csv,
+    write_json,
+)
 from engine.readers.json_file import read_json
 
 RESULT_FILES = ("experiment.json", "summary.csv", "points.csv", "metrics.csv", "jobs/")
@@ -144,7 +151,8 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
     """Refuse, before anything runs, a folder that holds another experiment (with ``resume``;
     the message names the one it holds), any experiment (without: nothing is overwritten), or no
     experiment but files an experiment writes (a user's summary.csv, metrics.csv or jobs/:
-    WouldOverwrite, unless ``force``)."""
+    WouldOverwrite, unless ``force``; a file named jobs: always). Creates nothing: a new folder
+    is made when the first job starts (:func:`_start_folder`)."""
     saved = Path(out_dir) / EXPERIMENT_FILE
     jobs = Path(out_dir) / JOBS_DIR
     if saved.exists():
@@ -162,7 +170,7 @@ def check_out_dir(spec: ExperimentSpec, out_dir: str | os.PathLike[str], resume:
         return out
     if resume and jobs.is_dir() and any(jobs.iterdir()):
         raise ConfigError("resume", f"{str(out_dir)!r} has job files but no {EXPERIMENT_FILE}")
-    return output_dir(out_dir, RESULT_FILES, force=force)
+    return check_output_dir(out_dir, RESULT_FILES, force=force)
 
 
 def _dask_executor(address: str) -> tuple[Any, Any]:
@@ -251,8 +259,7 @@ def run_experiment(spec: ExperimentSpec, out_dir: str | os.PathLike[str] | None,
         executor, client, kind, workers, in_process = _make_executor(
             scheduler, on_cuda, workers, len(pending_jobs))
     if out is not None:
-        _write_experiment(out, spec, "running", len(jobs), results, workers, kind)
-        (out / JOBS_DIR).mkdir(exist_ok=True)
+        _start_folder(out, spec, len(jobs), results, workers, kind)
     run = _Run(spec, out, len(jobs), results, kind, workers, resumed=len(results),
                ignored=tuple(ignored))
     try:
@@ -351,6 +358,21 @@ def _write_experiment(out: Path, spec: ExperimentSpec, status: str, total: int,
         "status": status, "jobs": total, "done": len(values),
         "failed": sum(1 for r in values if r.get("error")),
         "workers": workers, "executor": executor, "versions": package_versions()})
+
+
+def _start_folder(out: Path, spec: ExperimentSpec, total: int,
+                  results: dict[str, dict[str, Any]], workers: int, executor: str) -> None:
+    """The folder, its jobs/ and its experiment.json ("running"), all or none: what this made
+    is removed again if any of it cannot be written (a refused run leaves no trace)."""
+    made = [p for p in (*reversed(out.parents), out, out / JOBS_DIR) if not os.path.lexists(p)]
+    try:
+        (out / JOBS_DIR).mkdir(parents=True, exist_ok=True)
+        _write_experiment(out, spec, "running", total, results, workers, executor)
+    except BaseException:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def write_outputs(out: Path, spec: ExperimentSpec, results: list[dict[str, Any]], status: str,

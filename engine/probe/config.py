@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from engine.errors import ConfigError
@@ -11,10 +12,29 @@ from engine.validate import ConfigMethods, check_float, check_int
 PROBE_RULES: tuple[str, ...] = ("model", "none", "dk")
 
 
-def check_text_and_model(text: object, model: object) -> None:
-    """The two fields every probe of a real model takes: a non-blank text, a folder or None."""
+#: a UTF-16 surrogate: never a character of valid text (a lone one in a JSON file, or a byte
+#: of invalid UTF-8 in a command line, which Python hands over as U+DC80..U+DCFF)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: object) -> str:
+    """A text a tokenizer can take: a string with a non-blank character and no surrogate
+    (ConfigError on ``text``, saying where the invalid character is)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError("text", "must contain at least one non-blank character")
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        code = ord(bad.group())
+        what = (f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8" if 0xDC80 <= code <= 0xDCFF
+                else f"a lone surrogate U+{code:04X}, which is not a character")
+        raise ConfigError("text", f"must be valid Unicode text; character {bad.start():,} is "
+                          f"{what}")
+    return text
+
+
+def check_text_and_model(text: object, model: object) -> None:
+    """The two fields every probe of a real model takes: a non-blank text, a folder or None."""
+    check_text(text)
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise ConfigError("model", "must be a model folder path (or left out for the bundled MiniLM)")
 

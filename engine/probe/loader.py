@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
+from engine.probe.config import check_text
+from engine.probe.memory import DEFAULT_BUDGET_GB
 from engine.probe.model_folder import ModelInfo, inspect_model_dir
 
 __all__ = ["BUNDLED_NAME", "INSTALL_HINT", "LoadedModel", "ModelInfo", "Tokenized",
@@ -119,8 +121,10 @@ def resolve_model_dir(model: str | None) -> Path:
     return folder
 
 
-def load_model(model: str | None = None) -> LoadedModel:
-    """Load a local model (eval mode, float32, CPU), check it, find its attention sites."""
+def load_model(model: str | None = None, budget_gb: float = DEFAULT_BUDGET_GB) -> LoadedModel:
+    """Load a local model (eval mode, float32, CPU), check it, find its attention sites. A model
+    whose tensors would take more than ``budget_gb`` GB is refused before anything is
+    allocated (:mod:`engine.probe.memory`)."""
     folder = resolve_model_dir(model)
     info = inspect_model_dir(folder, BUNDLED_NAME if model is None else None)
     if not models_extra_available():
@@ -129,9 +133,12 @@ def load_model(model: str | None = None) -> LoadedModel:
     from transformers import AutoModel, AutoTokenizer  # lazy: ~2 s, and only with the extra
     from transformers.utils import logging as hf_logging
 
+    from engine.probe.memory import check_model_memory
+
     hf_logging.disable_progress_bar()  # our own progress reporting owns stderr
     hf_logging.set_verbosity_error()
     _check_known(info)
+    check_model_memory(folder, info.n_params, budget_gb, str(folder / "config.json"))
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
                                                   trust_remote_code=False)
@@ -262,6 +269,7 @@ def tokenize(loaded: LoadedModel, text: str, max_tokens: int | None = None) -> T
     tok = loaded.tokenizer
     if tok is None:
         raise ConfigError("model", "this model has no tokenizer")
+    check_text(text)  # (a lone surrogate would reach the tokenizer as a TypeError)
     limit = loaded.max_tokens if max_tokens is None else min(max_tokens, loaded.max_tokens)
     chars = limit * TOKENIZE_CHARS_PER_TOKEN
     while True:

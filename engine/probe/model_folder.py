@@ -4,8 +4,10 @@ Nothing here imports transformers or torch. :func:`inspect_model_dir` reads conf
 size and depth limits, checks the type and range of every size field it uses, refuses a folder
 that needs code of its own (``auto_map``: trust_remote_code) or pickled weights only loadable
 without ``weights_only``, reads the safetensors headers (8-byte length + JSON, no tensor data) to
-count the parameters and the layers the weights really hold, checks config against weights, and
-estimates the memory the audit needs before anything is built. Both JSON documents are read by the
+count the parameters and the layers the weights really hold, checks config against weights,
+checks that every file a library reads whole (tokenizer.json, vocabularies, ...) is a regular
+file within its size, and estimates the memory the audit needs before anything is built (the
+exact count of the config's tensors, with transformers, is :mod:`engine.probe.memory`'s). Both JSON documents are read by the
 lab's bounded reader (:mod:`engine.readers`); every refusal of a file is one
 :class:`FileFormatError` line, "FILE: field: what is wrong", its option ``model``.
 """
@@ -129,10 +131,45 @@ def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) 
     if widths and not own_width and d_model not in widths:
         _refuse(label, _key(src, SIZE_KEYS[2][1]), f"{d_model}, but the weights' embeddings "
                 f"are {sorted(widths)[0]} wide")
+    check_library_files(folder)
     info = ModelInfo(folder, name, model_type, tuple(archs), n_layers, n_heads, d_model,
                      max_pos, head_dim, n_params)
     check_memory(info, max(layer_counts), vocab, tokens, label)
     return info
+
+
+#: the files of a model folder that transformers or a tokenizer library reads whole, and the
+#: most bytes the lab lets them have (the largest published: Gemma's tokenizer.json, ~34 MB;
+#: a vocabulary or merges file, a few MB; the JSON settings, kB): checked before either reads
+#: them, since an 800 MB tokenizer.json costs them 4 GB before any error
+LIBRARY_FILES = {"tokenizer.json": 100_000_000, "tokenizer_config.json": 16_000_000,
+                 "special_tokens_map.json": 4_000_000, "added_tokens.json": 16_000_000,
+                 "vocab.json": 32_000_000, "vocab.txt": 32_000_000, "merges.txt": 32_000_000,
+                 "generation_config.json": 4_000_000, "chat_template.json": 4_000_000,
+                 "chat_template.jinja": 4_000_000, "preprocessor_config.json": 4_000_000,
+                 "processor_config.json": 4_000_000, "model.safetensors.index.json": 64_000_000,
+                 "pytorch_model.bin.index.json": 64_000_000, "bpe.codes": 32_000_000}
+#: further files read whole, by their ending (SentencePiece and tiktoken vocabularies)
+LIBRARY_SUFFIXES = {".model": 64_000_000, ".spm": 64_000_000, ".tiktoken": 32_000_000}
+
+
+def check_library_files(folder: Path) -> None:
+    """Every file of ``folder`` a library reads whole is a regular file within its size
+    (LIBRARY_FILES, LIBRARY_SUFFIXES): a FIFO named tokenizer.json would block the tokenizer
+    forever, a huge one exhaust memory. Refused with one FileFormatError line, option model."""
+    for name, limit in LIBRARY_FILES.items():
+        path = folder / name
+        if os.path.lexists(path):
+            check_file(path, max_bytes=limit, kind=name, option="model")
+    try:
+        entries = sorted(folder.iterdir())[:10_000]
+    except OSError as exc:
+        raise ConfigError("model", f"cannot list {str(folder)!r}: {exc.strerror or exc}"
+                          ) from None
+    for path in entries:
+        limit = LIBRARY_SUFFIXES.get(path.suffix.lower())
+        if limit is not None:
+            check_file(path, max_bytes=limit, kind=f"{path.suffix} vocabulary", option="model")
 
 
 def _refuse(file: str, where: str, problem: str) -> NoReturn:

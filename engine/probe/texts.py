@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PRESETS_FILE = Path(__file__).resolve().parents[2] / "resources" / "probe_texts.json"
+from engine.bundled import resource
+
+PRESETS_FILE = resource("probe_texts.json")
 #: the largest presets file read, the most presets, and the longest preset text
 PRESETS_FILE_MAX = 2_000_000
 MAX_PRESETS = 100

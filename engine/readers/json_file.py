@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,7 @@ def check_file(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "fil
     path = Path(path)
     try:
         if not path.is_file():
-            problem = ("is a folder, not a file" if path.is_dir() else
-                       "no such file" if not path.exists() else "is not a regular file")
-            raise FileFormatError(str(path), "", problem, option)
+            raise FileFormatError(str(path), "", _not_a_file(path), option)
         size = path.stat().st_size
     except OSError as exc:
         raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}", option
@@ -51,14 +50,31 @@ def check_file(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "fil
     return size
 
 
+def _not_a_file(path: Path) -> str:
+    """What ``path`` is instead of a regular file (by its mode: nothing is opened)."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    if not path.exists():
+        return "no such file"
+    mode = path.stat().st_mode
+    what = ("a FIFO (a pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "something")
+    return f"is {what}, not a regular file"
+
+
 def read_bytes(path: str | os.PathLike[str], *, max_bytes: int, kind: str = "file",
                option: str = "") -> bytes:
     """At most ``max_bytes`` of a regular file (a larger one, a folder, a FIFO or a device is
-    refused before reading)."""
+    refused before reading: nothing blocks, nothing reads on forever)."""
     path = Path(path)
     check_file(path, max_bytes=max_bytes, kind=kind, option=option)
     try:
-        with open(path, "rb") as fh:
+        # non-blocking, and checked again on the open file: a FIFO swapped in meanwhile is
+        # refused, never waited on; at most max_bytes + 1 bytes, whatever the size said
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileFormatError(str(path), "", "is not a regular file", option)
             raw = fh.read(max_bytes + 1)
     except OSError as exc:
         raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}", option

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from engine.bundled import resource
 from engine.errors import ConfigError, quote
 from engine.training.config import TrainingConfig
 
-PRESET_FILE = Path(__file__).resolve().parents[2] / "resources" / "presets" / "training.json"
+PRESET_FILE = resource("presets", "training.json")
 DEFAULT_PRESET = "demo"
 
 

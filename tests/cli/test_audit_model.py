@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from engine.probe.audit_export import AUDIT_COLUMNS
 from engine.probe.loader import bundled_model_dir
 
 TEXT = "Why is the attention score scaled? The softmax of trained keys and queries is one model."
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ("layer", "head", "d_k", "fitted_scale", "scale_x_sqrt_dk", "residual_max_abs",
         "identifiable", "verdict")
 
@@ -119,11 +121,28 @@ def test_tiny_bert_with_injected_bugs_writes_the_tables(tiny_bert_dir: Path, tmp
     # each layer's scale in words, as a multiple of the standard (not "s*sqrt(d_k) = 1 (heads 1..1)")
     assert "layer 1: 1/sqrt(d_k); fitted scale 1.000 x 1/sqrt(d_k), all 2 heads alike" in printed
     assert "s*sqrt" not in printed and ".." not in printed
+    _matches_the_guide(printed, tuple(w[0]))
     meta = json.loads((out / "audit.json").read_text())
     assert meta["inject"] == {"0": "none", "2": "after_softmax"}
     # the text as the model saw it, so the audit can be rerun
     assert meta["tokens"][:3] == ["[CLS]", "why", "is"] and len(meta["tokens"]) == meta["n_tokens"]
     assert meta["whatif_layer"] == "all"
+
+
+def _matches_the_guide(printed: str, whatif_columns: tuple[str, ...]) -> None:
+    """docs/guide/real_model.md describes what a 3-layer BERT audit prints and the columns of
+    audit.csv and whatif.csv (it once left out whatif's ``model`` and said one line per layer)."""
+    guide = " ".join((ROOT / "docs" / "guide" / "real_model.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"`whatif\.csv` \(`([^`]+)`, plus `pooled_cosine` for encoders", guide)
+    assert tuple(listed.group(1).split(", ")) + ("pooled_cosine",) == whatif_columns
+    assert re.search(r"`audit\.csv` \(`([^`]+)`", guide).group(1).split(", ") == list(SPEC)
+    assert "a line naming the model" in guide and "then two lines per layer" in guide
+    lines = printed.splitlines()
+    layers = [i for i, line in enumerate(lines) if line.startswith("layer ")]
+    assert layers == [1, 3, 5] and "3 layers x 2 heads" in lines[0]
+    assert all(lines[i + 1].startswith("    ") and "declared" in lines[i + 1] for i in layers)
+    assert re.match(r"\d of 3 layers differ from what the model declares", lines[7])
+    assert lines[8].startswith("forward ") and lines[9].startswith("what-if on the ")
 
 
 def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,

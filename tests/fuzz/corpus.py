@@ -53,6 +53,7 @@ HOSTILE_CONTENT: dict[str, Callable[[], bytes]] = {
     "utf16": lambda: '{"config": {}}'.encode("utf-16"),
     "latin1": lambda: '{"text": "caf\xe9"}'.encode("latin-1"),
     "lone_surrogate": lambda: b'{"text": "\\ud800"}',
+    "lone_surrogate_in_probe_text": lambda: b'{"real_model": {"text": "a \\ud800 b"}}',
     "null": lambda: b"null",
     "number": lambda: b"5",
     "string": lambda: b'"session"',
@@ -77,6 +78,20 @@ HOSTILE_CONTENT: dict[str, Callable[[], bytes]] = {
     "keys_1e5": lambda: b"{" + b",".join(b'"k%d": 0' % i for i in range(100_000)) + b"}",
     "long_key": lambda: b'{"' + b"k" * 1_000_000 + b'": 1}',
     "duplicate_keys": lambda: b'{"config": {"d_k": 64, "d_k": "x"}}',
+}
+
+_SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4">'
+
+#: id -> the bytes of a hostile SVG (File -> Open of an exported figure): 45-62 MB of elements
+#: that took 1.3-2.5 GB and 30-105 s when the reader built the tree
+HOSTILE_SVG: dict[str, Callable[[], bytes]] = {
+    "nested_g_6_5m": lambda: _SVG + b"<g>" * 6_500_000 + b"</g>" * 6_500_000 + b"</svg>",
+    "nested_g_9m": lambda: _SVG + b"<g>" * 9_000_000 + b"</g>" * 9_000_000 + b"</svg>",
+    "flat_g_15m": lambda: _SVG + b"<g/>" * 15_000_000 + b"</svg>",
+    "metadata_after_1m_elements": lambda: _SVG + b"<g/>" * 1_000_000 + (
+        b'<metadata id="attention-lab">{"config": {"d_k": 8}}</metadata></svg>'),
+    "metadata_holding_1m_elements": lambda: _SVG + b'<metadata id="attention-lab">' + (
+        b"<g/>" * 1_000_000) + b"</metadata></svg>",
 }
 
 #: id -> a writer of something at a path that is not a plain, small file

@@ -20,6 +20,7 @@ import pytest
 from tests.fuzz.corpus import (
     HOSTILE_CONTENT,
     HOSTILE_PLACES,
+    HOSTILE_SVG,
     HOSTILE_VALUES,
     paths,
     replaced,
@@ -134,6 +135,14 @@ def test_hostile_content_as_the_image_itself(suffix: str, case: str, tmp_path: P
                                              qapp) -> None:
     reader = READERS["figure_png" if suffix == ".png" else "figure_svg"]
     run_case(reader, tmp_path, lambda target: target.write_bytes(HOSTILE_CONTENT[case]()))
+
+
+@pytest.mark.parametrize("case", HOSTILE_SVG)
+def test_a_hostile_svg_is_streamed_not_built(case: str, tmp_path: Path, qapp) -> None:
+    """Millions of nested or flat elements: the reader stops at its depth or element limit (a
+    tree of them took 1.3-2.5 GB and up to 105 s)."""
+    reader = READERS["figure_svg"]
+    run_case(reader, tmp_path, lambda target: target.write_bytes(HOSTILE_SVG[case]()))
 
 
 MUTATED = [n for n, r in READERS.items() if r.valid is not None]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.fuzz.corpus import HOSTILE_CONTENT, HOSTILE_VALUES, paths, replaced, spread
+from tests.fuzz.corpus import HOSTILE_CONTENT, HOSTILE_SVG, HOSTILE_VALUES, paths, replaced, spread
 from tests.fuzz.readers import READERS_WITH_DOCUMENTS, readers, valid_session
 from tests.fuzz.test_corpus import LINE_MAX, TIME_BOUND_S
 
@@ -46,10 +46,13 @@ def _state(lab) -> tuple:
     return lab.params.widget_values(), lab.sweep_axis, dict(lab.sessions.pending)
 
 
-def _refused(lab, monkeypatch, tmp_path, fmt: str, doc) -> None:
+def _refused(lab, monkeypatch, tmp_path, fmt: str, doc, raw: bool = False) -> None:
     reader = READERS[fmt]
     path = tmp_path / f"case{reader.suffix}"
-    reader.write(path, doc)
+    if raw:  # the bytes are the file itself
+        path.write_bytes(doc)
+    else:
+        reader.write(path, doc)
     before = _state(lab)
     said, seconds = _open(lab, monkeypatch, path)
     assert seconds < TIME_BOUND_S
@@ -63,6 +66,11 @@ def _refused(lab, monkeypatch, tmp_path, fmt: str, doc) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_hostile_file_is_refused_and_changes_nothing(lab, monkeypatch, tmp_path, fmt, case):
     _refused(lab, monkeypatch, tmp_path, fmt, HOSTILE_CONTENT[case]())
+
+
+@pytest.mark.parametrize("case", HOSTILE_SVG)
+def test_a_hostile_svg_is_refused_at_once(lab, monkeypatch, tmp_path, case):
+    _refused(lab, monkeypatch, tmp_path, "figure_svg", HOSTILE_SVG[case](), raw=True)
 
 
 @pytest.mark.parametrize("value", HOSTILE_VALUES)

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
-from ui.cli.common import TEXT_FILE_LIMIT_MB, add_force, fail, text_arg
+from ui.cli.common import (
+    TEXT_FILE_LIMIT_MB,
+    add_force,
+    add_memory_budget,
+    fail,
+    path_arg,
+    text_arg,
+    write_all_or_none,
+)
 
 PROG = "attention-lab audit-model"
 #: the exit status when some attention layers of the model could not be seen (and so were not
@@ -16,14 +23,14 @@ PARTIAL_EXIT = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", metavar="PATH",
+    p.add_argument("--model", metavar="PATH", type=path_arg,
                    help="local Hugging Face folder of any architecture transformers runs on text "
                    "(no remote code), or the Training lab's weights.pt (or the folder of `train "
                    "--out`); default: the bundled all-MiniLM-L6-v2. Never downloads.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to run through the model (default: the Real model "
                      "page's first preset text)")
-    src.add_argument("--text-file", metavar="FILE", help=f"read the text from FILE (UTF-8, at "
+    src.add_argument("--text-file", metavar="FILE", type=path_arg, help=f"read the text from FILE (UTF-8, at "
                      f"most {TEXT_FILE_LIMIT_MB} MB; only its start is tokenized)")
     p.add_argument("--inject", action="append", default=[], metavar="LAYER=KIND",
                    help="plant a scaling bug in an attention layer (from 0, in call order: "
@@ -41,8 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="append", default=[], metavar="RULE",
                    help="Training lab weights: audit only this run (repeatable; default: all)")
     p.add_argument("--max-tokens", type=int, metavar="N", help="cut the text to N tokens")
-    p.add_argument("--out", metavar="DIR", required=True,
+    p.add_argument("--out", metavar="DIR", type=path_arg, required=True,
                    help="write audit.csv, layers.csv (whatif.csv), audit.json here")
+    add_memory_budget(p)
     add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     from ui.cli.audit_port import add_port_arguments
@@ -105,8 +113,9 @@ def _config(args: argparse.Namespace, text: str | None, bugs: tuple[tuple[int, s
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import output_dir
+    from engine.io import check_output_dir
     from engine.probe.audit_export import AUDIT_FILES
+    from engine.probe.memory import check_budget
     from engine.probe.training_audit import training_weights_path
     from ui.cli.audit_port import port_requested, run_port
 
@@ -117,18 +126,13 @@ def run(args: argparse.Namespace) -> int:
     text = text_arg(PROG, args)
     bugs = _bugs(args.inject)
     try:
+        check_budget(args.memory_budget)
         cfg = None if weights is not None else _config(args, text, bugs)
-        created = not Path(args.out).exists()
-        out = output_dir(args.out, AUDIT_FILES, force=args.force)
+        out = check_output_dir(args.out, AUDIT_FILES, force=args.force)
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
         fail(PROG, exc)
-
-    def discard() -> None:
-        if created:
-            with contextlib.suppress(OSError):
-                out.rmdir()
 
     backends = None
     try:
@@ -137,10 +141,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             results, whatif = _audit_training(weights, args), None
     except ConfigError as exc:
-        discard()
         fail(PROG, exc)
     except (KeyboardInterrupt, Cancelled):
-        discard()
         sys.stderr.write("interrupted: nothing written\n")
         return 130
     for res in results:
@@ -151,11 +153,8 @@ def run(args: argparse.Namespace) -> int:
         _print_backends(backends, results[0])
     from engine.probe.audit_export import write_audit_outputs
 
-    try:
-        paths = write_audit_outputs(out, results, whatif, backends=backends)
-    except OSError as exc:
-        discard()
-        fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+    paths = write_all_or_none(PROG, out, AUDIT_FILES, (), lambda folder: write_audit_outputs(
+        folder, results, whatif, backends=backends))
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
     return PARTIAL_EXIT if any(r.not_seen for r in results) else 0
 
@@ -167,7 +166,7 @@ def _audit_transformers(cfg, args):
     from engine.probe.whatif import run_whatif, whatif
     from ui.cli.common import progress_bar
 
-    loaded = load_model(cfg.model)
+    loaded = load_model(cfg.model, args.memory_budget)
     from engine.probe.inject import check_layers
 
     check_layers(loaded, cfg.bugs, "inject")

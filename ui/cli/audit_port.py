@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
 from pathlib import Path
 
-from ui.cli.common import fail
+from ui.cli.common import fail, path_arg, write_all_or_none
 
 PROG = "attention-lab audit-model"
 
 
 def add_port_arguments(p: argparse.ArgumentParser) -> None:
     port = p.add_mutually_exclusive_group()
-    port.add_argument("--onnx", metavar="FILE", help="audit this ONNX graph as ONNX Runtime runs "
+    port.add_argument("--onnx", metavar="FILE", type=path_arg, help="audit this ONNX graph as ONNX Runtime runs "
                       "it (CPU provider), layer by layer beside --reference; needs the 'deploy' "
                       "extra; writes port.csv and port.json")
-    port.add_argument("--gguf", metavar="FILE", help="audit this GGUF file's attention metadata "
+    port.add_argument("--gguf", metavar="FILE", type=path_arg, help="audit this GGUF file's attention metadata "
                       "as llama.cpp reads it (and, where transformers reads the architecture, its "
                       "weights in the source architecture) against --reference; writes "
                       "port_gguf.csv, port.csv and port.json")
-    p.add_argument("--reference", metavar="PATH", help="with --onnx/--gguf: the source model's "
+    p.add_argument("--reference", metavar="PATH", type=path_arg, help="with --onnx/--gguf: the source model's "
                    "local Hugging Face folder (its tokenizer gives the token ids; without it an "
                    "ONNX graph reads a tokenizer next to it, or seeded token ids)")
 
@@ -47,7 +46,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
 
 def run_port(args: argparse.Namespace, text: str | None) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import output_dir
+    from engine.io import check_output_dir
     from engine.probe.port.export import PORT_FILES, write_port_outputs
     from engine.probe.port.onnx_audit import PortConfig
 
@@ -59,31 +58,19 @@ def run_port(args: argparse.Namespace, text: str | None) -> int:
         cfg = PortConfig(path=args.onnx or args.gguf, reference=args.reference, text=text,
                          max_tokens=args.max_tokens, format=field)
         _check_files(cfg, field)
-        created = not Path(args.out).exists()
-        out = output_dir(args.out, PORT_FILES, force=args.force)
+        out = check_output_dir(args.out, PORT_FILES, force=args.force)
     except ConfigError as exc:
         fail(PROG, exc)
-
-    def discard() -> None:
-        if created:
-            with contextlib.suppress(OSError):
-                out.rmdir()
-
     try:
         result = _drain(cfg, args.quiet)
     except ConfigError as exc:
-        discard()
         fail(PROG, exc)
     except (KeyboardInterrupt, Cancelled):
-        discard()
         sys.stderr.write("interrupted: nothing written\n")
         return 130
     print_port(result)
-    try:
-        paths = write_port_outputs(out, result)
-    except OSError as exc:
-        discard()
-        fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+    paths = write_all_or_none(PROG, out, PORT_FILES, (),
+                              lambda folder: write_port_outputs(folder, result))
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
     return 0
 

@@ -40,6 +40,8 @@ class LabArgumentParser(argparse.ArgumentParser):
         return ns
 
     def error(self, message: str) -> NoReturn:
+        # "argument --out: ..." -> "--out: ...", the form of every other error line
+        message = re.sub(r"^argument (?=-|[A-Z])", "", message)
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
         if choice is not None:
             options = [c.strip().strip("'") for c in choice.group(2).split(",")]
@@ -81,6 +83,17 @@ def add_force(p: argparse.ArgumentParser) -> None:
                         "that holds any of them is refused, naming them)")
 
 
+def add_memory_budget(p: argparse.ArgumentParser) -> None:
+    """``--memory-budget GB``: the most a model's tensors may take, checked before loading."""
+    from engine.probe.memory import BUDGET_MAX_GB, BUDGET_MIN_GB, DEFAULT_BUDGET_GB
+
+    p.add_argument("--memory-budget", type=float, default=DEFAULT_BUDGET_GB, metavar="GB",
+                   help="refuse a model whose parameters and buffers would take more than GB "
+                        "gigabytes in float32, counted from its config before anything is "
+                        f"allocated ({BUDGET_MIN_GB:g}..{BUDGET_MAX_GB:g}; default: "
+                        f"{DEFAULT_BUDGET_GB:g})")
+
+
 def option_name(field: str) -> str:
     """Config field -> the CLI option that sets it (``n_keys`` -> ``--keys``)."""
     special = {"n_keys": "--keys", "d_ks": "--d-k", "d_k": "--d-k", "scalings": "--scaling",
@@ -114,28 +127,73 @@ def require_out(prog: str, args: argparse.Namespace) -> None:
         except ImportError:
             fail(prog, "needs PySide6 to draw the figures", "figures")
 
+
+def path_arg(text: str) -> str:
+    """The argparse ``type`` of every option that names a file or folder (--out, --model,
+    --text-file, ...): one check (:func:`engine.io.check_path`) refuses, as one line, a path no
+    file can have (empty, a name over 255 bytes, a loop of links) before anything looks at it."""
+    from engine.io import check_path
+
+    try:
+        check_path(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def write_all_or_none(prog: str, out: Any, names: Sequence[str], patterns: Sequence[str],
+                      write: Any) -> list[Any]:
+    """``write(folder)`` (-> the paths it wrote) into a staging folder swapped into ``out``
+    when complete (:func:`engine.io.staged`): ``out`` ends all new or, after a failure (disk
+    full), exactly as it was, a new one not even created; a failure exits 2 saying so. Returns
+    the paths as they are in ``out``."""
+    from pathlib import Path
+
+    from engine.io import staged
+
+    try:
+        with staged(out, f".{prog.split()[-1]}-", names, patterns) as stage:
+            written = write(stage)
+    except OSError as exc:
+        fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}; nothing written "
+             "(the folder is as it was)", "out")
+    return [Path(out) / Path(p).name for p in written]
+
+
 #: a --text-file larger than this is refused (the models read at most a few thousand tokens;
 #: the tokenizer only ever sees the start of the text)
 TEXT_FILE_LIMIT_MB = 10
 
 
 def text_arg(prog: str, args: argparse.Namespace) -> str | None:
-    """The text of ``--text`` or ``--text-file FILE`` (UTF-8), None when neither is given; an
-    unreadable file, or one over TEXT_FILE_LIMIT_MB, exits 2 naming --text-file."""
-    if args.text_file:
-        from pathlib import Path
+    """The text of ``--text`` or ``--text-file FILE`` (UTF-8), None when neither is given. A
+    FIFO, a device or a folder is refused before it is opened (nothing blocks), at most
+    TEXT_FILE_LIMIT_MB + 1 byte is read whatever the file's size says, and text that is not
+    UTF-8 (``--text`` too: the shell passes bytes) is refused: each one line naming the option."""
+    from engine.probe.config import check_text
 
-        path = Path(args.text_file)
+    if args.text_file:
+        from engine.readers.json_file import check_file, read_bytes
+
+        limit = TEXT_FILE_LIMIT_MB * 1_000_000
         try:
-            size = path.stat().st_size
-            if size > TEXT_FILE_LIMIT_MB * 1_000_000:
+            size = check_file(args.text_file, max_bytes=2**62, option="text_file")
+            if size > limit:
                 fail(prog, f"{args.text_file!r} is {size / 1e6:.1f} MB; texts over "
                      f"{TEXT_FILE_LIMIT_MB} MB are refused (only the first --max-tokens tokens "
                      "are read)", "text_file")
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(prog, f"cannot read {args.text_file!r}: {getattr(exc, 'strerror', None) or exc}",
-                 "text_file")
+            raw = read_bytes(args.text_file, max_bytes=limit, kind="text file",
+                             option="text_file")
+            return raw.decode("utf-8")
+        except ConfigError as exc:
+            fail(prog, exc)
+        except UnicodeDecodeError as exc:
+            fail(prog, f"{args.text_file!r}: not UTF-8 text (byte {exc.start:,})", "text_file")
+    if args.text is not None:
+        try:
+            check_text(args.text)
+        except ConfigError as exc:
+            fail(prog, exc.message, "text")
     return args.text
 
 

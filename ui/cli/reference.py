@@ -1,6 +1,7 @@
 """The command-line reference (docs/cli.md), generated from the argparse parsers so it cannot drift.
 
-``python -m ui.cli.reference --write`` rewrites docs/cli.md; ``--check`` exits 1 when the committed
+``python -m ui.cli.reference --write`` rewrites docs/cli.md (and the table of built-in experiments
+in docs/guide/experiments.md: ui/cli/builtins_table.py); ``--check`` exits 1 when a committed
 file differs (tests/cli/test_reference.py does the same). The text is built from each action's
 option strings, metavar, choices, default and help, not from argparse's formatter, whose wrapping
 and wording change between Python versions.
@@ -123,23 +124,33 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _targets() -> list[tuple[Path, str]]:
+    """Each generated file and its text: docs/cli.md, and docs/guide/experiments.md with its
+    table of built-in experiments (ui/cli/builtins_table.py) regenerated."""
+    from ui.cli import builtins_table
+
+    experiments = ROOT / "docs" / "guide" / "experiments.md"
+    page = experiments.read_text(encoding="utf-8")
+    return [(TARGET, render()), (experiments, builtins_table.render(page))]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ui.cli.reference", description=__doc__)
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help=f"rewrite {TARGET.relative_to(ROOT)}")
-    mode.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
+    mode.add_argument("--write", action="store_true",
+                      help=f"rewrite {TARGET.relative_to(ROOT)} and the built-in experiments' table")
+    mode.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
     args = p.parse_args(argv)
-    text = render()
-    if args.write:
-        atomic_write_text(TARGET, text)
-        print(f"wrote {TARGET.relative_to(ROOT)}")
-        return 0
-    current = TARGET.read_text(encoding="utf-8") if TARGET.is_file() else ""
-    if current != text:
-        sys.stderr.write(f"{TARGET.relative_to(ROOT)} is out of date: "
-                         "run python -m ui.cli.reference --write\n")
-        return 1
-    return 0
+    stale = 0
+    for target, text in _targets():
+        name = target.relative_to(ROOT)
+        if args.write:
+            atomic_write_text(target, text)
+            print(f"wrote {name}")
+        elif (target.read_text(encoding="utf-8") if target.is_file() else "") != text:
+            sys.stderr.write(f"{name} is out of date: run python -m ui.cli.reference --write\n")
+            stale = 1
+    return stale
 
 
 if __name__ == "__main__":

@@ -14,15 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ui.cli.common import add_force
+from ui.cli.common import add_force, path_arg
 
 PROG = "attention-lab reproduce"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="skip the slow claims (training experiments, the real model)")
-    p.add_argument("--out", metavar="DIR", help="also write claims.csv (the table) into DIR")
-    p.add_argument("--claims", metavar="FILE",
+    p.add_argument("--out", metavar="DIR", type=path_arg, help="also write claims.csv (the table) into DIR")
+    p.add_argument("--claims", metavar="FILE", type=path_arg,
                    help="the claims file (default: resources/claims.json)")
     p.add_argument("--only", metavar="TEXT", help="check only the claims whose id contains TEXT")
     p.add_argument("--quiet", action="store_true", help="print only the failures and the tally")
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="list the claims (id, kind, slow, published, where) and stop")
     p.add_argument("--workers", type=int, metavar="N",
                    help="processes for the experiments' jobs (default: one per core)")
-    p.add_argument("--cache", metavar="DIR",
+    p.add_argument("--cache", metavar="DIR", type=path_arg,
                    help="keep each experiment's finished jobs in DIR/NAME and reuse them")
     add_force(p)
 
@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
             cache = ensure_writable_dir(args.cache)
         if args.out is not None:
-            from engine.io import output_dir
+            from engine.io import check_output_dir
 
-            out = output_dir(args.out, ("claims.csv",), force=args.force)
+            out = check_output_dir(args.out, ("claims.csv",), force=args.force)
         checks = []
         note = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
         for check in check_claims(claims, fast=args.fast, workers=args.workers, cache_dir=cache,
@@ -84,9 +84,12 @@ def run(args: argparse.Namespace) -> int:
                                   ("where", "published in")]), file=sys.stderr)
     if out is not None:
         from engine.io import write_csv
+        from ui.cli.common import write_all_or_none
 
-        path = write_csv(Path(out) / "claims.csv", [c.row() for c in checks], ROW_COLUMNS)
-        print(f"wrote {path.name} to {out}")
+        rows = [c.row() for c in checks]
+        write_all_or_none(PROG, out, ("claims.csv",), (), lambda folder: [
+            write_csv(Path(folder) / "claims.csv", rows, ROW_COLUMNS)])
+        print(f"wrote claims.csv to {out}")
     return 1 if tally["FAIL"] else 0
 
 

@@ -7,7 +7,15 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
+from ui.cli.common import (
+    add_figure_style,
+    add_force,
+    fail,
+    format_table,
+    path_arg,
+    progress_bar,
+    write_all_or_none,
+)
 
 DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", "dk"])
 
@@ -53,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="float64", help=f"{', '.join(DTYPES)}")
     p.add_argument("--method", default="auto",
                    help=f"{', '.join(METHODS)} (exact: sample scores directly, Gaussian only)")
-    p.add_argument("--out", metavar="DIR", help="write summary.csv, histograms.npz, config.json here")
+    p.add_argument("--out", metavar="DIR", type=path_arg, help="write summary.csv, histograms.npz, config.json here")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out: one set per point "
                    "(d64_scores.png, ...; with several --keys d64_n8_scores.png, ...) and the "
                    "sweep (sweep.png)")
@@ -93,7 +101,7 @@ TABLE = [("d_k", "d_k"), ("n_keys", "n"), ("scaling", "rule"), ("raw_score_var",
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
     from engine.export import SIMULATION_FILES
-    from engine.io import FIGURE_PATTERNS, output_dir
+    from engine.io import check_output_dir
     from engine.sampling import resolve_backend
 
     prog = "attention-lab simulate"
@@ -104,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         for sweep_cfg in sweeps:
             for value in sweep_cfg.values:  # validates every point (e.g. the exact method's conditions)
                 resolve_backend(sweep_cfg.point(value))
-        out = output_dir(args.out, SIMULATION_FILES, FIGURE_PATTERNS if args.figures else (),
-                         args.force) if args.out else None
+        out = check_output_dir(args.out, SIMULATION_FILES, _patterns(args),
+                               args.force) if args.out is not None else None
     except ConfigError as exc:
         fail(prog, exc)
     return _run_sweeps(args, prog, sweeps, out)
@@ -158,13 +166,20 @@ def _run_sweeps(args: argparse.Namespace, prog: str, sweeps: list, out: Any) -> 
     return 0
 
 
+def _patterns(args: argparse.Namespace) -> tuple[str, ...]:
+    from engine.io import FIGURE_PATTERNS
+
+    return FIGURE_PATTERNS if args.figures else ()
+
+
 def _write_outputs(args: argparse.Namespace, prog: str, out: Any, snapshots: list, points: list
                    ) -> None:
-    """summary.csv, histograms.npz, config.json and (``--figures``) the figures into ``out``."""
-    from engine.export import write_simulation_outputs
+    """summary.csv, histograms.npz, config.json and (``--figures``) the figures into ``out``,
+    all or none (an earlier run's files there stay until the new set is complete)."""
+    from engine.export import SIMULATION_FILES, write_simulation_outputs
 
-    try:
-        paths = write_simulation_outputs(out, snapshots, {"command": "simulate"})
+    def write(folder: Any) -> list:
+        paths = write_simulation_outputs(folder, snapshots, {"command": "simulate"})
         if args.figures:
             from ui.export.figure_writers import write_sweep_figure_sets
 
@@ -172,8 +187,9 @@ def _write_outputs(args: argparse.Namespace, prog: str, out: Any, snapshots: lis
             # axis: the last sweep (with several d_k and several n, the d_k sweep at the last n)
             last = [p for p in points if p.snapshot.config.n_keys == points[-1].snapshot.config.n_keys
                     ] if points[-1].axis == "d_k" else points
-            paths += write_sweep_figure_sets(points, out, sweep_points=last,
+            paths += write_sweep_figure_sets(points, folder, sweep_points=last,
                                              style=args.figure_style)
-    except OSError as exc:
-        fail(prog, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
+        return paths
+
+    paths = write_all_or_none(prog, out, SIMULATION_FILES, _patterns(args), write)
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")

@@ -11,7 +11,15 @@ import sys
 import time
 from typing import Any
 
-from ui.cli.common import add_figure_style, add_force, fail, format_table, progress_bar
+from ui.cli.common import (
+    add_figure_style,
+    add_force,
+    fail,
+    format_table,
+    path_arg,
+    progress_bar,
+    write_all_or_none,
+)
 
 PROG = "attention-lab train"
 
@@ -68,7 +76,7 @@ TABLE = [("scaling", "rule"), ("accuracy", "accuracy"), ("probe_accuracy", "prob
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_training_options(p)
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", metavar="DIR", type=path_arg,
                    help="write metrics.csv, metrics_heads.csv, histograms.npz, config.json, weights.pt")
     p.add_argument("--figures", action="store_true", help="also write PNG and SVG of every plot into --out")
     add_figure_style(p)
@@ -118,15 +126,16 @@ def config_changes(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
-    from engine.io import FIGURE_PATTERNS, output_dir
+    from engine.io import FIGURE_PATTERNS, check_output_dir
     from engine.training.export import RESULT_FILES
 
     if args.figures and not args.out:
         fail(PROG, "needs --out DIR to write the figures into", "figures")
     try:
         cfg = build_config(args)
-        out = output_dir(args.out, RESULT_FILES, FIGURE_PATTERNS if args.figures else (),
-                         args.force) if args.out else None
+        patterns = FIGURE_PATTERNS if args.figures else ()
+        out = check_output_dir(args.out, RESULT_FILES, patterns,
+                               args.force) if args.out is not None else None
         from engine.training.trainer import Trainer  # imports torch
 
         trainer = Trainer(cfg)
@@ -152,18 +161,25 @@ def run(args: argparse.Namespace) -> int:
           f"(d_model {cfg.d_model}, {cfg.heads} head(s) of d_k {cfg.head_dim}, "
           f"{cfg.layers} layer(s)); {elapsed:.1f} s, {snap.step / elapsed:.1f} steps/s")
     if out is not None:
-        try:
-            from engine.training.export import write_training_outputs
-
-            paths = write_training_outputs(out, trainer, snap, {"wall_s": elapsed})
-            if args.figures:
-                from ui.export.figure_writers import write_training_figures
-
-                paths += write_training_figures(snap, out, style=args.figure_style)
-        except OSError as exc:
-            fail(PROG, f"cannot write to {str(out)!r}: {exc.strerror or exc}", "out")
-        print(f"wrote {', '.join(p.name for p in paths)} to {out}")
+        _write(args, out, patterns, trainer, snap, elapsed)
     return 0
+
+
+def _write(args: argparse.Namespace, out: Any, patterns: tuple[str, ...], trainer: Any,
+           snap: Any, elapsed: float) -> None:
+    """The result files and (``--figures``) the figures into ``out``, all or none."""
+    from engine.training.export import RESULT_FILES, write_training_outputs
+
+    def write(folder: Any) -> list:
+        paths = write_training_outputs(folder, trainer, snap, {"wall_s": elapsed})
+        if args.figures:
+            from ui.export.figure_writers import write_training_figures
+
+            paths += write_training_figures(snap, folder, style=args.figure_style)
+        return paths
+
+    paths = write_all_or_none(PROG, out, RESULT_FILES, patterns, write)
+    print(f"wrote {', '.join(p.name for p in paths)} to {out}")
 
 
 def _final_rows(snap, table: list[tuple[str, str]] = TABLE) -> list[dict[str, Any]]:

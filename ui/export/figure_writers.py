@@ -105,7 +105,7 @@ def write_training_figures(snap: Any, out_dir: str | os.PathLike[str], theme: st
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for cls in PANEL_CLASSES:
+    for cls in (c for c in PANEL_CLASSES if c.has_figure(snap)):
         runs = range(len(snap.rules)) if cls.uses_selection else [0]
         for r in runs:  # a fresh panel per figure: a style is applied once
             with offscreen_panel(cls, TRAINING_SIZE, theme) as panel:

@@ -54,20 +54,70 @@ def _png_metadata(path: Path) -> str:
     return QImageReader(str(path)).text(METADATA_KEY)
 
 
+#: the deepest element nesting and the most elements the SVG reader walks before it gives up
+#: looking for the metadata (the lab's own exports: depth < 10, the metadata the root's first
+#: child; a hostile file of millions of nested or flat elements stops here, in well under a
+#: second and a few MB)
+SVG_MAX_DEPTH = 256
+SVG_MAX_ELEMENTS = 200_000
+#: bytes fed to the XML parser at a time
+SVG_CHUNK = 1 << 16
+
+
+class _Found(Exception):
+    """Stops the SVG parse: the metadata's text (None: no parameters within the limits)."""
+
+    def __init__(self, text: str | None) -> None:
+        super().__init__()
+        self.text = text
+
+
 def _svg_metadata(path: Path) -> str:
-    """The text of ``<metadata id="attention-lab">``, read incrementally: the parse stops there
-    (right after the root in our exports), whatever follows."""
-    import xml.etree.ElementTree as ET
+    """The text of ``<metadata id="attention-lab">``, streamed: no tree is built, and the parse
+    stops at the metadata (right after the root in the lab's exports) or after SVG_MAX_ELEMENTS
+    elements or SVG_MAX_DEPTH levels, whatever follows: bounded time and memory for any file."""
+    from xml.parsers import expat
 
     from engine.errors import FileFormatError
 
+    parser = expat.ParserCreate()
+    state = {"depth": 0, "count": 0, "inside": 0, "chars": 0}
+    parts: list[str] = []
+
+    def start(name: str, attrs: dict[str, str]) -> None:
+        state["depth"] += 1
+        state["count"] += 1
+        if state["depth"] > SVG_MAX_DEPTH or state["count"] > SVG_MAX_ELEMENTS:
+            raise _Found(None)
+        if state["inside"]:
+            state["inside"] += 1
+        elif name.rpartition(":")[2] == "metadata" and attrs.get("id") == METADATA_KEY:
+            state["inside"] = 1
+
+    def end(_name: str) -> None:
+        state["depth"] -= 1
+        if state["inside"]:
+            state["inside"] -= 1
+            if not state["inside"]:
+                raise _Found("".join(parts))
+
+    def text(data: str) -> None:
+        if state["inside"] == 1:
+            parts.append(data)
+            state["chars"] += len(data)
+            if state["chars"] > FIGURE_METADATA_MAX:  # (then refused by the JSON reader)
+                raise _Found("".join(parts))
+
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    parser.CharacterDataHandler = text
     try:
-        for _event, el in ET.iterparse(str(path), events=("end",)):
-            if el.tag.endswith("metadata") and el.get("id") == METADATA_KEY:
-                return el.text or ""
-            if len(el) == 0:
-                el.clear()  # (memory: what was seen is not kept)
-    except ET.ParseError as exc:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(SVG_CHUNK):
+                parser.Parse(chunk, False)
+            parser.Parse(b"", True)
+    except _Found as found:
+        return found.text or ""
+    except expat.ExpatError as exc:
         raise FileFormatError(str(path), "", f"not a valid SVG ({str(exc)[:120]})") from None
     except OSError as exc:
         raise FileFormatError(str(path), "", f"cannot read: {exc.strerror or exc}") from None

@@ -1,4 +1,5 @@
-"""Help -> Help and shortcuts (F1): what the app does, its shortcuts, where its settings live."""
+"""Help -> Help and shortcuts (F1): what the app does, its shortcuts, where its settings live;
+Help -> About: the version, torch's, the device and where this copy of the lab runs from."""
 
 from __future__ import annotations
 
@@ -23,3 +24,26 @@ def show_help(window: QWidget) -> None:
     """The help box over ``window`` (Qt's About box: modal, one OK button)."""
     QMessageBox.about(window, "Attention Scaling Lab",
                       HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
+
+
+def about_text() -> str:
+    """The About box's text: the versions (engine.about), the device, this copy's folder."""
+    import html
+    from pathlib import Path
+
+    import engine
+    from engine.about import device_description, version
+    from engine.io import package_versions
+
+    found = package_versions(("torch", "numpy", "PySide6", "pyqtgraph"))
+    rows = [("Version", version()), ("torch", found["torch"]), ("Device", device_description()),
+            ("Python", found["python"]), ("NumPy", found["numpy"]), ("PySide6", found["PySide6"]),
+            ("pyqtgraph", found["pyqtgraph"]), ("Runs from", str(Path(engine.__file__).parent.parent))]
+    table = "".join(f"<tr><td>{k}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return (f"<h3>Attention Scaling Lab {html.escape(version())}</h3><p>See, poke and measure why "
+            f"attention divides its scores by √d_k.</p><table>{table}</table><p>License: MIT.</p>")
+
+
+def show_about(window: QWidget) -> None:
+    """Help -> About (modal, one OK button)."""
+    QMessageBox.about(window, "About Attention Scaling Lab", about_text())

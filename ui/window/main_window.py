@@ -39,7 +39,7 @@ from ui.settings import open_settings
 from ui.simulation_run import LabState, SweepCache
 from ui.theme import THEMES, apply_app_theme
 from ui.window.exports import WindowExports
-from ui.window.help import show_help
+from ui.window.help import show_about, show_help
 from ui.window.links import PageLinks
 from ui.window.page_tabs import PageTabs
 from ui.window.run import WindowRun
@@ -198,6 +198,8 @@ class MainWindow(QMainWindow):
         h = mb.addMenu("&Help")
         self._action(h, "&Help and shortcuts", self.show_help, "F1", "What the app does and its shortcuts")
         self._action(h, "Start the guided &tour", self.show_tour, None, "Step through the science")
+        self._action(h, "&About Attention Scaling Lab", lambda: show_about(self), None,
+                     "The version, torch's version and the device")
 
     def _fill_presets_menu(self) -> None:
         """One entry per preset; a broken presets file gives one disabled entry that says which

@@ -199,12 +199,29 @@ def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_pat
     assert cfg["text"].startswith("Why is") and "transformers" in cfg["versions"]
 
 
+def test_the_memory_budget_field_refuses_a_model_before_it_loads(page, qtbot,
+                                                                    tmp_path: Path) -> None:
+    """A config describing 1.8 GB of tensors: the page's budget (here 1 GB) names itself on the
+    status line; nothing was allocated (the weights file holds one small tensor)."""
+    from tests.fuzz.model_folders import hostile_config_folder
+
+    folder = hostile_config_folder(tmp_path / "m", "type_vocab_14m")
+    page.budget_box.setValue(1.0)
+    assert page.set_model_dir(str(folder))
+    assert page.analyze()
+    qtbot.waitUntil(lambda: not page.worker.is_running() and not page.stop_button.isEnabled(),
+                    timeout=60_000)
+    assert "more than the memory budget of 1 GB" in page.last_message, page.last_message
+    assert "token_type_embeddings" in page.last_message
+
+
 def test_the_model_loads_once(page, qtbot, tiny_folder: Path, monkeypatch) -> None:
     import ui.pages.real_model.page as mod
 
     calls = []
     real = mod.load_model
-    monkeypatch.setattr(mod, "load_model", lambda folder: calls.append(folder) or real(folder))
+    monkeypatch.setattr(mod, "load_model", lambda folder, budget: calls.append(folder) or real(
+        folder, budget))
     assert page.set_model_dir(str(tiny_folder))
     _analyze(page, qtbot, "the key and the query")
     first = page.result

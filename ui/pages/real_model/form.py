@@ -9,6 +9,7 @@ import sys
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
+    QDoubleSpinBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError, FileFormatError
 from engine.probe.loader import BUNDLED_NAME, text_length, tokenize
+from engine.probe.memory import BUDGET_MAX_GB, BUDGET_MIN_GB, DEFAULT_BUDGET_GB
 from engine.probe.texts import load_text_presets
 from ui.file_dialogs import choose_dir
 
@@ -59,11 +61,31 @@ class ModelTextForm:
         row.addWidget(self.open_button)
         row.addWidget(self.bundled_button)
         mb.addLayout(row)
+        mb.addLayout(self._build_budget_row(model_box))
         self.hint_label = QLabel(model_box)
         self.hint_label.setWordWrap(True)
         self.hint_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         mb.addWidget(self.hint_label)
         return model_box
+
+    def _build_budget_row(self, parent: QWidget) -> QHBoxLayout:
+        """The memory budget: a model whose tensors would take more is refused before loading."""
+        row = QHBoxLayout()
+        label = QLabel("Memory budget", parent)
+        self.budget_box = QDoubleSpinBox(parent)
+        self.budget_box.setRange(BUDGET_MIN_GB, BUDGET_MAX_GB)
+        self.budget_box.setDecimals(1)
+        self.budget_box.setSingleStep(1.0)
+        self.budget_box.setSuffix(" GB")
+        self.budget_box.setValue(DEFAULT_BUDGET_GB)
+        tip = ("A model whose parameters and buffers would take more memory than this (in "
+               "float32, counted from its config.json before anything is allocated) is refused.")
+        self.budget_box.setToolTip(tip)
+        label.setToolTip(tip)
+        label.setBuddy(self.budget_box)
+        row.addWidget(label)
+        row.addWidget(self.budget_box, 1)
+        return row
 
     def _build_text_box(self, side: QWidget) -> QGroupBox:
         """The text (or a preset), Analyze / Stop, progress and the status line."""

@@ -41,6 +41,7 @@ from engine.probe.loader import (
     models_extra_available,
     resolve_model_dir,
 )
+from engine.probe.memory import DEFAULT_BUDGET_GB
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot
 from ui.pages.base import LivePage
 from ui.pages.real_model.audit_panels import AuditView
@@ -80,6 +81,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self._ran: dict[str, dict[str, Any]] = {}
         #: an opened what-if figure's multiplier index, applied when its sweep arrives
         self._wanted_whatif_index: int | None = None
+        #: the memory budget (GB) of the running job (the form's, when the job starts)
+        self._budget = DEFAULT_BUDGET_GB
 
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
@@ -237,6 +240,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
     # -- running: one worker, one job at a time (analysis, audit or what-if) -------------------
     def _start(self, kind: str, job: Any) -> bool:
         self._job = kind
+        self._budget = self.budget_box.value()  # (the worker thread never reads a widget)
         self._ran[kind] = self.session_params()
         self._started = time.perf_counter()
         self.worker.start(job)
@@ -247,10 +251,15 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         """The loaded model (worker thread): loaded once, whichever job asks first."""
         loaded = self._models.get(model)
         if loaded is None:
-            loaded = load_model(model)
+            loaded = load_model(model, self.budget)
             self._models.clear()
             self._models[model] = loaded
         return loaded
+
+    @property
+    def budget(self) -> float:
+        """The memory budget (GB) a model is loaded under (read when a job starts)."""
+        return self._budget
 
     def _can_start(self) -> bool:
         if self.worker.is_running():

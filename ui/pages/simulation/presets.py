@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PRESET_FILE = Path(__file__).resolve().parents[3] / "resources" / "presets" / "simulation.json"
+from engine.bundled import resource
+
+PRESET_FILE = resource("presets", "simulation.json")
 
 
 @dataclass(frozen=True)

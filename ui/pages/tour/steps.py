@@ -39,13 +39,10 @@ def find_step(steps: Sequence[TourStep], word: str) -> list[int]:
     return [i for i, st in enumerate(steps) if word.lower() in st.title.lower()]
 
 
-def resources_dir() -> Path:
-    """The repository's ``resources/`` folder (ui/pages/tour/steps.py -> parents[3])."""
-    return Path(__file__).resolve().parents[3] / "resources"
-
-
 def default_tour_path() -> Path:
-    return resources_dir() / "tour.json"
+    from engine.bundled import resource
+
+    return resource("tour.json")
 
 
 class TourError(ValueError):

@@ -28,6 +28,12 @@ class TrainingPanel(PlotPanel):
     #: what an empty panel says will appear (before Start, after Reset)
     empty_text = ""
 
+    @classmethod
+    def has_figure(cls, snap: Any) -> bool:
+        """Whether ``train --figures`` writes this plot for ``snap`` (a panel that would show
+        nothing worth a file says no)."""
+        return True
+
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.glw.setMinimumSize(160, 130)  # four columns, three rows fit beside the form at 1280x720

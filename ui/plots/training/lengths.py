@@ -46,6 +46,11 @@ class LengthPanel(TrainingPanel):
     title = "Accuracy and entropy at other lengths"
     empty_text = "Accuracy at other\nset sizes (retrieval,\neval_lengths)"
 
+    @classmethod
+    def has_figure(cls, snap: Any) -> bool:
+        """Without eval_lengths there is only the probe batch's point per rule: no file."""
+        return bool(snap.config.eval_lengths)
+
     def build(self) -> None:
         self.acc_plot = self.add_plot(0, 0, "items in the set", "accuracy (eval. sets)")
         self.ent_plot = self.add_plot(0, 1, "items in the set", "entropy / log(n)", legend=False)
