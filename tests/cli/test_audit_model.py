@@ -137,12 +137,15 @@ def _matches_the_guide(printed: str, whatif_columns: tuple[str, ...]) -> None:
     assert tuple(listed.group(1).split(", ")) + ("pooled_cosine",) == whatif_columns
     assert re.search(r"`audit\.csv` \(`([^`]+)`", guide).group(1).split(", ") == list(SPEC)
     assert "a line naming the model" in guide and "then two lines per layer" in guide
+    assert "a line counting the model's tensors" in guide
     lines = printed.splitlines()
     layers = [i for i, line in enumerate(lines) if line.startswith("layer ")]
-    assert layers == [1, 3, 5] and "3 layers x 2 heads" in lines[0]
+    assert layers == [2, 4, 6] and "3 layers x 2 heads" in lines[0]
+    assert lines[1].startswith("weights: all ")
     assert all(lines[i + 1].startswith("    ") and "declared" in lines[i + 1] for i in layers)
-    assert re.match(r"\d of 3 layers differ from what the model declares", lines[7])
-    assert lines[8].startswith("forward ") and lines[9].startswith("what-if on the ")
+    assert lines[8] == "3 of 3 attention layers audited"
+    assert re.match(r"\d of 3 layers differ from what the model declares", lines[9])
+    assert lines[10].startswith("forward ") and lines[11].startswith("what-if on the ")
 
 
 def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,
