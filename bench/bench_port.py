@@ -4,16 +4,19 @@ round-trip table (architecture, source scale, ONNX scale, GGUF findings) of the 
 For each model: the graph as exported (torch.onnx.export, eager attention), its plain forward pass
 in ONNX Runtime (CPU provider, median of ``--repeats``), and the whole ONNX audit without a source
 (graph analysis, sessions with the taps, the runs, the fits; median of ``--repeats``); the ratio
-audit / forward. The round trip audits each export beside its source model and writes a float32
-GGUF file where the writer knows the architecture (llama, gemma2, deepseek2).
+audit / forward and where the audit's time goes. The tiny zoo Llama shows the fixed cost (sessions,
+graph copies); a ~40M-parameter Llama (width 512, 8 layers, 8 query / 4 key heads of 64, vocabulary
+32,000) at 256 and 512 tokens shows the cost that grows with the model. The load average is
+printed before and after: run it niced, when the machine is quiet.
 
-    .venv/bin/python bench/bench_port.py [--repeats 3] [--tokens 64]
+    nice -n 5 .venv/bin/python bench/bench_port.py [--repeats 3] [--tokens 256 512] [--round-trip]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -33,7 +36,17 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def cost(repeats: int, tokens: int, folder: Path) -> None:
+#: (label, changes to the zoo's Llama entry)
+MODELS = (
+    ("Llama tiny (2 layers x 4q/2kv heads of 8, width 32)", {"num_key_value_heads": 2}),
+    ("Llama ~40M (8 layers x 8q/4kv heads of 64, width 512)",
+     {"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
+      "num_key_value_heads": 4, "intermediate_size": 1408, "vocab_size": 32000,
+      "max_position_embeddings": 1024}),
+)
+
+
+def cost(repeats: int, tokens: list[int], folder: Path) -> None:
     import numpy as np
 
     from engine.probe.port import onnx_run
@@ -41,23 +54,34 @@ def cost(repeats: int, tokens: int, folder: Path) -> None:
     from engine.probe.port.roundtrip import export_onnx, zoo_model
     from engine.snapshots import last_result
 
-    ids = [int(i) for i in np.random.default_rng(0).integers(1, 64, size=tokens)]
-    for label, changes in (("Llama tiny (2 x 4 heads, width 32)", {"num_key_value_heads": 2}),
-                           ("Llama small (4 x 8 heads, width 256)",
-                            {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
-                             "num_key_value_heads": 4, "intermediate_size": 512,
-                             "max_position_embeddings": 512})):
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("| model | parameters | tokens | forward (ms) | audit (ms) | audit / forward | "
+          "tapped runs (ms, runs) | fits (ms) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, changes in MODELS:
         loaded = zoo_model("Llama", changes)
-        path = export_onnx(loaded, ids, folder / "m.onnx")
-        model = onnx_run.open_onnx(path)
-        sess = onnx_run.session(model)
-        feed = onnx_run.feeds(model, ids)
-        sess.run(None, feed)  # warm
-        fwd = _median_time(lambda s=sess, f=feed: s.run(None, f), max(repeats, 5))
-        audit = _median_time(lambda p=path: last_result(audit_onnx(PortConfig(str(p)), ids=ids),
-                                                        "audit"), repeats)
-        print(f"{label}, {tokens} tokens: forward {fwd * 1e3:.2f} ms, audit {audit * 1e3:.0f} ms,"
-              f" ratio {audit / fwd:.0f}x")
+        n_params = sum(p.numel() for p in loaded.model.parameters())
+        vocab = int(loaded.model.config.vocab_size)
+        sizes = tokens if n_params > 1e6 else [64]
+        for n in sizes:
+            ids = [int(i) for i in np.random.default_rng(0).integers(1, vocab, size=n)]
+            path = export_onnx(loaded, ids, folder / "m.onnx")
+            model = onnx_run.open_onnx(path)
+            sess = onnx_run.session(model)
+            feed = onnx_run.feeds(model, ids)
+            sess.run(None, feed)  # warm
+            fwd = _median_time(lambda s=sess, f=feed: s.run(None, f), max(repeats, 5))
+            results = []
+
+            def audit(p=path, i=ids, out=results) -> None:
+                out.append(last_result(audit_onnx(PortConfig(str(p)), ids=i), "audit"))
+
+            total = _median_time(audit, repeats)
+            t = results[-1].timings
+            print(f"| {label} | {n_params:,} | {n} | {fwd * 1e3:.1f} | {total * 1e3:.0f} | "
+                  f"{total / fwd:.1f}x | {t['forward_tapped'] * 1e3:.0f}, {t['runs']} | "
+                  f"{t['fit'] * 1e3:.0f} |")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def round_trip(folder: Path) -> None:
@@ -91,7 +115,8 @@ def round_trip(folder: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--round-trip", action="store_true", help="also print the round-trip table")
     args = ap.parse_args()
     try:
         import gguf  # noqa: F401
@@ -105,7 +130,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
         cost(args.repeats, args.tokens, Path(tmp))
-        round_trip(Path(tmp))
+        if args.round_trip:
+            round_trip(Path(tmp))
     return 0
 
 

@@ -16,11 +16,14 @@ torch version, ARM or CUDA), so their tolerance is statistical, from the spread 
 ``se_multiple`` (3) combined standard errors, a success count when the Wilson 95 % intervals of
 the published and the measured count overlap. Only what is deterministic across machines (the
 number of runs, figures at step 0, before any training step) keeps the rounding alone. A best
-learning rate (``optimum``, with its bootstrap standard error) and a coord-check slope
-(``coord``, mean ± SE over its seeds) are judged like a Monte-Carlo figure, rounding plus 3 of
-their standard errors; their interval bounds, factors and standard errors by rounding (these runs
-are short or scaled, not chaotic, and x86 machines agree under the kernel pin). Each
-experiment runs once per check (its jobs on a process pool), whatever the number of its claims.
+learning rate and its shift with the width (``optimum``) are judged like a Monte-Carlo figure,
+rounding plus 3 of their standard errors over the seeds, and so are the figures computed from
+them (an interval end, a factor, a printed bootstrap SE: ``engine.experiments.transfer.figure_se``):
+x86 machines of two vendors do not agree to the last digit even under the kernel pin
+(docs/NUMERICS.md), so nothing computed from seeds is judged by its digits alone. A coord-check
+slope (``coord``, mean ± SE over its seeds) is judged the same way, its printed SE by rounding.
+Each experiment runs once per check (its jobs on a process pool), whatever the number of its
+claims.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Unscaled training is chaotic: its outcome flips with the width of the vector kernels torch and MKL
 pick for the CPU (demo preset, seed 1, ``none`` at step 300: accuracy 0.447 with AVX-512 kernels,
 0.109 with AVX2). Pinning both libraries to AVX2, which every x86-64 CPU of the last decade has,
-makes AVX2 and AVX-512 machines compute the same numbers. It must happen before torch runs its
+makes AVX2 and AVX-512 machines of one vendor compute the same numbers (not an Intel and an
+AMD machine: MKL and the kernels take other paths there; the same run ends at 0.672 on an AMD
+EPYC under this pin, docs/NUMERICS.md). It must happen before torch runs its
 first operation (the choice is made once, at the first kernel dispatch), which is why the
 ``engine`` package calls :func:`pin_cpu_kernels` when it is imported, before anything imports
 torch. (Importing torch first is harmless: torch reads the variable at its first kernel

@@ -123,3 +123,49 @@ def test_a_row_shift_changes_nothing_and_a_scale_does() -> None:
     z = RNG.normal(size=(5, 9)) * 3
     np.testing.assert_allclose(softmax(z + 123.4), softmax(z), rtol=1e-10)
     assert not np.allclose(softmax(2 * z), softmax(z))
+
+
+# docs/guide/real_model.md, "Auditing the model you deploy": closed forms and the round trip
+
+GUIDE = (Path(__file__).resolve().parents[1] / "docs/guide/real_model.md").read_text(
+    encoding="utf-8")
+
+
+def _in_guide(text: str) -> str:
+    assert text in GUIDE, f"docs/guide/real_model.md no longer prints {text!r}"
+    return text
+
+
+def test_the_port_audit_factors_the_guide_prints() -> None:
+    """Each factor is the closed form of the bug it names (the port tests find each of them)."""
+    ln40 = math.log(40)
+    _in_guide("(0.1 ln 40 + 1)² = 1.874")
+    assert f"{(0.1 * ln40 + 1) ** 2:.3f}" == "1.874"
+    _in_guide("1.874 / 1.590 = 1.179")  # V2-Lite: mscale = mscale_all_dim = 0.707
+    assert f"{(1 + 0.0707 * ln40) ** 2:.3f}" == "1.590"
+    assert f"{((1 + 0.1 * ln40) / (1 + 0.0707 * ln40)) ** 2:.3f}" == "1.179"
+    _in_guide("x1.225")  # query_pre_attn_scalar 12 with head_dim 8: 1/sqrt(8) for 1/sqrt(12)
+    assert f"{math.sqrt(12 / 8):.3f}" == "1.225"
+    _in_guide("x1.414")  # Granite's attention_multiplier 0.25 replaced by 1/sqrt(8)
+    assert f"{8**-0.5 / 0.25:.3f}" == "1.414"
+    _in_guide("(x0.6)")  # a cap of 30 where the source caps at 50
+    assert 30 / 50 == 0.6
+
+
+def test_the_round_trip_table_is_the_zoo_documented_scales() -> None:
+    """The guide's round-trip rows are the zoo's documented scales (from the papers and configs),
+    which tests/engine/probe/port/test_onnx_audit.py finds in every layer of each export."""
+    from engine.probe.zoo import ZOO
+
+    doc = {e.name: e for e in ZOO}
+    rows = {"BERT": ("BERT", 2), "GPT-2, `scale_attn_by_inverse_layer_idx`":
+            ("GPT-2, scale_attn_by_inverse_layer_idx", 3),
+            "Llama, GQA 4q/2kv, RoPE": ("Llama", 2)}
+    for label, (name, layers) in rows.items():
+        values = ", ".join(f"{doc[name].documented_at(i):.4g}" for i in range(layers))
+        _in_guide(f"| {label} | {values} |")
+    _in_guide(f"| T5: encoder, decoder, cross-attention | {doc['T5'].documented_at(0):.4g} in all "
+              "six |")
+    # Gemma 2 scaled by query_pre_attn_scalar^-1/2 = head_dim^-1/2: s sqrt(d_k) = sqrt(8 / 8)
+    _in_guide(f"| Gemma 2, `query_pre_attn_scalar` = head width, soft-cap 50 | "
+              f"{math.sqrt(8 / 8):.4g}, {math.sqrt(8 / 8):.4g} |")

@@ -19,6 +19,9 @@ PAGE_CLASSES = {"training": "TrainingPage", "experiments": "ExperimentsPage",
                 "real_model": "RealModelPage", "inspector": "InspectorPage"}
 #: the longest scores text an inspector figure may carry (its page writes at most 200,000)
 INSPECTOR_TEXT_MAX = 1_000_000
+#: the Real model page's Port audit plot (ui.pages.real_model.port_panel.PortPanel.plot_id): its
+#: figure carries the port file, the source folder and the text instead of a probe's parameters
+PORT_PLOT = "port_audit"
 STATUS_MS = 15_000
 
 
@@ -48,6 +51,15 @@ def checked(window: Any, meta: dict[str, Any], source: str) -> dict[str, Any]:
             Record({"scores": Text(max_chars=INSPECTOR_TEXT_MAX), "scale": short,
                     "softcap": short, "sink": short, "sigmoid": Boolean()},
                    required=frozenset({"scores", "scale"})).check(meta.get("inspector"))
+        return meta
+    if meta["page"] == "real_model" and meta.get("plot") == PORT_PLOT:
+        from ui.session_file import MAX_PROBE_TEXT_CHARS
+
+        path = Text(max_chars=4096)
+        with errors_in_file(source, "port"):
+            Record({"path": path, "source": Nullable(path),
+                    "text": Nullable(Text(max_chars=MAX_PROBE_TEXT_CHARS))},
+                   required=frozenset({"path"})).check(meta.get("port"))
         return meta
     if meta["page"] != "experiments":
         return check_session(meta, source, window.params.widget_values)

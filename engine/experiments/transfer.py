@@ -266,7 +266,8 @@ class OptimumSelector:
                 raise ConfigError("measure", f"{k}={val!r} is not a value of that axis")
 
     def measure(self, spec: Any, results: Sequence[dict[str, Any]]) -> tuple[float, float]:
-        """(the figure, its bootstrap standard error in the figure's units, 0 for a factor)."""
+        """(the figure, its standard error over the seeds in the figure's units): every figure
+        here is computed from seeds, so each is judged with their uncertainty (``figure_se``)."""
         from engine.errors import ConfigError
 
         v = spec.verdict
@@ -278,13 +279,40 @@ class OptimumSelector:
             curves = [curve(spec, results, self.rule, v.over, self.at, v.metric)]
         if any(c is None for c in curves):
             raise ConfigError("measure", f"no finished run of {self.rule!r} at {self.at}")
+        seeds = int(min(np.isfinite(c.losses).any(axis=0).sum() for c in curves))
         if self.stat.startswith("shift"):
             sh = shift(curves[0], curves[1])
-            return {"shift_steps": (sh.steps, sh.se / sh.grid_step),
-                    "shift_steps_se": (sh.se / sh.grid_step, 0.0),
-                    "shift_factor": (sh.factor, 0.0)}[self.stat]
+            return figure_se(self.stat, sh.log_shift, sh.se, sh.lo, sh.hi, seeds, sh.grid_step)
         o = optimum(curves[0])
-        return {"best_lr": (o.lr, o.se * math.log(10) * o.lr),
-                "best_lr_lo": (10.0 ** o.lo, 0.0), "best_lr_hi": (10.0 ** o.hi, 0.0),
-                "best_log10_lr": (o.log_lr, o.se),
-                "best_log10_lr_se": (o.se, 0.0)}[self.stat]
+        return figure_se(self.stat, o.log_lr, o.se, o.lo, o.hi, seeds)
+
+
+def se_of_end(se: float, seeds: int) -> float:
+    """The standard error of a 95 % bootstrap interval's end (in log10 lr). The end is about
+    the estimate -+ z SE: it moves with the estimate (SE) and with the spread the seeds show
+    (SE / sqrt(2 (n - 1)), times z), so its SE is SE sqrt(1 + z^2 / (2 (n - 1))) (1.40 SE
+    for 3 seeds)."""
+    from engine.experiments.point import Z95
+
+    return se * math.sqrt(1 + Z95 ** 2 / (2 * (seeds - 1))) if seeds > 1 else math.nan
+
+
+def figure_se(stat: str, log_value: float, se: float, lo: float, hi: float, seeds: int,
+              grid_step: float = 1.0) -> tuple[float, float]:
+    """(figure, standard error) of an OPTIMUM_STATS figure from its log10 value (a best lr, or
+    a shift), its bootstrap SE and 95 % interval (log10) over ``seeds`` seeds. A learning rate
+    or a factor 10^x has the SE ln(10) 10^x SE_x (delta method); an interval end that of
+    ``se_of_end``; a printed SE the standard error of a standard error, SE / sqrt(2 (n - 1))."""
+    ln10 = math.log(10)
+    se_se = se / math.sqrt(2 * (seeds - 1)) if seeds > 1 else math.nan
+    table = {
+        "best_lr": (10.0 ** log_value, ln10 * 10.0 ** log_value * se),
+        "best_lr_lo": (10.0 ** lo, ln10 * 10.0 ** lo * se_of_end(se, seeds)),
+        "best_lr_hi": (10.0 ** hi, ln10 * 10.0 ** hi * se_of_end(se, seeds)),
+        "best_log10_lr": (log_value, se),
+        "best_log10_lr_se": (se, se_se),
+        "shift_steps": (log_value / grid_step, se / grid_step),
+        "shift_steps_se": (se / grid_step, se_se / grid_step),
+        "shift_factor": (10.0 ** log_value, ln10 * 10.0 ** log_value * se),
+    }
+    return table[stat]

@@ -238,3 +238,50 @@ def test_simulate_sweeps_the_length_with_several_keys(tmp_path: Path) -> None:
     with np.load(out / "histograms.npz") as z:
         assert "d64_n512_sqrt_logit_counts" in z.files
     assert json.loads((out / "config.json").read_text())["n_keys"] == [8, 64, 512]
+
+
+PRESETS = json.loads((ROOT / "resources" / "presets" / "simulation.json").read_text())
+
+
+def _sweeps(*argv: str) -> list:
+    from main import build_parser
+    from ui.cli.simulate import build_configs
+
+    return build_configs(build_parser().parse_args(["simulate", *argv]))
+
+
+def test_without_a_preset_the_documented_defaults_hold() -> None:
+    (sweep,) = _sweeps()
+    assert sweep.d_ks == (4, 64, 512)
+    assert (sweep.base.n_keys, sweep.base.trials, sweep.base.scalings) == (
+        8, 4000, ("none", "sqrt", "dk"))
+    assert (sweep.base.dist, sweep.base.correlation, sweep.base.temperature) == ("gaussian", 0.0, 1.0)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_preset_sets_every_field_it_names(name: str) -> None:
+    wanted = PRESETS[name]["config"]
+    (sweep,) = _sweeps("--preset", name)
+    got = {**sweep.base.to_dict(), "d_k": sweep.d_ks[0]}
+    assert len(sweep.d_ks) == 1
+    for field, value in wanted.items():
+        assert got[field] == (list(value) if isinstance(value, list) else value), field
+
+
+def test_options_given_override_the_preset() -> None:
+    assert PRESETS["correlated"]["config"]["correlation"] != 0.1
+    (sweep,) = _sweeps("--preset", "correlated", "--correlation", "0.1", "--d-k", "16", "32")
+    assert sweep.base.correlation == 0.1 and sweep.d_ks == (16, 32)
+    assert list(sweep.base.scalings) == PRESETS["correlated"]["config"]["scalings"]
+
+
+def test_an_unknown_preset_is_one_line_naming_the_option() -> None:
+    r = run("simulate", "--preset", "nope", "--trials", "10")
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "--preset" in line and all(name in line for name in PRESETS)
+
+
+def test_the_help_names_every_preset() -> None:
+    text = run("simulate", "--help").stdout
+    assert all(name in " ".join(text.split()) for name in PRESETS)

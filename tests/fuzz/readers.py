@@ -222,7 +222,7 @@ def _read_training_presets(path: Path) -> Any:
 
 
 def _read_simulation_presets(path: Path) -> Any:
-    from ui.pages.simulation.presets import load_presets
+    from engine.simulation_presets import load_presets
 
     return load_presets(path)
 

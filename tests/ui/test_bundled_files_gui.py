@@ -35,7 +35,7 @@ def test_the_training_tab_names_a_broken_presets_file(window, broken_training_pr
 
 
 def test_broken_simulation_presets_leave_one_entry_that_says_why(qtbot, tmp_path, monkeypatch):
-    import ui.pages.simulation.presets as sim_presets
+    import engine.simulation_presets as sim_presets
     from ui.window.main_window import MainWindow
 
     bad = tmp_path / "simulation.json"

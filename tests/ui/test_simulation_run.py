@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config import SimulationConfig
 from engine.simulate import run_simulation
-from ui.pages.simulation.presets import load_presets
+from engine.simulation_presets import load_presets
 from ui.simulation_run import SWEEP_D_KS, SweepCache, lab_run
 
 

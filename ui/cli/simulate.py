@@ -17,31 +17,43 @@ from ui.cli.common import (
     write_all_or_none,
 )
 
-DEFAULTS = dict(d_k=[4, 64, 512], keys=8, trials=4000, scaling=["none", "sqrt", "dk"])
+#: the value of an option neither given nor set by ``--preset``
+DEFAULTS = dict(d_k=[4, 64, 512], keys=[8], trials=4000, scaling=["none", "sqrt", "dk"],
+                dist="gaussian", q_mean=0.0, q_std=1.0, k_mean=0.0, k_std=1.0, correlation=0.0,
+                temperature=1.0, saturation_threshold=0.99)
+#: a simulation preset's config field -> the option it sets (a list option takes [value])
+PRESET_OPTIONS = {"d_k": "d_k", "n_keys": "keys", "trials": "trials", "scalings": "scaling",
+                  "dist": "dist", "q_mean": "q_mean", "q_std": "q_std", "k_mean": "k_mean",
+                  "k_std": "k_std", "correlation": "correlation", "temperature": "temperature",
+                  "saturation_threshold": "saturation_threshold"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from engine.config import BACKENDS, DEVICES, DISTRIBUTIONS, DTYPES, METHODS, RULES
     from engine.rules import N_REF_DEFAULT, SINK_DEFAULT, SOFTCAP_DEFAULT, SSMAX_S_DEFAULT
 
-    p.add_argument("--d-k", type=int, nargs="+", default=DEFAULTS["d_k"], metavar="D",
+    p.add_argument("--d-k", type=int, nargs="+", default=None, metavar="D",
                    help="head width(s) d_k, 1..65536 (default: 4 64 512)")
-    p.add_argument("--keys", type=int, nargs="+", default=[DEFAULTS["keys"]], metavar="N",
+    p.add_argument("--keys", type=int, nargs="+", default=None, metavar="N",
                    help="keys per query n, 2..65536; several values sweep the length "
                         "(e.g. 8 64 512 4096 65536; default: 8)")
-    p.add_argument("--trials", type=int, default=DEFAULTS["trials"], metavar="T",
+    p.add_argument("--trials", type=int, default=None, metavar="T",
                    help="independent queries per d_k, 1..10,000,000 (default: 4000)")
-    p.add_argument("--scaling", nargs="+", default=DEFAULTS["scaling"], metavar="RULE",
+    p.add_argument("--scaling", nargs="+", default=None, metavar="RULE",
                    help=f"rules to compare on the same draws: {', '.join(RULES)} (default: none sqrt dk)")
+    p.add_argument("--preset", metavar="NAME",
+                   help="start from a simulation preset (default, variance, saturation, "
+                        "correlated, cosine, many_keys: the window's Presets menu); options given "
+                        "too override its values")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--dist", default="gaussian", help=f"entry distribution: {', '.join(DISTRIBUTIONS)}")
-    p.add_argument("--q-mean", type=float, default=0.0, help="mean of query entries")
-    p.add_argument("--q-std", type=float, default=1.0, help="std of query entries (> 0)")
-    p.add_argument("--k-mean", type=float, default=0.0, help="mean of key entries")
-    p.add_argument("--k-std", type=float, default=1.0, help="std of key entries (> 0)")
-    p.add_argument("--correlation", type=float, default=0.0,
+    p.add_argument("--dist", default=None, help=f"entry distribution: {', '.join(DISTRIBUTIONS)}")
+    p.add_argument("--q-mean", type=float, default=None, help="mean of query entries")
+    p.add_argument("--q-std", type=float, default=None, help="std of query entries (> 0)")
+    p.add_argument("--k-mean", type=float, default=None, help="mean of key entries")
+    p.add_argument("--k-std", type=float, default=None, help="std of key entries (> 0)")
+    p.add_argument("--correlation", type=float, default=None,
                    help="correlation rho in [-1, 1] between the query and key 0 (the target key)")
-    p.add_argument("--temperature", type=float, default=1.0,
+    p.add_argument("--temperature", type=float, default=None,
                    help="T for the temperature and cosine rules (default: 1)")
     p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
                    help="reference length of the logn and yarn rules (both equal sqrt there; "
@@ -54,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sink", type=float, default=SINK_DEFAULT, metavar="S",
                    help="logit of the sink rule's extra softmax entry, its weight dropped "
                         f"(default: {SINK_DEFAULT:g} = softmax plus one)")
-    p.add_argument("--saturation-threshold", type=float, default=0.99,
+    p.add_argument("--saturation-threshold", type=float, default=None,
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
     p.add_argument("--backend", default="auto", help=f"{', '.join(BACKENDS)} (auto: torch on CUDA if present, else numpy)")
     p.add_argument("--device", default="auto", help=f"{', '.join(DEVICES)}")
@@ -70,10 +82,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def resolve_options(args: argparse.Namespace) -> None:
+    """Fill each option left unset: from ``--preset`` where it sets that field, else from
+    DEFAULTS (an unknown preset is a ConfigError on ``preset``)."""
+    from engine.errors import ConfigError
+
+    chosen: dict = {}
+    if getattr(args, "preset", None):
+        from engine.simulation_presets import preset_config
+
+        for field, value in preset_config(args.preset).items():
+            option = PRESET_OPTIONS.get(field)
+            if option is None:  # a field the window has but no option of this command sets
+                raise ConfigError("preset", f"{args.preset}: sets {field}, which simulate "
+                                  "cannot take")
+            chosen[option] = [value] if isinstance(DEFAULTS[option], list) and not isinstance(
+                value, list) else value
+    for option, default in DEFAULTS.items():
+        if getattr(args, option, None) is None:
+            setattr(args, option, chosen.get(option, default))
+
+
 def build_configs(args: argparse.Namespace):  # -> list[SweepConfig]
     """Turn arguments into the engine's validated sweeps (ConfigError names the field): one
     sweep along n when one d_k and several --keys are given, else one d_k sweep per key count."""
     from engine.config import SimulationConfig, SweepConfig
+
+    resolve_options(args)
 
     base = SimulationConfig(
         d_k=args.d_k[0], n_keys=args.keys[0], trials=args.trials, seed=args.seed, dist=args.dist,

@@ -32,7 +32,7 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from ui.lab_style import size_combos_by_contents
 from ui.pages.simulation.page import SimulationPage
-from ui.pages.simulation.presets import load_presets
+from engine.simulation_presets import load_presets
 from ui.params.panel import ParamPanel
 from ui.presentation.mode import Presenter
 from ui.settings import open_settings

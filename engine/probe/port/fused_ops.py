@@ -9,7 +9,7 @@ Layouts (batch of one, no past key/values: the audit runs one prompt):
   (q|k|v), ``key_padding_mask`` (1 attends), ``attention_bias``, ``unidirectional``;
 * ``com.microsoft.GroupQueryAttention``: 3-D, ``num_heads``/``kv_num_heads``, always causal,
   ``softcap``, ``local_window_size``; a rotary embedding inside the operator (``do_rotary``) is
-  refused: its rotated q and k never appear as tensors;
+  refused when the graph is read: its rotated q and k never appear as tensors;
 * ``com.microsoft.Attention``: the projections are inside: q|k|v = input @ weights + bias.
 """
 
@@ -149,10 +149,7 @@ def _mha(site: OnnxSite, arrays: dict[str, np.ndarray]) -> FusedData:
 
 
 def _gqa(site: OnnxSite, arrays: dict[str, np.ndarray]) -> FusedData:
-    a = site.attrs
-    if int(a.get("do_rotary", 0)):
-        raise ConfigError("onnx", f"{site.name}: GroupQueryAttention rotates q and k inside "
-                          "the operator (do_rotary=1); the audit needs them as tensors")
+    a = site.attrs  # (do_rotary=1 is refused when the graph is read: onnx_graph._fused)
     if not site.k:
         raise ConfigError("onnx", f"{site.name}: GroupQueryAttention with packed q|k|v is not "
                           "read by the audit")

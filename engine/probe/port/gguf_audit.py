@@ -2,8 +2,10 @@
 file's weights run in the source architecture.
 
 Each difference that changes the attention logits is one finding: the scale llama.cpp will apply
-(:func:`gguf_meta.llama_cpp_scale`) against the scale the source audit measures in every layer
-(beyond that fit's band), the soft-caps, head counts, head width, sliding window and RoPE scaling.
+(:func:`llama_cpp.llama_cpp_attention`, its rules cited there from llama.cpp's source) against the
+scale the source audit measures in every layer (beyond that fit's band), the rotary cos/sin
+magnitude where only part of a head rotates (DeepSeek), the soft-caps llama.cpp applies against
+the source's, head counts, head width, sliding window and RoPE scaling.
 Where transformers reads the architecture from GGUF, the dequantized tensors are also put into a
 copy of the source model: each layer's attention weights are compared with the source's (within
 the rounding of the file's tensor type; a q/k row permutation for RoPE gone wrong shows here) and
@@ -20,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
-from engine.probe.port.gguf_meta import GgufMeta, llama_cpp_scale, read_gguf
+from engine.probe.port.gguf_meta import GgufMeta, read_gguf
+from engine.probe.port.llama_cpp import LlamaCppAttention, llama_cpp_attention
 from engine.probe.port.onnx_audit import PortConfig
 from engine.probe.port.result import PortAudit, PortSnapshot
 
@@ -48,8 +51,11 @@ def _fmt(v: Any) -> str:
 
 def compare_meta(meta: GgufMeta, config: Any, source: Any) -> list[MetaRow]:
     """One row per attention key; ``config``/``source`` None without a reference."""
-    rows = [_scale_row(meta, config, source)]
-    rows += _softcap_rows(meta, config)
+    lc = llama_cpp_attention(meta)
+    rows = [_scale_row(meta, lc, source)]
+    if not lc.full_rotary:
+        rows.append(_rotary_row(meta, lc, config))
+    rows += _softcap_rows(meta, lc, config)
     pairs = (("attention.head_count", meta.n_heads, "num_attention_heads"),
              ("attention.head_count_kv", meta.n_kv_heads, "num_key_value_heads"),
              ("attention.sliding_window", meta.get("attention.sliding_window"), "sliding_window"))
@@ -69,13 +75,14 @@ def compare_meta(meta: GgufMeta, config: Any, source: Any) -> list[MetaRow]:
     return rows
 
 
-def _scale_row(meta: GgufMeta, config: Any, source: Any) -> MetaRow:
-    s, how = llama_cpp_scale(meta)
-    kl = meta.key_length
+def _scale_row(meta: GgufMeta, lc: LlamaCppAttention, source: Any) -> MetaRow:
+    kl = lc.key_length
+    s = lc.logit_scale
+    how = lc.how + (f" x {lc.rope_how}^2" if lc.full_rotary and lc.rope != 1.0 else "")
     x_file = s * math.sqrt(kl)
+    file_text = f"{x_file:.6g} x 1/sqrt(d_k) ({how})"
     if source is None:
-        return MetaRow("attention scale", f"{x_file:.6g} x 1/sqrt(d_k) ({how})", "", "", math.nan,
-                       "")
+        return MetaRow("attention scale", file_text, "", "", math.nan, "")
     if source.d_k != kl:
         return MetaRow("attention.key_length", str(kl), str(source.d_k), how,
                        math.sqrt(source.d_k / kl), f"{meta.arch}.attention.key_length: the file "
@@ -91,26 +98,68 @@ def _scale_row(meta: GgufMeta, config: Any, source: Any) -> MetaRow:
         where = "every layer" if bad.all() else "layers " + ", ".join(map(str, np.flatnonzero(bad)))
         finding = (f"attention scale: llama.cpp applies {how} = {x_file:.4g} x 1/sqrt(d_k), the "
                    f"source {src_text}: logits x{factor:.4g} in {where}")
-    return MetaRow("attention scale", f"{x_file:.6g} x 1/sqrt(d_k) ({how})", src_text,
-                   "llama.cpp's kq_scale", factor, finding)
+    return MetaRow("attention scale", file_text, src_text, "llama.cpp's kq_scale", factor, finding)
 
 
-def _softcap_rows(meta: GgufMeta, config: Any) -> list[MetaRow]:
+#: relative difference below which two values read from metadata or a config are the same
+#: (float32 keys: 6e-8; the YaRN factors computed from them: a few ulp of float32)
+SAME_REL = 1e-5
+
+
+def _rotary_row(meta: GgufMeta, lc: LlamaCppAttention, config: Any) -> MetaRow:
+    """Where only ``n_rot`` of a head's dimensions rotate, the cos/sin magnitude is not a factor
+    on the whole logit: compared with the source's rotary ``attention_scaling`` on its own."""
+    key = f"rotary magnitude ({lc.n_rot} of {lc.key_length} dims)"
+    if config is None:
+        return MetaRow(key, lc.rope_how, "", "", math.nan, "")
+    src = _source_rope(config)
+    factor = (lc.rope / src) ** 2
+    finding = ""
+    if abs(factor - 1.0) > SAME_REL:
+        finding = (f"{meta.arch}.rope.scaling: llama.cpp's {lc.rope_how}, the source's x{src:.4g}:"
+                   f" the rotary part of the logits ({lc.n_rot} of {lc.key_length} dims) "
+                   f"x{factor:.4g}")
+    return MetaRow(key, lc.rope_how, f"rotary cos/sin x{src:.4g}", "rotary cos/sin", factor,
+                   finding)
+
+
+def _source_rope(config: Any) -> float:
+    """The magnitude the source's rotary embedding puts on cos/sin (transformers' yarn
+    ``attention_factor``), from its rope parameters as transformers computes it."""
+    from engine.probe.port.llama_cpp import get_mscale
+
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if str(rope.get("rope_type", rope.get("type", ""))) != "yarn":
+        return 1.0
+    if rope.get("attention_factor") is not None:
+        return float(rope["attention_factor"])
+    f = float(rope.get("factor") or 1.0)
+    m, m_all = rope.get("mscale"), rope.get("mscale_all_dim")
+    if m and m_all:
+        return get_mscale(f, float(m)) / get_mscale(f, float(m_all))
+    return get_mscale(f, 1.0)
+
+
+def _softcap_rows(meta: GgufMeta, lc: LlamaCppAttention, config: Any) -> list[MetaRow]:
     rows = []
-    for key, what in (("attn_logit_softcapping", "attention logits"),
-                      ("final_logit_softcapping", "output logits")):
+    for key, what, applied, how in (
+            ("attn_logit_softcapping", "attention logits", lc.attn_cap, lc.attn_cap_how),
+            ("final_logit_softcapping", "output logits", lc.final_cap, lc.final_cap_how)):
         fv = meta.get(key)
         sv = None if config is None else getattr(config, key, None) or None
         finding = ""
-        if config is not None and sv and fv is None:
-            finding = (f"{meta.arch}.{key}: the source caps the {what} at {sv:g}, the file has no "
-                       "key: llama.cpp will not cap them")
-        elif config is not None and fv is not None and not sv:
-            finding = f"{meta.arch}.{key}: the file caps the {what} at {fv:g}, the source does not"
-        elif config is not None and fv is not None and abs(float(fv) / float(sv) - 1) > 1e-6:
-            finding = (f"{meta.arch}.{key}: the file caps the {what} at {fv:g}, the source at "
-                       f"{sv:g} (x{float(fv) / float(sv):.4g})")
-        rows.append(MetaRow(key, _fmt(fv), "" if config is None else _fmt(sv), f"caps the {what}",
+        if config is not None and sv and applied is None:
+            finding = (f"{meta.arch}.{key}: the source caps the {what} at {sv:g}, llama.cpp does "
+                       f"not ({how})")
+        elif config is not None and applied is not None and not sv:
+            finding = (f"{meta.arch}.{key}: llama.cpp caps the {what} at {how}, the source does "
+                       "not")
+        elif config is not None and applied is not None and \
+                abs(applied / float(sv) - 1) > SAME_REL:
+            finding = (f"{meta.arch}.{key}: llama.cpp caps the {what} at {how}, the source at "
+                       f"{sv:g} (x{applied / float(sv):.4g})")
+        rows.append(MetaRow(key, _fmt(fv), "" if config is None else _fmt(sv),
+                            f"caps the {what} at {how}" if applied is not None else how,
                             math.nan, finding))
     return rows
 
@@ -138,7 +187,7 @@ def audit_gguf(cfg: PortConfig, loaded: Any = None, cancelled: Callable[[], bool
     """Audit ``cfg.path`` (a GGUF file) beside ``cfg.reference`` (or ``loaded``)."""
     yield PortSnapshot("reading the file", 0.0)
     meta = read_gguf(cfg.path, "gguf")
-    llama_cpp_scale(meta)  # a file without the keys is refused before any model loads
+    llama_cpp_attention(meta)  # a file without the keys is refused before any model loads
     if loaded is None and cfg.reference is not None:
         from engine.probe.loader import load_model
 

@@ -1,5 +1,6 @@
 """Write a transformers model as a GGUF file the way llama.cpp's converter lays it out (float32
-tensors, the attention metadata llama.cpp reads), for the port audit's own round trips.
+tensors, or Q8_0 as ``convert_hf_to_gguf.py --outtype q8_0`` writes them; the attention metadata
+llama.cpp reads), for the port audit's own round trips.
 
 ``drop`` leaves keys out and ``override`` replaces values, so a test (or the bench) can write the
 port bugs that shipped: a Gemma 2 file without its soft-cap key (llama.cpp #8156), a DeepSeek file
@@ -8,7 +9,6 @@ without YaRN's log multiplier (mobius #548).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,11 @@ import numpy as np
 
 #: transformers model_type -> llama.cpp architecture
 ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "gemma2": "gemma2",
-        "gemma3_text": "gemma3", "deepseek_v3": "deepseek2"}
+        "gemma3_text": "gemma3", "deepseek_v3": "deepseek2", "granite": "granite"}
+#: architectures whose converter permutes q/k rows for llama.cpp's rotary layout
+PERMUTED = frozenset({"llama", "granite"})
+#: tensor types the writer can store (Q8_0: blocks of 32 along a row; others stay float32)
+QTYPES = ("F32", "Q8_0")
 
 
 def metadata(config: Any) -> dict[str, Any]:
@@ -35,7 +39,13 @@ def metadata(config: Any) -> dict[str, Any]:
         "attention.key_length": head_dim,
         "attention.value_length": int(getattr(c, "v_head_dim", None) or head_dim),
         "attention.layer_norm_rms_epsilon": float(c.rms_norm_eps),
+        "rope.dimension_count": int(getattr(c, "qk_rope_head_dim", None) or head_dim),
     }
+    if c.model_type == "granite":  # convert_hf_to_gguf.py GraniteModel.set_gguf_parameters
+        out.update({"attention.scale": float(c.attention_multiplier),
+                    "embedding_scale": float(c.embedding_multiplier),
+                    "residual_scale": float(c.residual_multiplier),
+                    "logit_scale": float(c.logits_scaling)})
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         v = getattr(c, key, None)
         if v:
@@ -55,11 +65,15 @@ def metadata(config: Any) -> dict[str, Any]:
 
 
 def write_gguf(net: Any, path: str | Path, drop: Iterable[str] = (),
-               override: dict[str, Any] | None = None, permute_qk: bool = True) -> Path:
-    """``net`` (a transformers base model) as a float32 GGUF file at ``path`` (``permute_qk``
-    False writes llama's q/k rows unpermuted: a converter bug)."""
+               override: dict[str, Any] | None = None, permute_qk: bool = True,
+               qtype: str = "F32") -> Path:
+    """``net`` (a transformers base model) as a GGUF file at ``path``: float32, or ``qtype``
+    "Q8_0" for every 2-D weight whose rows are whole blocks of 32 (``permute_qk`` False writes
+    llama's q/k rows unpermuted: a converter bug)."""
     import gguf
 
+    if qtype not in QTYPES:
+        raise ValueError(f"qtype must be one of {QTYPES}, got {qtype!r}")
     cfg = net.config
     arch = ARCH[cfg.model_type]
     meta = {k: v for k, v in metadata(cfg).items() if k not in set(drop)}
@@ -69,7 +83,11 @@ def write_gguf(net: Any, path: str | Path, drop: Iterable[str] = (),
     for key, value in meta.items():
         _add(w, f"{arch}.{key}", value, gguf)
     for name, t in _tensors(net, arch, gguf, permute_qk):
-        w.add_tensor(name, t)
+        q8 = gguf.GGMLQuantizationType.Q8_0
+        if qtype == "Q8_0" and t.ndim == 2 and t.shape[-1] % gguf.GGML_QUANT_SIZES[q8][0] == 0:
+            w.add_tensor(name, gguf.quants.quantize(t, q8), raw_dtype=q8)
+        else:
+            w.add_tensor(name, t)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -101,7 +119,7 @@ def _tensors(net: Any, arch: str, gguf: Any, permute_qk: bool = True
         if new is None:
             continue
         a = t.detach().float().cpu().numpy()
-        if permute_qk and arch == "llama" and (".attn_q." in new or ".attn_k." in new):
+        if permute_qk and arch in PERMUTED and (".attn_q." in new or ".attn_k." in new):
             heads = cfg.num_attention_heads if ".attn_q." in new else \
                 (cfg.num_key_value_heads or cfg.num_attention_heads)
             a = permute(a, heads)
@@ -115,8 +133,3 @@ def permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's converter's q/k row order (each head's halves interleaved)."""
     return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
             .swapaxes(1, 2).reshape(w.shape))
-
-
-def yarn_mscale_squared(factor: float, log_multiplier: float = 0.1) -> float:
-    """(1 + log_multiplier ln factor)^2: what a DeepSeek YaRN file's multiplier puts on the logits."""
-    return (1.0 + log_multiplier * math.log(factor)) ** 2

@@ -218,12 +218,19 @@ _FUSED_INPUTS = {
 def _fused(graph: Graph, node: Any, kind: str, index: int) -> OnnxSite:
     pos, extra = _FUSED_INPUTS[kind]
     ins = list(node.input)
+    attrs = attributes(node)
+    if kind == "com.microsoft.GroupQueryAttention" and int(attrs.get("do_rotary", 0)):
+        from engine.errors import ConfigError
+
+        raise ConfigError("onnx", f"{node.name or node.output[0]}: GroupQueryAttention rotates q "
+                          "and k inside the operator (do_rotary=1); the audit needs them as "
+                          "tensors")
 
     def at(i: int | None) -> str:
         return ins[i] if i is not None and i < len(ins) else ""
 
     site = OnnxSite(index, kind, node.name or node.output[0], node, q=at(pos[0]), k=at(pos[1]),
-                    v=at(pos[2]), out=node.output[0], attrs=attributes(node))
+                    v=at(pos[2]), out=node.output[0], attrs=attrs)
     site.extra = {name: at(i) for name, i in extra.items() if at(i)}
     return site
 

@@ -1,5 +1,5 @@
 """Round trips for the port audit's own checks: tiny zoo models exported to ONNX (and GGUF, in
-:mod:`gguf_write`), audited beside their source. The tests and ``bench/port_audit.py`` use it."""
+:mod:`gguf_write`), audited beside their source. The tests and ``bench/bench_port.py`` use it."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def export_onnx(loaded: Any, ids: Sequence[int], path: str | Path, dynamo: bool 
             warnings.simplefilter("ignore")
             torch.onnx.export(_Wrap(net).eval(), tuple(kw.values()), str(path),
                               input_names=names, output_names=["hidden"], dynamo=dynamo,
-                              opset_version=18 if not dynamo else None)
+                              opset_version=18 if not dynamo else None,
+                              **({"verbose": False} if dynamo else {}))
     finally:
         net.set_attn_implementation(prev)
     return Path(path)

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 from scipy import stats as sps
+from scipy.stats import binomtest
 
 from engine.experiments.point import (
     mean_se,
@@ -124,3 +125,47 @@ def test_run_value_reads_results_and_logged_steps():
     diverged = _run(None, None, rows=rows, diverged=45)
     assert run_value(diverged, "sqrt", "loss@end") is None  # no final figure after divergence
     assert run_value(diverged, "sqrt", "loss@30") == 2.0
+
+
+def test_the_ends_of_an_interval_are_exact_where_they_are_0_or_1():
+    """At 0 successes the lower end is 0.0 exactly (the formula leaves 5.6e-17 at n = 3), at n
+    the upper end 1.0; one run is a run (n = 1: Wilson (0, 0.7935) and (0.2065, 1)); a binomial
+    CDF never exceeds 1 (its running sum would at n = 17, p = 0.1: 1.0000000000000018)."""
+    from engine.experiments.point import _binom_cdf
+
+    for n in (1, 3, 6, 7, 12):
+        assert wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0
+    one = binomtest(1, 1).proportion_ci(method="wilson")
+    assert wilson_interval(1, 1) == pytest.approx((one.low, 1.0), abs=1e-12)
+    assert wilson_interval(1, 1)[0] == pytest.approx(0.2065, abs=5e-5)
+    assert wilson_interval(0, 1)[1] == pytest.approx(0.7935, abs=5e-5)
+    assert max(_binom_cdf(17, 0.1)) <= 1.0 and _binom_cdf(17, 0.1)[-1] == 1.0
+
+
+def test_the_median_se_of_two_values():
+    """n = 2: the only interval is [x_(1), x_(2)], covering with P(B = 1) = 1/2: z = 0.674490,
+    SE = (3 - 1) / (2 * 0.674490) = 1.482602."""
+    assert quantile_se([3.0, 1.0]) == pytest.approx(1.482602, rel=1e-6)
+    assert quantile_se([1.0, 2.0, 4.0]) == pytest.approx(3 / (2 * 1.150349), rel=1e-6)  # 3/4
+
+
+def test_point_stats_names_its_value():
+    runs = [_run(60, 0.5), _run(20, 0.25)]
+    assert point_stats(runs, "sqrt", "final_loss").value == "final_loss"
+    assert point_stats(runs, "sqrt").value == "" and point_stats(runs, "sqrt").values == 0
+
+
+def test_run_value_of_odd_results():
+    """A result without rules or rows, a flag (a bool is a number: 1.0 or 0.0), a first log that
+    is not at step 0 (``@0`` is the first log, whatever its step), a row without a step."""
+    assert run_value({}, "sqrt", "final_loss") is None
+    assert run_value({"rules": {"sqrt": {"final_loss": 1.0}}}, "sqrt", "loss@0") is None
+    res = _run(30, 1.5, rows=[{"scaling": "sqrt", "step": 10, "loss": 3.0},
+                              {"scaling": "sqrt", "loss": 2.5},
+                              {"scaling": "sqrt", "step": 20, "loss": 2.0}])
+    assert run_value(res, "sqrt", "collapsed") == 0.0
+    res["rules"]["sqrt"]["collapsed"] = True
+    assert run_value(res, "sqrt", "collapsed") == 1.0
+    assert run_value(res, "sqrt", "loss@0") == 3.0  # the first log, at step 10
+    assert run_value(res, "sqrt", "loss@10") == 3.0 and run_value(res, "sqrt", "loss@20") == 2.0
+    assert run_value(res, "sqrt", "loss@1") is None  # the row without a step is no step 1

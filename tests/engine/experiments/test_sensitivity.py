@@ -137,3 +137,92 @@ def test_the_builtin_logit_control_experiment_is_sized_as_documented():
     b = spec.base
     assert b.warmup > 0 and b.decay == "cosine"
     assert {f.kind for f in spec.figures} >= {"vs_axis", "lr_sensitivity"}
+
+
+def test_the_tie_rule_at_its_edge():
+    """tied(k): a grid value whose mean loss is within k combined standard errors of the best
+    one's. Best 1.0 ± 0.1; a value at 1.0 ± 0.1 is within 3 combined SE up to 1 + 3 sqrt(0.02) =
+    1.424264; 1.42 is tied, 1.43 is not; with k = 1, 1.14 is (<= 1.141421) and 1.15 is not."""
+    from engine.experiments.sensitivity import Sensitivity
+
+    s = Sensitivity("sqrt", 0.0, 0.0, 2, "a", 1.0, 0.1, (),
+                    {"a": (1.0, 0.1), "b": (1.42, 0.1), "c": (1.43, 0.1), "d": (1.14, 0.1),
+                     "e": (1.15, 0.1), "f": (0.99, 0.0)})
+    assert s.tied(3.0) == ["a", "b", "d", "e", "f"]
+    assert s.tied(1.0) == ["a", "d", "f"]
+    # a value with a large SE of its own is tied further away: 2.0 ± 0.5 vs 1.0 ± 0.1:
+    # 1.0 <= 3 * hypot(0.5, 0.1) = 1.5297
+    s2 = Sensitivity("sqrt", 0.0, 0.0, 2, "a", 1.0, 0.1, (), {"a": (1.0, 0.1), "g": (2.0, 0.5)})
+    assert s2.tied(3.0) == ["a", "g"] and s2.tied(1.0) == ["a"]
+
+
+def test_the_best_rate_is_the_lowest_mean_of_min_loss_init_over_seeds():
+    """Two seeds, three rates. Seed 0 (init 2.0): 1.0, 0.6, 3.0; seed 1 (init 2.4): 0.2, 1.0,
+    2.0. min(loss, init) per rate, mean over seeds: 0.6, 0.8, 2.0 -> the best rate is 0.001
+    (although seed 0 alone is best at 0.01). Per seed: seed 0: (1.0 + 0.6 + 2.0) / 3 - 0.6 =
+    0.6; seed 1: (0.2 + 1.0 + 2.0) / 3 - 0.2 = 0.866667."""
+    curves = {0: (2.0, (1.0, 0.6, 3.0)), 1: (2.4, (0.2, 1.0, 2.0))}
+    res = [_result(i, lr, seed, {"sqrt": (curves[seed][1][j], curves[seed][0], 1.0)})
+           for i, (j, lr, seed) in enumerate((j, lr, s) for j, lr in enumerate(LRS)
+                                             for s in (0, 1))]
+    s = lr_sensitivity(res, "sqrt")
+    assert s.best == 0.001 and s.best_loss == pytest.approx(0.6)
+    assert s.means[0.1] == pytest.approx((2.0, 0.0))  # min(3.0, 2.0) and min(2.0, 2.4)
+    assert s.means[0.01] == pytest.approx((0.8, 0.2))  # SE: stdev(0.6, 1.0) / sqrt(2)
+    assert s.per_seed == pytest.approx((0.6, 3.2 / 3 - 0.2))
+
+
+def test_when_no_rate_beats_the_loss_at_init_the_sensitivity_is_zero():
+    """Every rate ends above the loss at init (or diverges): each counts as the loss at init, so
+    the curve is flat at init and the sensitivity is 0 (not the spread of the raw losses)."""
+    res = [_result(i, lr, seed, {"sqrt": (loss, 2.0 + seed, 1.0)})
+           for i, (lr, seed, loss) in enumerate([(0.001, 0, 5.0), (0.01, 0, 9.0), (0.1, 0, None),
+                                                 (0.001, 1, 3.5), (0.01, 1, 3.0),
+                                                 (0.1, 1, 40.0)])]
+    s = lr_sensitivity(res, "sqrt")
+    assert s.per_seed == (0.0, 0.0) and s.mean == 0.0 and s.se == 0.0
+    assert s.best_loss == pytest.approx(2.5)  # the mean of the two inits
+    assert seed_sensitivity(2.0, {1: 5.0, 2: 9.0, 3: math.inf}) == 0.0
+    # one rate below init: (2.0 + 1.0 + 2.0) / 3 - 1.0
+    assert seed_sensitivity(2.0, {1: 5.0, 2: 1.0, 3: math.inf}) == pytest.approx(2 / 3)
+
+
+def test_an_exact_tie_is_tied_and_the_sensitivity_names_its_rule():
+    """Two rates with the same mean and no spread are tied (the edge itself belongs)."""
+    from engine.experiments.sensitivity import Sensitivity
+
+    s = Sensitivity("sqrt", 0.0, 0.0, 2, "a", 1.0, 0.0, (), {"a": (1.0, 0.0), "b": (1.0, 0.0)})
+    assert s.tied(3.0) == ["a", "b"]
+    assert lr_sensitivity(_results(), "qknorm").rule == "qknorm"
+
+
+def test_where_selects_the_jobs_of_one_point_of_the_other_axes():
+    """Jobs at two widths: ``where`` keeps one; the other width's losses (all 9.0, above init)
+    would flatten the curve to a sensitivity of 0."""
+    res = _results()
+    wide = [{**r, "values": {**r["values"], "d_model": 64},
+             "rules": {k: {**v, "final_loss": 9.0} for k, v in r["rules"].items()}}
+            for r in _results()]
+    for r in res:
+        r["values"] = {**r["values"], "d_model": 16}
+    both = res + wide
+    narrow = lr_sensitivity(both, "sqrt", where={"d_model": 16})
+    assert narrow.per_seed == pytest.approx(lr_sensitivity(_results(), "sqrt").per_seed)
+    assert lr_sensitivity(both, "sqrt", where={"d_model": 64}).per_seed == (0.0, 0.0)
+
+
+def test_runs_without_a_loss_at_init_or_without_the_rule_are_left_out():
+    """A seed whose loss at init is missing or not finite has no curve (not an error, not an
+    infinite init); a job without the rule is skipped, and the jobs after it still count."""
+    res = _results()
+    nan_init = [dict(r) for r in res if r["values"]["seed"] == 1]
+    for r in nan_init:
+        r["rows"] = [{**row, "loss": float("nan")} for row in r["rows"]]
+    seed0 = [r for r in res if r["values"]["seed"] == 0]
+    s = lr_sensitivity(nan_init + seed0, "sqrt")  # (the seed without a curve first)
+    assert s.n == 1 and s.per_seed == pytest.approx((3.5 / 3 - 0.5,))
+    no_rows = [{**r, "rows": []} for r in res if r["values"]["seed"] == 1]
+    assert lr_sensitivity(no_rows + seed0, "sqrt").n == 1
+    other = {**res[0], "rules": {"dk": res[0]["rules"]["sqrt"]}, "rows": []}
+    s = lr_sensitivity([other, *res], "sqrt")  # the dk-only job comes first
+    assert s.n == 2 and s.per_seed == pytest.approx(lr_sensitivity(res, "sqrt").per_seed)

@@ -95,6 +95,44 @@ def test_a_diverged_run_counts_as_the_chance_loss():
     assert np.all(c.losses[-1] == pytest.approx(math.log(16)))
 
 
+def test_a_loss_above_chance_is_capped_at_the_chance_loss():
+    """A run that ended worse than a guess (loss 5 > ln 16 = 2.7726) learned nothing: it counts
+    as ln 16, like a diverged run; a loss below chance is kept as it is."""
+    from engine.experiments.transfer import capped_loss, chance_loss, curve
+
+    spec, results = _spec(), _results(CENTRES)
+    assert chance_loss(spec) == pytest.approx(2.772588722239781)
+    above = {"rules": {"sqrt": {"final_loss": 5.0, "diverged_step": None}}, "rows": []}
+    below = {"rules": {"sqrt": {"final_loss": 2.5, "diverged_step": None}}, "rows": []}
+    assert capped_loss(above, "sqrt", "final_loss", 2.772588722239781) == 2.772588722239781
+    assert capped_loss(below, "sqrt", "final_loss", 2.772588722239781) == 2.5
+    assert math.isnan(capped_loss(below, "dk", "final_loss", 2.77))  # no result for that rule
+    for r in results:  # the largest lr ends at a loss of 40 for seed 0 only
+        if r["values"]["lr"] == LRS[-1] and r["values"]["seed"] == 0:
+            r["rules"]["sqrt"] = {"final_loss": 40.0, "diverged_step": None}
+    c = curve(spec, results, "sqrt", "lr", {"param": "sp", "d_model": 16})
+    assert c.losses[-1, 0] == pytest.approx(2.772588722239781)
+    assert c.losses[-1, 1] == pytest.approx(_loss(math.log10(LRS[-1]), -2.0, 1))
+    # the mean at that lr is over capped losses: (ln 16 + two seeds' own) / 3, not 40's mean
+    want = (math.log(16) + _loss(math.log10(LRS[-1]), -2.0, 1) + _loss(math.log10(LRS[-1]),
+                                                                         -2.0, 2)) / 3
+    assert c.means()[-1] == pytest.approx(want)
+
+
+def test_the_best_lr_of_a_skewed_curve_and_its_interval_by_hand():
+    """Three grid points around the lowest mean, in log10 lr -3, -2, -1 with log losses 1, 0,
+    0.5 (one seed): the parabola through them has its vertex at x1 - 0.5 * num / den with
+    num = (1)^2 (0 - 0.5) - (-1)^2 (0 - 1) = 0.5 and den = 1 (0 - 0.5) - (-1)(0 - 1) = -1.5:
+    -2 + 1/6 = -1.8333 (towards the neighbour with the lower loss)."""
+    lrs = (1e-3, 1e-2, 1e-1)
+    c = Curve(lrs, (0,), np.exp(np.array([[1.0], [0.0], [0.5]])))
+    o = optimum(c)
+    assert o.log_lr == pytest.approx(-2 + 1 / 6, abs=1e-12) and o.inside
+    # one seed: every resample is that seed (its spread is rounding)
+    assert o.se == pytest.approx(0.0, abs=1e-12) and o.lo == o.hi == pytest.approx(o.log_lr)
+    assert o.lr == pytest.approx(10 ** (-2 + 1 / 6))
+
+
 def test_the_bootstrap_is_reproducible_and_widens_with_noise():
     rng = np.random.default_rng(5)
     x = np.log10(LRS)
@@ -145,3 +183,41 @@ def test_a_bad_optimum_selection_is_refused(measure, says):
 
     with pytest.raises(ConfigError, match=says):
         OptimumSelector.from_dict(measure).check(_spec())
+
+
+@pytest.mark.parametrize("stat, args, expected", [
+    # a factor 10^x: ln(10) * 10^x * SE (delta method): 2.302585 * 1.1 * 0.06 = 0.151971
+    ("shift_factor", (math.log10(1.1), 0.06, 0.0, 0.0, 3), (1.1, 0.151971)),
+    # shift in grid steps of x2 (log10 2 = 0.30103): 0.06 / 0.30103 = 0.199316
+    ("shift_steps", (0.06, 0.06, 0.0, 0.0, 3, math.log10(2)), (0.199316, 0.199316)),
+    # its printed SE, with the SE of an SE over 3 seeds: 0.199316 / sqrt(4) = 0.099658
+    ("shift_steps_se", (0.06, 0.06, 0.0, 0.0, 3, math.log10(2)), (0.199316, 0.099658)),
+    # an interval end at 10^-2: 2.302585 * 0.01 * 0.06 * sqrt(1 + 1.959964^2 / 4) = 0.0013816 *
+    # 1.400130 = 0.00193435; at 10^-1.6 = 0.0251189: 0.00485887
+    ("best_lr_lo", (-1.8, 0.06, -2.0, -1.6, 3), (0.01, 0.00193435)),
+    ("best_lr_hi", (-1.8, 0.06, -2.0, -1.6, 3), (10 ** -1.6, 0.00485887)),
+    # with 9 seeds the end's SE is sqrt(1 + 3.841459 / 16) = 1.113594 SE: 0.00153849
+    ("best_lr_lo", (-1.8, 0.06, -2.0, -1.6, 9), (0.01, 0.00153849)),
+    ("best_lr", (-2.0, 0.06, 0.0, 0.0, 3), (0.01, 0.00138155)),
+    ("best_log10_lr", (-2.0, 0.06, 0.0, 0.0, 3), (-2.0, 0.06)),
+    ("best_log10_lr_se", (-2.0, 0.06, 0.0, 0.0, 3), (0.06, 0.03)),
+])
+def test_every_figure_from_seeds_has_its_standard_error(stat, args, expected):
+    from engine.experiments.transfer import figure_se
+
+    assert figure_se(stat, *args) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("log_se, status", [(0.06, "ok"), (0.02, "FAIL")])
+def test_a_shift_factor_is_judged_with_its_seeds_uncertainty(log_se, status):
+    """Published x1.1, measured x1.35 on another CPU (issue 29): with a bootstrap SE of 0.06 in
+    log10 (0.2 grid steps) the factor's SE is 2.302585 * 1.35 * 0.06 = 0.1865, tolerance 0.05 +
+    3 * 0.1865 = 0.61: ok. Were the seeds ten times surer than that (0.02: 0.0622, tolerance
+    0.2365) the 0.25 would be a real move: FAIL."""
+    from engine.claims import Claim, judge
+    from engine.experiments.transfer import figure_se
+
+    value, se = figure_se("shift_factor", math.log10(1.35), log_se, 0.0, 0.0, 3)
+    claim = Claim("c", "w", "t", "optimum", {"experiment": "width_transfer"},
+                  {"stat": "shift_factor", "rule": "dk", "at": {"param": "mup"}}, "1.1")
+    assert judge(claim, value, se).status == status

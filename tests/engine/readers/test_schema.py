@@ -104,3 +104,39 @@ def test_dataclass_schema_follows_the_annotations():
     assert isinstance(schema.fields["q_std"], Number)
     assert schema.required == frozenset()
     assert SimulationConfig.from_dict({"d_k": 32.0, "scalings": "sqrt"}).scalings == ("sqrt",)
+
+
+def test_the_default_limits_are_1000_items_and_10000_characters():
+    """The defaults, written as numbers (not read from the module): a list, a map and a kept
+    record take 1,000 items and refuse 1,001; a string takes 10,000 characters and refuses
+    10,001."""
+    assert len(ListOf(Int()).check(list(range(1000)))) == 1000
+    with pytest.raises(SchemaError, match="1,001 items, more than 1,000"):
+        ListOf(Int()).check(list(range(1001)))
+    assert len(MapOf(Int()).check({str(i): i for i in range(1000)})) == 1000
+    with pytest.raises(SchemaError, match="1,001 keys, more than 1,000"):
+        MapOf(Int()).check({str(i): i for i in range(1001)})
+    assert len(Record({}, extra="keep").check({str(i): i for i in range(1000)})) == 1000
+    with pytest.raises(SchemaError, match="1,001 keys, more than 1,000"):
+        Record({}, extra="keep").check({str(i): i for i in range(1001)})
+    assert Text().check("x" * 10_000) == "x" * 10_000
+    with pytest.raises(SchemaError, match="10,001 characters, more than 10,000"):
+        Text().check("x" * 10_001)
+    # a map's keys are names of at most 200 characters
+    MapOf(Int()).check({"k" * 200: 1})
+    with pytest.raises(SchemaError, match="201 characters, more than 200"):
+        MapOf(Int()).check({"k" * 201: 1})
+
+
+@pytest.mark.parametrize(("schema", "inside", "outside"), [
+    (Int(lo=-2, hi=5), [-2, 5, 0], [-3, 6]),
+    (Number(lo=0.5, hi=1.5), [0.5, 1.5, 1], [0.4999, 1.5001]),
+    (ListOf(Int(), min_items=2, max_items=3), [[1, 2], [1, 2, 3]], [[1], [1, 2, 3, 4]]),
+    (Text(max_chars=0), [""], ["a"]),
+])
+def test_explicit_bounds_are_inclusive_on_both_sides(schema, inside, outside):
+    for value in inside:
+        schema.check(value)
+    for value in outside:
+        with pytest.raises(SchemaError):
+            schema.check(value)

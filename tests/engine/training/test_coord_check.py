@@ -13,6 +13,7 @@ from engine.errors import ConfigError
 from engine.training.coord_check import (
     CoordCheckConfig,
     fit_slope,
+    kind_means,
     run_coord_check,
     slopes,
 )
@@ -60,6 +61,51 @@ def test_sp_grows_and_mup_stays_flat(axis):
 def test_the_slope_of_a_power_law_is_its_exponent():
     assert fit_slope([16, 32, 64], [1.0, 2 ** 0.5, 2.0]) == pytest.approx(0.5)
     assert math.isnan(fit_slope([16, 32], [0.0, 1.0]))  # zero at init: no slope
+
+
+def _row(kind: str, layer: str, width: int, seed: int, value: float, step: int = 1) -> dict:
+    return {"param": "sp", "scaling": "sqrt", "width": width, "seed": seed, "step": step,
+            "layer": layer, "kind": kind, "mean_abs": value}
+
+
+def test_a_kinds_value_is_the_mean_over_its_layers_then_fitted_per_seed():
+    """Hand-made rows, two layers of one kind at widths 64 and 256. Seed 0: layer 0 goes 1 -> 4,
+    layer 1 goes 3 -> 4; the mean over layers goes 2 -> 4: slope log2(4/2) / log2(256/64) = 0.5
+    (the last layer alone would give log2(4/3) / 2 = 0.2075, the first alone 1). Seed 1: both
+    layers 1 -> 2 (means 1 -> 2): slope 0.5 too. Over seeds: 0.5 ± 0."""
+    rows = [_row("MLP output", "blocks.0", 64, 0, 1.0), _row("MLP output", "blocks.1", 64, 0, 3.0),
+            _row("MLP output", "blocks.0", 256, 0, 4.0), _row("MLP output", "blocks.1", 256, 0, 4.0),
+            _row("MLP output", "blocks.0", 64, 1, 1.0), _row("MLP output", "blocks.1", 64, 1, 1.0),
+            _row("MLP output", "blocks.0", 256, 1, 2.0), _row("MLP output", "blocks.1", 256, 1, 2.0)]
+    means = kind_means(rows)
+    assert means[("sp", "sqrt", "MLP output", 1, 0, 64)] == 2.0
+    assert means[("sp", "sqrt", "MLP output", 1, 0, 256)] == 4.0
+    (s,) = slopes(rows)
+    assert (s.kind, s.step, s.seeds) == ("MLP output", 1, 2)
+    assert s.slope == pytest.approx(0.5) and s.se == pytest.approx(0.0)
+    # seeds that differ: seed 1 from 1 -> 8 (slope 1.5): mean (0.5 + 1.5) / 2 = 1, SE
+    # stdev(0.5, 1.5) / sqrt(2) = 0.5
+    rows[6]["mean_abs"] = rows[7]["mean_abs"] = 8.0
+    (s,) = slopes(rows)
+    assert s.slope == pytest.approx(1.0) and s.se == pytest.approx(0.5)
+
+
+def test_a_zero_activation_leaves_its_seed_out_of_the_slope():
+    """A weight that starts at zero (muP's readout) has no slope at step 0: the seed is not
+    counted, and with no seed left the slope is nan (an empty cell in slopes.csv)."""
+    rows = [_row("readout", "head", w, seed, v, step=0)
+            for seed, values in ((0, (0.0, 0.0)), (1, (1.0, 2.0))) for w, v in zip((64, 256), values)]
+    (s,) = slopes(rows)
+    assert s.seeds == 1 and s.slope == pytest.approx(0.5) and s.se == 0.0
+    (none,) = slopes(rows[:2])
+    assert none.seeds == 0 and math.isnan(none.slope) and none.row()["slope"] == ""
+
+
+def test_the_least_squares_slope_of_three_widths_by_hand():
+    """log2 widths 4, 5, 6 (16, 32, 64), log2 values 0, 2, 1: mean x 5, mean y 1; slope =
+    ((-1)(-1) + 0 + (1)(0)) / 2 = 0.5."""
+    assert fit_slope([16, 32, 64], [1.0, 4.0, 2.0]) == pytest.approx(0.5)
+    assert fit_slope([16, 64], [8.0, 1.0]) == pytest.approx(-1.5)  # log2(1/8) / log2(4)
 
 
 @pytest.mark.parametrize("kw,field", [

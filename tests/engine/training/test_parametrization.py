@@ -193,6 +193,39 @@ def test_learning_rates_and_init_follow_table_3(axis):
                                                                        / fan_in)
 
 
+#: what mup 1.0.0's optimizers do to the weight decay, written out per parameter (no ``mup``
+#: needed): MuAdam/MuAdamW multiply a hidden (both dimensions grow) matrix's decay by its width
+#: multiplier m = 4; MuSGD divides a vector-like parameter's (one dimension grows) by m and
+#: multiplies a hidden one's by fanin_mult / fanout_mult (1 here); fixed ones keep it
+WD_SCALE = {
+    ("d_model", "adam"): lambda name: 4.0 if name.endswith(HIDDEN) else 1.0,
+    ("d_model", "sgd"): lambda name: 1.0 if name.endswith(HIDDEN) or name == "head.bias"
+    else 0.25,
+    ("d_k", "adam"): lambda name: 1.0,  # nothing grows in both dimensions on this axis
+    ("d_k", "sgd"): lambda name: 0.25 if ".attn.w_" in name else 1.0,  # W_Q, W_K, W_V, W_O
+}
+
+
+@pytest.mark.parametrize("axis", ["d_model", "d_k"])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_weight_decay_follows_the_mup_rules_written_out(axis, optimizer):
+    """The decay each optimizer group really uses (AdamW or SGD), against the rule above, at
+    width 4x the base; under sp every group keeps the configured decay."""
+    cfg = _cfg(axis, scalings=("sqrt",), optimizer=optimizer, weight_decay=0.1)
+    assert cfg.width / cfg.base_width == 4
+    trainer = Trainer(cfg, observe=False)
+    model, opt = trainer.runs[0].model, trainer.runs[0].opt
+    assert type(opt).__name__ == ("AdamW" if optimizer == "adam" else "SGD")
+    decays = _lrs(opt, model)
+    rule = WD_SCALE[(axis, optimizer)]
+    assert len(decays) == len(list(model.parameters()))
+    for name, (_, decay) in decays.items():
+        assert decay == pytest.approx(0.1 * rule(name), rel=1e-12), name
+    assert len({d for _, d in decays.values()}) > 1 or (axis, optimizer) == ("d_k", "adam")
+    sp = Trainer(cfg.replace(param="sp"), observe=False).runs[0]
+    assert {g["weight_decay"] for g in sp.opt.param_groups} == {0.1}
+
+
 @pytest.mark.parametrize("axis", ["d_model", "d_k"])
 def test_forward_multipliers_follow_the_paper(axis):
     """Readout output x base/width (on the d_model axis), W_O's x base/width (on the d_k axis),

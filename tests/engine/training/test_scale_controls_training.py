@@ -101,15 +101,58 @@ def _batch0(cfg: TrainingConfig):
     return make_batch(cfg, cfg.batch, torch.Generator().manual_seed(stream_seed(cfg.seed, 1)))
 
 
+def _brute_max_logits(logits: torch.Tensor, mask, lengths) -> torch.Tensor:
+    """(H,) the largest signed logit per head, by a plain loop over the logits that count: a
+    real query row (i < length of its example) to a key the mask lets it see (K2's S_max)."""
+    b, h, t, s = logits.shape
+    values = logits.tolist()
+    seen = mask.expand(b, 1, t, s).tolist() if mask is not None else None
+    out = [-math.inf] * h
+    for ex in range(b):
+        for head in range(h):
+            for i in range(int(lengths[ex])):
+                for j in range(s):
+                    if seen is None or seen[ex][0][i][j]:
+                        out[head] = max(out[head], values[ex][head][i][j])
+    return torch.tensor(out, dtype=logits.dtype)
+
+
 def _layer_max_logits(model, batch) -> list[torch.Tensor]:
-    """(H,) largest sqrt logit per head of every layer on ``batch`` (the clip's definition)."""
+    """(H,) largest sqrt logit per head of every layer on ``batch`` (the clip's definition),
+    computed here by a loop, not by the clip's own ``head_max_logits``."""
     out = []
     capture: list = []
     with torch.no_grad():
         model(batch.inputs, batch.readout, batch.mask, capture)
     for cap in capture:
-        out.append(head_max_logits(cap.logits, batch.mask, batch.lengths))
+        out.append(_brute_max_logits(cap.logits, batch.mask, batch.lengths))
     return out
+
+
+def test_head_max_logits_is_the_largest_signed_logit_of_the_rows_that_count():
+    """Hand-made logits (2 examples, 2 heads, 3 queries, 3 keys): the largest |logit| is a
+    negative one (-50), a padded query row and a masked key hold larger values than anything
+    that counts, so the answer is only right for the signed maximum over real rows and visible
+    keys."""
+    logits = torch.zeros(2, 2, 3, 3)
+    logits[0, 0] = torch.tensor([[1.0, -50.0, 2.0], [0.5, 3.0, 99.0], [0.0, 0.0, 0.0]])
+    logits[1, 0] = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -6.0], [77.0, 77.0, 77.0]])
+    logits[0, 1] = torch.tensor([[-7.0, -8.0, -40.0], [-9.0, -6.5, 88.0], [-1.0, -1.0, -1.0]])
+    logits[1, 1] = torch.tensor([[-30.0, -20.0, -10.0], [-3.0, -2.5, -2.0], [66.0, 66.0, 66.0]])
+    lengths = torch.tensor([3, 2])  # example 1's third query is padding
+    mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
+    mask[0, 0, 1, 2] = False  # query 1 does not see key 2 (the 99 and the 88)
+    # head 0: example 0 rows 0-2 (row 1 without key 2): max(1, -50, 2, 0.5, 3, 0, 0, 0) = 3;
+    # example 1 rows 0-1: -1 at most -> 3. head 1: -6.5 (ex 0, row 1, key 1) vs -1 (ex 0, row 2)
+    # vs -2 (ex 1, row 1, key 2 is masked: -2.5 then) -> -1
+    got = head_max_logits(logits, mask, lengths)
+    assert got.tolist() == [3.0, -1.0]
+    assert _brute_max_logits(logits, mask, lengths).tolist() == [3.0, -1.0]
+    # without a mask the masked keys count: 99 (head 0), 88 (head 1); padding never does
+    assert head_max_logits(logits, None, lengths).tolist() == [99.0, 88.0]
+    # a head whose logits that count are all negative has a negative S_max (|logit| would be 40)
+    only = logits[:1, 1:, :1]  # example 0, head 1, query 0: -7, -8, -40
+    assert head_max_logits(only, None, torch.tensor([1])).tolist() == [-7.0]
 
 
 def test_qk_clip_brings_the_clipped_heads_back_to_tau_and_leaves_the_others_alone():

@@ -51,3 +51,46 @@ def test_the_plot_draws_source_and_port_per_layer(qtbot) -> None:
     assert panel.plot.legend is not None and len(panel.plot.legend.items) == 2
     assert panel.plot.getAxis("bottom").labelText == "layer"
     assert len(panel.data_rows()) == 2 and panel.png_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_exported_port_figure_reopens_and_audits_again(window, qtbot, tmp_path) -> None:
+    """File -> Open of a Port audit figure: the page's Port audit tab comes to the front with the
+    figure's port file and source, the audit runs again and the status bar says so; a figure
+    whose file is gone is refused, naming it, and nothing changes."""
+    from engine.probe.port.gguf_write import write_gguf
+    from engine.probe.port.roundtrip import zoo_model
+    from ui.export.plot_files import export_panel
+    from ui.figure_restore import PORT_PLOT
+    from ui.plots.figure_metadata import read_figure_metadata
+
+    path = write_gguf(zoo_model("Llama").model, tmp_path / "l.gguf")
+    page = window.open_page("RealModelPage")
+    panel = page.port_panel
+    assert panel.plot_id == PORT_PLOT
+    panel.source = lambda: (None, None)
+    panel.path_edit.setText(str(path))
+    assert panel.run()
+    qtbot.waitUntil(lambda: panel.result is not None and not panel.worker.is_running(),
+                    timeout=30_000)
+    png = export_panel(panel, tmp_path / "port.png", "png")
+    meta = read_figure_metadata(png)
+    assert meta["page"] == "real_model" and meta["plot"] == PORT_PLOT
+    assert meta["port"] == {"path": str(path), "source": None, "text": None}
+    # everything changes
+    first = panel.result
+    panel.path_edit.setText(str(tmp_path / "other.onnx"))
+    page.tabs.setCurrentIndex(0)
+    window.tabs.setCurrentIndex(0)
+    assert window.open_session(png) is None
+    assert window.tabs.currentWidget() is page and page.tabs.currentWidget() is panel
+    assert panel.path_edit.text() == str(path)
+    qtbot.waitUntil(lambda: panel.result is not first and not panel.worker.is_running(),
+                    timeout=30_000)
+    assert panel.result.path == str(path)
+    assert "Opened port.png: the port audit of l.gguf beside no source" in window.last_message
+    # the port file gone: refused, the path box keeps what it had
+    path.unlink()
+    panel.path_edit.setText("kept.onnx")
+    with pytest.raises(ValueError, match=r"the port file .*l\.gguf is not here"):
+        window.open_session(png)
+    assert panel.path_edit.text() == "kept.onnx"

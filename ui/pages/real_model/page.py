@@ -380,6 +380,10 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         head, grid group, planted bugs or what-if layer, and the job that draws it runs again
         (analysis, audit or what-if: seconds). Returns what was restored, in words; ValueError
         when a job runs or the model folder is not here."""
+        if meta.get("plot") == self.port_panel.plot_id:  # the port file, its source and text
+            text = self.port_panel.restore_figure(meta)
+            self.tabs.setCurrentWidget(self.port_panel)
+            return text
         if self.worker.is_running():
             raise ValueError("a job is running on the Real model page: wait for it, then open "
                              "the figure again")

@@ -42,6 +42,8 @@ class PortPanel(PlotPanel):
     def build(self) -> None:
         self.result: Any = None
         self.source_folder: str | None = None  #: the source folder of the last audit
+        self.source_text: str | None = None  #: and its text
+        self.figure_source = self._figure_source
         #: () -> (source folder or None, text or None): the page's model and text
         self.source: Any = None
         self.worker = Worker(self)
@@ -85,12 +87,18 @@ class PortPanel(PlotPanel):
         if path:
             self.path_edit.setText(path)
 
-    def run(self) -> bool:
+    def run(self, source_and_text: tuple[str | None, str | None] | None = None) -> bool:
+        """Audit the file in the path box beside the page's model and text (or, reopening a
+        figure, ``source_and_text``); False, said in the status line, when it cannot start."""
         from engine.probe.port.onnx_audit import PortConfig
 
-        source, text = self.source() if self.source is not None else (None, None)
+        if self.worker.is_running():
+            self.status.setText("⚠ an audit is running: wait for it")
+            return False
+        source, text = source_and_text if source_and_text is not None else (
+            self.source() if self.source is not None else (None, None))
         try:
-            self.source_folder = source
+            self.source_folder, self.source_text = source, text
             cfg = PortConfig(path=self.path_edit.text().strip(), reference=source, text=text)
         except ConfigError as exc:
             self.status.setText(f"⚠ {exc.message}")
@@ -156,8 +164,33 @@ class PortPanel(PlotPanel):
                  "port_scale_x_sqrt_dk": r.port_x, "ratio": r.ratio, "state": r.state,
                  "port_verdict": r.port_verdict} for r in res.layers]
 
-    def figure_metadata(self) -> dict[str, Any] | None:
+    def _figure_source(self) -> dict[str, Any] | None:
+        """The port file, the source folder and the text that drew the figure (the figure's
+        metadata, carried by the copy an export draws): File -> Open (``ui.figure_restore``,
+        the page's ``restore_figure``) audits them again."""
         if self.result is None:
             return None
-        return {"app": "attention-scaling-lab", "kind": "figure", "page": self.figure_page,
-                "plot": self.plot_id, "port": self.result.path, "source": self.source_folder}
+        return {"port": {"path": self.result.path, "source": self.source_folder,
+                         "text": self.source_text}}
+
+    def restore_figure(self, meta: dict[str, Any]) -> str:
+        """An exported figure opened: its port file audited again beside its source folder and
+        text (the figure's, not the page's). ValueError, nothing changed, when the file is not
+        here or an audit runs."""
+        from pathlib import Path
+
+        port = meta["port"]
+        path, source = str(port["path"]), port.get("source")
+        if self.worker.is_running():
+            raise ValueError("a port audit is running: wait for it, then open the figure again")
+        if not Path(path).is_file():
+            raise ValueError(f"the port file {path} is not here")
+        if source is not None and not Path(source).is_dir():
+            raise ValueError(f"the source folder {source} is not here")
+        old = self.path_edit.text()
+        self.path_edit.setText(path)
+        if not self.run((source, port.get("text"))):
+            self.path_edit.setText(old)
+            raise ValueError(self.status.text().lstrip("⚠ "))
+        return (f"the port audit of {Path(path).name} beside "
+                f"{source or 'no source'}; it runs again")

@@ -1,5 +1,6 @@
 """Simulation presets: data in ``resources/presets/simulation.json`` (title, description, a
-partial SimulationConfig dict), applied through ``MainWindow.apply_config``."""
+partial SimulationConfig dict). The window applies them through ``MainWindow.apply_config``,
+``simulate --preset`` as the starting values its options override."""
 
 from __future__ import annotations
 
@@ -44,3 +45,14 @@ def load_presets(path: Path = PRESET_FILE) -> list[SimulationPreset]:
             SimulationConfig.from_dict(v["config"])
     return [SimulationPreset(k, v["title"], v.get("description", ""), dict(v["config"]))
             for k, v in data.items()]
+
+
+def preset_config(key: str, path: Path = PRESET_FILE) -> dict[str, Any]:
+    """The (partial) config of the preset named ``key``; an unknown name is a ConfigError on
+    ``preset`` listing the names there are."""
+    from engine.errors import ConfigError
+
+    presets = {p.key: p for p in load_presets(path)}
+    if key not in presets:
+        raise ConfigError("preset", f"no preset {key[:40]!r}; one of {', '.join(presets)}")
+    return dict(presets[key].config)

@@ -1,0 +1,286 @@
+"""Every statistic a claim is judged by, at and around its edge, with values computed by hand
+(the arithmetic is in the comments) or by SciPy: the rounding of a printed number, the tolerance
+of a deterministic figure, the count behind a printed rate, the standard error of a standard
+error, the Wilson overlap, the tie rule of a best value. A test that sits far from an edge cannot
+tell a right rule from a slightly wrong one (sqrt(2n) for sqrt(2(n - 1)), int for round), so each
+case here is placed where the two differ."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import binomtest
+
+from engine.claims import Claim, _parse_published, judge, judge_experiment, published_count
+from engine.experiments.select import Figure, _se_of_se
+
+TINY = {"name": "tiny", "base": {"task": "retrieval", "d_model": 16, "heads": 1,
+                                 "scalings": ["none", "sqrt"], "steps": 4, "log_every": 2,
+                                 "batch": 8, "probe_size": 4},
+        "axes": {"seed": [0, 1]}, "target": 0.2}
+
+
+def _claim(published: str, kind: str = "simulate", measure: dict | None = None, **kw) -> Claim:
+    params = {"spec": TINY} if kind == "experiment" else {}
+    return Claim(id="c", where="test", text="t", kind=kind, params=params,
+                 measure=measure or {}, published=published, **kw)
+
+
+def _exp(measure: dict, published: str, fig: Figure, **kw) -> str:
+    return judge_experiment(_claim(published, "experiment", measure, **kw), fig).status
+
+
+# -- the printed number: its value and half a unit of its last digit ----------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("0.526", ("=", 0.526, 0.0005)),
+    ("2,460", ("=", 2460.0, 0.5)),
+    ("1.6e3", ("=", 1600.0, 50.0)),
+    ("0.0096", ("=", 0.0096, 0.00005)),
+    ("3.35e-4", ("=", 0.000335, 0.0000005)),  # its last digit: 0.01e-4
+    ("12", ("=", 12.0, 0.5)),
+    ("-0.5", ("=", -0.5, 0.05)),
+    (">0.5", (">", 0.5, 0.05)),
+    ("< 0.05", ("<", 0.05, 0.005)),
+])
+def test_a_printed_number_and_half_a_unit_of_its_last_digit(text, expected):
+    op, value, half = _parse_published(text)
+    assert op == expected[0]
+    assert value == pytest.approx(expected[1], rel=1e-12)
+    assert half == pytest.approx(expected[2], rel=1e-12)
+
+
+# -- a deterministic figure: rounding + se_multiple * SE, the edge included ---------------------
+@pytest.mark.parametrize("measured, se, status", [
+    (0.5265, 0.0, "ok"),  # the edge of 0.526's rounding: 0.526 + 0.0005
+    (0.5255, 0.0, "ok"),
+    (0.52652, 0.0, "FAIL"),
+    (0.52548, 0.0, "FAIL"),
+    (0.5295, 0.001, "ok"),  # 0.0005 + 3 * 0.001 = 0.0035: 0.526 + 0.0035
+    (0.5296, 0.001, "FAIL"),
+    (0.5224, 0.001, "FAIL"),
+    (math.nan, 0.0, "FAIL"),
+    (math.inf, 1.0, "FAIL"),
+])
+def test_a_deterministic_figure_within_rounding_plus_three_standard_errors(measured, se, status):
+    check = judge(_claim("0.526"), measured, se)
+    assert check.status == status
+    if math.isfinite(measured):
+        assert check.tolerance == pytest.approx(0.0005 + 3 * se)
+
+
+def test_se_multiple_sets_the_standard_errors_allowed():
+    # 0.0005 + 2 * 0.001 = 0.0025: 0.5284 holds, 0.5286 does not; with 0 SE allowed, the rounding
+    assert judge(_claim("0.526", se_multiple=2.0), 0.5284, 0.001).status == "ok"
+    assert judge(_claim("0.526", se_multiple=2.0), 0.5286, 0.001).status == "FAIL"
+    assert judge(_claim("0.526", se_multiple=0.0), 0.5268, 0.001).status == "FAIL"
+
+
+@pytest.mark.parametrize("published, measured, status", [
+    (">0.5", 0.5, "FAIL"), (">0.5", 0.5000001, "ok"), (">0.5", 0.49, "FAIL"),
+    ("<0.05", 0.05, "FAIL"), ("<0.05", 0.0499999, "ok"), ("<0.05", 0.06, "FAIL"),
+])
+def test_a_bound_is_strict(published, measured, status):
+    assert judge(_claim(published), measured, 0.0).status == status
+
+
+# -- the count behind a printed rate: rounded, never truncated -----------------------------------
+@pytest.mark.parametrize("stat, published, n, count", [
+    ("rate", "0.29", 100, 29),  # 0.29 * 100 = 28.999999999999996 in floats: int() gives 28
+    ("rate", "0.57", 100, 57),  # 56.99999999999999
+    ("rate", "0.33", 3, 1),  # 0.99
+    ("rate", "0.375", 8, 3),
+    ("successes", "3", 8, 3),
+    ("rate_hi", "0.32", 8, 0),  # Wilson(0, 8) = (0, 0.3244)
+    ("rate_lo", "0.68", 8, 8),  # Wilson(8, 8) = (0.6756, 1)
+    ("rate_lo", "0.50", 8, None),  # no count of 8 runs has this lower bound
+])
+def test_the_count_a_printed_rate_or_bound_belongs_to(stat, published, n, count):
+    claim = _claim(published, "experiment", {"stat": stat, "rule": "sqrt"})
+    assert published_count(claim, n) == count
+
+
+@pytest.mark.parametrize("measured_k, status", [(47, "ok"), (48, "ok"), (49, "FAIL")])
+def test_a_printed_rate_is_judged_as_its_rounded_count(measured_k, status):
+    """29/100 (Wilson 0.210-0.385) against a measured 47/100 (0.3751-0.567): they overlap, but
+    28/100 (up to 0.3749) would not, so truncating 0.29 * 100 to 28 would fail this claim; 49/100
+    (from 0.3942) does not overlap 29/100."""
+    ci = {k: binomtest(k, 100).proportion_ci(method="wilson") for k in (28, 29, measured_k)}
+    assert ci[28].high < 0.3751 < ci[29].high  # (the edges, from SciPy)
+    fig = Figure(measured_k / 100, n=100, successes=measured_k)
+    assert _exp({"stat": "rate", "rule": "sqrt"}, "0.29", fig) == status
+
+
+# -- a mean and its printed standard error ---------------------------------------------------------
+MEAN = {"stat": "mean", "rule": "sqrt", "value": "accuracy@2"}
+
+
+@pytest.mark.parametrize("n, measured_se, status", [
+    # 8 seeds, published 0.50 ± 0.09: the SE holds while |SE - 0.09| <= 0.005 + 3 hypot(SE,
+    # 0.09) / sqrt(2 * 7). SE 0.50: 0.41 <= 0.005 + 0.80178 * 0.50804 = 0.41234 (ok; with
+    # sqrt(2 * 8) it would be 0.005 + 0.75 * 0.50804 = 0.386: FAIL). SE 0.52: 0.43 > 0.005 +
+    # 0.80178 * 0.52773 = 0.42813 (FAIL)
+    (8, 0.50, "ok"), (8, 0.52, "FAIL"),
+    # below: SE 0 fails (0.09 > 0.005 + 0.80178 * 0.09 = 0.0772)
+    (8, 0.0, "FAIL"), (8, 0.02, "ok"),  # 0.07 <= 0.005 + 0.80178 * 0.0922 = 0.0789
+    # 3 seeds: 3 / sqrt(4) = 1.5; SE 0.09 + d holds for any d (1.5 hypot > d)
+    (3, 5.0, "ok"),
+])
+def test_a_printed_se_is_judged_with_the_se_of_an_se_at_its_edge(n, measured_se, status):
+    fig = Figure(0.50, measured_se, n)
+    assert _exp(MEAN, "0.50", fig, published_se="0.09") == status
+
+
+@pytest.mark.parametrize("n, expected", [(2, 1 / math.sqrt(2)), (3, 1 / 2), (5, 1 / math.sqrt(8)),
+                                         (8, 1 / math.sqrt(14))])
+def test_the_standard_error_of_a_standard_error(n, expected):
+    assert _se_of_se(1.0, n) == pytest.approx(expected, rel=1e-12)
+    assert math.isnan(_se_of_se(1.0, 1))
+
+
+@pytest.mark.parametrize("measured, status", [
+    # published 0.30 with no printed SE, measured SE 0.05: 0.005 + 3 * sqrt(2) * 0.05 = 0.21713
+    (0.517, "ok"), (0.5175, "FAIL"), (0.083, "ok"), (0.0825, "FAIL"),
+])
+def test_a_mean_without_a_printed_se_counts_the_measured_one_twice(measured, status):
+    assert _exp(MEAN, "0.30", Figure(measured, 0.05, 8)) == status
+
+
+@pytest.mark.parametrize("measured, status", [
+    # a stat "se": published 0.09, measured 0.15 with its SE 0.15 / sqrt(14) = 0.040089; the
+    # published one's SE scales with it: 0.09 / sqrt(14) = 0.024054; combined 0.046752;
+    # tolerance 0.005 + 3 * 0.046752 = 0.14526 -> |0.15 - 0.09| = 0.06 holds
+    (0.15, "ok"),
+    # 0.30: SE 0.080178, published's 0.024054 -> combined 0.083708, tolerance 0.25612 > 0.21
+    (0.30, "ok"),
+    # 0.40: 0.10690 and 0.024054 -> 0.10958, tolerance 0.33373 > 0.31: still ok
+    (0.40, "ok"),
+    # 0.03: 0.0080178 and 0.024054 -> 0.025355, tolerance 0.081065 > 0.06: ok
+    (0.03, "ok"),
+    # 0.60: 0.16036 and 0.024054 -> 0.16215, tolerance 0.49145 < 0.51: FAIL
+    (0.60, "FAIL"),
+])
+def test_a_standard_error_claim_with_the_se_of_an_se(measured, status):
+    se = {"stat": "se", "rule": "sqrt", "value": "accuracy@2"}
+    assert _exp(se, "0.09", Figure(measured, measured / math.sqrt(14), 8)) == status
+
+
+def test_a_standard_error_claim_at_its_edge():
+    """published 0.09; measured s with SE s / sqrt(14): ok while s - 0.09 <= 0.005 + 3 *
+    hypot(s, 0.09) / sqrt(14). At s = 0.5: 0.41 vs 0.005 + 0.80178 * 0.50804 = 0.41234 (ok); at
+    s = 0.52: 0.43 vs 0.42813 (FAIL); with sqrt(2 n) for sqrt(2 (n - 1)) in the SE's SE,
+    0.5 would fail (0.386)."""
+    se = {"stat": "se", "rule": "sqrt", "value": "accuracy@2"}
+    assert _exp(se, "0.09", Figure(0.50, 0.50 / math.sqrt(14), 8)) == "ok"
+    assert _exp(se, "0.09", Figure(0.52, 0.52 / math.sqrt(14), 8)) == "FAIL"
+
+
+# -- the median selector: an asymmetric case (its mean is elsewhere) -----------------------------
+def test_the_median_is_the_middle_value_not_the_mean():
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict({**TINY, "axes": {"seed": [0, 1, 2, 3, 4]}})
+    losses = {0: 1.0, 1: 30.0, 2: 2.0, 3: 3.0, 4: 100.0}  # median 3, mean 27.2
+
+    def result(seed: int) -> dict:
+        return {"index": seed, "key": f"seed={seed}", "values": {"seed": seed}, "error": None,
+                "rows": [], "rules": {r: {"steps_to_target": None, "final_loss": losses[seed]}
+                                      for r in ("none", "sqrt")}}
+
+    results = [result(s) for s in losses]
+    fig = Selector.from_dict({"stat": "median", "rule": "sqrt", "value": "final_loss"}
+                             ).measure(spec, results)
+    assert fig.value == 3.0 and fig.n == 5
+    # five values: the order-statistics interval with <= 2.5 % in each tail is [x_(1), x_(5)]
+    # (P(B = 0) = 1/32 > 2.5 %, so rank 1 is the lowest allowed), coverage 1 - 2/32 = 0.9375,
+    # z = 1.8627: SE = (100 - 1) / (2 * 1.8627)
+    assert fig.se == pytest.approx(99 / (2 * 1.862732), rel=1e-5)
+    even = [result(s) for s in (0, 1, 2, 3)]  # 1, 30, 2, 3: median (2 + 3) / 2
+    assert Selector.from_dict({"stat": "median", "rule": "sqrt", "value": "final_loss"}
+                              ).measure(spec, even).value == 2.5
+    mean = Selector.from_dict({"stat": "mean", "rule": "sqrt", "value": "final_loss"}
+                              ).measure(spec, results)
+    assert mean.value == pytest.approx(27.2)
+
+
+# -- a best value: tied when the seeds cannot tell it from the best, to its printed digits -------
+@pytest.mark.parametrize("published, status", [
+    ("0.01", "ok"), ("0.010", "ok"), ("0.03", "ok"), ("0.1", "FAIL"), ("0.0104", "FAIL"),
+])
+def test_a_published_best_value_is_one_of_the_tied_ones(published, status):
+    fig = Figure(0.01, n=4, accepted=(0.01, 0.03))
+    assert _exp({"stat": "best", "rule": "sqrt", "over": "lr", "value": "final_loss"},
+                published, fig, tolerance="statistical") == status
+
+
+# -- a selection the experiment cannot answer: refused before anything runs, naming the field ---
+@pytest.mark.parametrize("measure, says", [
+    ({"stat": "mode", "rule": "sqrt"}, ["stat must be one of n, successes, rate,", "'mode'"]),
+    ({"stat": "mean", "rule": "sqrt"}, ["stat 'mean' needs a value"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "final_loss", "over": "seed"},
+     ["over (an axis) goes with the stats lr_sensitivity, lr_sensitivity_se, best and only with "
+      "them"]),
+    ({"stat": "best", "rule": "sqrt", "over": "lr"}, ["over='lr' must be an axis that at leaves "
+                                                      "open"]),
+    ({"stat": "n", "rule": "sqrt", "across": "mean"}, ["across must be one of min, max"]),
+    ({"stat": "n", "rule": "dk"}, ["rule 'dk' is not trained in 'tiny' (none, sqrt)"]),
+    ({"stat": "n", "rule": "sqrt", "at": {"lr": 0.1}}, ["'lr' is not an axis of 'tiny'"]),
+    ({"stat": "n", "rule": "sqrt", "at": {"seed": 7}}, ["seed=7 is not a value of that axis"]),
+    ({"stat": "n"}, ["selects 2 points of 'tiny': fix them with rule and at, or give across"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "nonsense"},
+     ["value 'nonsense' is neither a per-rule result (final_loss, ", "nor COLUMN@0|end|STEP of a "
+      "metrics.csv column"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "scaling@0"}, ["value 'scaling@0' is neither"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "step@end"}, ["value 'step@end' is neither"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "loss@3"},
+     ["value 'loss@3': step 3 is not logged in seed=0 (4 steps, every 2)"]),
+    ({"stat": "mean", "rule": "sqrt", "value": "loss@5"}, ["step 5 is not logged"]),
+])
+def test_a_selection_the_experiment_cannot_answer_is_refused_naming_measure(measure, says):
+    from engine.errors import ConfigError
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict(TINY)
+    with pytest.raises(ConfigError) as err:
+        Selector.from_dict(measure).check(spec)
+    assert err.value.field == "measure"
+    for part in says:
+        assert part in err.value.message, err.value.message
+
+
+@pytest.mark.parametrize("value", ["success", "final_loss", "loss@0", "loss@end", "loss@2",
+                                   "loss@4", "accuracy@4"])
+def test_every_logged_value_is_a_value(value):
+    """The last step is logged whatever log_every (4 of 4 steps, every 2), as are @0 and @end."""
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    Selector.from_dict({"stat": "mean", "rule": "sqrt", "value": value}).check(
+        ExperimentSpec.from_dict(TINY))
+
+
+def test_over_statistics_carry_their_run_count_and_nan_without_runs():
+    from engine.experiments.select import Selector
+    from engine.experiments.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict({**TINY, "axes": {"lr": [0.01, 0.1], "seed": [0, 1]}})
+
+    def result(i: int, lr: float, seed: int, loss: float | None) -> dict:
+        return {"index": i, "key": str(i), "values": {"lr": lr, "seed": seed}, "error": None,
+                "rows": [{"scaling": "sqrt", "step": 0, "loss": 3.0}],
+                "rules": {"sqrt": {"final_loss": loss, "steps_to_target": None}}}
+
+    res = [result(0, 0.01, 0, 1.0), result(1, 0.1, 0, 2.0), result(2, 0.01, 1, 1.5),
+           result(3, 0.1, 1, 2.5)]
+    for stat in ("best", "lr_sensitivity", "lr_sensitivity_se"):
+        fig = Selector.from_dict({"stat": stat, "rule": "sqrt", "over": "lr"}).measure(spec, res)
+        assert fig.n == 2, stat
+    # seed 0: (1 + 2) / 2 - 1 = 0.5, seed 1: (1.5 + 2.5) / 2 - 1.5 = 0.5: SE 0, its SE 0
+    se = Selector.from_dict({"stat": "lr_sensitivity_se", "rule": "sqrt", "over": "lr"}
+                            ).measure(spec, res)
+    assert (se.value, se.se) == (0.0, 0.0)
+    none = [{**r, "rows": []} for r in res]  # no loss at init: no curve
+    fig = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"}).measure(spec, none)
+    assert math.isnan(fig.value) and fig.n == 0

@@ -1,0 +1,165 @@
+"""Mutation testing of the code behind the lab's verdicts, one module at a time (docs/testing.md).
+
+    python tests/mutation.py engine/claims.py            # mutate it, run its tests, print the score
+    python tests/mutation.py engine/claims.py --show     # ... and the diff of every survivor
+    python tests/mutation.py engine/claims.py --survivors  # retest them after adding tests
+
+mutmut (the ``test`` extra) plants one small bug at a time (``<`` for ``<=``, ``+ 1`` on a
+constant, a dropped argument, ...) and runs the module's own tests against it: a mutant no test
+notices is a bug the tests would let through. Each module gets its own work folder
+(``.mutation/MODULE``, git-ignored) holding a generated mutmut configuration (this module only,
+its narrow tests, serially) and links to the sources, so runs of different modules never share
+results and a rerun retests only what changed. mutmut forks one process per mutant; run it at
+low priority on one worker (``nice -n 10``, the default ``--max-children 1``).
+
+The score is killed / (mutants - those judged equivalent), where a timeout counts as killed (the
+mutant changed behaviour) and a mutant no test reaches as survived. Equivalent mutants (the code
+behaves the same, e.g. ``x[:40]`` for ``x[:41]`` on a string cut for display only) are listed with
+the reason in ``tests/mutation_equivalent.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the code behind every verdict and published number
+SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/claims.py",
+         "engine/training/*.py", "engine/experiments/*.py", "engine/readers/*.py",
+         "engine/probe/*.py")
+#: tests beyond the module's own tests/engine/.../test_NAME.py
+EXTRA_TESTS = {
+    "engine/rules.py": ("tests/engine/test_scale_controls.py", "tests/engine/test_shift_invariance.py"),
+    # capped_mixture, length_theory, needle_weight, row_var_theory are tested with the length
+    # sweep and the simulation (a first run with test_theory.py alone reached none of them)
+    "engine/theory.py": ("tests/engine/test_length.py", "tests/engine/test_simulate.py",
+                         "tests/engine/test_shift_invariance.py"),
+    "engine/claims.py": ("tests/engine/test_claims_statistics.py",
+                         "tests/engine/test_claims_experiment.py"),
+    "engine/experiments/point.py": ("tests/engine/test_claims_statistics.py",),
+    "engine/experiments/select.py": ("tests/engine/test_claims_statistics.py",
+                                     "tests/engine/test_claims_experiment.py",
+                                     "tests/engine/experiments/test_sensitivity.py"),
+    "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
+    "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
+    "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+}
+#: what the tests read besides the code and the tests
+LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
+EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
+KILLED = {1, 3, 24, -24, 36, 152, 255}  # failed, pytest error, or timed out (SIGXCPU)
+
+
+def in_scope(module: str) -> bool:
+    return any(fnmatch.fnmatch(module, pattern) for pattern in SCOPE) and \
+        not module.endswith("__init__.py")
+
+
+def tests_for(module: str) -> list[str]:
+    """The module's own test file (tests mirror the package layout) and the extra ones."""
+    rel = Path(module).relative_to("engine")
+    own = Path("tests/engine") / rel.parent / f"test_{rel.stem}.py"
+    found = [str(own)] if (ROOT / own).exists() else []
+    extra = [t for t in EXTRA_TESTS.get(module, ()) if t not in found and (ROOT / t).exists()]
+    return found + extra
+
+
+def config(module: str, tests: list[str]) -> str:
+    """pyproject.toml of the work folder: the project's pytest settings and mutmut's."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    pytest_block = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n?)*", text, re.M)
+    assert pytest_block is not None
+    return pytest_block.group(0) + "\n" + "\n".join([
+        "[tool.mutmut]",
+        'source_paths = ["engine/"]',
+        f"only_mutate = {json.dumps([module])}",
+        f"also_copy = {json.dumps([p for p in LINKED if p not in ('engine', 'tests')])}",
+        'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow"]',
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        "use_git_change_detection = false",
+        "",
+    ])
+
+
+def prepare(module: str, tests: list[str]) -> Path:
+    work = ROOT / ".mutation" / module.replace("/", ".").removesuffix(".py")
+    work.mkdir(parents=True, exist_ok=True)
+    for name in LINKED:
+        link = work / name
+        if not link.is_symlink():
+            link.symlink_to(ROOT / name)
+    (work / "pyproject.toml").write_text(config(module, tests), encoding="utf-8")
+    return work
+
+
+def equivalent() -> dict[str, str]:
+    """mutant name -> why it is equivalent (tests/mutation_equivalent.txt)."""
+    out = {}
+    for line in EQUIVALENT.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            out[name] = why.strip()
+    return out
+
+
+def results(work: Path, module: str) -> dict[str, int | None]:
+    meta = work / "mutants" / f"{module}.meta"
+    return json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+
+
+def score(codes: dict[str, int | None], same: dict[str, str]) -> tuple[int, int, list[str]]:
+    """(killed, mutants that count, survivors): equivalent ones left out."""
+    counted = {k: c for k, c in codes.items() if k not in same}
+    survivors = sorted(k for k, c in counted.items() if c not in KILLED)
+    return len(counted) - len(survivors), len(counted), survivors
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("module", help="a file in scope, e.g. engine/claims.py")
+    ap.add_argument("--tests", nargs="+", help="test files (default: the module's own + extras)")
+    ap.add_argument("--max-children", type=int, default=1)
+    ap.add_argument("--show", action="store_true", help="print the diff of every survivor")
+    ap.add_argument("--summary", action="store_true", help="only print the last run's score")
+    ap.add_argument("--survivors", action="store_true",
+                    help="retest only the last run's survivors (after adding tests)")
+    args = ap.parse_args(argv)
+    module = args.module.replace(os.sep, "/")
+    if not in_scope(module) or not (ROOT / module).is_file():
+        print(f"mutation: {module!r} is not a module in scope ({', '.join(SCOPE)})",
+              file=sys.stderr)
+        return 2
+    tests = args.tests or tests_for(module)
+    if not tests:
+        print(f"mutation: no tests found for {module}; give --tests", file=sys.stderr)
+        return 2
+    work = prepare(module, tests)
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    same = equivalent()
+    if not args.summary:
+        names = score(results(work, module), same)[2] if args.survivors else []
+        if args.survivors and not names:
+            print(f"{module}: no survivors to retest")
+        else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
+            subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
+                           cwd=work, check=False)
+    killed, total, survivors = score(results(work, module), same)
+    judged = sum(1 for k in results(work, module) if k in same)
+    print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "
+          f"{judged} judged equivalent; tests: {' '.join(tests)}")
+    for name in survivors:
+        print("survived:", name)
+        if args.show:
+            subprocess.run([mutmut, "show", name], cwd=work, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
