@@ -74,3 +74,4 @@ def test_the_readme_says_what_ci_installs() -> None:
     missing = [f"extra {e}" for e in sorted(extras - {"test"}) if f"`{e}`" not in said]
     missing += [p for p in sorted(packages - {"pip"}) if p not in said]
     assert not missing, missing
+

@@ -22,12 +22,15 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
+from engine.probe.accounting import Reference, reference
 from engine.probe.config import check_text_and_model
+from engine.probe.position import PositionBucket, bucket_fits
 from engine.probe.scale_fit import (
     AFTER_SOFTMAX,
     ScaleFit,
     fit_scale,
     is_flagged,
+    misfit_limit,
     verdict,
     verdict_kind,
 )
@@ -39,9 +42,6 @@ from engine.validate import ConfigMethods, check_int
 #: how the capture sees the model (audit.json, the page, the CLI)
 CAPTURE_NOTE = ("captured at transformers' attention interface around the model's own eager "
                 "attention; scale measured against the q and k projections' outputs")
-#: mean KL per row above which the weights are not the model's softmax of scaled q.k at all
-#: (float32 models fit to ~1e-13; an after-softmax factor under sinks leaves ~1)
-MISFIT_LIMIT = 1e-6
 #: the old name of the note (the Training lab audit has its own)
 EAGER_NOTE = CAPTURE_NOTE
 
@@ -97,7 +97,7 @@ class AuditResult:
     n_tokens: int
     tokens: tuple[str, ...]
     inject: dict[int, str]
-    declared_scale: np.ndarray  #: (L,) what the attention modules say they apply (may be wrong)
+    declared_scale: np.ndarray  #: (L,) what the sites should apply as declared (NaN: unknown)
     head_fits: list[ScaleFit]  #: per layer, arrays over heads
     layer_fits: list[ScaleFit]  #: per layer, one joint fit of all its heads (arrays of length 1)
     head_verdicts: list[list[str]]
@@ -108,6 +108,10 @@ class AuditResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: per site (transformers models): block, features, declared source, soft-cap, mismatch
     sites: tuple[SiteAudit, ...] = ()
+    #: attention modules of the model whose calls were never seen (engine.probe.coverage)
+    not_seen: tuple[Any, ...] = ()
+    #: how many of the model's tensors its folder held, in words ("" for a model in memory)
+    weights_text: str = ""
 
     def grid(self, name: str = "scale_x_sqrt_dk") -> np.ndarray:
         """(L, H) of a per-head figure: scale, scale_x_sqrt_dk, residual_max_abs, tol_log..."""
@@ -122,9 +126,44 @@ class AuditResult:
         """Layers whose scale is not the standard 1/sqrt(d_k) (by design or by a bug)."""
         return [i for i, v in enumerate(self.layer_verdicts) if is_flagged(v)]
 
+    @property
+    def n_attention(self) -> int:
+        """Attention layers of the model: the audited ones and the modules never seen."""
+        return self.n_layers + len(self.not_seen)
+
+    def coverage_text(self) -> str:
+        """"N of M attention layers audited", and how many modules share their weights."""
+        text = f"{self.n_layers} of {self.n_attention} attention layers audited"
+        shared = [s for s in self.sites if s.shares_weights_with is not None]
+        if shared:
+            modules = len({s.shares_weights_with for s in shared})
+            text += (f" ({len(shared) + modules} calls of {modules} shared "
+                     f"module{'s' if modules > 1 else ''}: they share weights)")
+        return text
+
     def mismatched_layers(self) -> list[int]:
         """Layers whose measured scale (or soft-cap) differs from what the model declares."""
         return [i for i, s in enumerate(self.sites) if not s.matches_declared]
+
+    def unknown_layers(self) -> list[int]:
+        """Layers whose code applies a factor their declaration does not account for."""
+        return [i for i, s in enumerate(self.sites) if not s.declared_known]
+
+    def declared_text(self, layer: int, unicode: bool = False) -> str:
+        """"declared 1.000 x 1/sqrt(d_k) (source)", or "declared: unknown"."""
+        site = self.sites[layer]
+        if not site.declared_known:
+            return "declared: unknown"
+        times, standard = ("×", "1/√d_k") if unicode else ("x", "1/sqrt(d_k)")
+        x = float(self.declared_scale[layer]) * math.sqrt(self.d_k)
+        return f"declared {x:#.4g} {times} {standard} ({site.declared_source})"
+
+    def state_text(self, layer: int) -> str:
+        """"as declared", "MISMATCH: what differs", or what an unknown declaration leaves."""
+        site = self.sites[layer]
+        if not site.matches_declared:
+            return f"MISMATCH: {site.mismatch}"
+        return "as declared" if site.declared_known else "as the code's own factors give"
 
     def scale_text(self, layer: int, unicode: bool = False) -> str:
         """The fitted scale of ``layer`` in words, as a multiple of the standard 1/sqrt(d_k):
@@ -160,10 +199,12 @@ class AuditSnapshot:
 
 
 def _layer_verdict(hf: ScaleFit, lf: ScaleFit, head_v: list[str], d_k: int, d_model: int,
-                   n_heads: int | None) -> str:
+                   n_heads: int | None, ref: Reference | None = None) -> str:
     """One layer's verdict: its joint fit's, unless its heads disagree ("mixed")."""
-    lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]), bool(lf.identifiable[0]),
-                 float(lf.weight_sum[0]), lf.weight_sum_tol, d_k, d_model, n_heads)
+    lv = verdict(float(lf.scale[0]), float(lf.tol_log[0]) + (ref.tol if ref else 0.0),
+                 bool(lf.identifiable[0]), float(lf.weight_sum[0]), lf.weight_sum_tol, d_k,
+                 d_model, n_heads, reference=None if ref is None else ref.median,
+                 declared_as=ref.source if ref is not None and ref.known else None)
     agreeing = [v for v in head_v if not v.startswith("cannot")]
     if agreeing and any(verdict_kind(v) != verdict_kind(agreeing[0]) for v in agreeing):
         kinds = sorted({verdict_kind(v) for v in agreeing})
@@ -218,6 +259,10 @@ class SiteFit:
     layer_verdict: str
     cap: CapFit | None  #: per head, for a site that soft-caps (or declares a cap)
     layer_cap: CapFit | None
+    #: the most misfit float32 rounding can explain here (:func:`scale_fit.misfit_limit`)
+    misfit_limit: float = math.inf
+    #: s(position): one fit per bucket of query positions, where the scale may vary with it
+    position: tuple[PositionBucket, ...] = ()
 
 
 def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
@@ -240,10 +285,19 @@ def site_arrays(rec: SiteRecord) -> tuple[np.ndarray, ...]:
     return z, p, vis, bias
 
 
-def fit_site(rec: SiteRecord, d_model: int) -> SiteFit:
-    """Fit every head of one site and the site jointly (with its soft-cap when it declares one)."""
+def fit_site(rec: SiteRecord, d_model: int, ref: Reference | None = None) -> SiteFit:
+    """Fit every head of one site and the site jointly (with its soft-cap when it declares one);
+    verdicts name a scale relative to ``ref`` (what the site should apply), when given."""
     z, p, vis, bias = site_arrays(rec)
     d_k, h = rec.d_k, rec.n_heads
+    row_factor = None if ref is None else ref.row_factor
+    position = ()
+    if row_factor is not None or rec.q_position is not None:
+        rf = np.ones(rec.q.shape[1]) if row_factor is None else row_factor
+        position = bucket_fits(z, p, vis, bias, rec.rows, rf[rec.rows],
+                               ref.median if ref is not None else rec.d_k**-0.5, d_k)
+    if row_factor is not None:  # the declared law (or the code's) folded into q.k
+        z = z * row_factor[rec.rows][None, :, None]
     zj, pj = z.reshape(1, -1, z.shape[-1]), p.reshape(1, -1, p.shape[-1])
     visj = np.tile(vis, (h, 1))
     bj = None if bias is None else np.broadcast_to(bias, z.shape).reshape(1, -1, z.shape[-1])
@@ -254,9 +308,24 @@ def fit_site(rec: SiteRecord, d_model: int) -> SiteFit:
     else:
         hf = fit_scale(z, p, vis, d_k=d_k, bias=bias)
         lf = fit_scale(zj, pj, visj, start=_joint_start(hf), d_k=d_k, bias=bj)
-    hv = [verdict(float(hf.scale[i]), float(hf.tol_log[i]), bool(hf.identifiable[i]),
-                  float(hf.weight_sum[i]), hf.weight_sum_tol, d_k, d_model, h) for i in range(h)]
-    return SiteFit(hf, lf, hv, _layer_verdict(hf, lf, hv, d_k, d_model, h), cap, layer_cap)
+    refs = [None] * h if ref is None else [float(v) for v in ref.value]
+    label = None if ref is None or not ref.known else ref.source
+    hv = [verdict(float(hf.scale[i]), float(hf.tol_log[i]) + (ref.tol if ref else 0.0),
+                  bool(hf.identifiable[i]), float(hf.weight_sum[i]), hf.weight_sum_tol, d_k,
+                  d_model, h, reference=refs[i], declared_as=label) for i in range(h)]
+    lv = _layer_verdict(hf, lf, hv, d_k, d_model, h, ref)
+    return SiteFit(hf, lf, hv, lv, cap, layer_cap, site_misfit_limit(rec, vis, bias, hf),
+                   position)
+
+
+def site_misfit_limit(rec: SiteRecord, vis: np.ndarray, bias: np.ndarray | None,
+                      hf: ScaleFit) -> float:
+    """:func:`scale_fit.misfit_limit` of one site: its logits bounded by the largest fitted
+    scale times the largest |q| |k| (sinks: their logit) plus the largest additive term."""
+    qk = float(np.linalg.norm(rec.q, axis=-1).max() * np.linalg.norm(rec.k, axis=-1).max())
+    terms = 0.0 if bias is None else float(np.abs(np.where(vis, bias, 0.0)).max())
+    bound = float(hf.scale.max()) * qk + terms
+    return misfit_limit(rec.d_k, int(vis.sum(axis=-1).max()), bound)
 
 
 @dataclass(frozen=True)
@@ -273,33 +342,61 @@ class SiteAudit:
     softcap_reach: float | None  #: the largest |logit| below the cap
     matches_declared: bool
     mismatch: str  #: what differs from the declaration ("" when it matches)
+    declared_known: bool = True  #: False: the declaration does not account for the code's factors
+    #: why the declaration is unknown, or where a known one was checked when not against the
+    #: projections ("" when there is nothing to add)
+    declared_note: str = ""
+    #: the first layer of the same module when this layer is a later call of it (ALBERT)
+    shares_weights_with: int | None = None
+    #: s(position) beside the declared law, where the scale may vary with the position
+    position: tuple[PositionBucket, ...] = ()
 
 
 def block_of(loaded: Any, site: Any, causal: bool) -> str:
+    """encoder, decoder, cross, or causal encoder (causal self-attention in a model that
+    transformers does not register as a language model: CLIP's text encoder)."""
     if site.cross:
         return "cross"
     if getattr(loaded.model.config, "is_encoder_decoder", False):
         return "decoder" if "decoder" in site.name.split(".")[:2] else "encoder"
-    return "decoder" if causal else "encoder"
+    if not causal:
+        return "encoder"
+    return "decoder" if generates_text(loaded.info.model_type) else "causal encoder"
 
 
-def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str]:
-    """Does the measured scale (and cap) agree with the declared one? (ok, what differs)"""
+def generates_text(model_type: str) -> bool:
+    """A model type transformers registers as a causal language model."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
+def compare_declared(fit: SiteFit, ref: Reference | float, d_k: int | None = None
+                     ) -> tuple[bool, str]:
+    """Does the measured scale (and cap) agree with what the site should apply? (ok, what
+    differs). ``ref``: its :class:`Reference` (a plain number: a known declared factor)."""
+    if not isinstance(ref, Reference):
+        ref = Reference(np.full(len(fit.head.scale), float(ref)), True, "")
     hf = fit.head
     if verdict_kind(fit.layer_verdict).startswith(AFTER_SOFTMAX) or any(
             verdict_kind(v) == AFTER_SOFTMAX for v in fit.head_verdicts):
         return False, "weights scaled after the softmax"
-    if float(fit.layer.misfit[0]) > MISFIT_LIMIT:
+    if law_differs(fit.position):
+        what = "the declared law" if ref.known else "the factors the code applies"
+        return False, (f"the scale varies with the position otherwise than {what}: "
+                       + position_text(fit.position))
+    if float(fit.layer.misfit[0]) > fit.misfit_limit:
         return False, (f"the weights are not a softmax of scaled q.k and the model's own terms "
                        f"(misfit {float(fit.layer.misfit[0]):.2g})")
     ok = hf.identifiable
-    gap = np.abs(np.log(hf.scale / declared))
-    bad = ok & (gap > hf.tol_log)
+    gap = np.abs(np.log(hf.scale / ref.value))
+    bad = ok & (gap > hf.tol_log + ref.tol)
     if bad.any():
-        x = float(np.median(hf.scale[bad]) / declared)
+        x = float(np.median(hf.scale[bad] / ref.value[bad]))
         heads = np.flatnonzero(bad)
         where = "all heads" if bad.sum() == ok.sum() else f"heads {', '.join(map(str, heads))}"
-        return False, f"measured {x:.4g} x the declared scale ({where})"
+        what = "the declared scale" if ref.known else "the factors the code applies"
+        return False, f"measured {x:.4g} x {what} ({where})"
     if fit.cap is not None and fit.cap.declared is not None and not fit.cap.declared_consistent[
             ok | ~ok].all():
         caps = fit.cap.cap[np.isfinite(fit.cap.cap)]
@@ -307,6 +404,20 @@ def compare_declared(fit: SiteFit, declared: float, d_k: int) -> tuple[bool, str
         return False, (f"soft-cap {fit.cap.declared:g} declared, {found} (logits reach "
                        f"{float(fit.cap.reach.max()):.3g})")
     return True, ""
+
+
+def law_differs(position: Sequence[PositionBucket]) -> bool:
+    """Do two buckets' scales, the reference's law folded in, differ by more than their bands
+    together (each within its band of one value differ by at most the sum)? A factor common to
+    every bucket is not a law's difference: the scale check reports it."""
+    ok = [b for b in position if math.isfinite(b.tol)]
+    return any(abs(math.log(a.ratio / b.ratio)) > a.tol + b.tol for a in ok for b in ok)
+
+
+def position_text(position: Sequence[PositionBucket]) -> str:
+    """"s x sqrt(d_k) 1.000 at positions 0-3 (declared 1.000), ..." of a site's buckets."""
+    return ", ".join(f"{b.measured:.4g} at {b.first}-{b.last} (declared {b.declared:.4g})"
+                     for b in position) + " (s x sqrt(d_k))"
 
 
 def audit_ids(loaded: Any, ids: Sequence[int], bugs: Mapping[int, str] | None = None,
@@ -355,34 +466,41 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
         raise ConfigError("model", "its attention sites differ in heads or head width; the "
                           "audit's layer x head grid needs one shape")
     fits: list[SiteFit] = []
+    refs: list[Reference] = []
     sites: list[SiteAudit] = []
     for i, rec in enumerate(records):  # one site at a time: progress and a cancel check each
         if cancelled():
             raise Cancelled()
         yield AuditSnapshot(f"fit, layer {i + 1} of {n_sites}", 0.2 + 0.8 * i / n_sites)
-        fit = fit_site(rec, info.d_model)
+        ref = reference(loaded.declarations[i], rec)
+        fit = fit_site(rec, info.d_model, ref)
         fits.append(fit)
-        declared, source = loaded.declared[i]
-        ok, why = compare_declared(fit, declared, rec.d_k)
+        refs.append(ref)
+        ok, why = compare_declared(fit, ref)
         site = loaded.sites[i]
         cap = fit.cap
         sites.append(SiteAudit(
             name=site.name, block=block_of(loaded, site, rec.causal), features=rec.features,
-            kv_head=rec.kv_head.copy(), declared_source=source, softcap_declared=rec.softcap,
+            kv_head=rec.kv_head.copy(), declared_source=ref.source, softcap_declared=rec.softcap,
             softcap=None if cap is None else cap.cap.copy(),
             softcap_reach=None if cap is None else float(cap.reach.max()),
-            matches_declared=ok, mismatch=why))
+            matches_declared=ok, mismatch=why, declared_known=ref.known,
+            declared_note=ref.why_unknown or ref.note, shares_weights_with=site.shares_with,
+            position=fit.position))
     rec0 = records[0]
     n_tok = rec0.q.shape[1]
     result = AuditResult(
         model_name=info.name, model_type=info.model_type, run=None, n_layers=n_sites,
         n_heads=rec0.n_heads, d_k=rec0.d_k, d_model=info.d_model, causal=loaded.causal,
         n_tokens=n_tok, tokens=tuple(tokens[:n_tok]) if tokens else (),
-        inject=dict(bugs), declared_scale=np.array([d for d, _s in loaded.declared]),
+        inject=dict(bugs),
+        declared_scale=np.array([r.median if r.known else np.nan for r in refs]),
         head_fits=[f.head for f in fits], layer_fits=[f.layer for f in fits],
         head_verdicts=[f.head_verdicts for f in fits],
         layer_verdicts=[f.layer_verdict for f in fits], note=CAPTURE_NOTE, forward_s=forward_s,
-        fit_s=time.perf_counter() - t0, sites=tuple(sites))
+        fit_s=time.perf_counter() - t0, sites=tuple(sites),
+        not_seen=tuple(getattr(loaded, "not_seen", ())),
+        weights_text="" if getattr(loaded, "weights", None) is None else loaded.weights.text())
     yield AuditSnapshot("done", 1.0, done=True, result=result)
 
 

@@ -27,7 +27,7 @@ LAYER_COLUMNS: tuple[str, ...] = (
     "layer", "verdict", "flagged", "fitted_scale", "scale_x_sqrt_dk", "tolerance_rel",
     "heads_agreeing", "n_heads", "d_k", "d_model", "injected", "declared_scale",
     "block", "name", "features", "declared_source", "matches_declared", "mismatch",
-    "softcap_declared", "softcap",
+    "softcap_declared", "softcap", "declared_known", "declared_note", "shares_weights_with",
 )
 
 
@@ -97,12 +97,18 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
             caps = None if site.softcap is None else site.softcap[np.isfinite(site.softcap)]
             row.update({"name": site.name, "declared_source": site.declared_source,
                         "matches_declared": site.matches_declared, "mismatch": site.mismatch,
+                        "declared_known": site.declared_known,
+                        "declared_note": site.declared_note,
+                        "shares_weights_with": "" if site.shares_weights_with is None
+                        else site.shares_weights_with,
                         "softcap_declared": _num(site.softcap_declared),
                         "softcap": _num(float(np.median(caps))) if caps is not None and caps.size
                         else ""})
         else:
             row.update({"name": "", "declared_source": "", "matches_declared": "",
-                        "mismatch": "", "softcap_declared": "", "softcap": ""})
+                        "mismatch": "", "softcap_declared": "", "softcap": "",
+                        "declared_known": "", "declared_note": "",
+                        "shares_weights_with": ""})
         rows.append(row)
     return rows
 
@@ -146,6 +152,10 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
                                      for b in backends.flagged()]}}
            if backends is not None else {}),
         "mismatched_layers": first.mismatched_layers(),
+        "declaration_unknown_layers": first.unknown_layers(),
+        "attention_layers": first.n_attention,
+        "weights": first.weights_text,
+        "not_seen": [{"name": m.name, "class": m.kind, "why": m.why} for m in first.not_seen],
         "inject": {str(k): v for k, v in first.inject.items()},
         "note": first.note,
         "method": "per head, s minimizing mean KL(P || softmax(s q.k + mask)); a known scale is "

@@ -112,24 +112,25 @@ def site_tolerance(max_logit: float) -> float:
 
 
 def _run(loaded: Any, ids: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Every site module's input hidden states and output, in site order, from one pass under
-    the model's current implementation (forward hooks: the implementation runs as transformers
-    dispatches it, by its own name, code paths keyed on that name included)."""
+    """Every site's input hidden states and output, in site order, from one pass under the
+    model's current implementation (forward hooks: the implementation runs as transformers
+    dispatches it, by its own name, code paths keyed on that name included). A module called
+    for several layers (shared weights) gives one pair per call."""
     from engine.probe.capture import run_forward
 
-    got: dict[int, list[np.ndarray]] = {}
+    calls: dict[int, list[list[np.ndarray]]] = {}  # module id -> [input, output] per call
     handles = []
 
     def arr(t: Any) -> np.ndarray:
         return t.detach().double().cpu().numpy()
 
-    for i, mod in enumerate(loaded.tap.modules()):
-        def pre(_m: Any, args: Any, kwargs: dict[str, Any], i: int = i) -> None:
+    for mod in loaded.tap.unique_modules():
+        def pre(m: Any, args: Any, kwargs: dict[str, Any]) -> None:
             x = args[0] if args else kwargs.get("hidden_states")
-            got[i] = [arr(x)]
+            calls.setdefault(id(m), []).append([arr(x)])
 
-        def post(_m: Any, _args: Any, out: Any, i: int = i) -> None:
-            got[i].append(arr(out[0] if isinstance(out, tuple) else out))
+        def post(m: Any, _args: Any, out: Any) -> None:
+            calls[id(m)][-1].append(arr(out[0] if isinstance(out, tuple) else out))
 
         handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(mod.register_forward_hook(post))
@@ -138,7 +139,8 @@ def _run(loaded: Any, ids: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]
     finally:
         for h in handles:
             h.remove()
-    return [(got[i][0], got[i][1]) for i in sorted(got)]
+    mods = loaded.tap.modules()
+    return [tuple(calls[id(m)][site.call]) for m, site in zip(mods, loaded.sites)]
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:

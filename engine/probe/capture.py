@@ -22,6 +22,9 @@ from engine.probe.tap import IMPLEMENTATION, Modifier, SiteCall, Tap, register
 
 #: tokens of the discovery pass (enough for every site to run once)
 DISCOVERY_TOKENS = 4
+#: what q and k of a multi-head latent attention site are (DeepSeek): assembled from compressed
+#: latents (the norm inside is on the latent, not on q and k), not one projection's output
+MLA = "MLA (q and k from compressed latents)"
 
 
 def prepare(net: Any, model_type: str) -> Tap:
@@ -124,11 +127,13 @@ def capture_sites(loaded: Any, ids: Sequence[int], mask: Sequence[int] | None = 
     """One forward pass: (a record per site in site order, its wall time, the model output)."""
     records: list[SiteRecord | None] = [None] * len(loaded.sites)
     norms = loaded.qk_norm_sites
+    mla = getattr(loaded, "mla_sites", frozenset())
     sites = loaded.sites
 
     def observe(call: SiteCall) -> None:
-        records[call.site] = record_call(call, max_rows, call.site in norms,
-                                         sites[call.site].cross)
+        records[call.site] = record_call(
+            call, max_rows, call.site in norms, sites[call.site].cross,
+            MLA if call.site in mla else None)
 
     t0 = time.perf_counter()
     with loaded.tap.active(observe, modifiers, cancelled):
@@ -186,7 +191,7 @@ def capture(loaded: Any, input_ids: Sequence[int],
     if len(shapes) != 1:
         raise ConfigError("model", "its attention sites differ in heads, head width or length; "
                           "the probe's per-layer grids need one shape (the audit handles it)")
-    q = np.stack([r.q for r in records])[:, :, pos]
+    q = np.stack([_with_position(r) for r in records])[:, :, pos]
     k = np.stack([r.k[r.kv_head] for r in records])[:, :, pos]
     attn = np.stack([r.probs for r in records])  # (L, H, N, N)
     vis = np.stack([r.visible for r in records])  # (L, N, N)
@@ -206,6 +211,15 @@ def capture(loaded: Any, input_ids: Sequence[int],
         softcap=np.array([np.nan if r.softcap is None else r.softcap for r in records]),
         sinks=any(r.sinks is not None for r in records), valid_positions=pos,
         causal=any(r.causal for r in records), forward_s=forward_s)
+
+
+def _with_position(r: SiteRecord) -> np.ndarray:
+    """q with its position-dependent factor put back (Llama 4, Ministral 3): the probe's
+    recomputation of the model's attention applies one scale per site."""
+    if r.q_position is None:
+        return r.q
+    f = np.where(np.isfinite(r.q_position), r.q_position, 1.0)
+    return (r.q * f[None, :, None]).astype(np.float32)
 
 
 def _site_scale(r: SiteRecord) -> float:

@@ -6,10 +6,11 @@ soft-cap), the weights are multiplied after the softmax, or the soft-cap argumen
 Nothing in the model is modified, so nothing needs restoring, and it works the same on every
 architecture the tap sees (adapters included).
 
-Bugs are defined against the site's *declared* scale s0 (:mod:`engine.probe.declared`): "none"
-makes the factor on the projections' q.k 1 whatever s0 is (OPT's pre-scaled q included), "twice"
-divides it by sqrt(d_k) once more, "after_softmax" removes it before the softmax and divides the
-weights by sqrt(d_k) after it.
+Bugs are defined against the factor s0 the site's code applies now (what it passes to the
+attention function times its q/k pre-scales, as the load's survey measured it; the declared
+scale wherever the two agree): "none" makes the factor on the projections' q.k 1 whatever s0 is
+(OPT's pre-scaled q included), "twice" divides it by sqrt(d_k) once more, "after_softmax" removes
+it before the softmax and divides the weights by sqrt(d_k) after it.
 """
 
 from __future__ import annotations
@@ -64,10 +65,17 @@ def bug_scaling(kind: str, s0: float, d_k: int, d_model: int, n_heads: int | Non
     raise ConfigError("inject", f"unknown bug kind {kind!r}; one of {', '.join(BUG_KINDS)}")
 
 
+def site_scale(loaded: Any, layer: int) -> float:
+    """The factor site ``layer``'s code applies now (its declared scale for a model wrapped
+    before the survey kept it)."""
+    scales = getattr(loaded, "code_scale", None)
+    return float(scales[layer]) if scales else float(loaded.declared[layer][0])
+
+
 def bug_modifier(loaded: Any, layer: int, kind: str) -> Modifier:
     """The :class:`Modifier` that plants ``kind`` in site ``layer`` (refused where it would
     change nothing there)."""
-    s0 = loaded.declared[layer][0]
+    s0 = site_scale(loaded, layer)
     d_k, n_heads = loaded.site_d_k[layer], loaded.site_heads[layer]
     d_model = loaded.info.d_model
     if kind == "softcap_off":
@@ -98,7 +106,7 @@ def injected(loaded: Any, bugs: Mapping[int, str]) -> Iterator[dict[int, float]]
     {layer: the factor now applied to the projections' q.k (before the softmax, or after it for
     ``after_softmax``)}."""
     mods = bug_modifiers(loaded, bugs)
-    applied = {layer: (loaded.declared[layer][0] * m.q_factor if bugs[layer] != "after_softmax"
+    applied = {layer: (site_scale(loaded, layer) * m.q_factor if bugs[layer] != "after_softmax"
                        else m.w_factor) for layer, m in mods.items()}
     with loaded.tap.active(modifiers=mods):
         yield applied

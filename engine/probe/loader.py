@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine.errors import ConfigError
 from engine.probe.config import check_text
 from engine.probe.memory import DEFAULT_BUDGET_GB
@@ -50,8 +52,19 @@ class LoadedModel:
     max_tokens: int
     tap: Any = None  #: engine.probe.tap.Tap
     qk_norm_sites: frozenset[int] = field(default_factory=frozenset)
+    #: multi-head latent attention sites (DeepSeek): keys from a compressed latent
+    mla_sites: frozenset[int] = field(default_factory=frozenset)
+    #: attention modules of the model whose calls the tap never sees (engine.probe.coverage)
+    not_seen: tuple[Any, ...] = ()
+    #: how many of the model's tensors came from its folder (None: built in memory)
+    weights: Any = None
     #: per site, from one short pass at load: (declared scale, where it comes from)
     declared: list[tuple[float, str]] = field(default_factory=list)
+    #: per site: the declaration split by where it applies (engine.probe.declared.Declaration)
+    declarations: list[Any] = field(default_factory=list)
+    #: per site: the factor its code applies now (what it passes x q/k pre-scales), the base
+    #: of a planted bug
+    code_scale: list[float] = field(default_factory=list)
     site_d_k: list[int] = field(default_factory=list)
     site_heads: list[int] = field(default_factory=list)
     site_softcap: list[float | None] = field(default_factory=list)
@@ -133,12 +146,17 @@ def load_model(model: str | None = None, budget_gb: float = DEFAULT_BUDGET_GB) -
         raise ConfigError("model", f"cannot load a tokenizer from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
     try:
-        net = AutoModel.from_pretrained(str(folder), local_files_only=True,
-                                        trust_remote_code=False, attn_implementation="eager")
+        net, loading = AutoModel.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False,
+            attn_implementation="eager", output_loading_info=True)
     except Exception as exc:
         raise ConfigError("model", f"cannot load model weights from {str(folder)!r}: "
                           f"{_one_line(exc)}") from None
     loaded = wrap_model(net, info, tokenizer)
+    from engine.probe.weight_check import weights_loaded
+
+    loaded.weights = weights_loaded(loaded.model, loading, loaded.tap.unique_modules(),
+                                    info.model_type)
     loaded.load_s = time.perf_counter() - t0
     return loaded
 
@@ -159,8 +177,10 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
     """Put an in-memory model (e.g. a tiny random one built in a test) in the probe's hands:
     float32, eval mode, its attention routed through the tap and its sites numbered."""
     from engine.probe.capture import prepare
+    from engine.probe.weight_check import check_finite
 
     net = net.float().eval()
+    check_finite(net)
     tap = prepare(net, info.model_type)
     limit = info.max_positions - POSITION_OFFSET.get(info.model_type, 0)
     tok_limit = getattr(tokenizer, "model_max_length", None)
@@ -169,17 +189,31 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
     norms = frozenset(i for i, mod in enumerate(tap.modules())
                       if any("Norm" in type(sub).__name__ for sub in mod.modules()
                              if sub is not mod))
+    mla = frozenset(i for i, mod in enumerate(tap.modules()) if is_mla(mod))
     loaded = LoadedModel(info=info, model=net, tokenizer=tokenizer, load_s=0.0,
-                         max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms)
+                         max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms - mla,
+                         mla_sites=mla)
     _survey(loaded)
+    from engine.probe.coverage import not_seen
+
+    loaded.not_seen = not_seen(tap, net)
     return loaded
+
+
+def is_mla(module: Any) -> bool:
+    """Multi-head latent attention: keys and values decompressed from a low-rank latent
+    (DeepSeek's ``kv_a_proj_with_mqa`` / ``kv_b_proj``, its ``kv_lora_rank``)."""
+    names = {name for name, _m in module.named_children()}
+    return bool({"kv_a_proj_with_mqa", "kv_b_proj"} & names) or isinstance(
+        getattr(module, "kv_lora_rank", None), int)
 
 
 def _survey(loaded: LoadedModel) -> None:
     """Each site's head width, heads, soft-cap, causality and declared scale, from one short
     capture (a decoder hides later tokens)."""
+    from engine.probe.accounting import code_factor
     from engine.probe.capture import capture_sites
-    from engine.probe.declared import declared_scale
+    from engine.probe.declared import declare
 
     records, _s, _o = capture_sites(loaded, [1, 2, 3], max_rows=None)
     mods = loaded.tap.modules()
@@ -188,9 +222,12 @@ def _survey(loaded: LoadedModel) -> None:
     loaded.site_softcap = [r.softcap for r in records]
     loaded.causal_sites = frozenset(r.site for r in records if r.causal)
     cfg = loaded.model.config
-    loaded.declared = [declared_scale(getattr(m, "config", None) or cfg, m, r.d_k,
-                                      loaded.sites[i].adapter)
-                       for i, (m, r) in enumerate(zip(mods, records))]
+    loaded.declarations = [declare(getattr(m, "config", None) or cfg, m, r.d_k,
+                                   loaded.sites[i].adapter, r.scaling)
+                           for i, (m, r) in enumerate(zip(mods, records))]
+    loaded.code_scale = [float(np.median(code_factor(r))) for r in records]
+    loaded.declared = [(d.value if d.value is not None else c, d.source)
+                       for d, c in zip(loaded.declarations, loaded.code_scale)]
 
 
 def info_from_config(config: Any, name: str = "in-memory model") -> ModelInfo:

@@ -49,6 +49,18 @@ class ScaleFit:
     rows: int  #: query rows counted (those that see at least 2 keys)
 
 
+def misfit_limit(d_k: int, n_keys: int, logit_bound: float) -> float:
+    """The most KL per row a float32 softmax of scaled q.k (and the model's additive terms) can
+    leave against the exact one: every logit off by at most its worst-case float32 error
+    (a d_k-term dot product: d_k/2 eps of |q||k|, plus the scaling, the additive terms and the
+    softmax's shift: 4 eps, of ``logit_bound`` >= s |q| |k| + |terms|), every probability by the
+    exp and the row's n-term sum (n/2 + 2 eps), and KL <= (largest log-probability error)^2 / 2.
+    Misfits above it are not rounding: the weights are something else (an after-softmax factor
+    under sinks, a position-dependent scale the reference does not carry)."""
+    err = (d_k / 2 + 4) * EPS32 * logit_bound + (n_keys / 2 + 2) * EPS32
+    return 0.5 * err * err + KL_FLOOR
+
+
 def logit_resolution(d_k: int) -> float:
     """Relative float32 resolution of a logit q.k summed over d_k terms: sqrt(d_k) eps."""
     return math.sqrt(max(int(d_k), 1)) * EPS32
@@ -221,34 +233,60 @@ NOT_AUDITABLE = "cannot be audited (near-uniform logits)"
 OK_VERDICTS = (STANDARD,)
 
 
-def candidates(d_k: int, d_model: int, n_heads: int | None = None) -> list[tuple[str, float]]:
+AS_DECLARED = "as declared"
+
+
+def candidates(d_k: int, d_model: int, n_heads: int | None = None,
+               reference: float = 1.0) -> list[tuple[str, float]]:
     """(verdict, s * sqrt(d_k)) of every known scale, standard first (``n_heads``: also the
-    width d_model / heads, which is not head_dim in models that set head_dim themselves)."""
-    out = [(STANDARD, 1.0), (TWICE, d_k**-0.5), (UNSCALED, d_k**0.5)]
+    width d_model / heads, which is not head_dim in models that set head_dim themselves).
+    ``reference``: the s * sqrt(d_k) the site should apply; the bugs are named relative to it
+    (as :mod:`engine.probe.inject` plants them): twice divides it by sqrt(d_k) once more,
+    d_model puts sqrt(d_model) where sqrt(d_k) was, unscaled is no factor at all."""
+    out = [(STANDARD, 1.0), (TWICE, reference * d_k**-0.5), (UNSCALED, d_k**0.5)]
     if d_model != d_k:
-        out.append((DMODEL, (d_k / d_model) ** 0.5))
+        out.append((DMODEL, reference * (d_k / d_model) ** 0.5))
     if n_heads and abs(d_model / n_heads - d_k) > 1e-9:
-        out.append((HEAD_DIM, (d_k * n_heads / d_model) ** 0.5))
+        out.append((HEAD_DIM, reference * (d_k * n_heads / d_model) ** 0.5))
     return out
 
 
 def verdict(scale: float, tol_log: float, identifiable: bool, weight_sum: float,
-            weight_sum_tol: float, d_k: int, d_model: int, n_heads: int | None = None) -> str:
-    """The verdict in words for one fitted scale (a head, or a layer's joint fit)."""
+            weight_sum_tol: float, d_k: int, d_model: int, n_heads: int | None = None, *,
+            reference: float | None = None, declared_as: str | None = None) -> str:
+    """The verdict in words for one fitted scale (a head, or a layer's joint fit).
+
+    ``reference``: the factor the site should apply (its declaration, or the factors its code
+    applies when the declaration is unknown). A scale that matches it is the standard, or "as
+    declared (``declared_as``)" (neutral words when ``declared_as`` is None): a bug's name only
+    where the scale differs from it. Without a reference (Training lab runs) every scale is
+    named among the known ones."""
     if abs(weight_sum - 1.0) > weight_sum_tol:
         return f"{AFTER_SOFTMAX} (weights sum to {weight_sum:.3g})"
     if not identifiable:
         return NOT_AUDITABLE
     x = scale * math.sqrt(d_k)
+    rx = 1.0 if reference is None else reference * math.sqrt(d_k)
+    if reference is not None and abs(math.log(x / rx)) <= tol_log:
+        if abs(math.log(x)) <= tol_log:
+            return STANDARD
+        if declared_as is not None:
+            return f"{AS_DECLARED} ({declared_as})"
+        return _other(x, [(STANDARD, 1.0)])
     best = None
-    known = candidates(d_k, d_model, n_heads)
+    known = candidates(d_k, d_model, n_heads, rx)
     for name, c in known:
         gap = abs(math.log(x / c))
         if gap <= tol_log and (best is None or gap < best[1]):
             best = (name, gap)
     if best is not None:
         return best[0]
-    # enough digits that the number never reads as a known scale ('= 1' for 0.9999997)
+    return _other(x, known)
+
+
+def _other(x: float, known: list[tuple[str, float]]) -> str:
+    """"other: s * sqrt(d_k) = x" with enough digits that the number never reads as a known
+    scale ('= 1' for 0.9999997)."""
     digits = 3
     while digits < 9 and any(float(f"{x:.{digits}g}") == c for _n, c in known):
         digits += 1
@@ -261,5 +299,6 @@ def verdict_kind(text: str) -> str:
 
 
 def is_flagged(text: str) -> bool:
-    """True for any verdict other than the standard scale (not-auditable is not a flag)."""
+    """True for any verdict other than the standard scale (not-auditable is not a flag; a
+    declared non-standard scale is flagged as not 1/sqrt(d_k), not as a bug)."""
     return text not in OK_VERDICTS and text != NOT_AUDITABLE

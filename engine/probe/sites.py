@@ -19,9 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.probe.position import match_position_factor
+
 #: the fit uses at most this many query rows per head, evenly spaced (memory stays bounded)
 MAX_FIT_ROWS = 128
-#: per-token norm ratios constant to this relative spread are one factor (float32 RoPE: ~1e-7)
+#: per-token norm ratios constant to this relative spread are one factor. A genuine constant
+#: factor leaves only the float32 rounding of the few operations between the projection and the
+#: product (a RoPE rotation, a multiplication or two: a few eps, ~1e-7 measured); 1e-4 sits
+#: hundreds of times above that and far below the smallest step of a position-dependent factor
+#: a model declares (Llama 4, Ministral 3: 0.1 ln 2 = 0.07)
 RATIO_SPREAD_TOL = 1e-4
 #: a mask entry below this is "masked" (transformers uses the dtype's minimum, -3.4e38)
 MASKED_BELOW = -1e30
@@ -49,6 +55,9 @@ class SiteRecord:
     window: int | None  #: the most keys any row sees, when smaller than the causal prefix
     sliding_window: int | None  #: the window the call declared (sliding_window argument)
     features: tuple[str, ...]
+    #: (nq,) a factor q carries that depends on the query's position, shared by the heads and 1
+    #: at the first query (Llama 4, Ministral 3; q above is divided by it), None without one
+    q_position: np.ndarray | None = None
 
     @property
     def n_heads(self) -> int:
@@ -76,8 +85,10 @@ class SiteRecord:
 
 
 def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: bool = False,
-                cross: bool = False) -> SiteRecord:
-    """A :class:`~engine.probe.tap.SiteCall` (batch of one) as a :class:`SiteRecord`."""
+                cross: bool = False, unmatched: str | None = None) -> SiteRecord:
+    """A :class:`~engine.probe.tap.SiteCall` (batch of one) as a :class:`SiteRecord`.
+    ``unmatched``: what to call q and k when no projection made them (MLA), else QK-norm for a
+    site with a norm inside (``has_norm``)."""
     q = _np(call.query)[0]  # (H, nq, d)
     k = _np(call.key)[0]  # (Hkv, nk, d)
     w = _np(call.weights)[0]  # (H, nq, nk)
@@ -97,15 +108,23 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
             if getattr(o, "ndim", 0) == 3 and o.shape[0] == 1]
     q_ratio, q_rot = match_projection(q.astype(np.float64), outs)
     k_ratio, k_rot = match_projection(k.astype(np.float64), outs)
+    q_pos = None
+    if q_ratio is None and k_ratio is not None:  # a factor on q that varies with the position?
+        got = match_position_factor(q.astype(np.float64), outs, RATIO_SPREAD_TOL)
+        if got is not None:
+            q_ratio, q_pos, q_rot = got
     if q_ratio is None or k_ratio is None:  # one side unmatched: measure both at the product
-        q_ratio = k_ratio = None
+        q_ratio = k_ratio = q_pos = None
     qp = q if q_ratio is None else (q / q_ratio[:, None, None]).astype(np.float32)
+    if q_pos is not None:  # (a token without a query, NaN, is 0 whatever it is divided by)
+        qp = (qp / np.where(np.isfinite(q_pos), q_pos, 1.0)[None, :, None]).astype(np.float32)
     kp = k if k_ratio is None else (k / k_ratio[:, None, None]).astype(np.float32)
     causal, window = (False, None) if cross else attention_pattern(visible)
     softcap = _float(extra.get("softcap"))
     sw = extra.get("sliding_window")
     sw = int(sw) if isinstance(sw, (int, np.integer)) and not isinstance(sw, bool) else None
-    feats = _features(h, hkv, cross, causal, window, sw, q_ratio, k_ratio, q_rot or k_rot, has_norm,
+    label = unmatched or ("QK-norm" if has_norm else "q/k not a projection's output")
+    feats = _features(h, hkv, cross, causal, window, sw, q_ratio, k_ratio, q_rot or k_rot, label,
                       extra.get("bias_kind", "relative position bias") if extra_bias is not None
                       else None, mask_bias is not None, softcap, sinks is not None)
     return SiteRecord(
@@ -114,7 +133,12 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
         bias=None if bias is None else bias[:, rows].astype(np.float32), sinks=sinks,
         softcap=softcap, scaling=_float(extra.get("scaling")), q_ratio=q_ratio, k_ratio=k_ratio,
         rotated=bool(q_rot or k_rot), causal=causal, window=window, sliding_window=sw,
-        features=feats)
+        features=feats + (position_feature(q_pos),) if q_pos is not None else feats,
+        q_position=q_pos)
+
+
+def position_feature(f: np.ndarray) -> str:
+    return f"q x{float(np.nanmin(f)):.4g} to x{float(np.nanmax(f)):.4g} with the position"
 
 
 def _np(t: object) -> np.ndarray:
@@ -232,7 +256,7 @@ def _pattern_name(cross: bool, causal: bool, window: int | None) -> str:
 
 def _features(h: int, hkv: int, cross: bool, causal: bool, window: int | None, sw: int | None,
               q_ratio: np.ndarray | None, k_ratio: np.ndarray | None, rotated: bool,
-              has_norm: bool, bias_kind: str | None, mask_bias: bool, softcap: float | None,
+              unmatched: str, bias_kind: str | None, mask_bias: bool, softcap: float | None,
               sinks: bool) -> tuple[str, ...]:
     out = [_pattern_name(cross, causal, window)]
     if sw is not None and window is None and causal:
@@ -244,13 +268,13 @@ def _features(h: int, hkv: int, cross: bool, causal: bool, window: int | None, s
     scaled = {side: float(np.median(r)) for side, r in (("q", q_ratio), ("k", k_ratio))
               if r is not None and np.any(np.abs(r - 1.0) > RATIO_SPREAD_TOL)}
     if rotated and len(scaled) == 2 and abs(scaled["q"] / scaled["k"] - 1) < 1e-3:
-        out.append(f"RoPE, cos/sin x{scaled['q']:.4g}")  # YaRN's attention factor
+        out.append(f"RoPE, q and k x{scaled['q']:.4g} each")  # YaRN's cos/sin factor, or more
     else:
         if rotated:
             out.append("RoPE")
         out += [f"{side} pre-scaled x{val:.4g}" for side, val in scaled.items()]
     if q_ratio is None:
-        out.append("QK-norm" if has_norm else "q/k not a projection's output")
+        out.append(unmatched)
     if bias_kind:
         out.append(bias_kind)
     if mask_bias:

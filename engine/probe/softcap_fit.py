@@ -8,12 +8,18 @@ iteration on (log s, log c) whose matrix is the Fisher information of the row so
 covariance under Q of the logits' derivatives, the KL's Hessian at a good fit).
 
 The tolerances follow :mod:`scale_fit`'s rule: a value is consistent with the data when it
-reproduces P about as well as the best fit (KL above the minimum by no more than the misfit or the
-float32 floor). The band on log s uses the curvature with c profiled out. A cap the logits never
-approach cannot be measured: the head's scale is then the plain fit's and its cap is reported as
-not reached (``reach`` says how far the logits went). A declared cap is checked the same way: a
-model that should cap at 50 but does not (llama.cpp #8156) has logits beyond 50 that the declared
-cap cannot reproduce.
+reproduces P about as well as the best fit, the other parameter re-fitted (its profile KL above
+the minimum by no more than the budget :func:`kl_budget`: the misfit, or what float32 rounding of
+the probabilities or of the logits alone leaves, whichever is largest). The logits' rounding term
+is what keeps the band above the differences between float kernels: the model rounds every logit
+to ``sqrt(d_k) eps`` of the largest, and a vectorized tanh or exp on another CPU moves the fitted
+cap by a part of that, a shift the misfit alone need not reveal (it bit on AVX2: a declared cap
+of 50 read as not reproduced by a fit of 50.00014 whose misfit was 8e-14). The bands on log s and
+log c use the curvature with the other parameter profiled out. A cap the logits never approach
+cannot be measured: the head's scale is then the plain fit's and its cap is reported as not
+reached (``reach`` says how far the logits went). A declared cap is checked the same way, by its
+profile KL: a model that should cap at 50 but does not (llama.cpp #8156) has logits beyond 50
+that the declared cap cannot reproduce.
 """
 
 from __future__ import annotations
@@ -127,7 +133,7 @@ def fit_capped(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
         if np.all((np.abs(step_s) < 1e-12) & (np.abs(step_c) < 1e-10) | (lam > 1e12)):
             break
     misfit = np.maximum(f, 0.0)
-    band = np.maximum(misfit, KL_FLOOR)
+    band = kl_budget(misfit, d_k, np.exp(log_s) * zmax)
     # cap identifiable: c x 0.9 and c x 1.1 (s kept) both fit worse than the band allows
     worse_c = np.stack([_kl(log_s, log_c + math.log(k), zv, p, vis, b, plogp)[0] - f
                         for k in PROBES], axis=1)
@@ -143,9 +149,9 @@ def fit_capped(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     if declared_cap:
         ref_s = np.where(cap_ok, log_s, np.log(lin.scale))
         ref_f = np.where(cap_ok, f, lin.misfit)
-        f_decl = _kl(ref_s, np.full(h, math.log(declared_cap)), zv, p, vis, b, plogp)[0]
-        declared_ok = f_decl - ref_f <= np.maximum(np.where(cap_ok, band, np.maximum(
-            lin.misfit, KL_FLOOR)), 0.0)
+        ref_band = np.where(cap_ok, band, kl_budget(lin.misfit, d_k, reach_lin))
+        f_decl = profile_kl(ref_s, np.full(h, math.log(declared_cap)), zv, p, vis, b, plogp)
+        declared_ok = f_decl - ref_f <= ref_band
     scale_fit = _capped_scale_fit(lin, cap_ok, s, log_c, misfit, band, curv_s, zv, p, vis, b,
                                   plogp, d_k)
     reach = np.where(cap_ok, s * zmax, reach_lin)
@@ -153,6 +159,37 @@ def fit_capped(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
                  identifiable=cap_ok, reach=reach, declared=declared_cap,
                  declared_consistent=declared_ok)
     return scale_fit, cap
+
+
+def kl_budget(misfit: np.ndarray, d_k: int, logit_max: np.ndarray) -> np.ndarray:
+    """(H,) how far above the best fit's KL a candidate may reproduce P and still be consistent:
+    the misfit, the KL that float32 rounding of P alone causes (:data:`KL_FLOOR`), or the KL of
+    logits each off by their float32 resolution, ``(sqrt(d_k) eps * largest |logit|)^2 / 2``
+    (the band :func:`scale_fit.fit_scale` floors log s at), whichever is largest."""
+    rounding = 0.5 * (logit_resolution(d_k) * np.asarray(logit_max, dtype=np.float64)) ** 2
+    return np.maximum(np.maximum(misfit, KL_FLOOR), rounding)
+
+
+def profile_kl(log_s: np.ndarray, log_c: np.ndarray, z: np.ndarray, p: np.ndarray,
+               vis: np.ndarray, b, plogp: np.ndarray, steps: int = 12) -> np.ndarray:
+    """(H,) the least KL over s with the cap held at ``exp(log_c)`` (Newton on log s from
+    ``log_s``; a step that does not lower the KL is not taken)."""
+    f, grad, fis, _q = _fisher(log_s, log_c, z, p, vis, b, plogp)
+    for _ in range(steps):
+        curv = fis[:, 0, 0]
+        step = np.clip(np.where(curv > 0, -grad[:, 0] / np.where(curv > 0, curv, 1.0), 0.0),
+                       -1.0, 1.0)
+        if np.all(np.abs(step) < 1e-12):
+            break
+        fc, gc, fisc, _qc = _fisher(log_s + step, log_c, z, p, vis, b, plogp)
+        better = fc < f
+        log_s = np.where(better, log_s + step, log_s)
+        f = np.where(better, fc, f)
+        grad = np.where(better[:, None], gc, grad)
+        fis = np.where(better[:, None, None], fisc, fis)
+        if not better.any():
+            break
+    return f
 
 
 def _capped_scale_fit(lin: ScaleFit, cap_ok: np.ndarray, s: np.ndarray, log_c: np.ndarray,

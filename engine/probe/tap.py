@@ -67,12 +67,17 @@ IDENTITY = Modifier()
 
 @dataclass(frozen=True)
 class SiteInfo:
-    """One attention site, numbered in call order by the discovery pass."""
+    """One attention site: one call of an attention module in a forward pass, numbered in call
+    order by the discovery pass (a module called for several layers, as ALBERT's, is one site
+    per call)."""
 
     index: int
     name: str  #: the module's path in the model ("encoder.layer.0.attention.self")
     cross: bool  #: its keys come from another sequence (encoder-decoder cross-attention)
     adapter: str | None = None  #: the adapter that reports it, None for the interface
+    call: int = 0  #: which call of its module in a pass (0 for a module called once)
+    #: the first site of the same module when this is a later call of it (shared weights)
+    shares_with: int | None = None
 
 
 @dataclass
@@ -171,7 +176,9 @@ class Tap:
     def __init__(self, model: Any) -> None:
         self.model = model
         self.sites: list[SiteInfo] = []
-        self._index: dict[int, int] = {}
+        self._index: dict[tuple[int, int], int] = {}  # (module id, its call in the pass)
+        self._calls: dict[int, int] = {}  # module id -> calls so far in this pass
+        self.ran: set[int] = set()  #: ids of the modules that ran in the discovery pass
         self._names = {id(m): name for name, m in model.named_modules()}
         self._frozen = False
         self._modifiers: dict[int, Modifier] = {}
@@ -180,32 +187,45 @@ class Tap:
         self._proj: dict[int, list[tuple[Any, Any]]] = {}
         self._cross: dict[int, bool] = {}
         self._adapters: dict[int, str] = {}
-        self._hooks: list[Any] = []
+        self._hooks: list[Any] = [model.register_forward_pre_hook(self._new_pass)]
+
+    def _new_pass(self, *_args: Any) -> None:
+        """A forward pass of the whole model starts: calls are counted from 0 again."""
+        self._calls = {}
 
     # -- sites ---------------------------------------------------------------------------------
     def site_of(self, module: Any) -> int:
-        """The index of ``module``'s site; new sites are numbered only during discovery."""
-        key = id(module)
-        idx = self._index.get(key)
+        """The index of this call of ``module`` (its n-th in the pass); new sites are numbered
+        only during discovery. Call it once per attention call."""
+        mid = id(module)
+        call = self._calls.get(mid, 0)
+        self._calls[mid] = call + 1
+        idx = self._index.get((mid, call))
         if idx is None:
             if self._frozen:
                 raise ConfigError("model", f"an attention module ({type(module).__name__}) ran "
                                   "that the first pass did not see; this model's attention "
                                   "changes between passes and cannot be audited")
             idx = len(self.sites)
-            self._index[key] = idx
-            self.sites.append(SiteInfo(idx, self._names.get(key, type(module).__name__),
-                                       self._cross.get(key, False), self._adapters.get(key)))
+            self._index[(mid, call)] = idx
+            first = self._index.get((mid, 0)) if call else None
+            self.sites.append(SiteInfo(idx, self._names.get(mid, type(module).__name__),
+                                       self._cross.get(mid, False), self._adapters.get(mid),
+                                       call, first))
         return idx
 
     def mark_adapter(self, module: Any, adapter: str) -> None:
         self._adapters[id(module)] = adapter
 
     def modules(self) -> list[Any]:
-        """The site modules, in site order."""
+        """The module of every site, in site order (a shared module once per call)."""
         by_id = {id(m): m for m in self.model.modules()}
         order = sorted(self._index.items(), key=lambda kv: kv[1])
-        return [by_id[k] for k, _ in order]
+        return [by_id[mid] for (mid, _call), _ in order]
+
+    def unique_modules(self) -> list[Any]:
+        """The site modules, each once, in order of their first call."""
+        return list({id(m): m for m in self.modules()}.values())
 
     def discover(self, run: Callable[[], Any]) -> list[SiteInfo]:
         """Number the sites by running ``run`` once; then hook their projections."""
@@ -223,6 +243,7 @@ class Tap:
         """Before discovery: every module's forward pre-hook notes whether it got another
         sequence (cross-attention). Removed again after discovery."""
         def pre(mod: Any, args: Any, kwargs: Mapping[str, Any]) -> None:
+            self.ran.add(id(mod))
             if any(kwargs.get(k) is not None for k in _CROSS_KWARGS):
                 self._cross[id(mod)] = True
 
@@ -234,7 +255,7 @@ class Tap:
         for h in getattr(self, "_pre_discovery", []):
             h.remove()
         self._pre_discovery = []
-        for mod in self.modules():
+        for mod in self.unique_modules():
             mid = id(mod)
 
             def reset(_m: Any, _args: Any, mid: int = mid) -> None:

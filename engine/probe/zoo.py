@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.probe.scale_fit import AS_DECLARED
+
 #: the token ids every zoo audit reads (vocabulary 64)
 ZOO_TOKENS = 24
 ZOO_VOCAB = 64
@@ -73,7 +75,7 @@ ZOO: tuple[ZooEntry, ...] = (
              _small(**_DEC, num_key_value_heads=4,
                     rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
                                      "original_max_position_embeddings": 16}),
-             {"decoder": ("causal", "RoPE, cos/sin x")},
+             {"decoder": ("causal", "RoPE, q and k x")},
              documented=((0.1 * math.log(4) + 1) ** 2,), note="YaRN: logits x (0.1 ln 4 + 1)^2"),
     ZooEntry("Qwen2", "Qwen2Config", _small(**_DEC, num_key_value_heads=2),
              {"decoder": ("causal", "GQA 4q/2kv", "RoPE")}, note="grouped-query attention"),
@@ -194,7 +196,8 @@ def table_rows(entry: ZooEntry, result: Any) -> list[dict[str, str]]:
                 f = _norm_feature(f)
                 if f not in feats:
                     feats.append(f)
-        decl = list(dict.fromkeys(_fmt(result.declared_scale[i] * sq) for i in idx))
+        decl = list(dict.fromkeys(_fmt(result.declared_scale[i] * sq)
+                                  if result.sites[i].declared_known else "unknown" for i in idx))
         meas = [_fmt(measured[i]) for i in idx]
         caps = []
         for i in idx:
@@ -202,7 +205,6 @@ def table_rows(entry: ZooEntry, result: Any) -> list[dict[str, str]]:
             if c is not None:
                 finite = c[np.isfinite(c)]
                 caps.append(f"{np.median(finite):.3g}" if finite.size else "not reached")
-        ok = all(result.sites[i].matches_declared for i in idx)
         verdicts = list(dict.fromkeys(result.layer_verdicts[i] for i in idx))
         rows.append({
             "architecture": entry.name if block == _blocks(result)[0] else "",
@@ -211,9 +213,23 @@ def table_rows(entry: ZooEntry, result: Any) -> list[dict[str, str]]:
             "declared": ", ".join(decl) + f" ({result.sites[idx[0]].declared_source})",
             "measured": ", ".join(meas),
             "soft-cap": ", ".join(sorted(set(caps))) if caps else "",
-            "verdict": ("as declared" if ok else "MISMATCH") + ": " + "; ".join(verdicts),
+            "verdict": _verdict_cell(_state(result, idx), verdicts),
         })
     return rows
+
+
+def _verdict_cell(state: str, verdicts: list[str]) -> str:
+    """The state and the verdicts that say more than it ("as declared (source)": the declared
+    column has the source)."""
+    words = [v for v in verdicts if not v.startswith(AS_DECLARED)]
+    return f"{state}: {'; '.join(words)}" if words else state
+
+
+def _state(result: Any, idx: list[int]) -> str:
+    if not all(result.sites[i].matches_declared for i in idx):
+        return "MISMATCH"
+    return "as declared" if all(result.sites[i].declared_known for i in idx) else \
+        "declared unknown"
 
 
 COLUMNS = ("architecture", "block", "features", "declared", "measured", "soft-cap", "verdict")

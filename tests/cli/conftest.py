@@ -13,7 +13,7 @@ WORDS = ("the a of to and why is are attention head heads scale scaled score sco
 
 def save_tiny_model(folder: Path, arch: str, layers: int, heads: int, positions: int = 64,
                     gpt2_init: float = 0.3, **extra) -> Path:
-    """A tiny random model folder (BERT, GPT-2, T5 or a decoder config like llama) with a
+    """A tiny random model folder (BERT, GPT-2, T5, LongT5 or a decoder config like llama) with a
     word-level tokenizer, as save_pretrained writes it (large initial weights: the logits vary,
     so every head can be audited)."""
     transformers = pytest.importorskip("transformers")
@@ -42,6 +42,11 @@ def save_tiny_model(folder: Path, arch: str, layers: int, heads: int, positions:
             vocab_size=len(vocab), d_model=32, d_kv=32 // heads, d_ff=64, num_layers=layers,
             num_heads=heads, decoder_start_token_id=0, pad_token_id=0, initializer_factor=2.0,
             **extra))
+    elif arch == "longt5":  # local attention in the encoder: computed inline
+        net = transformers.LongT5Model(transformers.LongT5Config(
+            vocab_size=len(vocab), d_model=32, d_kv=32 // heads, d_ff=64, num_layers=layers,
+            num_heads=heads, decoder_start_token_id=0, pad_token_id=0, initializer_factor=2.0,
+            encoder_attention_type="local", local_radius=4, **extra))
     else:  # any decoder config with the usual names (llama, qwen2, mistral, ...)
         cfg = transformers.AutoConfig.for_model(
             arch, vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers,

@@ -137,12 +137,15 @@ def _matches_the_guide(printed: str, whatif_columns: tuple[str, ...]) -> None:
     assert tuple(listed.group(1).split(", ")) + ("pooled_cosine",) == whatif_columns
     assert re.search(r"`audit\.csv` \(`([^`]+)`", guide).group(1).split(", ") == list(SPEC)
     assert "a line naming the model" in guide and "then two lines per layer" in guide
+    assert "a line counting the model's tensors" in guide
     lines = printed.splitlines()
     layers = [i for i, line in enumerate(lines) if line.startswith("layer ")]
-    assert layers == [1, 3, 5] and "3 layers x 2 heads" in lines[0]
+    assert layers == [2, 4, 6] and "3 layers x 2 heads" in lines[0]
+    assert lines[1].startswith("weights: all ")
     assert all(lines[i + 1].startswith("    ") and "declared" in lines[i + 1] for i in layers)
-    assert re.match(r"\d of 3 layers differ from what the model declares", lines[7])
-    assert lines[8].startswith("forward ") and lines[9].startswith("what-if on the ")
+    assert lines[8] == "3 of 3 attention layers audited"
+    assert re.match(r"\d of 3 layers differ from what the model declares", lines[9])
+    assert lines[10].startswith("forward ") and lines[11].startswith("what-if on the ")
 
 
 def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path: Path,
@@ -152,7 +155,11 @@ def test_gpt2_saved_unscaled_is_flagged_in_every_layer_with_perplexity(tmp_path:
     out = tmp_path / "out"
     assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--whatif",
                        "--whatif-layer", "1", "--out", str(out), "--quiet"]) == 0
-    assert [r["verdict"] for r in read_csv(out / "layers.csv")] == ["unscaled"] * 3
+    layers = read_csv(out / "layers.csv")  # unscaled, as its flags declare (no bug word)
+    assert [r["verdict"] for r in layers] == [
+        "as declared (GPT-2 flags (scale_attn_weights False))"] * 3
+    assert [float(r["scale_x_sqrt_dk"]) for r in layers] == pytest.approx([4.0] * 3, rel=1e-5)
+    assert all(r["flagged"] == "True" and r["matches_declared"] == "True" for r in layers)
     w = read_csv(out / "whatif.csv")
     assert {r["layer"] for r in w} == {"1"} and all(float(r["perplexity"]) > 1 for r in w)
 
@@ -243,7 +250,8 @@ def test_t5_folder_reports_blocks_features_and_the_sdpa_comparison(tmp_path: Pat
     layers = read_csv(out / "layers.csv")
     assert [r["block"] for r in layers] == ["encoder", "encoder", "decoder", "cross", "decoder",
                                            "cross"]
-    assert all(r["verdict"] == "unscaled" and r["matches_declared"] == "True" for r in layers)
+    assert all(r["verdict"] == "as declared (none (the module's scaling is 1))" and
+               r["matches_declared"] == "True" for r in layers)
     assert "relative position bias" in layers[0]["features"]
     heads = read_csv(out / "audit.csv")
     assert {"block", "kv_head", "declared_scale", "softcap", "features"} <= set(heads[0])
@@ -283,3 +291,70 @@ def test_backend_comparison_is_refused_for_training_lab_weights(tmp_path: Path, 
                        "sdpa", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--backend" in err[0], err
+
+
+def test_a_model_seen_in_part_exits_3_and_names_what_was_not_seen(tmp_path: Path, capsys,
+                                                                  save_tiny) -> None:
+    """LongT5 computes its encoder's local attention inline: the decoder's 4 layers are
+    audited and written, the 2 others named, and the exit status says the audit is partial."""
+    model = save_tiny(tmp_path / "m", "longt5", 2, 4)
+    out = tmp_path / "out"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 3
+    printed = capsys.readouterr().out
+    assert "4 of 6 attention layers audited" in printed
+    assert printed.count("not seen: encoder.block.") == 2
+    meta = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert meta["attention_layers"] == 6 and len(meta["not_seen"]) == 2
+
+
+def _copy_with(src: Path, dst: Path, tensors=None, config=None) -> Path:
+    """A copy of a model folder with some tensors changed (None: dropped) or config keys set."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    if tensors:
+        weights = load_file(dst / "model.safetensors")
+        for name, value in tensors.items():
+            if value is None:
+                del weights[name]
+            else:
+                weights[name] = value(weights[name])
+        save_file(weights, dst / "model.safetensors", metadata={"format": "pt"})
+    if config:
+        cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+        cfg.update(config)
+        (dst / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return dst
+
+
+def test_the_weights_loaded_are_counted(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    assert _exit_code(["audit-model", "--model", str(tiny_bert_dir), "--text", TEXT,
+                       "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert "weights: all 55 of the model's tensors loaded from the folder" in \
+        capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage, words", [
+    ({"tensors": {"encoder.layer.1.attention.self.key.weight": None}},
+     "no encoder.layer.1.attention.self.key.weight (1 of the 9 attention projection"),
+    ({"config": {"model_type": "gpt2", "n_embd": 32, "n_layer": 3, "n_head": 2,
+                 "architectures": ["GPT2Model"]}}, "they are not a gpt2 model's"),
+    ({"tensors": {"encoder.layer.2.attention.self.query.weight":
+                  lambda w: w * float("nan")}},
+     "encoder.layer.2.attention.self.query.weight holds 1024 non-finite value(s)"),
+])
+def test_weights_that_are_not_the_models_or_not_finite_are_refused_in_one_line(
+        tiny_bert_dir: Path, tmp_path: Path, capsys, damage: dict, words: str) -> None:
+    """A folder missing an attention projection, a model_type spoofed onto BERT's weights (main
+    audited GPT-2's random initialization as a full report), NaN weights (main: verdicts of
+    nan with exit 0, and a traceback with --out): exit 2, one line, no output folder left."""
+    folder = _copy_with(tiny_bert_dir, tmp_path / "m", **damage)
+    out = tmp_path / "o"
+    assert _exit_code(["audit-model", "--model", str(folder), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--model" in err[0] and words in err[0], err
+    assert not out.exists()

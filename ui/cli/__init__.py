@@ -19,5 +19,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("ui.cli.reproduce", "measure every published number again and compare "
                   "(exit 1 if one drifted)"),
     "audit-model": ("ui.cli.audit_model", "measure the scale each layer and head of a real model "
-                    "applies; catch scaling bugs; what another scale would do"),
+                    "applies; catch scaling bugs; what another scale would do (exit 3 if some "
+                    "attention layers could not be seen, and so were not audited)"),
 }

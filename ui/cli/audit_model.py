@@ -17,6 +17,9 @@ from ui.cli.common import (
 )
 
 PROG = "attention-lab audit-model"
+#: the exit status when some attention layers of the model could not be seen (and so were not
+#: audited): the audit of the others is written, but it does not cover the model
+PARTIAL_EXIT = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     paths = write_all_or_none(PROG, out, AUDIT_FILES, (), lambda folder: write_audit_outputs(
         folder, results, whatif, backends=backends))
     print(f"wrote {', '.join(p.name for p in paths)} to {out}")
-    return 0
+    return PARTIAL_EXIT if any(r.not_seen for r in results) else 0
 
 
 def _audit_transformers(cfg, args):
@@ -202,20 +205,33 @@ def _print_result(res) -> None:
     print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
-    sq = res.d_k ** 0.5
+    if res.weights_text:
+        print(f"weights: {res.weights_text}")
     for layer in range(len(res.layer_fits)):
         site = res.sites[layer] if res.sites else None
         print(f"layer {layer}: {res.layer_verdicts[layer]}; {res.scale_text(layer)}"
               + (f"  [injected {res.inject[layer]}]" if layer in res.inject else ""))
         if site is not None:
-            declared = (f"declared {res.declared_scale[layer] * sq:#.4g} x 1/sqrt(d_k) "
-                        f"({site.declared_source})")
-            state = "as declared" if site.matches_declared else f"MISMATCH: {site.mismatch}"
-            print(f"    {site.block}: {'; '.join(site.features)}; {declared}: {state}")
-    mism = res.mismatched_layers()
+            print(f"    {site.block}: {'; '.join(site.features)}; {res.declared_text(layer)}: "
+                  f"{res.state_text(layer)}")
+            if site.position:
+                from engine.probe.audit import position_text
+
+                print(f"      s(position): {position_text(site.position)}")
+            if site.shares_weights_with is not None:
+                print(f"      (the module of layer {site.shares_weights_with} called again: "
+                      "the same weights)")
+            if site.declared_note:
+                print(f"      ({site.declared_note})")
+    for miss in res.not_seen:
+        print(f"not seen: {miss.name} ({miss.why})")
+    mism, unknown = res.mismatched_layers(), res.unknown_layers()
     if res.sites:
+        print(res.coverage_text())
         print(f"{len(mism)} of {res.n_layers} layers differ from what the model declares"
-              + (f": {', '.join(map(str, mism))}" if mism else ""))
+              + (f": {', '.join(map(str, mism))}" if mism else "")
+              + (f"; {len(unknown)} with a declaration that does not account for their code's "
+                 f"factors: {', '.join(map(str, unknown))}" if unknown else ""))
     print(f"forward {res.forward_s:.3f} s, fit {res.fit_s:.3f} s")
 
 

@@ -176,9 +176,15 @@ def test_gpt2_saved_without_scaling_is_unscaled_in_every_layer(tmp_path) -> None
 
     r = _audit_ids(loaded, IDS)
     assert loaded.model.config._attn_implementation == IMPLEMENTATION  # switched from sdpa
-    assert r.layer_verdicts == [UNSCALED] * 3
-    assert all(v == UNSCALED for row in r.head_verdicts for v in row)
+    # unscaled, as its flags declare: no bug word on a layer that is as declared
+    declared = "as declared (GPT-2 flags (scale_attn_weights False))"
+    assert r.layer_verdicts == [declared] * 3 and r.mismatched_layers() == []
+    assert all(v == declared for row in r.head_verdicts for v in row)
     assert np.allclose(r.grid(), math.sqrt(16), rtol=1e-5)
+    assert r.flagged_layers() == [0, 1, 2]  # not at 1/sqrt(d_k), by design
+    bug = _audit_ids(loaded, IDS, {1: "dmodel"})  # a bug relative to that declaration: named
+    assert bug.mismatched_layers() == [1]
+    assert bug.layer_verdicts[1] == "scaled by 1/sqrt(d_model)"
 
 
 def test_gpt2_inverse_layer_idx_is_one_over_layer_plus_one(tmp_path) -> None:
@@ -190,8 +196,8 @@ def test_gpt2_inverse_layer_idx_is_one_over_layer_plus_one(tmp_path) -> None:
         assert abs(x - 1.0 / (i + 1)) <= max(tol, 1e-9) * 1.0 / (i + 1) + 1e-12, (i, x, tol)
         assert np.allclose(r.grid()[i], 1.0 / (i + 1), rtol=1e-5)
     assert r.layer_verdicts[0] == STANDARD
-    assert r.layer_verdicts[1] == "other: s * sqrt(d_k) = 0.5"
-    assert r.layer_verdicts[2] == "other: s * sqrt(d_k) = 0.333"
+    declared = "as declared (GPT-2 flags (scale_attn_weights True, x 1/(layer + 1)))"
+    assert r.layer_verdicts[1:] == [declared] * 2 and r.mismatched_layers() == []
     assert r.flagged_layers() == [1, 2]
 
 

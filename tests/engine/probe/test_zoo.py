@@ -78,7 +78,8 @@ def test_gemma2_cap_is_fitted_and_the_scale_below_it_is_query_pre_attn_scalar(au
         assert caps is not None and np.all(np.isfinite(caps)), caps
         assert np.all(np.abs(caps / 50.0 - 1) < 1e-3), caps
         assert site.softcap_reach > 25  # the logits bend: the cap is measured, not assumed
-    assert r.layer_verdicts == ["scaled by 1/sqrt(d_model / heads)"] * 2
+    # query_pre_attn_scalar = d_model / heads (as Gemma 2 27B): as declared, not a bug's name
+    assert r.layer_verdicts == ["as declared (query_pre_attn_scalar 12)"] * 2
 
 
 def test_sliding_and_local_windows_are_measured_from_the_mask(audits) -> None:

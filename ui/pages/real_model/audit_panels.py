@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QSpinBox,
 )
 
-from engine.probe.audit import AuditResult
+from engine.probe.audit import AuditResult, position_text
 from engine.probe.inject import BUG_KINDS
 from engine.probe.scale_fit import is_flagged
 from engine.probe.whatif import WhatIfResult
@@ -220,7 +220,6 @@ class AuditPanel(PlotPanel):
     def verdict_html(self, res: AuditResult) -> str:
         """The summary and one line per layer: block, scale, verdict, declared, features."""
         lines = []
-        sq = math.sqrt(res.d_k)
         for i, v in enumerate(res.layer_verdicts):
             site = res.sites[i] if res.sites else None
             bad = is_flagged(v) if site is None else not site.matches_declared
@@ -228,18 +227,30 @@ class AuditPanel(PlotPanel):
             inj = f" — injected: {res.inject[i]}" if i in res.inject else ""
             text = f"layer {i}: {v}; {res.scale_text(i, unicode=True)}{inj}"
             if site is not None:
-                decl = f"{site.block}, declared {res.declared_scale[i] * sq:#.4g} × 1/√d_k"
-                text += (f" — {decl}, as declared" if site.matches_declared
+                decl = f"{site.block}, {res.declared_text(i, unicode=True)}"
+                text += (f" — {decl}: {res.state_text(i)}" if site.matches_declared
                          else f" — {decl}: <b>{site.mismatch}</b>")
-                text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}</small>"
+                note = f" ({site.declared_note})" if site.declared_note else ""
+                if site.shares_weights_with is not None:
+                    note += f" (layer {site.shares_weights_with}'s module again: same weights)"
+                if site.position:
+                    note += f"<br>&nbsp;&nbsp;&nbsp;s(position): {position_text(site.position)}"
+                text += f"<br>&nbsp;&nbsp;&nbsp;<small>{'; '.join(site.features)}{note}</small>"
             lines.append(f"<span style='color:{colour}'>{text}</span>")
         flagged = res.flagged_layers()
         head = (f"<b>{len(flagged)} of {res.n_layers} layers not at 1/√d_k</b>" if flagged else
                 "<b>every layer applies 1/√d_k</b>")
         if res.sites:
-            mism = res.mismatched_layers()
+            mism, unknown = res.mismatched_layers(), res.unknown_layers()
             head += (f"; <b>{len(mism)} differ from what the model declares</b>" if mism
-                     else "; every layer as the model declares")
+                     else "; every layer as the model declares" if not unknown
+                     else "; no layer differs from what the model declares")
+            head += (f"; {len(unknown)} with a declaration that does not account for their "
+                     "code's factors" if unknown else "")
+            head += f"; <b>{res.coverage_text()}</b>" if res.not_seen else \
+                f"; {res.coverage_text()}"
+            lines += [f"<span style='color:{self.theme.error}'>not seen: {m.name} ({m.why})"
+                      "</span>" for m in res.not_seen]
         return f"{head} ({res.note})<br>" + "<br>".join(lines)
 
     def hover_text(self, layer: int, head: int) -> str:

@@ -103,7 +103,10 @@ class AuditTab:
                 f"{a.fit_s:.2f} s); " + (f"flagged layers {flagged}" if flagged
                                          else "every layer applies 1/√d_k")
                 + (f"; layers {mism} differ from what the model declares" if mism
-                   else "; every layer as the model declares" if a.sites else ""))
+                   else "; every layer as the model declares" if a.sites and not
+                   a.unknown_layers() else "")
+                + (f"; layers {a.unknown_layers()}: declaration unknown" if a.unknown_layers()
+                   else ""))
 
     def _restore_audit(self, view: dict[str, Any], what: str) -> str:
         """An opened audit figure: its planted bugs, audited again."""
