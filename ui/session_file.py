@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError, FileFormatError
+from engine.probe.memory import BUDGET_MAX_GB, BUDGET_MIN_GB
 from engine.readers.json_file import read_json
-from engine.readers.schema import AnyObject, Nullable, Record, Text, errors_in_file
+from engine.readers.schema import AnyObject, Nullable, Number, Record, Text, errors_in_file
 
 #: the largest session, config.json or figure parameters File -> Open reads
 MAX_SESSION_BYTES = 1_000_000
@@ -23,7 +24,8 @@ MAX_SESSION_BYTES = 1_000_000
 MAX_PROBE_TEXT_CHARS = 500_000
 
 REAL_MODEL_SCHEMA = Record({"text": Text(max_chars=MAX_PROBE_TEXT_CHARS),
-                            "model": Nullable(Text(max_chars=4096)), "rule": Text(max_chars=100)},
+                            "model": Nullable(Text(max_chars=4096)), "rule": Text(max_chars=100),
+                            "memory_budget": Number(BUDGET_MIN_GB, BUDGET_MAX_GB)},
                            required=frozenset({"text"}))
 
 

@@ -49,3 +49,24 @@ def test_options_that_do_not_apply_exit_2(tmp_path, capsys, extra, field) -> Non
     line = capsys.readouterr().err.strip()
     assert field in line and "\n" not in line
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("budget", "refused"), [("1", True), ("3", False)])
+def test_the_source_loads_under_memory_budget(tmp_path, capsys, budget, refused) -> None:
+    """--memory-budget applies to the port's source folder: a config describing 1.8 GB of tensors
+    is refused naming a 1 GB budget before anything loads; under 3 GB the budget lets it pass (and
+    the folder is refused for its weights file, which holds one small tensor)."""
+    import main
+    from engine.probe.port.gguf_write import write_gguf
+    from engine.probe.port.roundtrip import zoo_model
+    from tests.fuzz.model_folders import hostile_config_folder
+
+    gguf_path = write_gguf(zoo_model("Llama").model, tmp_path / "l.gguf")
+    folder = hostile_config_folder(tmp_path / "m", "type_vocab_14m")
+    with pytest.raises(SystemExit) as err:
+        main.main(["audit-model", "--gguf", str(gguf_path), "--reference", str(folder),
+                   "--memory-budget", budget, "--out", str(tmp_path / "o"), "--quiet"])
+    assert err.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and ("memory budget of 1 GB" in line) is refused, line
+    assert not (tmp_path / "o").exists()

@@ -56,7 +56,8 @@ def run_port(args: argparse.Namespace, text: str | None) -> int:
     field = "onnx" if args.onnx else "gguf"
     try:
         cfg = PortConfig(path=args.onnx or args.gguf, reference=args.reference, text=text,
-                         max_tokens=args.max_tokens, format=field)
+                         max_tokens=args.max_tokens, format=field,
+                         memory_budget=args.memory_budget)
         _check_files(cfg, field)
         out = check_output_dir(args.out, PORT_FILES, force=args.force)
     except ConfigError as exc:

@@ -21,8 +21,9 @@ class PageLinks(WindowPart):
         if cls == "ExperimentsPage" and hasattr(page, "open_job"):
             page.set_base_config_source(self.training_config)
             page.open_job.connect(self.open_experiment_job)
-            if w._remember:
-                page.restore_settings(w.settings)
+        restore = getattr(page, "restore_settings", None)
+        if w._remember and callable(restore):  # the page's remembered choices (save_settings)
+            restore(w.settings)
 
     def training_config(self) -> Any:
         """The Training page's current TrainingConfig (the page is built if needed)."""

@@ -192,7 +192,7 @@ def audit_gguf(cfg: PortConfig, loaded: Any = None, cancelled: Callable[[], bool
         from engine.probe.loader import load_model
 
         yield PortSnapshot("loading the source model", 0.05)
-        loaded = load_model(cfg.reference)
+        loaded = load_model(cfg.reference, cfg.memory_budget)
     source = None
     tokens: tuple[str, ...] = ()
     id_source = ""

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Cancelled, ConfigError
+from engine.probe.memory import DEFAULT_BUDGET_GB, check_budget
 from engine.probe.port.result import PortAudit, PortLayer, PortSnapshot, build_layers
 from engine.validate import ConfigMethods, check_int
 
@@ -39,6 +40,8 @@ class PortConfig(ConfigMethods):
     text: str | None = None
     max_tokens: int | None = None
     format: str = ""  #: "onnx" or "gguf"; "" reads it from the file name
+    #: the source model is loaded under this memory budget (GB; engine.probe.memory)
+    memory_budget: float = DEFAULT_BUDGET_GB
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip():
@@ -53,6 +56,7 @@ class PortConfig(ConfigMethods):
         if self.max_tokens is not None:
             object.__setattr__(self, "max_tokens",
                                check_int("max_tokens", self.max_tokens, 2, 1_000_000))
+        object.__setattr__(self, "memory_budget", check_budget(self.memory_budget))
 
     @property
     def kind(self) -> str:
@@ -151,7 +155,7 @@ def audit_onnx(cfg: PortConfig, loaded: Any = None,
         from engine.probe.loader import load_model
 
         yield PortSnapshot("loading the source model", 0.02)
-        loaded = load_model(cfg.reference)
+        loaded = load_model(cfg.reference, cfg.memory_budget)
     if ids is None:
         ids, tokens, id_source = token_ids(model, loaded, cfg.text, cfg.max_tokens)
     else:

@@ -94,3 +94,59 @@ def test_an_exported_port_figure_reopens_and_audits_again(window, qtbot, tmp_pat
     with pytest.raises(ValueError, match=r"the port file .*l\.gguf is not here"):
         window.open_session(png)
     assert panel.path_edit.text() == "kept.onnx"
+
+
+@pytest.mark.parametrize(("budget", "refused"), [(1.0, True), (3.0, False)])
+def test_the_port_audit_loads_its_source_under_the_pages_memory_budget(window, qtbot, tmp_path,
+                                                                       budget, refused) -> None:
+    """The source folder's config describes 1.8 GB of tensors: under the page's 1 GB budget the
+    Port audit refuses it naming the budget; under 3 GB the budget lets it through (and the
+    folder is refused for another reason: its weights file holds one small tensor)."""
+    from engine.probe.port.gguf_write import write_gguf
+    from engine.probe.port.roundtrip import zoo_model
+    from tests.fuzz.model_folders import hostile_config_folder
+
+    path = write_gguf(zoo_model("Llama").model, tmp_path / "l.gguf")
+    folder = hostile_config_folder(tmp_path / "m", "type_vocab_14m")
+    page = window.open_page("RealModelPage")
+    page.budget_box.setValue(budget)
+    panel = page.port_panel
+    panel.source = lambda: (str(folder), None)
+    panel.path_edit.setText(str(path))
+    assert panel.run()
+    qtbot.waitUntil(lambda: panel.status.text().startswith("⚠"), timeout=60_000)
+    said = panel.status.text()
+    assert ("more than the memory budget of 1 GB" in said) is refused, said
+    assert panel.result is None
+
+
+def test_export_all_carries_the_port_audit(window, qtbot, tmp_path) -> None:
+    """Export all of the Real model page after a port audit only: the port figure (PNG, SVG,
+    CSV) and the audit's own tables; the figure's CSV has a row per layer of the result."""
+    import csv
+
+    pytest.importorskip("onnxruntime")
+    from engine.probe.loader import load_model, tokenize
+    from engine.probe.port.roundtrip import export_onnx
+    from tests.cli.conftest import save_tiny_model as save_tiny
+
+    text = "the query scores the key and the softmax scales the heads"
+    folder = save_tiny(tmp_path / "src", "llama", layers=2, heads=4, num_key_value_heads=2)
+    loaded = load_model(str(folder))
+    path = export_onnx(loaded, tokenize(loaded, text).ids, tmp_path / "m.onnx")
+    page = window.open_page("RealModelPage")
+    assert page.export_all(tmp_path) is None  # nothing run yet
+    panel = page.port_panel
+    panel.source = lambda: (str(folder), text)
+    panel.path_edit.setText(str(path))
+    assert panel.run()
+    qtbot.waitUntil(lambda: panel.result is not None and not panel.worker.is_running(),
+                    timeout=60_000)
+    out = page.export_all(tmp_path)
+    assert out is not None, page.last_message
+    names = {p.name for p in out.iterdir()}
+    assert {"port_audit.png", "port_audit.svg", "port_audit.csv", "port.csv",
+            "port.json"} <= names, names
+    with open(out / "port_audit.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    assert [r["state"] for r in rows] == ["as the source"] * 2

@@ -140,16 +140,25 @@ def test_settings_restore_parameters_and_theme(qtbot):
     qtbot.addWidget(w)
     w.params.set_config(SimulationConfig(d_k=333, n_keys=5))
     w.set_theme("dark")
+    real = w.open_page("RealModelPage")
+    real.budget_box.setValue(12.5)
+    real.port_panel.path_edit.setText("/models/port.gguf")
     w.close()
     w2 = MainWindow(restore=True)
     qtbot.addWidget(w2)
     assert w2.params.config_from_widgets().d_k == 333
     assert w2.theme_name == "dark"
+    real2 = w2.open_page("RealModelPage")  # the Real model page's memory budget and port file
+    assert real2.budget_box.value() == 12.5
+    assert real2.port_panel.path_edit.text() == "/models/port.gguf"
     assert "attention-lab-settings-" in w2.settings.fileName()  # the test store, not the user's
     w2.close()
     w3 = MainWindow(restore=True, reset=True)
     qtbot.addWidget(w3)
     assert w3.params.config_from_widgets() == SimulationConfig()
+    from engine.probe.memory import DEFAULT_BUDGET_GB
+
+    assert w3.open_page("RealModelPage").budget_box.value() == DEFAULT_BUDGET_GB
     w3.close()
 
 

@@ -1,5 +1,5 @@
 """Export all of the Real-model page: every plot (each grid group), the probe's own files, and
-the scale audit / what-if figures and tables when they were run."""
+the scale audit / what-if / port audit figures and tables when they were run."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def _export_into(page: Any, out: Path) -> None:
                 panel.refresh(panel._state, force=True)
             for kind in ("png", "svg", "csv"):
                 export_panel(panel, out / f"{panel.plot_id}.{kind}", kind)
+    port = page.port_panel
+    if port.result is not None:  # the Port audit tab: its figure, table and port.json
+        from engine.probe.port.export import write_port_outputs
+
+        port.refresh(port.result, force=True)
+        for kind in ("png", "svg", "csv"):
+            export_panel(port, out / f"{port.plot_id}.{kind}", kind)
+        write_port_outputs(out, port.result)
     if page.audit_result is not None:  # an OSError: new_export_dir names the folder
         runs = page.run_results if page.weights_path is not None else [page.audit_result]
         write_audit_outputs(out, runs or [page.audit_result], page.whatif_result)

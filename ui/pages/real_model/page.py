@@ -54,6 +54,7 @@ from ui.theme import ERROR_TEXT, themed_css
 
 TOKENS_DEBOUNCE_MS = 250
 FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
+SETTINGS_KEY = "real_model/form"  #: the remembered memory budget and port file (QSettings)
 
 
 class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
@@ -148,6 +149,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self.port_panel = PortPanel(self)
         self.port_panel.export_requested.connect(self.export_panel_dialog)
         self.port_panel.source = self._port_source
+        self.port_panel.budget = lambda: self.budget_box.value()
         self.tabs.addTab(self.port_panel, "Port audit")
         self.tabs.currentChanged.connect(lambda _i: self._catch_up())
 
@@ -346,7 +348,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
     def session_params(self) -> dict[str, Any]:
         """The page's parameters for a session: the model folder (None: bundled), the text and
         the scale of the detail plots."""
-        return {"model": self.model_dir, "text": self.text_edit.toPlainText(), "rule": self.rule}
+        return {"model": self.model_dir, "text": self.text_edit.toPlainText(), "rule": self.rule,
+                "memory_budget": self.budget_box.value()}
 
     def apply_session_params(self, data: dict[str, Any]) -> bool:
         """Take a session's parameters (validated by the caller); False while a job runs. A model
@@ -354,11 +357,36 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         if self.worker.is_running():
             return False
         self.text_edit.setPlainText(str(data.get("text", "")))
+        if "memory_budget" in data:  # (a session from before the field: the page's stays)
+            self.budget_box.setValue(float(data["memory_budget"]))
         index = self.rule_box.findData(data.get("rule", "model"))
         if index >= 0:
             self.rule_box.setCurrentIndex(index)
         self.set_model_dir(data.get("model"))
         return True
+
+    # -- remembered between runs (QSettings; the window calls these) -------------------------
+    def restore_settings(self, settings: Any) -> None:
+        """The memory budget and the last port file, as the user left them."""
+        from engine.probe.memory import check_budget
+        from ui.settings import load_json
+
+        data = load_json(settings, SETTINGS_KEY)
+        if not isinstance(data, dict):
+            return
+        try:
+            self.budget_box.setValue(check_budget(data.get("memory_budget")))
+        except ConfigError:
+            pass  # a stale or hand-edited value: the default stays
+        port = data.get("port_path")
+        if isinstance(port, str) and len(port) < 4096:
+            self.port_panel.path_edit.setText(port)
+
+    def save_settings(self, settings: Any) -> None:
+        from ui.settings import save_json
+
+        save_json(settings, SETTINGS_KEY, {"memory_budget": self.budget_box.value(),
+                                           "port_path": self.port_panel.path_edit.text()})
 
     # -- exported figures: what drew them, and opening them again -----------------------------
     def _figure_source(self, kind: str) -> dict[str, Any] | None:
@@ -404,7 +432,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
 
     # -- theme, export -------------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:
-        return [*self.panels, *self.audit_panels]
+        return [*self.panels, *self.audit_panels, self.port_panel]
 
     def report(self, text: str, error: bool = False) -> None:
         self._message(text, error)
@@ -413,7 +441,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         """Every plot (each grid group) as PNG and SVG, plus heads.csv, scores.npz, config.json."""
         from ui.pages.real_model.export import export_probe
 
-        if self.view is None and self.audit_result is None and self.whatif_result is None:
+        if (self.view is None and self.audit_result is None and self.whatif_result is None
+                and self.port_panel.result is None):
             self._message("Nothing to export yet: analyze or audit a text first.", error=True)
             return None
         from ui.export.plot_files import ExportError

@@ -46,6 +46,8 @@ class PortPanel(PlotPanel):
         self.figure_source = self._figure_source
         #: () -> (source folder or None, text or None): the page's model and text
         self.source: Any = None
+        #: () -> GB: the memory budget the source model loads under (the page's field)
+        self.budget: Any = None
         self.worker = Worker(self)
         self.worker.finished.connect(self._finished)
         self.worker.error.connect(self._failed)
@@ -99,7 +101,9 @@ class PortPanel(PlotPanel):
             self.source() if self.source is not None else (None, None))
         try:
             self.source_folder, self.source_text = source, text
-            cfg = PortConfig(path=self.path_edit.text().strip(), reference=source, text=text)
+            budget = {} if self.budget is None else {"memory_budget": self.budget()}
+            cfg = PortConfig(path=self.path_edit.text().strip(), reference=source, text=text,
+                             **budget)
         except ConfigError as exc:
             self.status.setText(f"⚠ {exc.message}")
             return False
