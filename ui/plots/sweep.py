@@ -36,7 +36,7 @@ Z95 = 1.959964
 #: a marker per rule as well as a colour and line pattern: coinciding curves stay apart
 RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t", "temperature": "d", "cosine": "+",
                 "qknorm": "x", "logn": "p", "ssmax": "h", "softcap": "star", "sink": "t1",
-                "sigmoid": "t2", "yarn": "t3"}
+                "sigmoid": "t2", "yarn": "t3", "yarn_dynamic": "arrow_down"}
 LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
