@@ -216,7 +216,7 @@ _RULES = (
          "Layer-normalize q and k (no affine), then divide by sqrt(d_k) (ViT-22B): fixes their "
          "lengths, not their alignment.",
          "ln", _sqrt),
-    Rule("logn", "logn: q·k/√d_k·max(1, ln n/ln n_ref)", "#999933",
+    Rule("logn", "logn: q·k/√d_k·max(1,ln n/ln n_ref)", "#999933",
          "Multiply the sqrt logits by ln(n)/ln(n_ref) for rows longer than n_ref, n = keys the row "
          "attends to; equal to sqrt up to n_ref (clamped at 1, as Qwen's logn attention is; "
          "Chiang & Cholak 2022).",
@@ -240,7 +240,7 @@ _RULES = (
          "YaRN as shipped (DeepSeek-V3, Qwen, gpt-oss): every sqrt logit times the constant "
          "(0.1·ln s + 1)², s the context-extension factor, at every length: a fixed temperature.",
          "dot", lambda s, p: _sqrt(s, p) * yarn_constant(p.yarn_s)),
-    Rule("yarn_dynamic", "yarn_dynamic: q·k/√d_k·(0.1 ln(n/n_ref)+1)²", "#661100",
+    Rule("yarn_dynamic", "yarn_dynamic: yarn, s = n/n_ref", "#661100",
          "YaRN's law applied per row (a dynamic variant, not what models ship): the sqrt logits "
          "times (0.1·ln(n/n_ref) + 1)² for rows longer than n_ref, unchanged up to it.",
          "dot", lambda s, p: _sqrt(s, p) * yarn_factor(p.log_n, p.log_n_ref)),
