@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -45,6 +45,7 @@ from ui.window.page_tabs import PageTabs
 from ui.window.run import WindowRun
 from ui.window.sessions import Sessions
 from ui.window.settings import WindowSettings
+from ui.window.shortcuts import WindowShortcutsWin
 from ui.window.tour import WindowTour
 
 DEFAULT_SIZE = (1600, 1000)
@@ -92,6 +93,7 @@ class MainWindow(QMainWindow):
         self._build_run()
         self.window_tour = WindowTour(self)
         self._build_menus()
+        self.shortcuts_win = WindowShortcutsWin(self)  # Ctrl+E works with a field focused
         self.theme_name = "light"
         self.resize(*DEFAULT_SIZE)
         if restore:
@@ -176,7 +178,7 @@ class MainWindow(QMainWindow):
         self._action(f, "&Quit", self.close, QKeySequence.StandardKey.Quit, "Close the app")
         r = mb.addMenu("&Run")
         self.rerun_action = self._action(r, "&Rerun", self.rerun, "F5", "Run again with the current parameters")
-        self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation")
+        self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation (in the guided tour: leave the tour)")
         self._action(r, "&New seed", self.params.draw_new_seed, None, "Draw a new random seed and rerun")
         self.presets_menu = mb.addMenu("&Presets")
         self._fill_presets_menu()
@@ -193,6 +195,9 @@ class MainWindow(QMainWindow):
         self.presenter = Presenter(self)
         self.presenter.add_actions(v)
         self.present_action, self.play_action = self.presenter.present_action, self.presenter.play_action
+        for sc in self.findChildren(QShortcut):  # presentation mode's arrows, for the F1 help
+            if sc.key() in (QKeySequence(Qt.Key.Key_Left), QKeySequence(Qt.Key.Key_Right)):
+                sc.setWhatsThis("previous / next plot in presentation mode")
         v.addAction(self.params_dock.toggleViewAction())
         self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
