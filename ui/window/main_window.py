@@ -195,6 +195,8 @@ class MainWindow(QMainWindow):
         self.presenter = Presenter(self)
         self.presenter.add_actions(v)
         self.present_action, self.play_action = self.presenter.present_action, self.presenter.play_action
+        # entering or leaving presentation mode, no read-out stays on a plot for the pointer
+        self.present_action.toggled.connect(lambda _on: self.clear_hovers())
         for sc in self.findChildren(QShortcut):  # presentation mode's arrows, for the F1 help
             if sc.key() in (QKeySequence(Qt.Key.Key_Left), QKeySequence(Qt.Key.Key_Right)):
                 sc.setWhatsThis("previous / next plot in presentation mode")
@@ -383,6 +385,13 @@ class MainWindow(QMainWindow):
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.setModal(False)
         box.show()
+
+    def clear_hovers(self) -> None:
+        """Every plot's hover read-out off (on every built page)."""
+        from ui.plots.base import PlotPanel
+
+        for panel in self.findChildren(PlotPanel):
+            panel.clear_hover()
 
     def show_help(self) -> None:
         show_help(self)
