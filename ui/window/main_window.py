@@ -32,6 +32,7 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.simulation_presets import load_presets
 from ui.lab_style import size_combos_by_contents
+from ui.pages.base import QUIT_JOIN_S
 from ui.pages.simulation.page import SimulationPage
 from ui.params.panel import ParamPanel
 from ui.presentation.mode import Presenter
@@ -421,11 +422,16 @@ class MainWindow(QMainWindow):
         self.debounce.stop()
         self.presenter.stop()
         self.worker.stop()
+        # Quit waits for nothing the user asked for: every run is cancelled at once, and its
+        # thread (a daemon; what it would still produce is dropped, files are staged) gets a
+        # short grace, not the seconds a simulation chunk or a training step can take
         for page in self.pages.values():  # pages with their own workers stop them too
             stop = getattr(page, "shutdown", None)
             if callable(stop):
+                if hasattr(page, "join_s"):
+                    page.join_s = min(page.join_s, QUIT_JOIN_S)
                 stop()
-        self.worker.join(5.0)
+        self.worker.join(QUIT_JOIN_S)
 
     def closeEvent(self, event: Any) -> None:
         self.save_settings()

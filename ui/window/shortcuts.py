@@ -9,12 +9,23 @@ import re
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
+    QLineEdit,
+    QPlainTextEdit,
+    QTextEdit,
+    QWidget,
+)
 
 #: keys a field keeps even if an action used them (the user edits text with them)
 EDITING_KEYS = (QKeySequence.StandardKey.Copy, QKeySequence.StandardKey.Paste,
                 QKeySequence.StandardKey.Cut, QKeySequence.StandardKey.Undo,
                 QKeySequence.StandardKey.Redo, QKeySequence.StandardKey.SelectAll)
+
+
+#: the fields whose own key bindings hid the window's shortcuts (a spin box's is its line edit)
+TEXT_FIELDS = (QLineEdit, QAbstractSpinBox, QTextEdit, QPlainTextEdit)
 
 
 class WindowShortcutsWin(QObject):
@@ -29,8 +40,8 @@ class WindowShortcutsWin(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt's name
         if event.type() != QEvent.Type.ShortcutOverride or not isinstance(watched, QWidget):
             return False
-        if watched.window() is not self._window:
-            return False
+        if not isinstance(watched, TEXT_FIELDS) or watched.window() is not self._window:
+            return False  # other widgets keep the keys they claim (the tour's Esc)
         key = QKeySequence(event.keyCombination())
         if any(key.matches(QKeySequence(k)) == QKeySequence.SequenceMatch.ExactMatch
                for sk in EDITING_KEYS for k in QKeySequence.keyBindings(sk)):

@@ -42,6 +42,7 @@ def test_a_field_cannot_claim_a_window_shortcut(window) -> None:
                       (Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier),
                       (Qt.Key.Key_2, Qt.KeyboardModifier.NoModifier)):
         assert not window.shortcuts_win.eventFilter(edit, _override(key, mods))
+    assert not window.shortcuts_win.eventFilter(window.tabs, _override(Qt.Key.Key_E))  # not a field
     other = QLineEdit()  # a field of another window keeps its keys
     assert not window.shortcuts_win.eventFilter(other, _override(Qt.Key.Key_E))
 
