@@ -461,7 +461,10 @@ class SweepPanel(PlotPanel):
             return False
         rules = tuple(points[0].snapshot.rules)
         self._rules = rules
-        self._show_titles(points[0].snapshot.config.correlation)
+        # each plot's title changes with its data, in _draw_plot: a plot still waiting for its
+        # turn keeps the title of the data it shows (the target plot showed the last
+        # configuration's ~0.125 under the new "target weight (key 0)" for a few ticks)
+        self._correlation = points[0].snapshot.config.correlation
         self._sync(rules)
         self._x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
@@ -493,6 +496,7 @@ class SweepPanel(PlotPanel):
     def _draw_plot(self, i: int) -> None:
         """Plot ``i``'s curves and bands, one per rule, and its theory curves."""
         m = self.metrics[i]
+        self._show_plot_title(i)
         self._plot_items(i, self._rules)
         self._draw_theory(i)
         for name in self._rules:
@@ -518,10 +522,15 @@ class SweepPanel(PlotPanel):
             self.show_values_at(*self._hover_at)
 
     def _show_titles(self, correlation: float) -> None:
-        for p, m in zip(self.plots, self.metrics, strict=True):
-            title = metric_title(m, correlation)
-            if p.titleLabel.text != title:
-                p.setTitle(title, size="9pt")
+        self._correlation = correlation
+        for i in range(len(self.plots)):
+            self._show_plot_title(i)
+
+    def _show_plot_title(self, i: int) -> None:
+        """Plot ``i``'s title for the configuration its data comes from (``_correlation``)."""
+        title = metric_title(self.metrics[i], getattr(self, "_correlation", 1.0))
+        if self.plots[i].titleLabel.text != title:
+            self.plots[i].setTitle(title, size="9pt")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
@@ -636,6 +645,9 @@ def single_metric_panel(key: str) -> type[SweepPanel]:
 
             def _show_titles(self, correlation: float) -> None:
                 self._correlation = correlation
+                self._show_title()
+
+            def _show_plot_title(self, i: int) -> None:
                 self._show_title()
 
             def _use_axis(self, axis: str) -> None:
