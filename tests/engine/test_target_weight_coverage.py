@@ -97,3 +97,4 @@ def test_95_percent_intervals_cover_about_95_percent(rule: str, scale: float):
     assert shown == runs  # a well-behaved mean: always estimable at 128 trials
     lo, hi = binomial_bounds(runs, 0.95)
     assert lo <= covered <= hi, (covered, runs, (lo, hi), truth)
+
