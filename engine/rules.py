@@ -251,6 +251,11 @@ _RULES = (
          "The bug of scaling after the softmax: softmax(q·k)/sqrt(d_k) saturates before the "
          "division and no longer sums to 1.", "dot", lambda s, p: s, training_only=True,
          after_softmax=lambda p: 1.0 / math.sqrt(p.d_k)),
+    Rule("qknorm_gain", "qknorm_gain: g·LN(q)·LN(k)/√d_k", "#2166AC",
+         "QK-norm with a learned gain g per head (1 at init), as the QK-layer-norms of ViT-22B, "
+         "OLMo 2 and Wortsman et al. have: unlike gainless qknorm, whose logits never exceed "
+         "sqrt(d_k), the model may sharpen a head by growing g.",
+         "ln", lambda s, p: _sqrt(s, p) / p.temperature, training_only=True),
     Rule("qkclip", "qkclip: q·k/√d_k, W_Q,W_K clipped", "#B2182B",
          "QK-clip (Kimi K2's MuonClip): sqrt logits; after each optimizer step W_Q and W_K of every "
          "head whose largest logit on the batch exceeds tau are both multiplied by sqrt(tau/max).",

@@ -60,7 +60,9 @@ class RuleResult:
     logit_theory: NormalMixture
     #: up to 64 sample softmax rows, each sorted descending (at most 512 keys kept)
     sample_weights: np.ndarray
-    #: mean weight on key 0, the target key ("needle") when the correlation is not 0
+    #: mean weight on key 0, the target key ("needle") when the correlation is not 0; at
+    #: correlation 0 the keys are exchangeable and it is the mean key mass / n exactly
+    #: (:func:`target_weight_estimate`)
     target_weight: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
     #: mean within-row variance of the logits (what the softmax sees; ``row_variance``)
     logit_row_var: Estimate = field(default_factory=lambda: Estimate(0.0, 0.0))
@@ -143,8 +145,10 @@ class SimulationSnapshot:
                 "jacobian_fro_mean": r.jacobian_fro.mean, "jacobian_fro_se": r.jacobian_fro.se,
                 "jacobian_max_abs_mean": r.jacobian_max_abs.mean,
                 "jacobian_max_abs_se": r.jacobian_max_abs.se,
-                **({"target_weight_mean": r.target_weight.mean,
-                    "target_weight_se": r.target_weight.se} if c.correlation != 0.0 else {}),
+                # (empty where the trials cannot estimate it: RunningMoments.checked_estimate)
+                **({"target_weight_mean": r.target_weight.mean if r.target_weight.estimable else "",
+                    "target_weight_se": r.target_weight.se if r.target_weight.estimable else ""}
+                   if c.correlation != 0.0 else {}),
                 "saturation_threshold": c.saturation_threshold,
                 "method": self.method, "backend": self.backend, "device": self.device,
                 "dtype": c.dtype,
@@ -185,6 +189,8 @@ class _RuleAccumulator:
         self.row_theory = row_var_theory(cfg, rule)
         self.sample: np.ndarray | None = None
         self.log_n = math.log(cfg.n_keys)
+        self.n_keys = cfg.n_keys
+        self.correlation = cfg.correlation
         self.threshold = cfg.saturation_threshold
 
     def update(self, logits: np.ndarray, m: RowMetrics) -> None:
@@ -215,9 +221,25 @@ class _RuleAccumulator:
             entropy_norm_hist=self.entropy_hist.snapshot(),
             log10_jacobian_hist=self.jac_hist.snapshot(), logit_theory=self.theory,
             sample_weights=self.sample if self.sample is not None else np.zeros((0, 0)),
-            target_weight=e(6), logit_row_var=e(7), logit_row_var_theory=self.row_theory,
+            target_weight=target_weight_estimate(self.rows, self.n_keys, self.correlation),
+            logit_row_var=e(7), logit_row_var_theory=self.row_theory,
             key_mass=e(8), sink_weight=e(9),
         )
+
+
+def target_weight_estimate(rows: RunningMoments, n_keys: int, correlation: float) -> Estimate:
+    """The mean weight on key 0, with an interval that covers at its stated rate.
+
+    At correlation 0 every key is exchangeable, so E[p_0] = E[key mass] / n: exactly 1/n for a
+    softmax, whatever the scale. The sample mean of p_0 itself is useless there at large n and
+    sharp logits: p_0 is near 1 in the rare rows where key 0 wins and ~e^-100 elsewhere, so a few
+    dozen trials show a mean (and an SE) 60 orders of magnitude too small. With a target key the
+    sample mean stands, marked not estimable where its skewness says the trials are too few
+    (``RunningMoments.checked_estimate``)."""
+    if correlation == 0.0:
+        mass = rows.estimate(_ROW_FIELDS.index("key_mass"))
+        return Estimate(mass.mean / n_keys, mass.se / n_keys)
+    return rows.checked_estimate(_ROW_FIELDS.index("target_weight"))
 
 
 def simulate(
@@ -312,5 +334,5 @@ def sweep(
 
 __all__ = [
     "Cancelled", "RuleResult", "SimulationSnapshot", "SweepPoint", "run_simulation", "simulate",
-    "sweep",
+    "sweep", "target_weight_estimate",
 ]

@@ -15,10 +15,39 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Estimate:
-    """A Monte-Carlo figure with its standard error."""
+    """A Monte-Carlo figure with its standard error.
+
+    ``estimable`` is False where the trials cannot give a mean whose ±1.96 SE interval covers at
+    about 95 % (:func:`normal_interval_ok`); such a figure is shown as "not estimable from N
+    trials", never as a number with a band."""
 
     mean: float
     se: float
+    estimable: bool = True
+
+
+#: a skewed mean's ±1.96 SE interval needs this many trials (measured coverage of the mean
+#: weight on a target key, tests/engine/test_target_weight_coverage.py: 0.88-0.91 at 32 trials,
+#: 0.92-0.94 at 128, 0.94-0.95 at 512) ...
+MIN_TRIALS_SKEWED = 100
+#: ... and this many trials carrying it (Kish's effective sample size (sum x)^2 / sum x^2: a
+#: mean carried by a handful of rare rows has an SE as wrong as itself; the analogue of the
+#: binomial rule "at least ten successes")
+MIN_EFFECTIVE_TRIALS = 10.0
+
+
+def effective_trials(n: int, mean: float, m2: float) -> float:
+    """Kish's effective sample size (sum x)^2 / sum x^2 of n non-negative values with this mean
+    and sum of squared deviations ``m2``: n when they are equal, 1 when one value holds all."""
+    sum_sq = m2 + n * mean * mean
+    return (n * mean) ** 2 / sum_sq if sum_sq > 0 else 0.0
+
+
+def normal_interval_ok(trials: int, effective: float) -> bool:
+    """Whether the mean of ``trials`` non-negative, skewed values (``effective`` of them carrying
+    it) has a ±1.96 SE interval that covers at about its stated rate. A mean carried by rare rows
+    fails it: its sample mean and SE both miss the rows that hold its mass."""
+    return trials >= MIN_TRIALS_SKEWED and effective >= MIN_EFFECTIVE_TRIALS
 
 
 class RunningMoments:
@@ -58,6 +87,13 @@ class RunningMoments:
 
     def estimate(self, i: int) -> Estimate:
         return Estimate(float(self.mean[i]), float(self.se()[i]))
+
+    def checked_estimate(self, i: int) -> Estimate:
+        """``estimate(i)`` of a non-negative, skewed quantity, marked not estimable where its
+        interval would not cover (:func:`normal_interval_ok`)."""
+        e = self.estimate(i)
+        ess = effective_trials(self.n, float(self.mean[i]), float(self.m2[i]))
+        return Estimate(e.mean, e.se, normal_interval_ok(self.n, ess))
 
 
 class PooledScoreMoments:

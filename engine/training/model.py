@@ -8,7 +8,8 @@ Scaling rules: the math of each is in ``engine.rules.RULE_REGISTRY`` (one defini
 simulation and this model). Here the model computes the similarity a rule needs (q.k, cosine or
 layer-normed q.k), the per-row number of keys n (for ``logn``, ``ssmax``, ``yarn_dynamic`` and sigmoid's
 b = -ln n) and the learned per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at
-``cosine_temperature``; the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals
+``cosine_temperature``; the ``qknorm_gain`` rule's gain g = 1 / T, the same parameter starting
+at 1 (a per-head scale after the norm, as ViT-22B and OLMo 2 learn one); the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals
 ``sqrt`` there; the ``sink`` rule's sink logit, starting at 0 (gpt-oss's ``sinks``). The rule's
 ``weights`` say how logits become weights: softmax, softmax with the sink's column dropped, or
 sigmoid(z - ln n). ``softcap`` caps the logits to c tanh(z / c) (``cfg.softcap``); ``qkclip``
@@ -200,8 +201,8 @@ class SelfAttention(nn.Module):
         self.fixed_temperature = cfg.temperature
         #: the length rules' reference: the longest training sequence
         self.n_ref = max(2, cfg.seq_len)
-        if rule == "cosine":
-            start = math.log(cfg.cosine_temperature)
+        if rule in ("cosine", "qknorm_gain"):  # qknorm_gain's gain g = 1 / T, 1 at init
+            start = math.log(cfg.cosine_temperature) if rule == "cosine" else 0.0
             self.log_t = nn.Parameter(torch.full((cfg.heads, 1, 1), start))
         else:
             self.register_parameter("log_t", None)

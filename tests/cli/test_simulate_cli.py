@@ -285,3 +285,11 @@ def test_an_unknown_preset_is_one_line_naming_the_option() -> None:
 def test_the_help_names_every_preset() -> None:
     text = run("simulate", "--help").stdout
     assert all(name in " ".join(text.split()) for name in PRESETS)
+
+
+def test_the_cli_says_why_a_target_weight_is_blank(capsys):
+    from main import main
+
+    assert main(["simulate", "--d-k", "64", "--keys", "1024", "--trials", "50", "--scaling",
+                 "none", "--correlation", "0.3"]) == 0
+    assert "not estimable from these trials" in capsys.readouterr().out

@@ -200,6 +200,9 @@ def _run_sweeps(args: argparse.Namespace, prog: str, sweeps: list, out: Any) -> 
     table = TABLE + ([("target_weight_mean", "target w"), ("target_weight_se", "±se")]
                      if args.correlation != 0.0 else [])
     print(format_table(rows, table))
+    if args.correlation != 0.0 and any(r.get("target_weight_mean") == "" for r in rows):
+        print("(a blank target weight: not estimable from these trials, under 100 or fewer than "
+              "10 carrying the mean; run more trials)")
     first = snapshots[0]
     keys = ", ".join(str(n) for n in args.keys)
     print(f"\n{first.config.trials:,} trials per point, n = {keys} keys; method "

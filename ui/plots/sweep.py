@@ -86,6 +86,14 @@ def ci95(e: Estimate, trials: int) -> str:
     return f"± {Z95 * e.se:.2g}"
 
 
+def read_out(e: Estimate, trials: int) -> str:
+    """A hover line's value: the mean and its interval, or why there is none (a skewed mean
+    the trials cannot estimate: engine.stats.normal_interval_ok)."""
+    if not e.estimable:
+        return f"not estimable from {trials:,} trials"
+    return f"{e.mean:.4g} {ci95(e, trials)}"
+
+
 class _Series:
     """A curve and its band (two invisible edge curves and the fill between them)."""
 
@@ -102,7 +110,12 @@ class _Series:
             plot.addItem(item)
         self.plot = plot
 
-    def set(self, x: np.ndarray, mean: np.ndarray, se: np.ndarray, log_y: bool) -> None:
+    def set(self, x: np.ndarray, mean: np.ndarray, se: np.ndarray, log_y: bool,
+            shown: np.ndarray | None = None) -> None:
+        """``shown``: which points to draw (a point whose mean is not estimable has no curve
+        point and no band)."""
+        if shown is not None:
+            x, mean, se = x[shown], mean[shown], se[shown]
         lo, hi = mean - Z95 * se, mean + Z95 * se
         if log_y:
             positive = mean > 0
@@ -475,10 +488,11 @@ class SweepPanel(PlotPanel):
         for m in self.metrics:  # the CSV rows of every plot (cheap: numbers only)
             for name in rules:
                 ests = [m.get(p.snapshot.rules[name]) for p in points]
-                self._rows += [{"metric": m.key, "rule": name, field: int(d), "mean": float(a),
-                                "se": float(b)} for d, a, b in
+                self._rows += [{"metric": m.key, "rule": name, field: int(d),
+                                "mean": float(a) if e.estimable else "",
+                                "se": float(b) if e.estimable else ""} for d, a, b, e in
                                zip(self._x, finite([e.mean for e in ests]),
-                                   finite([e.se for e in ests]), strict=False)]
+                                   finite([e.se for e in ests]), ests, strict=False)]
         if self.raw is not None:
             self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
                             "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
@@ -504,7 +518,8 @@ class SweepPanel(PlotPanel):
         for name in self._rules:
             ests = [m.get(p.snapshot.rules[name]) for p in self._points]
             self.series[(i, name)].set(self._x, finite([e.mean for e in ests]),
-                                       finite([e.se for e in ests]), m.log_y)
+                                       finite([e.se for e in ests]), m.log_y,
+                                       np.array([e.estimable for e in ests], dtype=bool))
 
     def _draw_done(self, state: Any) -> None:
         """The header's count and a read-out on screen, once every plot shows the new points."""
@@ -605,7 +620,7 @@ class SweepPanel(PlotPanel):
             lines.append(f'<span style="color:{self.theme.raw}">raw: {e.mean:.4g} {ci95(e, trials)}</span>')
         for name, r in point.snapshot.rules.items():
             e = m.get(r)
-            lines.append(f'<span style="color:{rule_color(name)}">{name}: {e.mean:.4g} {ci95(e, trials)}</span>')
+            lines.append(f'<span style="color:{rule_color(name)}">{name}: {read_out(e, trials)}</span>')
         html = f'<div style="color:{self.theme.foreground}">' + "<br>".join(lines) + "</div>"
         t = self.hover[plot_index]
         t.setHtml(html)

@@ -224,3 +224,29 @@ def test_rules_without_the_clip_log_no_clips():
     snap = list(Trainer(SMALL.replace(scalings=("sqrt", "softcap"))).iterate())[-1]
     assert all(row["clipped_heads"] == "" for row in snap.metrics_rows())
     assert not snap.clipped_per_step.any()
+
+
+def test_qknorm_gain_is_qknorm_times_its_learned_per_head_gain():
+    """Logits = g * LN(q).LN(k) / sqrt(d_k), LN without affine (by hand), g = 1 / exp(log_t)
+    per head: 1 at init (the same logits as gainless qknorm), and above sqrt(d_k) once g > 1,
+    which gainless qknorm can never reach (|LN(q).LN(k)| <= d_k by Cauchy-Schwarz)."""
+    q, k, _v = _qkv(h=2, d=8)
+
+    def ln(x):
+        x = x - x.mean(-1, keepdim=True)
+        return x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+
+    by_hand = ln(q) @ ln(k).transpose(-1, -2) / math.sqrt(8)
+    torch.testing.assert_close(scale_scores(q, k, "qknorm_gain", 1.0), by_hand)
+    torch.testing.assert_close(scale_scores(q, k, "qknorm"), by_hand)
+    gain = torch.tensor([3.0, 0.5], dtype=torch.float64).view(2, 1, 1)
+    torch.testing.assert_close(scale_scores(q, k, "qknorm_gain", 1.0 / gain), by_hand * gain)
+    assert by_hand.abs().max() <= math.sqrt(8) + 1e-9
+    assert (by_hand * gain).abs().max() > math.sqrt(8)
+    cfg = SMALL.replace(scalings=("qknorm", "qknorm_gain"), lr=0.05)
+    t = Trainer(cfg)
+    gained = t.runs[1].model.blocks[0].attn.log_t
+    assert gained.shape == (4, 1, 1) and torch.all(gained == 0)  # g = 1 at init
+    assert t.runs[0].model.blocks[0].attn.log_t is None  # gainless qknorm learns no scale
+    list(t.iterate())
+    assert not torch.all(gained == 0)  # the gain trained
