@@ -55,6 +55,9 @@ _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_tok
               "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id",
               "forced_bos_token_id", "forced_eos_token_id", "image_token_id",
               "boi_token_id", "eoi_token_id")
+#: a sliding window narrower than the audit's text, so that the window shows in the weights
+WINDOW = 8
+_WINDOWS = ("sliding_window", "window_size", "attention_window_size", "local_window_size")
 #: keys naming how many heads sit in one other head group (must stay consistent)
 _ONE = ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace",
         "num_shared_experts", "moe_layer_start_index")
@@ -145,9 +148,16 @@ def _shrink(config: Any, depth: int) -> None:
     for key in _EXPERTS:
         if key in keys and _get_int(config, key):
             _set(config, key, EXPERTS)
+    has_experts = any(_get_int(config, k) for k in _EXPERTS)
     for key in _TOPK:
-        if key in keys and _get_int(config, key):
+        if key in keys and (_get_int(config, key) or has_experts):
+            # a default of None beside experts leaves the router without a k (DeepSeek-V2)
             _set(config, key, min(TOP_K, _get_int(config, key) or TOP_K))
+    for key in _WINDOWS:
+        v = _get_int(config, key)
+        if key in keys and v and v > WINDOW:
+            _set(config, key, WINDOW)
+    _shrink_ssm(config, keys)
     for key in _ONE:
         if key in keys and _get_int(config, key):
             _set(config, key, 1)
@@ -174,6 +184,30 @@ def _shrink(config: Any, depth: int) -> None:
             _shrink(value, depth + 1)
 
 
+def _shrink_ssm(config: Any, keys: set[str]) -> None:
+    """A state-space mixer beside attention (Bamba, Zamba 2, Granite hybrids): its heads times
+    head width must equal its expansion of the hidden size; its state and chunks small."""
+    expand = _get_int(config, "mamba_expand") or 2
+    if "mamba_n_heads" in keys and "mamba_d_head" in keys:
+        _set(config, "mamba_d_head", 16)
+        _set(config, "mamba_n_heads", max(1, expand * HIDDEN // 16))
+    if "mamba_d_ssm" in keys and _get_int(config, "mamba_d_ssm"):
+        _set(config, "mamba_d_ssm", expand * HIDDEN)
+    if "mamba_headdim" in keys and _get_int(config, "n_mamba_heads"):  # Zamba 2
+        _set(config, "mamba_headdim", expand * HIDDEN // (_get_int(config, "n_mamba_heads") or 1))
+    if "attention_head_dim" in keys and "attention_hidden_size" in keys:  # Zamba: 2 x hidden
+        _set(config, "attention_hidden_size", 2 * HIDDEN)
+        _set(config, "attention_head_dim", 2 * HIDDEN // HEADS)
+    if "mamba_dt_rank" in keys and _get_int(config, "mamba_dt_rank"):
+        _set(config, "mamba_dt_rank", 4)
+    for key in ("mamba_d_state", "state_size", "ssm_state_size", "d_state"):
+        if key in keys and _get_int(config, key):
+            _set(config, key, 16)
+    for key in ("mamba_chunk_size", "chunk_size"):
+        if key in keys and _get_int(config, key):
+            _set(config, key, 16)
+
+
 def _long_rope(config: Any) -> bool:
     """A rope scaling that reads the position table's length (YaRN's original length,
     LongRoPE's factor lists): keep the table as it is."""
@@ -182,25 +216,51 @@ def _long_rope(config: Any) -> bool:
         None, "default", "linear", "dynamic")
 
 
+#: per-layer lists of layer kinds (attention, linear attention, mamba, hybrid, ...)
+_KIND_LISTS = ("layer_types", "layers_block_type", "block_types")
+#: a hybrid's attention layers every ``period`` layers from ``offset``: 2 and 1 keep one
+_PERIODS = (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset"))
+
+
+def _kinds(config: Any) -> tuple[str, list[Any]] | None:
+    for key in _KIND_LISTS:
+        value = config.__dict__.get(key)
+        if value is None:
+            try:
+                value = getattr(config, key, None)
+            except Exception:
+                value = None
+        if isinstance(value, (list, tuple)) and value:
+            return key, list(value)
+    return None
+
+
 def _shrink_layers(config: Any, keys: set[str]) -> None:
     """Layers 2, or one of each kind when a per-layer list (``layer_types``) names kinds; the
-    lists that have one entry per layer are cut to match."""
-    types = config.__dict__.get("layer_types")
+    lists that have one entry per layer are cut to match; a hybrid keeps an attention layer."""
+    kinds = _kinds(config)
     n = LAYERS
-    if isinstance(types, (list, tuple)) and types:
-        kinds = list(dict.fromkeys(types))
-        n = max(LAYERS, len(kinds))
-        new_types = kinds + [types[0]] * (n - len(kinds))
-    else:
-        new_types = None
+    new_types = None
+    if kinds is not None:
+        distinct = list(dict.fromkeys(kinds[1]))
+        n = max(LAYERS, len(distinct))
+        new_types = distinct + [kinds[1][0]] * (n - len(distinct))
     for key in _LAYERS:
         v = _get_int(config, key)
         if key in keys and v:
             _set(config, key, min(v, n))
-    if new_types is not None:
-        _set(config, "layer_types", new_types)
+    if kinds is not None and new_types is not None:
+        _set(config, kinds[0], new_types)
+        if "hybrid_layer_ids" in keys:
+            _set(config, "hybrid_layer_ids", [i for i, t in enumerate(new_types) if t == "hybrid"])
+    for period, offset in _PERIODS:
+        if period in keys and _get_int(config, period):
+            _set(config, period, 2)
+            _set(config, offset, 1)
+    if "attn_layer_indices" in keys:  # Bamba: None (all Mamba) by default; keep one attention
+        _set(config, "attn_layer_indices", [1])
     for key, value in list(config.__dict__.items()):
-        if key == "layer_types" or not isinstance(value, list) or len(value) < 4:
+        if key in _KIND_LISTS or not isinstance(value, list) or len(value) < 4:
             continue
         total = next((v for k in _LAYERS if (v := _get_int(config, k))), None)
         if key.endswith(("_layers", "layer_types", "_per_layer", "_pattern", "block_types")) \

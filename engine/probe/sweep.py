@@ -60,6 +60,9 @@ MEDIA_MAPPINGS = ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_MULTI
                   "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES", "MODEL_FOR_CTC_MAPPING_NAMES",
                   "MODEL_FOR_IMAGE_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES")
 
+#: ... or when its config has a sub-config for one of these (audio_config, vision_config)
+MEDIA_SUBCONFIGS = ("vision", "audio", "speech", "image", "video")
+
 #: model types whose audit differs from their declaration, and why (each one a transformers bug
 #: with its reference, or a convention the declaration does not name)
 EXPLAINED: dict[str, str] = {}
@@ -90,13 +93,18 @@ def all_model_types() -> list[str]:
 
 def is_text(model_type: str) -> bool:
     """A text model: transformers maps it to a causal LM, a masked LM or a sequence-to-sequence
-    LM, and to no image, audio or speech task."""
+    LM, to no image, audio or speech task, and its config has no vision or audio sub-config."""
     from transformers.models.auto import modeling_auto
 
     def member(names: Sequence[str]) -> bool:
         return any(model_type in getattr(modeling_auto, n, {}) for n in names)
 
-    return member(TEXT_MAPPINGS) and not member(MEDIA_MAPPINGS)
+    if not member(TEXT_MAPPINGS) or member(MEDIA_MAPPINGS):
+        return False
+    from transformers import CONFIG_MAPPING
+
+    subs = getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {}
+    return not any(media in key for key in subs for media in MEDIA_SUBCONFIGS)
 
 
 def sweep_one(model_type: str) -> SweepRow:
@@ -126,16 +134,32 @@ def _classify(model_type: str) -> tuple[str, str]:
         net = AutoModel.from_config(tiny.config, attn_implementation="eager")
     except Exception as exc:
         return NOT_BUILT, f"does not build: {_one_line(exc)}"
-    from engine.probe.coverage import attention_modules
+    klass, why = _audit(model_type, net)
+    if klass in (REFUSED, FAILED):  # is there softmax attention to audit at all?
+        from engine.probe.coverage import attention_modules
 
-    if not attention_modules(net) and not _named_attention(net):
-        return REFUSED, "no attention"
-    return _audit(model_type, net)
+        if not _named_attention(net):
+            if _defines_attention(net):
+                return NOT_BUILT, "the tiny model keeps none of its attention layers"
+            return REFUSED, "no attention"
+        if not attention_modules(net):
+            return REFUSED, "no attention with query and key projections (recurrent)"
+    return klass, why
 
 
 def _named_attention(net: object) -> bool:
-    return any("Attention" in type(m).__name__ or "Attn" in type(m).__name__
-               for m in net.modules())  # type: ignore[attr-defined]
+    """Some module's class names attention (a state-space or recurrent model has none; a
+    projection's name alone is no sign: Mamba's ``in_proj`` is not a fused q/k/v)."""
+    return any(word in type(m).__name__ for m in net.modules()  # type: ignore[attr-defined]
+               for word in ("Attention", "Attn", "SelfAttn"))
+
+
+def _defines_attention(net: object) -> bool:
+    """The model's own modeling file defines an attention module (so the architecture has
+    attention even where a tiny build kept none)."""
+    mod = sys.modules.get(type(net).__module__)
+    return any(isinstance(v, type) and ("Attention" in name or "Attn" in name)
+               for name, v in vars(mod or object).items())
 
 
 def _audit(model_type: str, net: object) -> tuple[str, str]:
