@@ -38,7 +38,7 @@ _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_p
            "emb_dim", "lru_width", "entity_emb_size")
 _FFN = ("intermediate_size", "attention_hidden_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
         "ffn_hidden_size", "dim_feedforward", "inner_hidden_size", "mlp_dim")
-_MOE_FFN = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_dim",
+_MOE_FFN = ("moe_intermediate_size", "expert_ffn_hidden_size", "hidden_size_per_layer_input", "shared_expert_intermediate_size", "expert_dim",
             "moe_ffn_hidden_size", "expert_intermediate_size")
 _HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "head_size")
 #: widths that keep their ratio to the head width (other parts of a head)
@@ -124,6 +124,10 @@ def _shrink(config: Any, depth: int) -> None:
     for key in _HEADS:
         if key in keys and _get_int(config, key):
             _set(config, key, HEADS)
+    if heads:  # a default of None that the full-size model fills elsewhere (Ministral, Nemotron)
+        for key in ("head_dim", "num_key_value_heads"):
+            if key in keys and config.__dict__.get(key) is None:
+                _set(config, key, HEAD_DIM if key == "head_dim" else HEADS)
     for key in _KV:
         v = _get_int(config, key)
         if key in keys and v:
@@ -165,7 +169,8 @@ def _shrink(config: Any, depth: int) -> None:
         if key in keys and _get_int(config, key):
             _set(config, key, 16)
     for key in keys:
-        if key.endswith("vocab_size") and key != "type_vocab_size" and _get_int(config, key):
+        v = _get_int(config, key)
+        if "vocab" in key and key != "type_vocab_size" and v and v > VOCAB:
             _set(config, key, VOCAB)
     for key in _POSITIONS:
         v = _get_int(config, key)
@@ -272,14 +277,13 @@ def tiny_model(model_type: str, budget: int = PARAM_BUDGET) -> TinyModel:
     """The shrunk default config of ``model_type``, counted on the meta device; ConfigError
     ("model_type") when it cannot be built there or holds more than ``budget`` parameters."""
     import torch
-    from transformers import AutoModel
 
     from engine.probe.memory import count_tensors
 
     config = shrink_config(default_config(model_type))
     try:
         with torch.device("meta"):
-            net = AutoModel.from_config(config, attn_implementation="eager")
+            net = build(config)
     except Exception as exc:
         raise ConfigError("model_type", f"the shrunk config does not build: {_one_line(exc)}"
                           ) from None
@@ -288,6 +292,24 @@ def tiny_model(model_type: str, budget: int = PARAM_BUDGET) -> TinyModel:
         raise ConfigError("model_type", f"{mem.parameters:,} parameters after shrinking, over "
                           f"the budget of {budget:,} (the largest: {mem.largest})")
     return TinyModel(config, mem.parameters, mem.largest)
+
+
+def build(config: Any) -> Any:
+    """The model of ``config`` (eager attention): the base model, or for an architecture that
+    registers none (TrOCR's decoder) its causal, seq2seq or masked LM."""
+    import transformers
+
+    last: Exception | None = None
+    for auto in ("AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM",
+                 "AutoModelForMaskedLM"):
+        try:
+            return getattr(transformers, auto).from_config(config, attn_implementation="eager")
+        except ValueError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise
+            last = exc
+    assert last is not None
+    raise last
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:
