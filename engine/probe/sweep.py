@@ -42,6 +42,9 @@ AUDITED = (AS_DECLARED, DIFFERS)
 #: the share of text model types the sweep must audit (tests/engine/probe/test_sweep.py); the
 #: goal is 0.9, this floor is what the audit reaches today and only ever rises
 AUDITED_FLOOR = 0.70
+#: types whose class rests on a band at float-rounding level (see EXPLAINED): another CPU's
+#: kernels may read them as declared, so the table's check accepts either audited class
+ROUNDING_LEVEL = frozenset({"gpt_oss"})
 SWEEP_TOKENS = 24
 SEED = 0
 #: std of the attention projections' weights: a softmax sharp enough for every head's scale to

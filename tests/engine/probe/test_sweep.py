@@ -140,7 +140,8 @@ def test_the_sweep_reproduces_the_table(chunk):
     assert types
     got = {r.model_type: r for r in sw.sweep(types)}
     wrong = {mt: (table.get(mt), r.klass, r.why) for mt, r in got.items()
-             if table.get(mt) != r.klass}
+             if table.get(mt) != r.klass
+             and not (mt in sw.ROUNDING_LEVEL and {table.get(mt), r.klass} <= set(sw.AUDITED))}
     assert not wrong, ("docs/architectures.md's sweep table differs from the sweep (run python "
                        f"-m engine.probe.sweep --write docs/architectures.md): {wrong}")
     assert all(mt in sw.EXPLAINED for mt, r in got.items() if r.klass == sw.DIFFERS)
