@@ -67,10 +67,19 @@ def logit_resolution(d_k: int) -> float:
 
 
 def _log_softmax(z: np.ndarray, vis: np.ndarray) -> np.ndarray:
+    return _log_softmax_q(z, vis)[0]
+
+
+def _log_softmax_q(z: np.ndarray, vis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log softmax (-inf where not visible) and softmax (0 there) from one exp; in place on
+    one copy (the fit's arrays are heads x 128 rows x keys: each pass over them counts)."""
     z = np.where(vis, z, -np.inf)
-    m = z.max(axis=-1, keepdims=True)
-    sh = z - m
-    return sh - np.log(np.exp(sh).sum(axis=-1, keepdims=True))
+    z -= z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=-1, keepdims=True)
+    z -= np.log(total)
+    e /= total
+    return z, e
 
 
 def _logits(s: np.ndarray, z: np.ndarray, b: np.ndarray | float) -> np.ndarray:
@@ -93,8 +102,8 @@ def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep
           vis: np.ndarray, b: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
     s = np.exp(log_s)[:, None, None]
-    logq = np.where(vis, _log_softmax(_logits(s, z, b), vis), 0.0)
-    q = np.where(vis, np.exp(logq), 0.0)
+    logq, q = _log_softmax_q(_logits(s, z, b), vis)
+    np.copyto(logq, 0.0, where=~vis)
     f = (plogp - (p * logq).sum(-1)).mean(-1)
     eq = (q * z).sum(-1)
     grad = (eq - ep).mean(-1)
@@ -132,13 +141,17 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
     lower the KL is halved (the KL is convex in s, so this converges quadratically).
     Returns log s, the KL, its Hessian in s and Q there."""
     f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis, bias)
+    #: heads whose step failed every halving: their gradient and Hessian are unchanged, so the
+    #: next step would retry the same candidates and fail again (skipping them saves passes)
+    stuck = np.zeros(log_s.shape, dtype=bool)
     for _ in range(steps):
         s_cur = np.exp(log_s)
         step = np.where(hess > 0, grad / np.where(hess > 0, hess, 1.0), 0.0)
-        active = np.abs(step) > 1e-12 * s_cur  # below that the step is float64 rounding
+        active = (np.abs(step) > 1e-12 * s_cur) & ~stuck  # below: float64 rounding
         if not active.any():
             break
         step = np.where(active, step, 0.0)
+        improved = np.zeros(log_s.shape, dtype=bool)
         for _half in range(4):
             s_new = s_cur - step
             cand = np.log(np.where(s_new > 0, s_new, s_cur))
@@ -149,9 +162,11 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
             grad = np.where(better, gc, grad)
             hess = np.where(better, hc, hess)
             q = np.where(better[:, None, None], qc, q)
+            improved |= better
             if (better | ~active).all():
                 break
             step = np.where(better, 0.0, step / 2)
+        stuck |= active & ~improved
     return log_s, f, hess, q
 
 
