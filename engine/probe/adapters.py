@@ -12,6 +12,7 @@ changing what the model computes:
   the ``alibi`` argument is the additive ALiBi term (not scaled), ``inv_norm_factor`` the scale,
   and the ``attention_dropout`` module (identity in eval mode) sees the probabilities on their
   way to the values, where an after-softmax factor goes.
+* Falcon and MPT: :mod:`engine.probe.adapters_fused` (hooks on their fused q/k/v projection).
 
 Any other architecture whose attention never reaches the interface is refused by the loader with
 its name (:data:`BYPASSING` says why for the families we know of).
@@ -22,13 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.probe.tap import SiteCall, Tap, active_tap
+from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: families known to compute attention outside the interface, and what they do instead
 BYPASSING: dict[str, str] = {
-    "falcon": "computes attention inline with a hard-coded 1/sqrt(head_dim) (rotary) or an "
-              "ALiBi term scaled with the logits, and calls SDPA directly",
-    "mpt": "computes attention inline (ALiBi) in its own module",
     "openai-gpt": "computes attention inline in its own module",
     "xlnet": "uses two-stream relative attention of its own",
     "deberta": "uses disentangled (content/position) attention of its own",
@@ -45,7 +43,10 @@ BYPASSING: dict[str, str] = {
 
 def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
     """The installer of ``model_type``'s adapter (returns the number of modules adapted)."""
-    return {"gpt_neo": install_gpt_neo, "bloom": install_bloom}.get(model_type)
+    from engine.probe.adapters_fused import install_falcon, install_mpt
+
+    return {"gpt_neo": install_gpt_neo, "bloom": install_bloom, "falcon": install_falcon,
+            "mpt": install_mpt}.get(model_type)
 
 
 # -- GPT-Neo -------------------------------------------------------------------------------------
@@ -111,8 +112,7 @@ class _BloomSite:
         module.register_forward_hook(self.post)
 
     def _mine(self) -> Tap | None:
-        tap = active_tap()
-        return tap if tap is self.tap else None
+        return active_for(self.tap)
 
     def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> None:
         self.state = {}

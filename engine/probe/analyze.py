@@ -132,7 +132,7 @@ def analyze_capture(
     ids_kept = tuple(int(token_ids[i]) for i in keep)
     labels = tuple(tokens[i] for i in keep) if tokens is not None else tuple(map(str, ids_kept))
     n_layers = cap.q.shape[0]
-    d_k = loaded.info.d_k
+    d_k = cap.q.shape[-1]  # (the calls' head width, never a config key the model ignores)
     scores = np.empty(cap.q.shape[:3] + (cap.q.shape[2],), dtype=np.float32)
     parts: list[ScoreStats] = []
     row_parts: dict[str, list[RowStats]] = {rule: [] for rule in PROBE_RULES}

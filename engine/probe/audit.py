@@ -112,15 +112,35 @@ class AuditResult:
     not_seen: tuple[Any, ...] = ()
     #: how many of the model's tensors its folder held, in words ("" for a model in memory)
     weights_text: str = ""
+    #: per layer, its head width and query heads, where they differ between layers (Gemma 4's
+    #: full-attention layers are wider); empty: every layer has d_k and n_heads (n_heads is
+    #: then the most heads of any layer)
+    site_d_k: tuple[int, ...] = ()
+    site_heads: tuple[int, ...] = ()
+
+    def d_k_at(self, layer: int) -> int:
+        return self.site_d_k[layer] if self.site_d_k else self.d_k
+
+    def heads_at(self, layer: int) -> int:
+        return self.site_heads[layer] if self.site_heads else self.n_heads
+
+    def d_k_text(self) -> str:
+        """"64", or "64 and 128" when the layers differ."""
+        return " and ".join(str(d) for d in sorted(set(self.site_d_k) or {self.d_k}))
 
     def grid(self, name: str = "scale_x_sqrt_dk") -> np.ndarray:
-        """(L, H) of a per-head figure: scale, scale_x_sqrt_dk, residual_max_abs, tol_log..."""
-        if name == "scale_x_sqrt_dk":
-            return np.stack([f.scale for f in self.head_fits]) * np.sqrt(self.d_k)
-        return np.stack([getattr(f, name) for f in self.head_fits])
+        """(L, H) of a per-head figure: scale, scale_x_sqrt_dk, residual_max_abs, tol_log...
+        (NaN past the heads of a layer that has fewer than n_heads)."""
+        out = np.full((self.n_layers, self.n_heads), np.nan)
+        for i, f in enumerate(self.head_fits):
+            row = (f.scale * np.sqrt(self.d_k_at(i)) if name == "scale_x_sqrt_dk"
+                   else getattr(f, name))
+            out[i, :len(row)] = row
+        return out
 
     def layer_scale_x_sqrt_dk(self) -> np.ndarray:
-        return np.array([f.scale[0] for f in self.layer_fits]) * np.sqrt(self.d_k)
+        return np.array([f.scale[0] * np.sqrt(self.d_k_at(i))
+                         for i, f in enumerate(self.layer_fits)])
 
     def flagged_layers(self) -> list[int]:
         """Layers whose scale is not the standard 1/sqrt(d_k) (by design or by a bug)."""
@@ -155,7 +175,7 @@ class AuditResult:
         if not site.declared_known:
             return "declared: unknown"
         times, standard = ("×", "1/√d_k") if unicode else ("x", "1/sqrt(d_k)")
-        x = float(self.declared_scale[layer]) * math.sqrt(self.d_k)
+        x = float(self.declared_scale[layer]) * math.sqrt(self.d_k_at(layer))
         return f"declared {x:#.4g} {times} {standard} ({site.declared_source})"
 
     def state_text(self, layer: int) -> str:
@@ -173,15 +193,15 @@ class AuditResult:
         times = "×" if unicode else "x"
         text = f"fitted scale {_multiple(self.layer_scale_x_sqrt_dk()[layer])} {times} {standard}"
         fit = self.head_fits[layer]
-        heads = fit.scale[fit.identifiable] * math.sqrt(self.d_k)
+        heads = fit.scale[fit.identifiable] * math.sqrt(self.d_k_at(layer))
         if heads.size == 0:
             return text + ", no head identifiable alone"
         lo, hi = _multiple(heads.min()), _multiple(heads.max())
+        n = self.heads_at(layer)
         if lo == hi:
-            who = (f"all {self.n_heads} heads" if heads.size == self.n_heads
-                   else f"{heads.size} of {self.n_heads} heads")
+            who = f"all {n} heads" if heads.size == n else f"{heads.size} of {n} heads"
             return text + f", {who} alike"
-        who = "heads" if heads.size == self.n_heads else f"{heads.size} of {self.n_heads} heads"
+        who = "heads" if heads.size == n else f"{heads.size} of {n} heads"
         return text + f", {who} from {lo} to {hi} {times}"
 
 
@@ -462,9 +482,7 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
     t0 = time.perf_counter()
     info = loaded.info
     n_sites = len(records)
-    if len({(r.n_heads, r.d_k) for r in records}) != 1:
-        raise ConfigError("model", "its attention sites differ in heads or head width; the "
-                          "audit's layer x head grid needs one shape")
+    uniform = len({(r.n_heads, r.d_k) for r in records}) == 1  # (Gemma 4: not so)
     fits: list[SiteFit] = []
     refs: list[Reference] = []
     sites: list[SiteAudit] = []
@@ -491,7 +509,8 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
     n_tok = rec0.q.shape[1]
     result = AuditResult(
         model_name=info.name, model_type=info.model_type, run=None, n_layers=n_sites,
-        n_heads=rec0.n_heads, d_k=rec0.d_k, d_model=info.d_model, causal=loaded.causal,
+        n_heads=max(r.n_heads for r in records), d_k=rec0.d_k, d_model=info.d_model,
+        causal=loaded.causal,
         n_tokens=n_tok, tokens=tuple(tokens[:n_tok]) if tokens else (),
         inject=dict(bugs),
         declared_scale=np.array([r.median if r.known else np.nan for r in refs]),
@@ -500,7 +519,9 @@ def audit_records(loaded: Any, records: list[Any], tokens: tuple[str, ...],
         layer_verdicts=[f.layer_verdict for f in fits], note=CAPTURE_NOTE, forward_s=forward_s,
         fit_s=time.perf_counter() - t0, sites=tuple(sites),
         not_seen=tuple(getattr(loaded, "not_seen", ())),
-        weights_text="" if getattr(loaded, "weights", None) is None else loaded.weights.text())
+        weights_text="" if getattr(loaded, "weights", None) is None else loaded.weights.text(),
+        site_d_k=() if uniform else tuple(r.d_k for r in records),
+        site_heads=() if uniform else tuple(r.n_heads for r in records))
     yield AuditSnapshot("done", 1.0, done=True, result=result)
 
 

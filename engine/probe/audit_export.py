@@ -49,12 +49,12 @@ def _site_cells(result: AuditResult, layer: int) -> dict[str, Any]:
 
 def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
     rows = []
-    sq = math.sqrt(result.d_k)
     for layer, fit in enumerate(result.head_fits):
-        for head in range(result.n_heads):
+        sq = math.sqrt(result.d_k_at(layer))
+        for head in range(result.heads_at(layer)):
             row: dict[str, Any] = {} if result.run is None else {"run": result.run}
             row.update({
-                "layer": layer, "head": head, "d_k": result.d_k,
+                "layer": layer, "head": head, "d_k": result.d_k_at(layer),
                 "fitted_scale": float(fit.scale[head]),
                 "scale_x_sqrt_dk": float(fit.scale[head]) * sq,
                 "residual_max_abs": float(fit.residual_max_abs[head]),
@@ -78,8 +78,8 @@ def audit_rows(result: AuditResult) -> list[dict[str, Any]]:
 
 def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
     rows = []
-    sq = math.sqrt(result.d_k)
     for layer, fit in enumerate(result.layer_fits):
+        sq = math.sqrt(result.d_k_at(layer))
         v = result.layer_verdicts[layer]
         agree = sum(verdict_kind(h) == verdict_kind(v) for h in result.head_verdicts[layer])
         row: dict[str, Any] = {} if result.run is None else {"run": result.run}
@@ -87,7 +87,8 @@ def layer_rows(result: AuditResult) -> list[dict[str, Any]]:
             "layer": layer, "verdict": v, "flagged": is_flagged(v),
             "fitted_scale": float(fit.scale[0]), "scale_x_sqrt_dk": float(fit.scale[0]) * sq,
             "tolerance_rel": _tol(float(fit.tol_log[0])), "heads_agreeing": agree,
-            "n_heads": result.n_heads, "d_k": result.d_k, "d_model": result.d_model,
+            "n_heads": result.heads_at(layer), "d_k": result.d_k_at(layer),
+            "d_model": result.d_model,
             "injected": result.inject.get(layer, ""),
             "declared_scale": _num(float(result.declared_scale[layer])),
             **_site_cells(result, layer),
@@ -138,7 +139,9 @@ def write_audit_outputs(out: str | Path, results: Sequence[AuditResult], whatif:
         "command": "audit-model",
         "model": {"name": first.model_name, "type": first.model_type, "layers": first.n_layers,
                   "heads": first.n_heads, "d_k": first.d_k, "d_model": first.d_model,
-                  "causal": first.causal},
+                  "causal": first.causal,
+                  **({"layer_d_k": list(first.site_d_k), "layer_heads": list(first.site_heads)}
+                     if first.site_d_k else {})},
         "runs": [r.run for r in results if r.run is not None],
         "n_tokens": first.n_tokens,
         "tokens": list(first.tokens),  # the text as the model saw it (the audit can be rerun)

@@ -50,10 +50,25 @@ def prepare(net: Any, model_type: str) -> Tap:
         raise ConfigError("model", f"{model_type}: a forward pass on token ids failed "
                           f"({_one_line(exc)}); the audit runs text models") from None
     if not sites:
+        if not has_attention(net):
+            raise ConfigError("model", f"{model_type} has no attention (no attention module, "
+                              "no query and key projections): there is no attention scale to "
+                              "audit")
         why = BYPASSING.get(model_type, "computes attention inside its own modules")
         raise ConfigError("model", f"{model_type} {why}, outside transformers' attention "
                           "interface, and the lab has no adapter for it: its q.k cannot be seen")
     return tap
+
+
+def has_attention(net: Any) -> bool:
+    """Whether ``net`` has an attention module: one owning query and key projections
+    (:func:`engine.probe.coverage.attention_modules`) or one whose class says attention (XLNet
+    keeps its projections as bare parameters). A state-space model (Mamba) has none."""
+    from engine.probe.coverage import attention_modules
+
+    if attention_modules(net):
+        return True
+    return any(w in type(m).__name__.lower() for m in net.modules() for w in ("attention", "attn"))
 
 
 def _use_interface(net: Any, model_type: str) -> None:

@@ -33,12 +33,21 @@ class NotSeen:
     why: str
 
 
+#: what only a state-space mixer (Mamba's) owns: its ``in_proj`` is no attention projection
+SSM_MARKERS = frozenset({"A_log", "dt_proj", "dt_bias"})
+
+
 def attention_modules(net: Any) -> list[tuple[str, Any]]:
-    """(path, module) of every module owning a query and a key projection, or a fused one."""
+    """(path, module) of every module owning a query and a key projection, or a fused one (a
+    state-space mixer is not one)."""
     from engine.probe.tap import _is_projection
 
     out = []
     for name, mod in net.named_modules():
+        own = {n for n, _p in mod.named_parameters(recurse=False)}
+        own |= {n for n, _m in mod.named_children()}
+        if own & SSM_MARKERS:
+            continue
         kids = {n.lower() for n, m in mod.named_children() if _is_projection(m)}
         if (kids & QUERY_NAMES and kids & KEY_NAMES) or kids & FUSED_NAMES:
             out.append((name, mod))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 from engine.errors import ConfigError
 from engine.probe.config import check_text
 from engine.probe.memory import DEFAULT_BUDGET_GB
-from engine.probe.model_folder import ModelInfo, inspect_model_dir
+from engine.probe.model_folder import SIZE_KEYS, ModelInfo, inspect_model_dir
 
 __all__ = ["BUNDLED_NAME", "INSTALL_HINT", "LoadedModel", "ModelInfo", "Tokenized",
            "bundled_model_dir", "info_from_config", "inspect_model_dir", "load_model",
@@ -194,6 +194,7 @@ def wrap_model(net: Any, info: ModelInfo, tokenizer: Any = None) -> LoadedModel:
                          max_tokens=max(2, limit), tap=tap, qk_norm_sites=norms - mla,
                          mla_sites=mla)
     _survey(loaded)
+    loaded.info = measured_info(loaded)
     from engine.probe.coverage import not_seen
 
     loaded.not_seen = not_seen(tap, net)
@@ -231,24 +232,42 @@ def _survey(loaded: LoadedModel) -> None:
 
 
 def info_from_config(config: Any, name: str = "in-memory model") -> ModelInfo:
-    """ModelInfo of a transformers config object (for models built in memory)."""
-    def first(*keys: str, default: int | None = None) -> int:
-        for key in keys:
-            v = getattr(config, key, None)
-            if isinstance(v, int) and not isinstance(v, bool):
-                return v
-        if default is None:
-            raise ConfigError("model", f"the config has no {keys[0]}")
+    """ModelInfo of a transformers config object (for models built in memory). Its sizes are
+    hints (None where the config names none): :func:`wrap_model` replaces them with what the
+    built model's attention calls carry."""
+    try:  # (T5Gemma keeps its sizes in sub-configs; a multimodal model in its text_config)
+        text = config.get_text_config(decoder=True)
+    except (AttributeError, TypeError, ValueError):
+        text = config
+
+    def first(*keys: str, default: int | None = None) -> int | None:
+        for cfg in (config, text):
+            for key in keys:
+                v = getattr(cfg, key, None)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    return v
         return default
 
-    head_dim = getattr(config, "head_dim", None) or getattr(config, "d_kv", None)
     return ModelInfo(Path("."), name, str(config.model_type),
                      tuple(getattr(config, "architectures", None) or ()),
-                     first("num_hidden_layers", "n_layer", "num_layers"),
-                     first("num_attention_heads", "n_head", "num_heads"),
-                     first("hidden_size", "n_embd", "d_model"),
-                     first("max_position_embeddings", "n_positions", default=512),
-                     int(head_dim) if isinstance(head_dim, int) else None)
+                     first(*SIZE_KEYS[0][1]), first(*SIZE_KEYS[1][1]), first(*SIZE_KEYS[2][1]),
+                     first("max_position_embeddings", "n_positions", "max_seq_len",
+                           default=512) or 512,
+                     first("head_dim", "d_kv"))
+
+
+def measured_info(loaded: LoadedModel) -> ModelInfo:
+    """The model's info with the shapes its attention calls carry: layers (sites), heads (the
+    most of any site), head width (when every site has the same; a config's ``head_dim`` the
+    architecture ignores never becomes d_k) and width (the config's, else the embeddings')."""
+    info = loaded.info
+    widths = set(loaded.site_d_k)
+    d_model = info.d_model
+    if d_model is None:
+        emb = loaded.model.get_input_embeddings()
+        d_model = int(getattr(emb, "embedding_dim", 0)) or None
+    return replace(info, n_layers=loaded.n_sites, n_heads=max(loaded.site_heads),
+                   head_dim=widths.pop() if len(widths) == 1 else None, d_model=d_model)
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,19 @@ WEIGHTS_MAX_BYTES = 2**60
 #: sanity bounds of a config's sizes (far above any published model)
 LIMITS = {"layers": 1_000, "heads": 4_096, "width": 131_072, "head_dim": 4_096,
           "positions": 10_000_000, "vocab": 10_000_000}
-#: (what, the config keys that may hold it, in order)
+#: (what, the config keys that may hold it, in order): a cross-check only (the weights' layer
+#: count, the memory estimate); the shapes the audit uses are measured on the built model
 SIZE_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("layers", ("num_hidden_layers", "n_layer", "num_layers", "n_layers")),
-    ("heads", ("num_attention_heads", "n_head", "num_heads", "n_heads")),
+    ("layers", ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers")),
+    ("heads", ("num_attention_heads", "n_head", "num_heads", "n_heads",
+               "encoder_attention_heads")),
     ("width", ("hidden_size", "n_embd", "d_model", "dim")),
 )
 #: further layer counts (encoder-decoder models)
 EXTRA_LAYER_KEYS = ("num_decoder_layers", "encoder_layers", "decoder_layers")
+#: sub-configs that may hold the sizes when the top level has none (a multimodal model's text
+#: part; T5Gemma's encoder and decoder)
+SIZE_SECTIONS = ("text_config", "encoder", "decoder", "text_encoder")
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                 "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|block|blocks)\.(\d+)(?:\.|$)")
@@ -65,16 +70,20 @@ class ModelInfo:
     name: str
     model_type: str
     architectures: tuple[str, ...]
-    n_layers: int
-    n_heads: int
-    d_model: int
+    #: layers, heads and width: what the config says (None: it names none) until the model is
+    #: built, then what its attention calls carry (engine.probe.loader.wrap_model)
+    n_layers: int | None
+    n_heads: int | None
+    d_model: int | None
     max_positions: int
     head_dim: int | None = None
     n_params: int | None = None  #: counted in the safetensors headers (None: no headers)
 
     @property
-    def d_k(self) -> int:
-        return self.head_dim or self.d_model // self.n_heads
+    def d_k(self) -> int | None:
+        if self.head_dim:
+            return self.head_dim
+        return self.d_model // self.n_heads if self.d_model and self.n_heads else None
 
 
 def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) -> ModelInfo:
@@ -98,22 +107,22 @@ def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) 
         _refuse(label, "auto_map", "this model needs Python code of its own (trust_remote_code); "
                 "the lab runs no code from a model folder")
     archs = cfg.get("architectures") or []
-    sizes, at = cfg, ""  # at: where the sizes are (a multimodal model's text_config)
-    if not any(k in cfg for _w, keys in SIZE_KEYS for k in keys) and isinstance(
-            cfg.get("text_config"), dict):
-        sizes, at = cfg["text_config"], "text_config"
+    sizes, at = cfg, ""  # at: where the sizes are (a multimodal model's text_config, ...)
+    if not any(k in cfg for _w, keys in SIZE_KEYS for k in keys):
+        sizes, at = next(((cfg[s], s) for s in SIZE_SECTIONS if isinstance(cfg.get(s), dict)),
+                         (cfg, ""))
     src = (label, at, sizes)
-    n_layers = _size(src, *SIZE_KEYS[0])
-    n_heads = _size(src, *SIZE_KEYS[1])
-    d_model = _size(src, *SIZE_KEYS[2])
-    layer_counts = [n_layers] + [_size(src, "layers", (k,)) for k in EXTRA_LAYER_KEYS
-                                 if k in sizes]
-    head_dim = None
+    n_layers = _size(src, *SIZE_KEYS[0], optional=True)
+    n_heads = _size(src, *SIZE_KEYS[1], optional=True)
+    d_model = _size(src, *SIZE_KEYS[2], optional=True)
+    layer_counts = [n_layers or 0] + [_size(src, "layers", (k,)) for k in EXTRA_LAYER_KEYS
+                                      if k in sizes]
+    head_dim = None  # (a hint only: an architecture may ignore a stale head_dim key)
     for key in ("head_dim", "d_kv"):
         if sizes.get(key) is not None:
             head_dim = _size(src, "head_dim", (key,))
             break
-    if head_dim is None and d_model % n_heads:
+    if head_dim is None and n_heads and d_model and d_model % n_heads:
         _refuse(label, _key(src, SIZE_KEYS[1][1]), f"{n_heads} heads do not divide the width "
                 f"{d_model}")
     max_pos = _size(src, "positions", ("max_position_embeddings", "n_positions", "max_seq_len",
@@ -128,7 +137,7 @@ def inspect_model_dir(folder: Path, name: str | None = None, tokens: int = 512) 
                 f"weights hold {weight_layers}")
     own_width = any(k in sizes for k in ("word_embed_proj_dim", "embedding_size",
                                           "input_embedding_size", "embed_dim"))
-    if widths and not own_width and d_model not in widths:
+    if widths and not own_width and d_model is not None and d_model not in widths:
         _refuse(label, _key(src, SIZE_KEYS[2][1]), f"{d_model}, but the weights' embeddings "
                 f"are {sorted(widths)[0]} wide")
     check_library_files(folder)
@@ -186,8 +195,10 @@ def _key(src: _Sizes, keys: tuple[str, ...]) -> str:
     return join_path(at, next((k for k in keys if k in cfg), keys[0]))
 
 
-def _size(src: _Sizes, what: str, keys: tuple[str, ...], default: int | None = None) -> int:
-    """The first of ``keys`` present: a whole number from 1 to LIMITS[what]."""
+def _size(src: _Sizes, what: str, keys: tuple[str, ...], default: int | None = None,
+          optional: bool = False) -> int | None:
+    """The first of ``keys`` present: a whole number from 1 to LIMITS[what] (missing: the
+    default, or None when ``optional``)."""
     label, at, cfg = src
     hi = LIMITS[what]
     for key in keys:
@@ -200,7 +211,7 @@ def _size(src: _Sizes, what: str, keys: tuple[str, ...], default: int | None = N
                     return default  # "no limit" spelled 0 or -1 (positions, vocab)
                 _refuse(label, join_path(at, key), f"{quote(v)} is out of range 1 to {hi:,}")
             return v
-    if default is None:
+    if default is None and not optional:
         also = f"; also read as {', '.join(keys[1:])}" if len(keys) > 1 else ""
         _refuse(label, join_path(at, keys[0]), f"required, but missing (the number of {what}"
                 f"{also})")
@@ -275,9 +286,9 @@ def estimate_bytes(info: ModelInfo, layers: int, vocab: int, tokens: int) -> int
     """Memory the audit needs: float32 weights (counted, or estimated from the config: per
     layer 4 d^2 attention + 8 d^2 MLP, plus the embeddings) and, per layer, a few float32
     (heads, tokens, tokens) attention arrays."""
-    d = info.d_model
+    d = info.d_model or 0
     params = info.n_params if info.n_params is not None else layers * 12 * d * d + vocab * d
-    attention = layers * 4 * info.n_heads * tokens * tokens * 4
+    attention = layers * 4 * (info.n_heads or 1) * tokens * tokens * 4
     return int(params * 4 * 1.2 + attention + 200e6)
 
 

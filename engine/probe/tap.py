@@ -320,6 +320,11 @@ def active_tap() -> Tap | None:
     return _ACTIVE.get()
 
 
+def active_for(tap: Tap) -> Tap | None:
+    """``tap`` when a forward pass is running under it (an adapter's hooks report only then)."""
+    return tap if active_tap() is tap else None
+
+
 def _is_projection(module: Any) -> bool:
     """A linear layer: torch's Linear, or the Conv1D of GPT-2's family (transposed weight)."""
     import torch

@@ -11,9 +11,10 @@ WORDS = ("the a of to and why is are attention head heads scale scaled score sco
          "keys softmax width variance trained model one").split()
 
 
-def save_tiny_model(folder: Path, arch: str, layers: int, heads: int, positions: int = 64,
-                    gpt2_init: float = 0.3, **extra) -> Path:
-    """A tiny random model folder (BERT, GPT-2, T5, LongT5 or a decoder config like llama) with a
+def save_tiny_model(folder: Path, arch: str, layers: int = 2, heads: int = 4, positions: int = 64,
+                    gpt2_init: float = 0.3, config: object = None, **extra) -> Path:
+    """A tiny random model folder (BERT, GPT-2, T5, LongT5 or a decoder config like llama; with
+    arch "config", the model of the transformers ``config`` given, any architecture) with a
     word-level tokenizer, as save_pretrained writes it (large initial weights: the logits vary,
     so every head can be audited)."""
     transformers = pytest.importorskip("transformers")
@@ -26,7 +27,9 @@ def save_tiny_model(folder: Path, arch: str, layers: int, heads: int, positions:
     tk.normalizer = normalizers.Lowercase()
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     torch.manual_seed(0)
-    if arch == "bert":
+    if arch == "config":  # (its vocabulary must hold the tokenizer's: len(WORDS) + 7 ids)
+        net = transformers.AutoModel.from_config(config)
+    elif arch == "bert":
         tk.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
         net = transformers.BertModel(transformers.BertConfig(

@@ -61,24 +61,23 @@ def test_empty_text_file_exits_2(tmp_path: Path, capsys) -> None:
 
 def test_unsupported_architecture_exits_2_naming_it(tiny_bert_dir: Path, tmp_path: Path,
                                                     capsys) -> None:
-    """A saved Falcon (attention outside transformers' interface, no adapter) is refused."""
+    """A saved XLNet (attention outside transformers' interface, no adapter) is refused."""
     import shutil
 
     import torch
     import transformers
 
-    folder = tmp_path / "falcon"
+    folder = tmp_path / "xlnet"
     torch.manual_seed(0)
-    transformers.FalconModel(transformers.FalconConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
-    ).save_pretrained(folder)
+    transformers.XLNetModel(transformers.XLNetConfig(
+        vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64)).save_pretrained(folder)
     for f in tiny_bert_dir.glob("tok*"):
         shutil.copy(f, folder / f.name)
     capsys.readouterr()  # save_pretrained's own progress bar
     assert _exit_code(["audit-model", "--model", str(folder), "--text", "hi",
                        "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "falcon" in err[0] and "--model" in err[0], err
+    assert len(err) == 1 and "xlnet" in err[0] and "--model" in err[0], err
     assert not (tmp_path / "o").exists()
 
 
@@ -358,3 +357,82 @@ def test_weights_that_are_not_the_models_or_not_finite_are_refused_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--model" in err[0] and words in err[0], err
     assert not out.exists()
+
+
+def _encoder_decoder_config(kind: str):
+    """Tiny configs whose sizes are spelled per side (BART's family) or sit in sub-configs
+    (T5Gemma): main refused them with "num_hidden_layers: required, but missing"."""
+    import transformers
+
+    if kind == "t5gemma":
+        side = transformers.T5GemmaModuleConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, intermediate_size=64).to_dict()
+        return transformers.T5GemmaConfig(encoder=side, decoder=side, vocab_size=64)
+    cls = {"bart": transformers.BartConfig, "marian": transformers.MarianConfig}[kind]
+    return cls(vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+               decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1,
+               decoder_start_token_id=1)
+
+
+@pytest.mark.parametrize("kind", ["bart", "marian", "t5gemma"])
+def test_encoder_decoder_configs_with_per_side_sizes_are_audited(tmp_path: Path, capsys,
+                                                                  save_tiny, kind: str) -> None:
+    """Their shapes come from the built model: 2 encoder, 2 decoder and 2 cross-attention
+    layers, 4 heads of width 32/4 = 8, at their documented scale."""
+    model = save_tiny(tmp_path / "m", "config", config=_encoder_decoder_config(kind))
+    capsys.readouterr()
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT,
+                       "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert f"({kind}, 6 layers x 4 heads, d_k 8, d_model 32)" in printed, printed
+    assert "6 of 6 attention layers audited" in printed
+    assert "0 of 6 layers differ from what the model declares" in printed
+    assert printed.count("cross: cross-attention") == 2
+
+
+def test_a_model_without_attention_is_refused_saying_so(tmp_path: Path, capsys,
+                                                        save_tiny) -> None:
+    """Mamba (a state-space model) has no attention: main said "num_attention_heads: required,
+    but missing", and once past that, that Mamba computes attention inline."""
+    import transformers
+
+    model = save_tiny(tmp_path / "m", "config", config=transformers.MambaConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, state_size=4))
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--model" in err[0] and "mamba has no attention" in err[0], err
+    assert not out.exists()
+
+
+def test_layers_of_different_head_width_are_each_audited_at_their_own(tmp_path: Path, capsys,
+                                                                      save_tiny) -> None:
+    """Gemma 4: sliding layers of head_dim 8, full-attention layers of global_head_dim 16 (main
+    refused: "its attention sites differ in heads or head width"). Both apply scaling 1 after
+    QK-norm: s * sqrt(d_k) is sqrt(8) and sqrt(16), each at its own layer's width."""
+    import transformers
+
+    cfg = transformers.Gemma4TextConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, global_head_dim=16, intermediate_size=64,
+        layer_types=["sliding_attention", "full_attention"], sliding_window=8)
+    model = save_tiny(tmp_path / "m", "config", config=cfg)
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert _exit_code(["audit-model", "--model", str(model), "--text", TEXT, "--out", str(out),
+                       "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 layers x 4 heads, d_k 8 and 16" in printed, printed
+    assert "0 of 2 layers differ from what the model declares" in printed
+    layers = read_csv(out / "layers.csv")
+    assert [int(r["d_k"]) for r in layers] == [8, 16]
+    for row, d_k in zip(layers, (8, 16)):
+        assert float(row["scale_x_sqrt_dk"]) == pytest.approx(d_k**0.5, rel=1e-3)
+    heads = read_csv(out / "audit.csv")
+    assert sorted({(r["layer"], r["d_k"]) for r in heads}) == [("0", "8"), ("1", "16")]
+    meta = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert meta["model"]["layer_d_k"] == [8, 16]

@@ -209,3 +209,22 @@ def test_a_failed_write_leaves_no_partial_outputs(tmp_path: Path, capsys, monkey
     assert len(err) == 1 and "--out" in err[0] and "No space left" in err[0]
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv"]  # no staging folder left
     assert (out / "heads.csv").read_text() == "old"  # the old file was not replaced
+
+
+def test_a_stale_head_dim_key_the_architecture_ignores_is_not_d_k(tmp_path: Path, capsys,
+                                                                  save_tiny) -> None:
+    """BERT ignores "head_dim": its heads are 32 / 4 = 8 wide. Main took d_k 4096 from the key
+    and printed 1/sqrt(d_k) = 0.01562 beside a model scale of 0.3536 (22x off)."""
+    import transformers
+
+    cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=64, head_dim=4096)
+    model = save_tiny(tmp_path / "m", "config", config=cfg)
+    assert json.loads((model / "config.json").read_text())["head_dim"] == 4096
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert main.main(["probe-model", "--model", str(model), "--text", "why is the score scaled",
+                      "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 layers x 4 heads, d_k 8)" in printed and f"= {8 ** -0.5:.4g})" in printed, printed
+    assert {r["d_k"] for r in read_csv(out / "heads.csv")} == {"8"}

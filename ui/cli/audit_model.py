@@ -202,7 +202,7 @@ def _audit_training(weights: Path, args) -> list:
 def _print_result(res) -> None:
     what = f"run {res.run} of {res.model_name}" if res.run else res.model_name
     bugs = ", ".join(f"{k}={v}" for k, v in sorted(res.inject.items()))
-    print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k}, "
+    print(f"{what} ({res.model_type}, {res.n_layers} layers x {res.n_heads} heads, d_k {res.d_k_text()}, "
           f"d_model {res.d_model}), {res.n_tokens} tokens; {res.note}"
           + (f"; injected {bugs}" if bugs else ""))
     if res.weights_text:

@@ -109,7 +109,7 @@ def test_two_token_gpt2_text_gives_finite_figures(make_gpt2) -> None:
 
 
 def test_an_architecture_outside_the_interface_without_adapter_is_refused_by_name() -> None:
-    """Falcon computes attention inline (outside transformers' attention interface): the tap
+    """XLNet computes attention inline (outside transformers' attention interface): the tap
     sees no call, and the refusal names the architecture and why."""
     import torch
     import transformers
@@ -118,13 +118,12 @@ def test_an_architecture_outside_the_interface_without_adapter_is_refused_by_nam
     from engine.probe.loader import info_from_config, wrap_model
 
     torch.manual_seed(0)
-    cfg = transformers.FalconConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                    num_attention_heads=4, attn_implementation="eager")
-    net = transformers.FalconModel(cfg)
+    cfg = transformers.XLNetConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64)
+    net = transformers.XLNetModel(cfg)
     with pytest.raises(ConfigError) as err:
-        wrap_model(net, info_from_config(net.config, "tiny-falcon"))
+        wrap_model(net, info_from_config(net.config, "tiny-xlnet"))
     msg = err.value.message
-    assert err.value.field == "model" and "falcon" in msg and "interface" in msg, msg
+    assert err.value.field == "model" and "xlnet" in msg and "interface" in msg, msg
 
 
 @pytest.mark.parametrize("name", ["T5", "Gemma 2", "gpt-oss", "Bloom", "OPT", "Qwen2"])

@@ -64,3 +64,20 @@ def test_albert_backends_are_compared_call_by_call() -> None:
                            zoo_ids(), ["sdpa"])
     assert [s.site for s in rep.sites] == [0, 1, 2] and rep.flagged() == []
     assert len({s.output_rel_diff for s in rep.sites}) == 3
+
+
+def test_a_state_space_mixer_is_not_an_attention_module() -> None:
+    """Mamba's mixer owns an in_proj (a fused-projection name) but no attention: a hybrid
+    (Jamba) must not list its mixers as attention layers never seen."""
+    transformers = pytest.importorskip("transformers")
+
+    from engine.probe.capture import has_attention
+    from engine.probe.coverage import attention_modules
+
+    net = transformers.MambaModel(transformers.MambaConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, state_size=4))
+    assert attention_modules(net) == [] and not has_attention(net)
+    bert = transformers.BertModel(transformers.BertConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64))
+    assert len(attention_modules(bert)) == 2 and has_attention(bert)

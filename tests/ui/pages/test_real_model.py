@@ -81,17 +81,16 @@ def test_a_bad_model_folder_is_refused_on_the_error_line(page, tmp_path: Path, c
 
 def test_an_architecture_outside_the_interface_is_refused_by_name(page, qtbot, tiny_folder: Path,
                                                                   tmp_path: Path) -> None:
-    """A saved Falcon passes the folder checks; loading it names it and says why."""
+    """A saved XLNet passes the folder checks; loading it names it and says why."""
     import shutil
 
     import torch
     import transformers
 
-    folder = tmp_path / "falcon"
+    folder = tmp_path / "xlnet"
     torch.manual_seed(0)
-    transformers.FalconModel(transformers.FalconConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
-    ).save_pretrained(folder)
+    transformers.XLNetModel(transformers.XLNetConfig(
+        vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64)).save_pretrained(folder)
     for f in tiny_folder.glob("tok*"):
         shutil.copy(f, folder / f.name)
     assert page.set_model_dir(str(folder))
@@ -99,7 +98,7 @@ def test_an_architecture_outside_the_interface_is_refused_by_name(page, qtbot, t
     assert page.analyze()
     qtbot.waitUntil(lambda: not page.worker.is_running() and not page.stop_button.isEnabled(),
                     timeout=60_000)
-    assert "falcon" in page.last_message and "interface" in page.last_message, page.last_message
+    assert "xlnet" in page.last_message and "interface" in page.last_message, page.last_message
 
 
 def test_any_architecture_t5_audit_shows_blocks_and_features_and_whatif_says_its_model(

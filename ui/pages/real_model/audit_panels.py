@@ -209,13 +209,13 @@ class AuditPanel(PlotPanel):
         self.plot.setXRange(-0.5, res.n_heads - 0.5, padding=0)
         self.plot.setYRange(-0.5, res.n_layers - 0.5, padding=0)
         what = f"run {res.run}" if res.run else res.model_name
-        self.plot.setTitle(f"s·√d_k per head, {what} (d_k {res.d_k}, {res.n_tokens} tokens)",
+        self.plot.setTitle(f"s·√d_k per head, {what} (d_k {res.d_k_text()}, {res.n_tokens} tokens)",
                            color=self.theme.foreground, size="9pt")
         self.set_layers(res.n_layers)
         self.verdict_label.setText(self.verdict_html(res))
         self._rows = [{"layer": layer, "head": h, "scale_x_sqrt_dk": float(x[layer, h]),
                        "verdict": res.head_verdicts[layer][h]}
-                      for layer in range(res.n_layers) for h in range(res.n_heads)]
+                      for layer in range(res.n_layers) for h in range(res.heads_at(layer))]
 
     def verdict_html(self, res: AuditResult) -> str:
         """The summary and one line per layer: block, scale, verdict, declared, features."""
@@ -267,7 +267,7 @@ class AuditPanel(PlotPanel):
                 c = float(site.softcap[head])
                 extra += f", soft-cap {c:.4g}" if math.isfinite(c) else ", soft-cap not reached"
         return (f"layer {layer}, head {head}: s = {f.scale[head]:.6g}, s·√d_k = "
-                f"{f.scale[head] * math.sqrt(res.d_k):.6g} {tol_txt}; residual "
+                f"{f.scale[head] * math.sqrt(res.d_k_at(layer)):.6g} {tol_txt}; residual "
                 f"{f.residual_max_abs[head]:.1e} (at 0.9 s {f.residual_probe[head, 0]:.1e}, at 1.1 s "
                 f"{f.residual_probe[head, 1]:.1e}); {res.head_verdicts[layer][head]}{extra}")
 
@@ -278,7 +278,7 @@ class AuditPanel(PlotPanel):
         if self.plot.sceneBoundingRect().contains(pos):
             p = self.plot.getViewBox().mapSceneToView(pos)
             head, layer = round(p.x()), round(p.y())
-            if 0 <= layer < res.n_layers and 0 <= head < res.n_heads:
+            if 0 <= layer < res.n_layers and 0 <= head < res.heads_at(layer):
                 self.hover_label.setText(self.hover_text(layer, head))
                 return
         self.reset_hover()

@@ -229,7 +229,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         try:
             if self.weights_path is None:
                 info = inspect_model_dir(resolve_model_dir(self.model_dir))
-                shape = (info.n_layers, info.n_heads)
+                if info.n_layers and info.n_heads:  # (a config may name neither)
+                    shape = (info.n_layers, info.n_heads)
         except ConfigError:
             pass
         self.run_results = []

@@ -1,0 +1,183 @@
+"""Adapters for Falcon and MPT: attention computed inline from one fused q/k/v projection.
+
+Both modules return their attention probabilities (eager path) and take q, k and v from one
+linear layer (Falcon's ``query_key_value``, MPT's ``Wqkv``), so forward hooks see everything
+without copying the model's code into the computation:
+
+* a pre-hook keeps the call's mask, ALiBi term and RoPE cos/sin;
+* a hook on the fused projection keeps its output (q and k are read from it as the module does:
+  Falcon's ``_split_heads`` for its three layouts, then RoPE; MPT's ``chunk``) and plants the
+  modifiers: a factor on q multiplies q's columns, a factor on the weights multiplies v's
+  columns (probabilities x f on their way to the values: the same output), each found by
+  splitting a tensor of column indices the way the module splits its output;
+* a hook after the module reads the probabilities it returns and reports the call.
+
+Falcon's rotary layers divide q.k by ``sqrt(head_dim)`` (hard-coded); its ALiBi layers add the
+ALiBi term to q.k and multiply both by ``inv_norm_factor``, so the additive term the audit sees is
+``inv_norm_factor * alibi``. MPT multiplies q.k by ``softmax_scale`` (``attn_config``'s, else
+``1/sqrt(head_dim)``) and adds ALiBi after it; its mask is boolean (True: hidden).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from engine.probe.tap import SiteCall, Tap, active_for
+
+
+def install_falcon(tap: Tap, model: Any) -> int:
+    return _install(tap, model, "FalconAttention", "falcon")
+
+
+def install_mpt(tap: Tap, model: Any) -> int:
+    return _install(tap, model, "MptAttention", "mpt")
+
+
+def _install(tap: Tap, model: Any, cls: str, name: str) -> int:
+    # Falcon calls SDPA (no probabilities) unless its config says eager; it reads the setting
+    # at every call and refuses set_attn_implementation
+    model.config._attn_implementation = "eager"
+    count = 0
+    for mod in model.modules():
+        if type(mod).__name__ == cls:
+            (_FalconSite if name == "falcon" else _MptSite)(tap, mod)
+            tap.mark_adapter(mod, name)
+            count += 1
+    return count
+
+
+class _FusedSite:
+    """The hooks of one attention module; ``state`` carries one call from hook to hook."""
+
+    def __init__(self, tap: Tap, module: Any, fused: Any) -> None:
+        self.tap, self.module = tap, module
+        self.state: dict[str, Any] = {}
+        self._columns: dict[tuple[int, str], Any] = {}
+        module.register_forward_pre_hook(self.pre, with_kwargs=True)
+        fused.register_forward_hook(self.qkv)
+        module.register_forward_hook(self.post)
+
+    # what the subclasses say about their module
+    def split(self, fused: Any) -> tuple[Any, Any, Any]:
+        """(q, k, v) of the fused output, (batch, heads, tokens, head_dim), as the module does."""
+        raise NotImplementedError
+
+    def logits_terms(self, st: dict[str, Any], q: Any, k: Any
+                     ) -> tuple[Any, Any, Any, dict[str, Any]]:
+        """(q, k as they meet in the product, mask, additive bias, extra) of one call."""
+        raise NotImplementedError
+
+    def _mine(self) -> Tap | None:
+        return active_for(self.tap)
+
+    def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        tap = self._mine()
+        self.state = ({} if tap is None else
+                      {"site": tap.site_of(self.module), "args": args, "kwargs": kwargs})
+
+    def column_factor(self, width: int, part: str, f: float) -> Any:
+        """A (width,) factor: f on the columns of q (part "q") or v ("v"), 1 elsewhere."""
+        import torch
+
+        key = (width, part)
+        if key not in self._columns:
+            idx = torch.arange(width, dtype=torch.float64).view(1, 1, width)
+            q, _k, v = self.split(idx)
+            cols = (q if part == "q" else v).reshape(-1).long().unique()
+            mask = torch.zeros(width, dtype=torch.bool)
+            mask[cols] = True
+            self._columns[key] = mask
+        mask = self._columns[key]
+        return torch.where(mask, torch.tensor(f), torch.tensor(1.0))
+
+    def qkv(self, _m: Any, _args: Any, out: Any) -> Any:
+        tap = self._mine()
+        if tap is None or "site" not in self.state:
+            return None
+        q, k, _v = self.split(out)
+        self.state["q"], self.state["k"] = q.detach().clone(), k.detach().clone()
+        mod = tap.modifier(self.state["site"])
+        if mod.q_factor == 1.0 and mod.w_factor == 1.0:
+            return None
+        width = out.shape[-1]
+        factor = (self.column_factor(width, "q", mod.q_factor)
+                  * self.column_factor(width, "v", mod.w_factor))
+        if mod.q_factor != 1.0:
+            self.state["q"] = self.state["q"] * mod.q_factor
+        return out * factor.to(out.dtype)
+
+    def post(self, _m: Any, _args: Any, out: Any) -> None:
+        tap = self._mine()
+        st, self.state = self.state, {}
+        if tap is None or "q" not in st or out[1] is None:
+            return
+        weights = out[1]
+        f = tap.modifier(st["site"])
+        if f.q_factor != 1.0:  # SiteCall's q and k: before any injected factor
+            st["q"] = st["q"] / f.q_factor
+        if f.w_factor != 1.0:  # (the values carried it: the output is already scaled)
+            weights = weights * f.w_factor
+        q, k, mask, bias, extra = self.logits_terms(st, st["q"], st["k"])
+        tap.observe(SiteCall(st["site"], self.module, q, k, mask, bias, weights, out[0], extra))
+
+
+class _FalconSite(_FusedSite):
+    def __init__(self, tap: Tap, module: Any) -> None:
+        super().__init__(tap, module, module.query_key_value)
+
+    def split(self, fused: Any) -> tuple[Any, Any, Any]:
+        m = self.module
+        q, k, v = m._split_heads(fused)
+        b, n = q.shape[:2]
+        kv_heads = m.num_heads if m.new_decoder_architecture else m.num_kv_heads
+        return (q.transpose(1, 2).reshape(b, m.num_heads, n, m.head_dim),
+                k.transpose(1, 2).reshape(b, kv_heads, n, m.head_dim),
+                v.transpose(1, 2).reshape(b, kv_heads, n, m.head_dim))
+
+    def logits_terms(self, st: dict[str, Any], q: Any, k: Any
+                     ) -> tuple[Any, Any, Any, dict[str, Any]]:
+        from transformers.models.falcon import modeling_falcon
+
+        kw, args, m = st["kwargs"], st["args"], self.module
+        alibi = kw.get("alibi", args[1] if len(args) > 1 else None)
+        mask = kw.get("attention_mask", args[2] if len(args) > 2 else None)
+        if alibi is None:  # rotary: q.k / sqrt(head_dim), written into the forward
+            cos, sin = kw["position_embeddings"]
+            q, k = modeling_falcon.apply_rotary_pos_emb(q, k, cos, sin)
+            return q, k, mask, None, {"scaling": 1.0 / math.sqrt(m.head_dim)}
+        b, h, nq, _ = q.shape
+        nk = k.shape[2]
+        inv = float(m.inv_norm_factor)
+        bias = (inv * alibi.view(b, h, 1, -1)[..., -nk:]).expand(b, h, nq, nk)
+        return q, k, mask, bias, {"scaling": inv, "bias_kind": "ALiBi"}
+
+
+class _MptSite(_FusedSite):
+    def __init__(self, tap: Tap, module: Any) -> None:
+        super().__init__(tap, module, module.Wqkv)
+
+    def split(self, fused: Any) -> tuple[Any, Any, Any]:
+        m = self.module
+        b, n = fused.shape[:2]
+        return tuple(x.reshape(b, n, m.n_heads, m.head_dim).transpose(1, 2)
+                     for x in fused.chunk(3, dim=2))  # type: ignore[return-value]
+
+    def logits_terms(self, st: dict[str, Any], q: Any, k: Any
+                     ) -> tuple[Any, Any, Any, dict[str, Any]]:
+        import torch
+
+        kw, args, m = st["kwargs"], st["args"], self.module
+        if m.clip_qkv:  # (the module clamps the fused output before splitting it)
+            q, k = q.clamp(-m.clip_qkv, m.clip_qkv), k.clamp(-m.clip_qkv, m.clip_qkv)
+        pb = kw.get("position_bias", args[1] if len(args) > 1 else None)
+        mask = kw.get("attention_mask")
+        b, h, nq, _ = q.shape
+        nk = k.shape[2]
+        bias = None
+        if pb is not None:
+            bias = pb[:, max(0, pb.size(1) - nq):, max(0, pb.size(2) - nk):]
+            bias = bias.float().unsqueeze(0).expand(b, h, nq, nk)
+        if mask is not None:  # True: hidden; the audit reads an additive mask
+            mask = torch.where(mask, torch.finfo(torch.float32).min, 0.0).float()
+        return q, k, mask, bias, {"scaling": float(m.softmax_scale), "bias_kind": "ALiBi"}
