@@ -214,6 +214,20 @@ def test_a_published_best_value_is_one_of_the_tied_ones(published, status):
                 published, fig, tolerance="statistical") == status
 
 
+def test_a_best_value_check_names_the_tied_values_and_its_edge_belongs_to_it():
+    best = {"stat": "best", "rule": "sqrt", "over": "lr", "value": "final_loss"}
+    claim = _claim("0.03", "experiment", best, tolerance="statistical")
+    check = judge_experiment(claim, Figure(0.01, n=4, accepted=(0.03, 0.01)))
+    assert check.claim is claim and (check.measured, check.se, check.status) == (0.01, 0.0, "ok")
+    assert math.isnan(check.tolerance)
+    assert check.note == "tied with the best (3 combined SE): 0.01, 0.03"  # sorted
+    # published "0" (half a unit: 0.5): an accepted value exactly at the edge is tied
+    edge = 0.5 * (1 + 1e-9)
+    assert _exp(best, "0", Figure(0.0, n=4, accepted=(edge,)), tolerance="statistical") == "ok"
+    assert _exp(best, "0", Figure(0.0, n=4, accepted=(0.5000001,)),
+                tolerance="statistical") == "FAIL"
+
+
 # -- a selection the experiment cannot answer: refused before anything runs, naming the field ---
 @pytest.mark.parametrize("measure, says", [
     ({"stat": "mode", "rule": "sqrt"}, ["stat must be one of n, successes, rate,", "'mode'"]),
