@@ -271,3 +271,34 @@ def test_claims_of_different_runs_do_not_share_a_run(fake_coord) -> None:
                               _claim("1", id="y", params={"scores": [0.0, 0.0]},
                                      measure={"value": "top_weight"})])
     assert (lopsided.measured, even.measured) == (pytest.approx(0.75), pytest.approx(0.5))
+
+
+# -- where a problem inside a claim is reported ----------------------------------------------------
+@pytest.mark.parametrize(("field", "where"), [
+    ("d_k", "params.d_k"), ("", "params"), ("value", "params"), ("params", "params"),
+])
+def test_a_problem_inside_a_claim_is_placed_under_its_part(field, where) -> None:
+    from engine.claims import _in
+    from engine.errors import ConfigError
+
+    def bad() -> None:
+        raise ConfigError(field, "what is wrong")
+
+    with pytest.raises(ConfigError) as err:
+        _in("params", bad)
+    assert (err.value.field, err.value.message) == (where, "what is wrong")
+    assert _in("params", lambda: 42) == 42
+
+
+@pytest.mark.parametrize(("item", "path"), [
+    ({"id": "ref.x"}, "claims['ref.x']"), ({"id": "a" * 100}, None), ({"id": "a" * 101}, "claims[3]"),
+    ({"id": ""}, "claims[3]"), ({"id": 5}, "claims[3]"), ({}, "claims[3]"),
+])
+def test_a_claim_is_named_by_its_short_id_else_by_its_index(item, path) -> None:
+    from engine.claims import _claim_path
+
+    got = _claim_path(3, item)
+    if path is None:  # 100 characters: still the id (quoted, cut for display)
+        assert got.startswith("claims['aaaa") and got != "claims[3]"
+    else:
+        assert got == path

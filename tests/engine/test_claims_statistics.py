@@ -42,12 +42,30 @@ def _exp(measure: dict, published: str, fig: Figure, **kw) -> str:
     ("-0.5", ("=", -0.5, 0.05)),
     (">0.5", (">", 0.5, 0.05)),
     ("< 0.05", ("<", 0.05, 0.005)),
+    (">12", (">", 12.0, 0.5)),  # (every digit after the sign is the number's)
+    ("< 345", ("<", 345.0, 0.5)),
+    (" 1,234,567.5 ", ("=", 1234567.5, 0.05)),
+    ("-2,460", ("=", -2460.0, 0.5)),
 ])
 def test_a_printed_number_and_half_a_unit_of_its_last_digit(text, expected):
     op, value, half = _parse_published(text)
     assert op == expected[0]
     assert value == pytest.approx(expected[1], rel=1e-12)
     assert half == pytest.approx(expected[2], rel=1e-12)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("about 1", "published must be a number as printed or a bound, got 'about 1'"),
+    ("", "published must be a number as printed or a bound, got ''"),
+    ("X1", "published must be a number as printed or a bound, got 'X1'"),  # not a bound sign
+    ("12,34", "published must be a number as printed or a bound, got '12,34'"),
+    ("inf", "published must be finite, got 'inf'"),
+    ("<NaN", "published must be finite, got '<NaN'"),
+])
+def test_a_published_text_that_is_no_number_is_refused_quoting_it(text, says):
+    with pytest.raises(ValueError) as err:
+        _parse_published(text)
+    assert str(err.value) == says
 
 
 # -- a deterministic figure: rounding + se_multiple * SE, the edge included ---------------------
