@@ -219,6 +219,8 @@ def _brute(z, sink=None, log_slope=None, bias=None) -> dict:
             "jacobian_max_abs": max(abs(v) for row in jac for v in row), "jacobian": jac}
 
 
+FIELDS = ("weights", "top_weight", "entropy", "jacobian_fro", "log10_jacobian_fro",
+          "jacobian_max_abs", "key_mass", "sink_weight")
 ROWS = [[2.0, -1.0, 0.5, 3.0], [0.0, 0.0, 0.0], [-4.0, 1.5, 1.4, -0.3, 2.2], [7.0, -7.0]]
 
 
@@ -248,8 +250,19 @@ def test_row_metrics_per_row_sinks_in_a_batch() -> None:
     _check(m, rows, [_brute(rows[0], 0.5), _brute(rows[1], -3.0)])
     ints = row_metrics(np.array([[2, -1, 0]]), sink=1.0)  # integer logits are read as floats
     _check(ints, [[2, -1, 0]], [_brute([2, -1, 0], 1.0)])
-    assert row_metrics(np.array([[2.0, -1.0]], dtype=np.float32), sink=0.0).weights.dtype == \
-        np.float32
+    # one row alone and rows in a (2, 1, n) batch (the last axis is the keys')
+    one = row_metrics(rows[0], sink=0.5)
+    np.testing.assert_allclose(one.weights, _brute(rows[0], 0.5)["weights"], rtol=1e-12)
+    assert float(one.jacobian_fro) == pytest.approx(_brute(rows[0], 0.5)["jacobian_fro"], rel=1e-11)
+    deep = row_metrics(rows[:, None, :], sink=sinks[:, None, :])
+    np.testing.assert_allclose(deep.weights[:, 0], [_brute(rows[0], 0.5)["weights"],
+                                                    _brute(rows[1], -3.0)["weights"]], rtol=1e-12)
+    np.testing.assert_allclose(deep.jacobian_fro[:, 0], [_brute(rows[0], 0.5)["jacobian_fro"],
+                                                         _brute(rows[1], -3.0)["jacobian_fro"]],
+                               rtol=1e-11)
+    for kw in ({"sink": 0.0}, {"log_slope": np.array([[0.0, -1.0]])}):
+        low = row_metrics(np.array([[2.0, -1.0]], dtype=np.float32), **kw)
+        assert all(getattr(low, k).dtype == np.float32 for k in FIELDS), kw
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -271,9 +284,7 @@ def test_sigmoid_row_metrics_per_row_bias_integers_and_float32() -> None:
     _check(m, [[1, -2, 0], [3, 3, -1]],
            [_brute([1, -2, 0], bias=0.5), _brute([3, 3, -1], bias=-2.0)])
     low = sigmoid_row_metrics(np.array([[1.0, -2.0]], dtype=np.float32), 0.0)
-    assert all(getattr(low, k).dtype == np.float32 for k in
-               ("weights", "entropy", "jacobian_fro", "log10_jacobian_fro", "jacobian_max_abs",
-                "key_mass"))
+    assert all(getattr(low, k).dtype == np.float32 for k in FIELDS[:-1])
     # ln sigmoid(y) = -ln(1 + e^-y): by hand at 0 and +-2; exact far out (no log(0))
     np.testing.assert_allclose(log_sigmoid(np.array([0.0, 2.0, -2.0])),
                                [-math.log(2), -math.log1p(math.exp(-2)), -2 - math.log1p(math.exp(-2))],
