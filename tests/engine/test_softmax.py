@@ -315,3 +315,22 @@ def test_the_exclusive_and_pair_sums_match_loops() -> None:
     for row, ex, pair in zip(b, _exclusive_sums(b), _pair_sum(b)):
         assert ex.tolist() == [sum(row) - v for v in row]  # (exact: small integers, halves)
         assert pair[0] == sum(row[i] * row[j] for i in range(4) for j in range(4) if i != j)
+
+
+def test_sigmoid_row_metrics_of_one_row_and_of_a_deeper_batch() -> None:
+    """The keys are the last axis whatever the leading shape: a row alone, rows as (2, 1, n)."""
+    from engine.softmax import sigmoid_row_metrics
+
+    rows = [[1.0, -2.0, 0.0], [3.0, 3.5, -1.0]]
+    refs = [_brute(r, bias=-math.log(3)) for r in rows]
+    one = sigmoid_row_metrics(np.array(rows[0]), -math.log(3))
+    np.testing.assert_allclose(one.weights, refs[0]["weights"], rtol=1e-12)
+    for name in FIELDS[1:-1]:
+        assert float(getattr(one, name)) == pytest.approx(refs[0][name], rel=1e-11), name
+    deep = sigmoid_row_metrics(np.array(rows)[:, None, :], -math.log(3))
+    for name in FIELDS[1:-1]:
+        assert getattr(deep, name)[:, 0] == pytest.approx([r[name] for r in refs], rel=1e-11), name
+    # the diagonal's default rest is 0: p (1 - p) with 1 - p_max the other weight
+    from engine.softmax import jacobian_diagonal
+
+    assert jacobian_diagonal(np.array([0.75, 0.25])).tolist() == [0.1875, 0.1875]
