@@ -42,12 +42,30 @@ def _exp(measure: dict, published: str, fig: Figure, **kw) -> str:
     ("-0.5", ("=", -0.5, 0.05)),
     (">0.5", (">", 0.5, 0.05)),
     ("< 0.05", ("<", 0.05, 0.005)),
+    (">12", (">", 12.0, 0.5)),  # (every digit after the sign is the number's)
+    ("< 345", ("<", 345.0, 0.5)),
+    (" 1,234,567.5 ", ("=", 1234567.5, 0.05)),
+    ("-2,460", ("=", -2460.0, 0.5)),
 ])
 def test_a_printed_number_and_half_a_unit_of_its_last_digit(text, expected):
     op, value, half = _parse_published(text)
     assert op == expected[0]
     assert value == pytest.approx(expected[1], rel=1e-12)
     assert half == pytest.approx(expected[2], rel=1e-12)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("about 1", "published must be a number as printed or a bound, got 'about 1'"),
+    ("", "published must be a number as printed or a bound, got ''"),
+    ("X1", "published must be a number as printed or a bound, got 'X1'"),  # not a bound sign
+    ("12,34", "published must be a number as printed or a bound, got '12,34'"),
+    ("inf", "published must be finite, got 'inf'"),
+    ("<NaN", "published must be finite, got '<NaN'"),
+])
+def test_a_published_text_that_is_no_number_is_refused_quoting_it(text, says):
+    with pytest.raises(ValueError) as err:
+        _parse_published(text)
+    assert str(err.value) == says
 
 
 # -- a deterministic figure: rounding + se_multiple * SE, the edge included ---------------------
@@ -212,6 +230,20 @@ def test_a_published_best_value_is_one_of_the_tied_ones(published, status):
     fig = Figure(0.01, n=4, accepted=(0.01, 0.03))
     assert _exp({"stat": "best", "rule": "sqrt", "over": "lr", "value": "final_loss"},
                 published, fig, tolerance="statistical") == status
+
+
+def test_a_best_value_check_names_the_tied_values_and_its_edge_belongs_to_it():
+    best = {"stat": "best", "rule": "sqrt", "over": "lr", "value": "final_loss"}
+    claim = _claim("0.03", "experiment", best, tolerance="statistical")
+    check = judge_experiment(claim, Figure(0.01, n=4, accepted=(0.03, 0.01)))
+    assert check.claim is claim and (check.measured, check.se, check.status) == (0.01, 0.0, "ok")
+    assert math.isnan(check.tolerance)
+    assert check.note == "tied with the best (3 combined SE): 0.01, 0.03"  # sorted
+    # published "0" (half a unit: 0.5): an accepted value exactly at the edge is tied
+    edge = 0.5 * (1 + 1e-9)
+    assert _exp(best, "0", Figure(0.0, n=4, accepted=(edge,)), tolerance="statistical") == "ok"
+    assert _exp(best, "0", Figure(0.0, n=4, accepted=(0.5000001,)),
+                tolerance="statistical") == "FAIL"
 
 
 # -- a selection the experiment cannot answer: refused before anything runs, naming the field ---

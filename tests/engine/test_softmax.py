@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import mpmath
@@ -186,3 +187,150 @@ def test_log_sech2_at_the_float_maximum_is_minus_inf_without_a_warning() -> None
         warnings.simplefilter("error")
         out = log_sech2(np.array([1e308, -1e308, 0.0]))
     assert out[0] == out[1] == -np.inf and out[2] == 0.0
+
+
+# -- every figure of every path against a brute-force loop (moderate logits: nothing cancels) ----
+def _brute(z, sink=None, log_slope=None, bias=None) -> dict:
+    """The figures of one row by their definitions (module docstring), in plain loops: softmax
+    over the keys (and the sink) or sigmoid(z + bias) per key; J = diag(p) - p p^T (sigmoid:
+    diag(p (1 - p))), column j times exp(log_slope_j)."""
+    z = [float(v) for v in z]
+    n = len(z)
+    if bias is not None:
+        p = [1.0 / (1.0 + math.exp(-(v + bias))) for v in z]
+        sink_w = 0.0
+    else:
+        pool = z + ([float(sink)] if sink is not None else [])
+        total = sum(math.exp(v) for v in pool)
+        p = [math.exp(v) / total for v in z]
+        sink_w = math.exp(sink) / total if sink is not None else 0.0
+    d = [math.exp(v) for v in log_slope] if log_slope is not None else [1.0] * n
+    if bias is not None:
+        jac = [[p[i] * (1 - p[i]) * d[j] if i == j else 0.0 for j in range(n)] for i in range(n)]
+    else:
+        jac = [[((p[i] if i == j else 0.0) - p[i] * p[j]) * d[j] for j in range(n)]
+               for i in range(n)]
+    mass = sum(p)
+    q = [v / mass for v in p]
+    fro = math.sqrt(sum(v * v for row in jac for v in row))
+    return {"weights": p, "top_weight": max(p), "key_mass": mass, "sink_weight": sink_w,
+            "entropy": -sum(v * math.log(v) for v in q if v > 0), "jacobian_fro": fro,
+            "log10_jacobian_fro": math.log10(fro),
+            "jacobian_max_abs": max(abs(v) for row in jac for v in row), "jacobian": jac}
+
+
+FIELDS = ("weights", "top_weight", "entropy", "jacobian_fro", "log10_jacobian_fro",
+          "jacobian_max_abs", "key_mass", "sink_weight")
+ROWS = [[2.0, -1.0, 0.5, 3.0], [0.0, 0.0, 0.0], [-4.0, 1.5, 1.4, -0.3, 2.2], [7.0, -7.0]]
+
+
+def _check(m, rows, refs) -> None:
+    for i, ref in enumerate(refs):
+        np.testing.assert_allclose(m.weights[i], ref["weights"], rtol=1e-12)
+        for name in ("top_weight", "key_mass", "sink_weight", "entropy", "jacobian_fro",
+                     "log10_jacobian_fro", "jacobian_max_abs"):
+            assert float(getattr(m, name)[i]) == pytest.approx(ref[name], rel=1e-11, abs=1e-15), \
+                (name, rows[i])
+
+
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("sink", [None, -1.0, 2.5])
+@pytest.mark.parametrize("capped", [False, True])
+def test_row_metrics_with_a_sink_or_a_cap_slope_match_brute_force(row, sink, capped) -> None:
+    slope = [-0.1 * (j + 1) ** 2 for j in range(len(row))] if capped else None
+    m = row_metrics(np.array([row]), sink=sink,
+                    log_slope=np.array([slope]) if slope is not None else None)
+    _check(m, [row], [_brute(row, sink, slope)])
+
+
+def test_row_metrics_per_row_sinks_in_a_batch() -> None:
+    rows = np.array([[2.0, -1.0, 0.5], [0.0, 1.0, -2.0]])
+    sinks = np.array([[0.5], [-3.0]])  # one per row, shape (..., 1)
+    m = row_metrics(rows, sink=sinks)
+    _check(m, rows, [_brute(rows[0], 0.5), _brute(rows[1], -3.0)])
+    ints = row_metrics(np.array([[2, -1, 0]]), sink=1.0)  # integer logits are read as floats
+    _check(ints, [[2, -1, 0]], [_brute([2, -1, 0], 1.0)])
+    # one row alone and rows in a (2, 1, n) batch (the last axis is the keys')
+    one = row_metrics(rows[0], sink=0.5)
+    np.testing.assert_allclose(one.weights, _brute(rows[0], 0.5)["weights"], rtol=1e-12)
+    assert float(one.jacobian_fro) == pytest.approx(_brute(rows[0], 0.5)["jacobian_fro"], rel=1e-11)
+    deep = row_metrics(rows[:, None, :], sink=sinks[:, None, :])
+    np.testing.assert_allclose(deep.weights[:, 0], [_brute(rows[0], 0.5)["weights"],
+                                                    _brute(rows[1], -3.0)["weights"]], rtol=1e-12)
+    np.testing.assert_allclose(deep.jacobian_fro[:, 0], [_brute(rows[0], 0.5)["jacobian_fro"],
+                                                         _brute(rows[1], -3.0)["jacobian_fro"]],
+                               rtol=1e-11)
+    for kw in ({"sink": 0.0}, {"log_slope": np.array([[0.0, -1.0]])}):
+        low = row_metrics(np.array([[2.0, -1.0]], dtype=np.float32), **kw)
+        assert all(getattr(low, k).dtype == np.float32 for k in FIELDS), kw
+
+
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("capped", [False, True])
+def test_sigmoid_row_metrics_match_brute_force(row, capped) -> None:
+    from engine.softmax import sigmoid_row_metrics
+
+    bias = -math.log(len(row))
+    slope = [-0.2 * j for j in range(len(row))] if capped else None
+    m = sigmoid_row_metrics(np.array([row]), bias,
+                            np.array([slope]) if slope is not None else None)
+    _check(m, [row], [_brute(row, log_slope=slope, bias=bias)])
+
+
+def test_sigmoid_row_metrics_per_row_bias_integers_and_float32() -> None:
+    from engine.softmax import log_sigmoid, sigmoid_row_metrics
+
+    m = sigmoid_row_metrics(np.array([[1, -2, 0], [3, 3, -1]]), np.array([[0.5], [-2.0]]))
+    _check(m, [[1, -2, 0], [3, 3, -1]],
+           [_brute([1, -2, 0], bias=0.5), _brute([3, 3, -1], bias=-2.0)])
+    low = sigmoid_row_metrics(np.array([[1.0, -2.0]], dtype=np.float32), 0.0)
+    assert all(getattr(low, k).dtype == np.float32 for k in FIELDS[:-1])
+    # ln sigmoid(y) = -ln(1 + e^-y): by hand at 0 and +-2; exact far out (no log(0))
+    np.testing.assert_allclose(log_sigmoid(np.array([0.0, 2.0, -2.0])),
+                               [-math.log(2), -math.log1p(math.exp(-2)), -2 - math.log1p(math.exp(-2))],
+                               rtol=1e-14)
+    assert log_sigmoid(np.array([-800.0]))[0] == -800.0
+
+
+@pytest.mark.parametrize("rest", [0.0, 0.2])
+def test_the_jacobian_and_its_diagonal_with_a_sink_and_slopes_match_brute_force(rest) -> None:
+    from engine.softmax import jacobian_diagonal
+
+    p = np.array([0.5, 0.2, 0.1]) * (1 - rest) / 0.8  # keys; the rest is the sink's
+    slope = np.array([0.0, -1.0, 0.5])
+    want = [[((p[i] if i == j else 0.0) - p[i] * p[j]) * math.exp(slope[j]) for j in range(3)]
+            for i in range(3)]
+    np.testing.assert_allclose(jacobian(p, rest, slope), want, rtol=1e-14, atol=1e-17)
+    np.testing.assert_allclose(jacobian_diagonal(p, rest), [v * (1 - v) for v in p], rtol=1e-14)
+    # the top weight's 1 - p is the sum of the others and the rest, not 1 - p_max formed
+    tiny = np.array([1 - 1e-17, 1e-17])  # 1 - p_max rounds to 0 in floats
+    assert jacobian_diagonal(tiny, 1e-20)[0] == pytest.approx((1e-17 + 1e-20) * (1 - 1e-17),
+                                                              rel=1e-12)
+
+
+def test_the_exclusive_and_pair_sums_match_loops() -> None:
+    from engine.softmax import _exclusive_sums, _pair_sum
+
+    b = np.array([[1.0, 2.0, 4.0, 8.0], [3.0, 0.5, 0.0, 7.0]])
+    for row, ex, pair in zip(b, _exclusive_sums(b), _pair_sum(b)):
+        assert ex.tolist() == [sum(row) - v for v in row]  # (exact: small integers, halves)
+        assert pair[0] == sum(row[i] * row[j] for i in range(4) for j in range(4) if i != j)
+
+
+def test_sigmoid_row_metrics_of_one_row_and_of_a_deeper_batch() -> None:
+    """The keys are the last axis whatever the leading shape: a row alone, rows as (2, 1, n)."""
+    from engine.softmax import sigmoid_row_metrics
+
+    rows = [[1.0, -2.0, 0.0], [3.0, 3.5, -1.0]]
+    refs = [_brute(r, bias=-math.log(3)) for r in rows]
+    one = sigmoid_row_metrics(np.array(rows[0]), -math.log(3))
+    np.testing.assert_allclose(one.weights, refs[0]["weights"], rtol=1e-12)
+    for name in FIELDS[1:-1]:
+        assert float(getattr(one, name)) == pytest.approx(refs[0][name], rel=1e-11), name
+    deep = sigmoid_row_metrics(np.array(rows)[:, None, :], -math.log(3))
+    for name in FIELDS[1:-1]:
+        assert getattr(deep, name)[:, 0] == pytest.approx([r[name] for r in refs], rel=1e-11), name
+    # the diagonal's default rest is 0: p (1 - p) with 1 - p_max the other weight
+    from engine.softmax import jacobian_diagonal
+
+    assert jacobian_diagonal(np.array([0.75, 0.25])).tolist() == [0.1875, 0.1875]
