@@ -26,6 +26,11 @@ from typing import Any
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: families known to compute attention outside the interface, and what they do instead
+#: model types whose token mixing is no softmax over q.k at all (why, said in the refusal)
+NO_SOFTMAX: dict[str, str] = {
+    "rwkv": "mixes tokens by a linear recurrence (RWKV's time mixing: receptance, key, value)",
+}
+
 BYPASSING: dict[str, str] = {
     "openai-gpt": "computes attention inline in its own module",
     "xlnet": "uses two-stream relative attention of its own",

@@ -30,8 +30,11 @@ MLA = "MLA (q and k from compressed latents)"
 def prepare(net: Any, model_type: str) -> Tap:
     """Route ``net``'s attention through the tap and number its sites; refuse, naming the
     architecture, when no attention call can be seen."""
-    from engine.probe.adapters import BYPASSING, adapter_for
+    from engine.probe.adapters import BYPASSING, NO_SOFTMAX, adapter_for
 
+    if model_type in NO_SOFTMAX:
+        raise ConfigError("model", f"{model_type} has no softmax attention: it "
+                          f"{NO_SOFTMAX[model_type]}; there is no attention scale to audit")
     reads = getattr(net, "main_input_name", "input_ids")
     if reads != "input_ids":
         raise ConfigError("model", f"{model_type} reads {reads} (audio or images), not token "

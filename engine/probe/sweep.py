@@ -196,6 +196,8 @@ def _audit(model_type: str, net: object) -> tuple[str, str]:
         text = _msg(exc)
         if "outside transformers' attention interface" in text:
             return REFUSED, "attention outside the interface, no adapter"
+        if "has no softmax attention" in text:
+            return REFUSED, "no softmax attention (no query and key projections)"
         return FAILED, text
     except Exception as exc:
         return FAILED, f"{type(exc).__name__}: {_one_line(exc)}"

@@ -86,10 +86,12 @@ def test_an_unknown_model_type_is_refused():
 
 def test_known_classes():
     """Ground truth by architecture: BERT uses the interface and the 2017 rule; Mamba has no
-    attention; ViT is no text model."""
-    rows = {r.model_type: r for r in sw.sweep(["bert", "mamba", "vit"])}
+    attention; RWKV mixes tokens by a recurrence, no softmax over q.k (its module's class name
+    says attention: the refusal must not read "outside the interface"); ViT is no text model."""
+    rows = {r.model_type: r for r in sw.sweep(["bert", "mamba", "rwkv", "vit"])}
     assert rows["bert"].klass == sw.AS_DECLARED
     assert rows["mamba"].klass == sw.REFUSED and rows["mamba"].why == "no attention"
+    assert rows["rwkv"].klass == sw.REFUSED and rows["rwkv"].why.startswith("no softmax")
     assert rows["vit"].klass == sw.NOT_TEXT
 
 
