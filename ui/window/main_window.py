@@ -43,11 +43,10 @@ from ui.window.help import show_about, show_help
 from ui.window.links import PageLinks
 from ui.window.page_tabs import PageTabs
 from ui.window.run import WindowRun
+from ui.window.screen_fit import PREFERRED_SIZE, clamp_rect, first_rect
 from ui.window.sessions import Sessions
 from ui.window.settings import WindowSettings
 from ui.window.tour import WindowTour
-
-DEFAULT_SIZE = (1600, 1000)
 
 #: (tab title, module, class) of the other pages, built the first time their tab is shown
 LAZY_PAGES = (
@@ -93,13 +92,35 @@ class MainWindow(QMainWindow):
         self.window_tour = WindowTour(self)
         self._build_menus()
         self.theme_name = "light"
-        self.resize(*DEFAULT_SIZE)
+        # a user's window fits the screen it opens on; one that restores nothing (--screenshot,
+        # tests) has a fixed first size, whatever the machine's screen
+        self.resize(*PREFERRED_SIZE)
+        if restore:
+            self.fit_to_screen(first=True)
         if restore:
             self.window_settings.restore()
         saved_theme = self.settings.value("theme") if restore else None
         self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
         size_combos_by_contents(self)  # (a stable width: ui.lab_style)
         self.redraw_timer.start()
+
+    def fit_to_screen(self, first: bool = False) -> None:
+        """``first``: the first size, from the screen's available geometry; otherwise the
+        current (restored) geometry moved and shrunk into the screen (ui.window.screen_fit)."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            return
+        available = screen.availableGeometry()
+        if first:
+            self.setGeometry(first_rect(available))
+            return
+        frame = self.frameGeometry()
+        inside = clamp_rect(frame, available)
+        if inside != frame:
+            margin_w = frame.width() - self.width()
+            margin_h = frame.height() - self.height()
+            self.resize(max(1, inside.width() - margin_w), max(1, inside.height() - margin_h))
+            self.move(inside.topLeft())
 
     # -- construction --------------------------------------------------------------------------
     def _build_tabs(self) -> None:
