@@ -189,13 +189,24 @@ def figure_clone(panel: PlotPanel, style: str) -> Iterator[PlotPanel]:
     """A fresh copy of ``panel`` (``make_clone``) drawn offscreen with its data and view choices,
     its plot area exactly the style's figure size, restyled (``style_panel``): the one source
     of every exported figure. Closed and deleted afterwards."""
-    from PySide6.QtCore import Qt
 
-    from ui.headless import ensure_app, settle_layout
+
+    from ui.plots.type_scale import unscaled
 
     state = getattr(panel, "_state", None)
     if state is None:
         raise ExportError(f"{panel.title}: nothing to export yet")
+    with unscaled():  # a figure never depends on the window (presentation mode's type)
+        with _figure_clone(panel, style, state) as clone:
+            yield clone
+
+
+@contextmanager
+def _figure_clone(panel: PlotPanel, style: str, state: Any) -> Iterator[PlotPanel]:
+    from PySide6.QtCore import Qt
+
+    from ui.headless import ensure_app, settle_layout
+
     app = ensure_app()
     width, height = figure_size(panel, style)
     clone = panel.make_clone()

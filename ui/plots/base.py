@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.io import atomic_write_bytes, csv_text
+from ui.plots import type_scale  # noqa: F401  (presentation mode's larger titles)
 from ui.plots.figure_metadata import METADATA_KEY, svg_with_metadata
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
 from ui.plots.legends import outside_legend, show_legend

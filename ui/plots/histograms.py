@@ -36,9 +36,14 @@ def _pct(e: Estimate) -> str:
 TITLE_PT = 9.0  #: the size of the plots' titles
 
 
-def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> str:
-    """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
-    at the title's size: a title never runs past the edges of its plot."""
+#: lines a plot's title may take on screen: a fixed-height header that never runs over the data
+HEADER_LINES = 2
+#: what ends a header cut short (the whole header is the title's tooltip)
+MORE = " …"
+
+
+def _title_width(text: str) -> float:
+    """Pixels ``text`` (HTML) takes at the titles' size."""
     import html as _html
     import re
 
@@ -46,11 +51,23 @@ def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> st
 
     font = QFont()
     font.setPointSizeF(TITLE_PT)
-    metrics = QFontMetricsF(font)
+    return QFontMetricsF(font).horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", text)))
 
-    def width(text: str) -> float:
-        return metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", text)))
 
+def _elided(text: str, room: float) -> str:
+    """Plain ``text`` cut to ``room`` pixels at the titles' size, ending in "…"."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    font = QFont()
+    font.setPointSizeF(TITLE_PT)
+    return QFontMetricsF(font).elidedText(text, Qt.TextElideMode.ElideRight, room)
+
+
+def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> str:
+    """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
+    at the title's size: a title never runs past the edges of its plot."""
+    width = _title_width
     lines: list[str] = []
     line = prefix
     for part in parts:
@@ -65,6 +82,35 @@ def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> st
             line = joined
     lines.append(line)
     return "<br>".join(lines)
+
+
+def fit_header(prefix: str, parts: list[str], note: str, room: float) -> tuple[str, bool]:
+    """The title on exactly HEADER_LINES lines of at most ``room`` pixels: ``prefix`` and the
+    per-rule ``parts``, then ``note`` on a line of its own when there is one to spare; what does
+    not fit is cut, the last line ending in MORE. Returns (HTML, whether anything was cut)."""
+    lines = fit_lines(prefix, parts, room).split("<br>")
+    cut = False
+    if note and len(lines) < HEADER_LINES:
+        if _title_width(note) <= room:
+            lines.append(note)
+        elif "<" not in note:  # a plain note: cut at the right (whole on hover)
+            lines.append(_elided(note, room))
+            cut = True
+        else:
+            lines.append(MORE.strip())
+            cut = True
+    elif note:
+        lines.append(note)  # no room: cut below
+    if len(lines) > HEADER_LINES:
+        cut = True
+        lines = fit_lines(prefix, parts, room - _title_width(MORE)).split("<br>")
+        lines = lines[:HEADER_LINES]
+        last = lines[-1].removesuffix(",")
+        while _title_width(last + MORE) > room and ", " in last:  # (a narrow plot)
+            last = last.rsplit(", ", 1)[0]
+        lines[-1] = last + MORE if _title_width(last + MORE) <= room else MORE.strip()
+    lines += ["&nbsp;"] * (HEADER_LINES - len(lines))  # one line: the same height as two
+    return "<br>".join(lines), cut
 
 
 def _span(rule: str, text: str) -> str:
@@ -300,10 +346,12 @@ class RuleHistogramPanel(PlotPanel):
         if not (prefix or parts) or self.figure_style is not None:  # (an export keeps its own)
             return
         room = max(60.0, self.plot.width() - 8)
-        text = fit_lines(prefix, parts, room) + (f"<br>{note}" if note else "")
+        text, cut = fit_header(prefix, list(parts), note, room)
         if text != getattr(self, "_title_text", None):
             self._title_text = text
             self.plot.setTitle(text, color=self.theme.foreground, size=f"{TITLE_PT:g}pt")
+            whole = prefix + ", ".join(parts) + (f"<br>{note}" if note else "")
+            self.plot.titleLabel.setToolTip(whole if cut else "")
 
 
 class ScoresPanel(RuleHistogramPanel):

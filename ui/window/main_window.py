@@ -145,6 +145,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
         self.tabs.currentChanged.connect(lambda _i: self.window_run.sync_status_bar())
+        self.tabs.currentChanged.connect(lambda _i: self.presenter.page_changed())
         self.setCentralWidget(self.tabs)
 
     def _build_params_dock(self) -> None:
@@ -270,6 +271,7 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        self.presenter.page_built(page)
         size_combos_by_contents(page)
         self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()

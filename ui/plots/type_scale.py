@@ -1,0 +1,98 @@
+"""Presentation mode's larger type on every plot of every page: plot titles and axis titles are
+drawn at ``factor`` times their size while it is on (they are scene text with sizes of their
+own, so the application's larger font never reached them: they stayed about 11 px).
+
+pyqtgraph's title labels (``LabelItem.setText``) and axis titles (``AxisItem.labelString``) are
+wrapped once, on import: each keeps the size it was given and draws it scaled, so a title set
+again during presentation mode (a redraw) is large too, and factor 1 draws exactly what it drew
+before. Exported figures are drawn at factor 1 (:func:`unscaled`): they never depend on the
+window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtGui import QFontInfo
+
+_factor = 1.0
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*(px|pt)\s*$")
+
+
+def factor() -> float:
+    return _factor
+
+
+def _scaled(size: str | None, f: float) -> str | None:
+    match = _SIZE.match(size or "")
+    if f == 1.0 or match is None:
+        return size
+    return f"{float(match.group(1)) * f:.4g}{match.group(2)}"
+
+
+_label_set_text = pg.LabelItem.setText
+_axis_label_string = pg.AxisItem.labelString
+
+
+def _set_text(self: pg.LabelItem, text: str, **args: Any) -> None:
+    if "size" in args:
+        self._lab_size = args["size"]  # the size asked for (drawn scaled)
+    base = getattr(self, "_lab_size", None)
+    if base is not None:
+        args["size"] = _scaled(base, _factor)
+    _label_set_text(self, text, **args)
+
+
+def _label_string(self: pg.AxisItem) -> str:
+    if _factor == 1.0:
+        return _axis_label_string(self)
+    style = self.labelStyle
+    saved = dict(style)
+    try:
+        if "font-size" in style:
+            style["font-size"] = _scaled(style["font-size"], _factor)
+        else:  # the text item's own font, scaled
+            style["font-size"] = f"{QFontInfo(self.label.font()).pixelSize() * _factor:.4g}px"
+        return _axis_label_string(self)
+    finally:
+        self.labelStyle = saved
+
+
+pg.LabelItem.setText = _set_text
+pg.AxisItem.labelString = _label_string
+
+
+def set_factor(f: float, scenes: list[Any]) -> None:
+    """Draw every title and axis title at ``f`` times its size from now on, redrawing those of
+    ``scenes`` (the window's plot scenes) at once."""
+    global _factor
+    _factor = f
+    for scene in scenes:
+        refresh_scene(scene)
+
+
+def refresh_scene(scene: Any) -> None:
+    """Redraw the titles and axis titles of ``scene`` at the current factor."""
+    for item in scene.items():
+        if isinstance(item, pg.AxisItem) and item.labelText:
+            item._updateLabel()
+            item.picture = None
+            item.resizeEvent()
+            item.update()
+        elif isinstance(item, pg.LabelItem) and getattr(item, "_lab_size", None) is not None:
+            item.setText(item.text)
+
+
+@contextmanager
+def unscaled() -> Iterator[None]:
+    """Factor 1 for the duration (an exported figure, whatever the window shows)."""
+    global _factor
+    saved, _factor = _factor, 1.0
+    try:
+        yield
+    finally:
+        _factor = saved
