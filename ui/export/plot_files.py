@@ -138,9 +138,15 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
             axis.setLabel(axis.labelText, units=axis.labelUnits or None,
                           **{"font-size": f"{spec['label_px']}px",
                              "color": panel.theme.foreground})
+    # a row of plots: the panel's own title across the figure, over all of them
+    across = len(plots) > 2 and panel.title
+    if across:
+        from ui.export.figure_title import add_title_row
+
+        add_title_row(panel, f"<b>{panel.title}</b>", f"{spec['title_px']}px")
     for i, plot in enumerate(plots):
         title = plot.titleLabel.text if plot.titleLabel is not None else ""
-        if i == 0 and panel.title not in title:  # the panel's own title on the figure
+        if i == 0 and not across and panel.title not in title:  # the panel's own title
             title = f"<b>{panel.title}</b>" + (f": {title}" if title else "")
         if title:
             plot.setTitle(title, size=f"{title_px}px", color=panel.theme.foreground)
