@@ -146,9 +146,16 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
         add_title_row(panel, f"<b>{panel.title}</b>", f"{spec['title_px']}px")
     for i, plot in enumerate(plots):
         title = plot.titleLabel.text if plot.titleLabel is not None else ""
-        if i == 0 and not across and panel.title not in title:  # the panel's own title
+        fitted = None
+        if i == 0 and not across and hasattr(panel, "export_title"):  # a header of its own
+            room = (plot.width() or figure_size(panel, preset)[0]) - 12
+            fitted = panel.export_title(title_px, room)
+        if fitted:
+            plot.setTitle(fitted, size=f"{title_px}px", color=panel.theme.foreground)
+            plot._lab_title = (None, None)  # (fitted already)
+        elif i == 0 and not across and panel.title not in title:  # the panel's own title
             title = f"<b>{panel.title}</b>" + (f": {title}" if title else "")
-        if title:
+        if title and not fitted:
             plot.setTitle(title, size=f"{title_px}px", color=panel.theme.foreground)
             plot._lab_title = (title, f"{title_px}px")  # (wrap_titles fits it to the plot)
         for item in plot.listDataItems():
@@ -161,6 +168,10 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
         legend.opts["labelTextSize"] = f"{spec['legend_px']}px"
         for _sample, label in legend.items:
             label.setText(label.text, size=f"{spec['legend_px']}px")
+        if across:  # one legend under the row: its columns again, at the style's type size
+            from ui.plots.legends import fit_legend_columns
+
+            fit_legend_columns(legend, room=0.95 * figure_size(panel, preset)[0])
 
 
 def wrap_titles(panel: PlotPanel) -> bool:

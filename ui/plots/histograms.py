@@ -42,32 +42,51 @@ HEADER_LINES = 2
 MORE = " …"
 
 
-def _title_width(text: str) -> float:
-    """Pixels ``text`` (HTML) takes at the titles' size."""
+def _title_font(px: float | None = None) -> Any:
+    """The titles' font: TITLE_PT on screen, ``px`` pixels in an exported figure."""
+    from PySide6.QtGui import QFont
+
+    font = QFont()
+    if px is None:
+        font.setPointSizeF(TITLE_PT)
+    else:
+        font.setPixelSize(round(px))
+    return font
+
+
+def _title_width(text: str, px: float | None = None) -> float:
+    """Pixels ``text`` (HTML) takes at the titles' size (bold where it is bold)."""
     import html as _html
     import re
 
-    from PySide6.QtGui import QFont, QFontMetricsF
+    from PySide6.QtGui import QFontMetricsF
 
-    font = QFont()
-    font.setPointSizeF(TITLE_PT)
-    return QFontMetricsF(font).horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", text)))
+    plain = QFontMetricsF(_title_font(px))
+    bold_font = _title_font(px)
+    bold_font.setBold(True)
+    bold = QFontMetricsF(bold_font)
+    width = 0.0
+    for chunk_bold, chunk in enumerate(re.split(r"</?b>", text)):
+        metrics = bold if chunk_bold % 2 else plain
+        width += metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", chunk)))
+    return width
 
 
-def _elided(text: str, room: float) -> str:
+def _elided(text: str, room: float, px: float | None = None) -> str:
     """Plain ``text`` cut to ``room`` pixels at the titles' size, ending in "…"."""
     from PySide6.QtCore import Qt
-    from PySide6.QtGui import QFont, QFontMetricsF
+    from PySide6.QtGui import QFontMetricsF
 
-    font = QFont()
-    font.setPointSizeF(TITLE_PT)
-    return QFontMetricsF(font).elidedText(text, Qt.TextElideMode.ElideRight, room)
+    return QFontMetricsF(_title_font(px)).elidedText(text, Qt.TextElideMode.ElideRight, room)
 
 
-def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> str:
+def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ",
+              px: float | None = None) -> str:
     """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
     at the title's size: a title never runs past the edges of its plot."""
-    width = _title_width
+    def width(text: str) -> float:
+        return _title_width(text, px)
+
     lines: list[str] = []
     line = prefix
     for part in parts:
@@ -84,17 +103,18 @@ def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> st
     return "<br>".join(lines)
 
 
-def fit_header(prefix: str, parts: list[str], note: str, room: float) -> tuple[str, bool]:
+def fit_header(prefix: str, parts: list[str], note: str, room: float,
+               px: float | None = None) -> tuple[str, bool]:
     """The title on exactly HEADER_LINES lines of at most ``room`` pixels: ``prefix`` and the
     per-rule ``parts``, then ``note`` on a line of its own when there is one to spare; what does
     not fit is cut, the last line ending in MORE. Returns (HTML, whether anything was cut)."""
-    lines = fit_lines(prefix, parts, room).split("<br>")
+    lines = fit_lines(prefix, parts, room, px=px).split("<br>")
     cut = False
     if note and len(lines) < HEADER_LINES:
-        if _title_width(note) <= room:
+        if _title_width(note, px) <= room:
             lines.append(note)
         elif "<" not in note:  # a plain note: cut at the right (whole on hover)
-            lines.append(_elided(note, room))
+            lines.append(_elided(note, room, px))
             cut = True
         else:
             lines.append(MORE.strip())
@@ -103,12 +123,12 @@ def fit_header(prefix: str, parts: list[str], note: str, room: float) -> tuple[s
         lines.append(note)  # no room: cut below
     if len(lines) > HEADER_LINES:
         cut = True
-        lines = fit_lines(prefix, parts, room - _title_width(MORE)).split("<br>")
+        lines = fit_lines(prefix, parts, room - _title_width(MORE, px), px=px).split("<br>")
         lines = lines[:HEADER_LINES]
         last = lines[-1].removesuffix(",")
-        while _title_width(last + MORE) > room and ", " in last:  # (a narrow plot)
+        while _title_width(last + MORE, px) > room and ", " in last:  # (a narrow plot)
             last = last.rsplit(", ", 1)[0]
-        lines[-1] = last + MORE if _title_width(last + MORE) <= room else MORE.strip()
+        lines[-1] = last + MORE if _title_width(last + MORE, px) <= room else MORE.strip()
     lines += ["&nbsp;"] * (HEADER_LINES - len(lines))  # one line: the same height as two
     return "<br>".join(lines), cut
 
@@ -352,6 +372,13 @@ class RuleHistogramPanel(PlotPanel):
             self.plot.setTitle(text, color=self.theme.foreground, size=f"{TITLE_PT:g}pt")
             whole = prefix + ", ".join(parts) + (f"<br>{note}" if note else "")
             self.plot.titleLabel.setToolTip(whole if cut else "")
+
+
+    def export_title(self, px: float, room: float) -> str | None:
+        """The figure's title: the panel's name and its header, fitted to ``room`` pixels at
+        ``px`` (two lines, as on screen)."""
+        prefix, parts, note = getattr(self, "_title", ("", [], ""))
+        return fit_header(f"<b>{self.title}</b>: {prefix}", list(parts), note, room, px)[0]
 
 
 class ScoresPanel(RuleHistogramPanel):

@@ -11,6 +11,7 @@ window.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,8 +63,23 @@ def _label_string(self: pg.AxisItem) -> str:
         self.labelStyle = saved
 
 
+_plot_set_title = pg.PlotItem.setTitle
+
+
+def _set_title(self: pg.PlotItem, title: str | None = None, **args: Any) -> None:
+    """pyqtgraph's title row is 30 px high whatever the title: a title of two lines (or one in
+    a slide's or presentation mode's larger type) ran over the top of the data. The row takes
+    the title's height (30 px at least, as before)."""
+    _plot_set_title(self, title, **args)
+    if title is not None:
+        height = max(30, math.ceil(self.titleLabel.itemRect().height()))
+        self.titleLabel.setMaximumHeight(height)
+        self.layout.setRowFixedHeight(0, height)
+
+
 pg.LabelItem.setText = _set_text
 pg.AxisItem.labelString = _label_string
+pg.PlotItem.setTitle = _set_title
 
 
 def set_factor(f: float, scenes: list[Any]) -> None:
@@ -83,6 +99,9 @@ def refresh_scene(scene: Any) -> None:
             item.picture = None
             item.resizeEvent()
             item.update()
+        elif isinstance(item, pg.PlotItem) and item.titleLabel.isVisible() \
+                and getattr(item.titleLabel, "_lab_size", None) is not None:
+            item.setTitle(item.titleLabel.text)  # (its row follows its height)
         elif isinstance(item, pg.LabelItem) and getattr(item, "_lab_size", None) is not None:
             item.setText(item.text)
 
