@@ -12,16 +12,10 @@ from PySide6.QtWidgets import QApplication
 
 from engine.rules import RULES
 from tests.ui.plot_layout import _text_rect, label_cut, layout_problems
+from tests.ui.test_window_size import _one_estimate_line  # noqa: F401  (autouse)
 from ui.plots.base import PlotPanel
 
 PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments")
-
-
-@pytest.fixture(autouse=True)
-def _one_estimate_line(monkeypatch):
-    """The Experiments page's plan line is timed: its length would follow the machine's load."""
-    monkeypatch.setattr("ui.pages.experiments.page.plan_estimate",
-                        lambda *args: ("about 1 min (40 s to 2 min)", "timed"))
 
 
 def _settle(qtbot) -> None:
