@@ -3,9 +3,10 @@ drawn at ``factor`` times their size while it is on (they are scene text with si
 own, so the application's larger font never reached them: they stayed about 11 px).
 
 pyqtgraph's title labels (``LabelItem.setText``) and axis titles (``AxisItem.labelString``) are
-wrapped once, on import: each keeps the size it was given and draws it scaled, so a title set
-again during presentation mode (a redraw) is large too, and factor 1 draws exactly what it drew
-before. Exported figures are drawn at factor 1 (:func:`unscaled`): they never depend on the
+wrapped once, on import: each keeps the size it was given and draws it scaled (no larger than
+its plot or axis holds), so a title set again during presentation mode (a redraw) is large too,
+and factor 1 draws exactly what it drew before. ``PlotItem.setTitle`` gives the title row the
+title's height. Exported figures are drawn at factor 1 (:func:`unscaled`): they never depend on the
 window.
 """
 
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtGui import QFontInfo
+from PySide6.QtGui import QFont, QFontInfo, QFontMetricsF
 
 _factor = 1.0
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*(px|pt)\s*$")
@@ -54,10 +55,22 @@ def _label_string(self: pg.AxisItem) -> str:
     style = self.labelStyle
     saved = dict(style)
     try:
-        if "font-size" in style:
-            style["font-size"] = _scaled(style["font-size"], _factor)
-        else:  # the text item's own font, scaled
-            style["font-size"] = f"{QFontInfo(self.label.font()).pixelSize() * _factor:.4g}px"
+        size = style.get("font-size") or f"{QFontInfo(self.label.font()).pixelSize()}px"
+        f = _factor
+        # no larger than the axis holds along its length (a short plot's y title ran out of it)
+        room = self.height() if self.orientation in ("left", "right") else self.width()
+        if room > 0:
+            font = QFont(self.label.font())
+            match = _SIZE.match(_scaled(size, f) or "")
+            if match is not None and match.group(2) == "px":
+                font.setPixelSize(max(1, round(float(match.group(1)))))
+            elif match is not None:
+                font.setPointSizeF(float(match.group(1)))
+            longest = max(QFontMetricsF(font).horizontalAdvance(line)
+                          for line in (self.labelText or " ").split("<br>"))
+            if longest > room - 4:
+                f = max(1.0, f * (room - 4) / longest)
+        style["font-size"] = _scaled(size, f)
         return _axis_label_string(self)
     finally:
         self.labelStyle = saved
@@ -71,6 +84,14 @@ def _set_title(self: pg.PlotItem, title: str | None = None, **args: Any) -> None
     a slide's or presentation mode's larger type) ran over the top of the data. The row takes
     the title's height (30 px at least, as before)."""
     _plot_set_title(self, title, **args)
+    label = self.titleLabel
+    room = self.width() - 4
+    if title is not None and _factor != 1.0 and room > 0 and label.itemRect().width() > room:
+        # presentation mode's larger type, no wider than the plot (down to the normal size)
+        base = getattr(label, "_lab_size", None)
+        f = max(1.0, _factor * room / label.itemRect().width())
+        if base is not None:
+            _label_set_text(label, title, size=_scaled(base, f))
     if title is not None:
         height = max(30, math.ceil(self.titleLabel.itemRect().height()))
         self.titleLabel.setMaximumHeight(height)
