@@ -48,40 +48,54 @@ def rule_parts(rules: Iterable[str], theme: Theme | None = None, short: bool = F
 
 class StripLabel(QLabel):
     """A label of STRIP_LINES lines whose fixed height follows its font (presentation mode's
-    larger type, and back); given a long and a short text (:meth:`show_texts`), it shows the
-    long one when it fits those lines at the label's width, else the short one."""
+    larger type, and back); given the entries in a long and a short form (:meth:`show_entries`),
+    it lays them out on lines itself (an entry is never broken: Qt's rich text broke "logn:
+    q·k/ / √d_k·ln n/ln n_ref" at its slash) and shows the long form when it fits its lines at
+    the label's width, else the short one."""
 
-    _texts: tuple[str, str] = ("", "")
+    _entries: tuple[list[str], list[str]] = ([], [])
 
     def fit_height(self) -> None:
         self.setFixedHeight(STRIP_LINES * self.fontMetrics().lineSpacing() + 6)
 
-    def show_texts(self, full: str, short: str, tip: str) -> None:
-        self._texts = (full, short)
+    def show_entries(self, full: list[str], short: list[str], tip: str) -> None:
+        self._entries = (list(full), list(short))
         self.setToolTip(tip)
         self._choose()
 
-    def fits(self, html: str) -> bool:
-        """Whether ``html`` wraps into STRIP_LINES lines at the label's width."""
+    def _width(self, html: str) -> float:
         doc = QTextDocument()
         doc.setDefaultFont(self.font())
         doc.setDocumentMargin(0)
         doc.setHtml(html)
-        width = self.contentsRect().width()
-        doc.setTextWidth(width)
-        lines = doc.size().height() / max(1, self.fontMetrics().lineSpacing())
-        return doc.idealWidth() <= width + 1 and lines < STRIP_LINES + 0.5
+        return doc.idealWidth()
+
+    def lay_out(self, entries: list[str]) -> list[str]:
+        """``entries`` on as few lines as fit the label's width (one entry a line at least)."""
+        room = self.contentsRect().width()
+        lines: list[str] = []
+        for part in entries:
+            joined = f"{lines[-1]}{SEPARATOR}{part}" if lines else part
+            if lines and self._width(joined) <= room:
+                lines[-1] = joined
+            else:
+                lines.append(part)
+        return lines
 
     def _choose(self) -> None:
-        full, short = self._texts
+        full, short = self._entries
         if not (full or short):
             return
-        text = full if self.fits(full) else short
+        lines = self.lay_out(full)
+        room = self.contentsRect().width()
+        if len(lines) > STRIP_LINES or any(self._width(line) > room + 1 for line in lines):
+            lines = self.lay_out(short)
+        text = "<br>".join(lines)
         if text != self.text():
             QLabel.setText(self, text)
 
-    def setText(self, text: str) -> None:  # Qt's name: a plain message, no short form
-        self._texts = ("", "")
+    def setText(self, text: str) -> None:  # Qt's name: a plain message, no entries
+        self._entries = ([], [])
         super().setText(text)
 
     def resizeEvent(self, event: Any) -> None:  # Qt's names from here on
@@ -102,7 +116,7 @@ def strip_label(parent: QWidget | None = None, name: str = "rule_strip") -> Stri
     label = StripLabel(parent)
     label.setObjectName(name)
     label.setTextFormat(Qt.TextFormat.RichText)
-    label.setWordWrap(True)
+    label.setWordWrap(False)  # (its lines are laid out by StripLabel)
     label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     label.fit_height()
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -112,4 +126,4 @@ def strip_label(parent: QWidget | None = None, name: str = "rule_strip") -> Stri
 def show_parts(label: StripLabel, parts: list[str], short: list[str] | None = None) -> None:
     """``parts`` (the full entries) in the strip, ``short`` (the same entries, shorter) when
     the full ones do not fit; the tooltip lists the full entries, one a line."""
-    label.show_texts(SEPARATOR.join(parts), SEPARATOR.join(short or parts), "<br>".join(parts))
+    label.show_entries(parts, short or parts, "<br>".join(parts))

@@ -37,4 +37,12 @@ def test_every_rule_is_in_view_in_the_strip_at_1280x720(window, qtbot):
         assert re.search(rf"\b{re.escape(rule)}\b", shown), rule
         assert rule_label(rule) in _plain(strip.toolTip())  # the formula on hover
     assert label_cut(strip) == "", label_cut(strip)
+    lines = [_plain(line) for line in strip.text().split("<br>")]
+    assert len(lines) <= 2
+    window.page.show_rules(RULES[:7])  # seven full labels: two lines, no entry broken
+    _settle(qtbot)
+    lines = [_plain(line) for line in strip.text().split("<br>")]
+    assert len(lines) == 2, lines
+    for rule in RULES[:7]:
+        assert sum(rule_label(rule) in line for line in lines) == 1, (rule, lines)
     assert strip.height() == height  # the plots under it never move
