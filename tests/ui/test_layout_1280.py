@@ -33,6 +33,11 @@ def title_over_data(where: str, panel: PlotPanel) -> list[str]:
             continue
         text = _text_rect(title.item)
         data = plot.getViewBox().sceneBoundingRect()
+        left = plot.getAxis("left")
+        if left.isVisible() and left.labelText and left.label.isVisible():
+            beside = _text_rect(left.label).intersected(text)
+            if beside.width() > 1 and beside.height() > 1:
+                out.append(f"{where}[{k}] y title {left.labelText!r} runs into the title")
         shared = text.intersected(data)
         if shared.height() > 1 and shared.width() > 1:
             out.append(f"{where}[{k}] title {title.text[:40]!r}... runs {shared.height():.0f} px "
@@ -67,6 +72,9 @@ def strip_problems(window) -> list[str]:
             if not (chip.isVisibleTo(bar) and room.contains(seen)
                     and room.contains(seen + chip.rect().bottomRight())):
                 out.append(f"bar chip {rule} is out of view")
+            elif chip.width() < chip.sizeHint().width():  # squeezed: its name elided ("te…re")
+                out.append(f"bar chip {rule} is {chip.width()} px, its name needs "
+                           f"{chip.sizeHint().width()}")
         return out
     strip = window.page.rule_strip
     plain = re.sub(r"<[^>]+>", "", strip.text())
