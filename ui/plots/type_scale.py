@@ -22,6 +22,8 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontInfo, QFontMetricsF
 
 _factor = 1.0
+#: the least an axis title is drawn at in presentation mode, of its normal size
+AXIS_FLOOR = 0.75
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*(px|pt)\s*$")
 
 
@@ -58,7 +60,8 @@ def _label_string(self: pg.AxisItem) -> str:
         size = style.get("font-size") or f"{QFontInfo(self.label.font()).pixelSize()}px"
         f = _factor
         # no larger than the axis holds along its length (a short plot's y title ran out of it)
-        room = self.height() if self.orientation in ("left", "right") else self.width()
+        room = self._room() if hasattr(self, "_room") else \
+            self.height() if self.orientation in ("left", "right") else self.width()
         if room > 0:
             font = QFont(self.label.font())
             match = _SIZE.match(_scaled(size, f) or "")
@@ -66,10 +69,17 @@ def _label_string(self: pg.AxisItem) -> str:
                 font.setPixelSize(max(1, round(float(match.group(1)))))
             elif match is not None:
                 font.setPointSizeF(float(match.group(1)))
+            from ui.plots.tidy_axis import MAX_LABEL_LINES, split_lines
+
+            # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
+            text = split_lines(self.labelText or " ", MAX_LABEL_LINES) \
+                if self.orientation in ("left", "right") else (self.labelText or " ")
             longest = max(QFontMetricsF(font).horizontalAdvance(line)
-                          for line in (self.labelText or " ").split("<br>"))
-            if longest > room - 4:
-                f = max(1.0, f * (room - 4) / longest)
+                          for line in text.split("<br>"))
+            if longest > room - 4 > 0:
+                # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
+                # taller title has less room than it had; its y title must not run into it)
+                f = max(AXIS_FLOOR, f * (room - 4) / longest)
         style["font-size"] = _scaled(size, f)
         return _axis_label_string(self)
     finally:
