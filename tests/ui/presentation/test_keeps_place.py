@@ -40,6 +40,7 @@ def _looks(page) -> dict:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Training", "Score inspector"])
 def test_f11_presents_the_page_you_are_on_and_returns_to_it(window, qtbot, title):
     window.resize(1280, 720)
