@@ -1,6 +1,11 @@
 """GUI responsiveness: time to first window, and event-loop lag while a large run streams.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py [--trials 200000] [--d-k 1024]
+        [--rules 2|7] [--real-model]
+
+``--rules 7`` checks seven rules (a lecturer comparing today's controls; every panel then draws
+seven curves and its header seven values) instead of the default two. ``--real-model`` then opens
+the Real model tab for the first time, with the probe still running, and prints that stall.
 
 A 10 ms QTimer probe measures how late the event loop serves it while the window runs an explicit
 simulation (and then the d_k sweep); lags are also printed as a ratio of the 33 ms frame budget.
@@ -27,6 +32,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["ATTENTION_LAB_SETTINGS"] = "memory"
 
 FRAME_MS = 33.0
+#: the rules checked by ``--rules``: the default pair, and seven (no rule that needs vectors:
+#: the run stays on the same path, only the drawing grows)
+RULE_SETS = {2: ("none", "sqrt"),
+             7: ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")}
 PROBE_MS = 10
 
 
@@ -120,6 +129,11 @@ def main() -> None:
     ap.add_argument("--no-freeze", action="store_true",
                     help="leave the start-up objects to the garbage collector (as before "
                          "ui/heap.py): its full collections then stall the loop mid-run")
+    ap.add_argument("--rules", type=int, choices=sorted(RULE_SETS), default=2,
+                    help="how many rules are checked (default 2)")
+    ap.add_argument("--real-model", action="store_true",
+                    help="after the run, open the Real model tab for the first time and print "
+                         "the event loop's largest lag while it opens")
     args = ap.parse_args()
     profiler = BlockTimer() if args.profile else None
     if profiler is not None:
@@ -159,7 +173,8 @@ def main() -> None:
     timer = QTimer()
     timer.setInterval(PROBE_MS)
     timer.timeout.connect(probe)
-    w.apply_config({"method": "explicit", "trials": args.trials, "d_k": args.d_k})
+    w.apply_config({"method": "explicit", "trials": args.trials, "d_k": args.d_k,
+                    "scalings": list(RULE_SETS[args.rules])})
     timer.start()
     start = time.perf_counter()
     sim_s = None
@@ -172,21 +187,37 @@ def main() -> None:
         if s is not None and s.complete:
             break
     total = time.perf_counter() - start
+    real_model = None
+    run_end = len(lags)  # the run's probes; the Real model tab's come after
+    if args.real_model:  # the first opening of the Real model tab, the probe still running
+        index = next(i for i in range(w.tabs.count()) if w.tabs.tabText(i) == "Real model")
+        t_open = time.perf_counter()
+        w.tabs.setCurrentIndex(index)
+        call_s = time.perf_counter() - t_open
+        while time.perf_counter() - t_open < call_s + 1.0:  # the probe's next turns
+            app.processEvents()
+            time.sleep(0.001)
+        real_model = (call_s, max(lags[run_end:], default=float("nan")))
     timer.stop()
     w.close()
     w.deleteLater()
     app.processEvents()
 
-    lag = np.array(lags[5:]) * 1000
+    lag = np.array(lags[5:run_end]) * 1000
     print(f"time to first window: {first_window:.3f} s (torch imported: {torch_loaded})")
+    print(f"rules checked: {len(RULE_SETS[args.rules])} ({', '.join(RULE_SETS[args.rules])}); "
+          f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"run: explicit, d_k={args.d_k}, trials={args.trials:,}: simulation {sim_s or float('nan'):.1f} s, "
           f"with sweep {total:.1f} s, {w.redraw_count} redraw ticks")
     for name, v in (("median", np.median(lag)), ("p99", np.percentile(lag, 99)), ("max", lag.max())):
         print(f"event-loop lag {name}: {v:.1f} ms = {v / FRAME_MS:.2f} x the {FRAME_MS:.0f} ms frame")
-    cpu = np.array(busy[5:]) * 1000
+    cpu = np.array(busy[5:run_end]) * 1000
     print(f"GUI thread busy between two probes (its own CPU time; the lag a quiet machine would "
           f"show): p99 {np.percentile(cpu, 99):.1f} ms, max {cpu.max():.1f} ms = "
           f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
+    if real_model is not None:
+        print(f"Real model tab, first opening: the tab switch took {real_model[0] * 1000:.0f} ms; "
+              f"largest event-loop lag while it opened {real_model[1] * 1000:.1f} ms")
     if profiler is not None:
         profiler.report(stamped[5:])
 

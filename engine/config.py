@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from engine.rules import N_REF_DEFAULT, RULES, SINK_DEFAULT, SOFTCAP_DEFAULT, SSMAX_S_DEFAULT
+from engine.rules import (
+    N_REF_DEFAULT,
+    RULES,
+    SINK_DEFAULT,
+    SOFTCAP_DEFAULT,
+    SSMAX_S_DEFAULT,
+    YARN_S_DEFAULT,
+)
 from engine.validate import (
     ConfigMethods,
     check_choice,
@@ -28,6 +35,8 @@ MEAN_ABS_MAX = 1e3
 STD_MAX = 1e3
 TEMPERATURE_RANGE = (1e-6, 1e6)
 SSMAX_S_MAX = 1e3
+#: largest context-extension factor s of ``yarn`` (DeepSeek-V3 ships 40)
+YARN_S_MAX = 1e6
 #: c of ``softcap``: (0, SOFTCAP_MAX]
 SOFTCAP_MAX = 1e6
 #: the sink logit: [-SINK_ABS_MAX, SINK_ABS_MAX]
@@ -63,7 +72,7 @@ class SimulationConfig(ConfigMethods):
     device: str = "auto"
     dtype: str = "float64"
     method: str = "auto"
-    #: reference length of the ``logn`` and ``yarn`` rules (both equal ``sqrt`` when n_keys = n_ref)
+    #: reference length of the ``logn`` and ``yarn_dynamic`` rules (both equal ``sqrt`` up to n_ref)
     n_ref: int = N_REF_DEFAULT
     #: s of the ``ssmax`` rule (logits = s ln(n) q.k / sqrt(d_k))
     ssmax_s: float = SSMAX_S_DEFAULT
@@ -71,6 +80,8 @@ class SimulationConfig(ConfigMethods):
     softcap: float = SOFTCAP_DEFAULT
     #: the ``sink`` rule's logit (0 = "softmax plus one")
     sink: float = SINK_DEFAULT
+    #: s of the ``yarn`` rule, the context-extension factor (logits = (0.1 ln s + 1)^2 q.k/sqrt(d_k))
+    yarn_s: float = YARN_S_DEFAULT
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -97,6 +108,7 @@ class SimulationConfig(ConfigMethods):
         s(self, "ssmax_s", check_float("ssmax_s", self.ssmax_s, 0.0, SSMAX_S_MAX, lo_open=True))
         s(self, "softcap", check_float("softcap", self.softcap, 0.0, SOFTCAP_MAX, lo_open=True))
         s(self, "sink", check_float("sink", self.sink, -SINK_ABS_MAX, SINK_ABS_MAX))
+        s(self, "yarn_s", check_float("yarn_s", self.yarn_s, 1.0, YARN_S_MAX))
         if self.backend == "numpy" and self.device == "cuda":
             from engine.errors import ConfigError
 
@@ -112,7 +124,8 @@ class SimulationConfig(ConfigMethods):
     def rule_params(self) -> dict[str, float]:
         """The keyword parameters of ``Rule.logits`` beyond d_k and T (every row sees n_keys)."""
         return {"log_n": math.log(self.n_keys), "log_n_ref": math.log(self.n_ref),
-                "ssmax_s": self.ssmax_s, "softcap": self.softcap, "sink": self.sink}
+                "ssmax_s": self.ssmax_s, "softcap": self.softcap, "sink": self.sink,
+                "yarn_s": self.yarn_s}
 
     @property
     def exact_is_valid(self) -> bool:

@@ -73,7 +73,7 @@ class InspectResult:
     softcap: float | None = None  #: the logits are c tanh(z / c) of the scaled scores z
     sink: float | None = None  #: a sink logit joined the softmax
     sigmoid: bool = False  #: weights sigmoid(logit - ln n), no normalization
-    yarn_n_ref: int | None = None  #: YaRN: the scaled scores were multiplied by (0.1 ln(n/n_ref)+1)^2
+    yarn_n_ref: int | None = None  #: yarn_dynamic: the scaled scores were multiplied by (0.1 ln(n/n_ref)+1)^2
     key_mass: float = 1.0  #: sum of the weights
     sink_weight: float = 0.0  #: the sink's weight (0 without one)
 
@@ -145,7 +145,7 @@ def inspect_scores(scores: Sequence[float], scale: float = 1.0,
                    softcap: float | None = None, sigmoid: bool = False,
                    yarn_n_ref: int | None = None) -> InspectResult:
     """Validate and analyse the weights of ``scores / scale``: times s ln(n) with ``ssmax_s``
-    (the ``ssmax`` rule) or YaRN's factor with ``yarn_n_ref``; capped to c tanh(z / c) with
+    (the ``ssmax`` rule) or the ``yarn_dynamic`` factor with ``yarn_n_ref``; capped to c tanh(z / c) with
     ``softcap``; a softmax over the scores, plus a ``sink`` logit if given, or ``sigmoid``
     weights sigmoid(z - ln n). Figures as engine.softmax defines them where the weights do not
     sum to one. Errors name ``scores``, ``scale``, ``ssmax_s``, ``softcap``, ``sink`` or

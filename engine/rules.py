@@ -8,12 +8,14 @@ each a float or anything that broadcasts against the similarity (a per-row ln(n)
 learned per-head temperature). ``needs`` names the similarity a rule starts from: ``dot`` = q.k,
 ``cos`` = q.k / (|q| |k|), ``ln`` = LayerNorm(q) . LayerNorm(k).
 
-The length rules (docs/guide/simulation.md, "The length axis"): ``logn`` multiplies the ``sqrt`` logits by
-ln(n) / ln(n_ref), so it equals ``sqrt`` at the reference length; ``ssmax`` (Scalable-Softmax,
+The length rules (docs/guide/simulation.md, "The length axis"): ``logn`` (Qwen's logn attention)
+multiplies the ``sqrt`` logits by ln(n) / ln(n_ref) beyond n_ref and leaves them alone up to it
+(Qwen clamps the factor at 1, so short rows are never flattened); ``ssmax`` (Scalable-Softmax,
 Nakanishi 2025) multiplies them by s * ln(n), with s a parameter (learned per head in training);
-``yarn`` (YaRN's attention temperature, DeepSeek-V3's ``mscale``) multiplies them by
-(0.1 ln(n / n_ref) + 1)^2 beyond n_ref and leaves them alone below it. n is the number of keys the
-row attends to.
+``yarn_dynamic`` multiplies them by (0.1 ln(n / n_ref) + 1)^2 beyond n_ref and leaves them alone
+below it, a per-row variant of YaRN's law that no shipped model uses. n is the number of keys the
+row attends to. ``yarn`` is YaRN as shipped (DeepSeek-V3, Qwen, gpt-oss): every logit times the
+constant (0.1 ln s + 1)^2, s the context-extension factor, at every length (not a length rule).
 
 The scale controls that shipped after QK-norm (docs/scale_controls.md) act at three places, so a
 rule has three stages: ``scale`` (similarity -> logit z, as above), ``cap`` (``softcap``, Gemma 2:
@@ -38,9 +40,12 @@ from engine.softmax import RowMetrics, row_metrics, sigmoid_row_metrics
 
 #: the SSMax paper's example value of s (Nakanishi 2025, Figure 1); the simulation's default
 SSMAX_S_DEFAULT = 0.43
-#: reference length of the ``logn`` and ``yarn`` rules in the simulation (the default number of keys)
+#: reference length of the ``logn`` and ``yarn_dynamic`` rules in the simulation (the default number of keys)
 N_REF_DEFAULT = 8
 _LOG_N_REF_DEFAULT = math.log(N_REF_DEFAULT)
+#: s of ``yarn``, the context-extension factor (new context / trained context): Qwen2.5's documented
+#: YaRN setting (``factor`` 4, 32k -> 128k tokens); DeepSeek-V3 uses 40, gpt-oss 32
+YARN_S_DEFAULT = 4.0
 #: c of ``softcap``: Gemma 2's ``attn_logit_softcapping``
 SOFTCAP_DEFAULT = 50.0
 #: the ``sink`` rule's logit in the simulation and the inspector (0 = "softmax plus one"); in
@@ -66,10 +71,11 @@ class RuleParams:
     d_k: int
     temperature: Any = 1.0  #: T of ``temperature`` and ``cosine`` (a learned tensor in training)
     log_n: Any = _LOG_N_REF_DEFAULT  #: ln(keys the row attends to), per row under a mask
-    log_n_ref: float = _LOG_N_REF_DEFAULT  #: ln(n_ref) of ``logn``
+    log_n_ref: float = _LOG_N_REF_DEFAULT  #: ln(n_ref) of ``logn`` and ``yarn_dynamic``
     ssmax_s: Any = SSMAX_S_DEFAULT  #: s of ``ssmax`` (a learned per-head tensor in training)
     softcap: float = SOFTCAP_DEFAULT  #: c of ``softcap``
     sink: Any = SINK_DEFAULT  #: the ``sink`` logit (a learned per-head tensor in training)
+    yarn_s: float = YARN_S_DEFAULT  #: s of ``yarn``, the context-extension factor
 
 
 @dataclass(frozen=True)
@@ -171,9 +177,22 @@ def _positive_part(x: Any) -> Any:
 
 
 def yarn_factor(log_n: Any, log_n_ref: Any) -> Any:
-    """YaRN's attention temperature (DeepSeek-V3 ``mscale``): (0.1 ln(n / n_ref) + 1)^2 for
+    """The ``yarn_dynamic`` factor: YaRN's law applied per row, (0.1 ln(n / n_ref) + 1)^2 for
     n > n_ref, 1 otherwise (the logits are multiplied by it)."""
     return (0.1 * _positive_part(log_n - log_n_ref) + 1.0) ** 2
+
+
+def yarn_constant(s: float) -> float:
+    """YaRN as shipped (transformers' ``yarn_get_mscale`` squared, DeepSeek-V3, Qwen, gpt-oss):
+    (0.1 ln s + 1)^2 for a context-extension factor s > 1, else 1, the same for every row: q and
+    k each carry 0.1 ln s + 1 through the rotary cos/sin, so their product carries its square."""
+    return (0.1 * math.log(s) + 1.0) ** 2 if s > 1.0 else 1.0
+
+
+def logn_factor(log_n: Any, log_n_ref: Any) -> Any:
+    """Qwen's logn factor: ln(n) / ln(n_ref) beyond n_ref, clamped at 1 up to it (Qwen's
+    ``math.log(i, seq_length) if i > seq_length else 1``), operators only."""
+    return 1.0 + _positive_part(log_n - log_n_ref) / log_n_ref
 
 
 _RULES = (
@@ -197,10 +216,11 @@ _RULES = (
          "Layer-normalize q and k (no affine), then divide by sqrt(d_k) (ViT-22B): fixes their "
          "lengths, not their alignment.",
          "ln", _sqrt),
-    Rule("logn", "logn: q·k/√d_k·ln n/ln n_ref", "#999933",
-         "Multiply the sqrt logits by ln(n)/ln(n_ref), n = keys the row attends to: equal to sqrt "
-         "at n_ref, sharper for longer rows (Chiang & Cholak 2022; Qwen's logn attention).",
-         "dot", lambda s, p: _sqrt(s, p) * (p.log_n / p.log_n_ref)),
+    Rule("logn", "logn: q·k/√d_k·max(1,ln n/ln n_ref)", "#999933",
+         "Multiply the sqrt logits by ln(n)/ln(n_ref) for rows longer than n_ref, n = keys the row "
+         "attends to; equal to sqrt up to n_ref (clamped at 1, as Qwen's logn attention is; "
+         "Chiang & Cholak 2022).",
+         "dot", lambda s, p: _sqrt(s, p) * logn_factor(p.log_n, p.log_n_ref)),
     Rule("ssmax", "ssmax: s·ln n·q·k/√d_k", "#882255",
          "Scalable-Softmax: multiply the sqrt logits by s·ln(n) (Nakanishi 2025); in training s "
          "is learned per head, starting where it equals sqrt at the training length.",
@@ -216,9 +236,13 @@ _RULES = (
     Rule("sigmoid", "sigmoid: σ(q·k/√d_k − ln n)", "#117733",
          "Sigmoid attention (Ramapuram et al. 2024): each key gets sigmoid(z + b), b = −ln n, with "
          "no normalization across keys, so keys do not compete.", "dot", _sqrt, weights="sigmoid"),
-    Rule("yarn", "yarn: q·k/√d_k·(0.1 ln(n/n_ref)+1)²", "#AA4499",
-         "YaRN's attention temperature (DeepSeek-V3 mscale): the sqrt logits times "
-         "(0.1·ln(n/n_ref) + 1)² for rows longer than n_ref, unchanged below it.",
+    Rule("yarn", "yarn: q·k/√d_k·(0.1 ln s+1)²", "#AA4499",
+         "YaRN as shipped (DeepSeek-V3, Qwen, gpt-oss): every sqrt logit times the constant "
+         "(0.1·ln s + 1)², s the context-extension factor, at every length: a fixed temperature.",
+         "dot", lambda s, p: _sqrt(s, p) * yarn_constant(p.yarn_s)),
+    Rule("yarn_dynamic", "yarn_dynamic: yarn, s = n/n_ref", "#661100",
+         "YaRN's law applied per row (a dynamic variant, not what models ship): the sqrt logits "
+         "times (0.1·ln(n/n_ref) + 1)² for rows longer than n_ref, unchanged up to it.",
          "dot", lambda s, p: _sqrt(s, p) * yarn_factor(p.log_n, p.log_n_ref)),
     Rule("sqrt_twice", "sqrt_twice (bug): q·k/d_k", "#7B3294",
          "The scaling-twice bug: q is divided by sqrt(d_k) and the scores once more, which is the "
@@ -240,7 +264,7 @@ RULES: tuple[str, ...] = tuple(r.name for r in _RULES if not r.training_only)
 #: the simulator's rules plus the two bugs, in display order
 TRAINING_RULES: tuple[str, ...] = tuple(RULE_REGISTRY)
 #: rules whose logits (or weights: sigmoid's b = -ln n) depend on the number of keys n
-LENGTH_RULES = frozenset({"logn", "ssmax", "yarn", "sigmoid"})
+LENGTH_RULES = frozenset({"logn", "ssmax", "yarn_dynamic", "sigmoid"})
 
 
 def rule_label(rule: str) -> str:

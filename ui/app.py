@@ -160,4 +160,20 @@ def run_gui(args: Any) -> int:
     thaw()
     window.deleteLater()
     app.processEvents()
+    if not screenshot:
+        leave_now(window, code["value"] or int(rc))
     return code["value"] or int(rc)
+
+
+def leave_now(window: Any, code: int) -> None:
+    """End the process once the window is closed and its settings are written: the interpreter's
+    own exit would join every pool thread still inside a job (an experiment job, a training step
+    of a cancelled run: seconds of waiting for results nobody will see). Outputs are staged, so
+    a run cut here leaves no half-written folder."""
+    window.settings.sync()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe
+            pass
+    os._exit(code)

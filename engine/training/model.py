@@ -6,7 +6,7 @@ with the logits the softmax sees and the weights it returns.
 
 Scaling rules: the math of each is in ``engine.rules.RULE_REGISTRY`` (one definition for the
 simulation and this model). Here the model computes the similarity a rule needs (q.k, cosine or
-layer-normed q.k), the per-row number of keys n (for ``logn``, ``ssmax``, ``yarn`` and sigmoid's
+layer-normed q.k), the per-row number of keys n (for ``logn``, ``ssmax``, ``yarn_dynamic`` and sigmoid's
 b = -ln n) and the learned per-head parameters: the ``cosine`` rule's T = exp(log_t), starting at
 ``cosine_temperature``; the ``ssmax`` rule's s, starting at 1 / ln(training length) so it equals
 ``sqrt`` there; the ``sink`` rule's sink logit, starting at 0 (gpt-oss's ``sinks``). The rule's

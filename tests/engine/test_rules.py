@@ -42,10 +42,22 @@ def test_length_rules_follow_their_formulas():
     ssmax = RULE_REGISTRY["ssmax"].logits(raw, d, 1.0, **p)
     np.testing.assert_allclose(logn, dot / 4 * 3.0, rtol=1e-14)  # ln 1000 / ln 10 = 3
     np.testing.assert_allclose(ssmax, s * math.log(1000) * dot / 4, rtol=1e-14)
-    # logn equals sqrt at the reference length, exactly
-    at_ref = {**p, "log_n": math.log(n_ref)}
-    assert np.array_equal(RULE_REGISTRY["logn"].logits(raw, d, 1.0, **at_ref),
-                          RULE_REGISTRY["sqrt"].logits(raw, d, 1.0, **at_ref))
+    # logn equals sqrt at the reference length and below it (Qwen clamps the factor at 1: a
+    # row of 2 keys under n_ref 10 would otherwise be multiplied by ln 2 / ln 10 = 0.30)
+    for short in (n_ref, 2, 1):
+        at = {**p, "log_n": math.log(short)}
+        assert np.array_equal(RULE_REGISTRY["logn"].logits(raw, d, 1.0, **at),
+                              RULE_REGISTRY["sqrt"].logits(raw, d, 1.0, **at)), short
+
+
+def test_logn_matches_qwens_clamped_table_row_by_row():
+    """Qwen's modeling file: logn = [math.log(i, seq_length) if i > seq_length else 1 ...]."""
+    n_ref = 8
+    ns = np.arange(1, 40)
+    expect = np.array([math.log(i, n_ref) if i > n_ref else 1.0 for i in ns])
+    dot = np.full((ns.size, 1), 4.0)
+    got = RULE_REGISTRY["logn"].scale(dot, RuleParams(16, 1.0, np.log(ns)[:, None], math.log(n_ref)))
+    np.testing.assert_allclose(got[:, 0], expect, rtol=1e-14)
 
 
 def test_simulation_config_gives_the_length_rules_ln_n_keys():

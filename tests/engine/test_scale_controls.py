@@ -16,11 +16,13 @@ import torch
 from engine.config import SimulationConfig
 from engine.inspect import inspect_scores
 from engine.rules import (
+    LENGTH_RULES,
     RULE_REGISTRY,
     TRAINING_RULES,
     RawScores,
     RuleParams,
     log_sech2,
+    yarn_constant,
     yarn_factor,
 )
 from engine.simulate import run_simulation
@@ -65,17 +67,28 @@ def test_sink_and_sigmoid_keep_the_sqrt_logits_and_change_only_the_weights():
         np.testing.assert_allclose(m.key_mass + m.sink_weight, 1.0, rtol=1e-14)
 
 
-def test_yarn_is_sqrt_times_mscale_squared_beyond_n_ref_and_sqrt_below():
+def test_yarn_dynamic_is_sqrt_times_mscale_squared_beyond_n_ref_and_sqrt_below():
     for n, n_ref in ((4096, 8), (64, 8), (8, 8), (4, 8)):
-        got = _logits("yarn", log_n=math.log(n), log_n_ref=math.log(n_ref))
+        got = _logits("yarn_dynamic", log_n=math.log(n), log_n_ref=math.log(n_ref))
         s = n / n_ref
         expect = (0.1 * math.log(s) + 1.0) ** 2 if s > 1 else 1.0
         np.testing.assert_allclose(got, DOT / 12.0 * expect, rtol=1e-14)
     at_ref = {"log_n": math.log(8), "log_n_ref": math.log(8)}
-    assert np.array_equal(_logits("yarn", **at_ref), _logits("sqrt", **at_ref))
+    assert np.array_equal(_logits("yarn_dynamic", **at_ref), _logits("sqrt", **at_ref))
 
 
-@pytest.mark.parametrize("name", ["softcap", "sink", "sigmoid", "yarn"])
+def test_yarn_as_shipped_is_one_constant_at_every_length():
+    """YaRN with extension factor s = 40 (DeepSeek-V3): (0.1 ln 40 + 1)^2 = 1.3689^2 = 1.8739
+    by hand, the same for a row of 2 keys as for one of 100,000, and sqrt where s = 1."""
+    by_hand = 1.368887945 ** 2
+    for n in (2, 8, 100_000):
+        got = _logits("yarn", log_n=math.log(n), log_n_ref=math.log(8), yarn_s=40.0)
+        np.testing.assert_allclose(got, DOT / 12.0 * by_hand, rtol=1e-9)
+    assert np.array_equal(_logits("yarn", yarn_s=1.0), _logits("sqrt"))
+    assert "yarn" not in LENGTH_RULES and "yarn_dynamic" in LENGTH_RULES
+
+
+@pytest.mark.parametrize("name", ["softcap", "sink", "sigmoid", "yarn", "yarn_dynamic"])
 def test_numpy_and_torch_give_the_same_capped_logits_from_one_definition(name):
     rule = RULE_REGISTRY[name]
     log_n = np.log(np.arange(2, 8, dtype=np.float64))[:, None]  # per-row n = 2..7
@@ -88,7 +101,7 @@ def test_numpy_and_torch_give_the_same_capped_logits_from_one_definition(name):
 
 def test_the_rule_sets_and_qkclip_is_training_only():
     sim = [n for n, r in RULE_REGISTRY.items() if not r.training_only]
-    assert {"softcap", "sink", "sigmoid", "yarn"} <= set(sim)
+    assert {"softcap", "sink", "sigmoid", "yarn", "yarn_dynamic"} <= set(sim)
     assert RULE_REGISTRY["qkclip"].training_only and RULE_REGISTRY["qkclip"].qk_clip
     assert "qkclip" in TRAINING_RULES
     assert [RULE_REGISTRY[r].weights for r in ("sqrt", "sink", "sigmoid")] == \
@@ -146,6 +159,8 @@ def test_yarn_matches_transformers_deepseek_v3_mscale():
     for n, n_ref in ((4096, 4), (40, 8), (8, 8), (3, 8)):
         expect = yarn_get_mscale(n / n_ref, 1.0) ** 2  # DeepSeek-V3: scaling * mscale * mscale
         assert yarn_factor(math.log(n), math.log(n_ref)) == pytest.approx(expect, rel=1e-14)
+    for s in (40.0, 4.0, 1.0, 0.5):  # as shipped: the config's factor, not the row's length
+        assert yarn_constant(s) == pytest.approx(yarn_get_mscale(s, 1.0) ** 2, rel=1e-14)
 
 
 # -- Jacobians against autograd, entropies against a direct computation --------------------------
@@ -259,7 +274,7 @@ def test_simulation_runs_the_new_rules_on_paired_draws():
     # the cap bounds the logits (|logit| <= 3) and un-saturates the target key
     assert r["softcap"].logit_std.mean < r["sqrt"].logit_std.mean
     assert r["softcap"].saturated_frac.mean < r["sqrt"].saturated_frac.mean
-    # yarn at n = 16 > n_ref = 4: sharper than sqrt by (0.1 ln 4 + 1)^2
+    # yarn (default s = 4) at any n: sharper than sqrt by (0.1 ln 4 + 1)^2
     factor = (0.1 * math.log(4) + 1) ** 2
     assert r["yarn"].logit_var.mean == pytest.approx(r["sqrt"].logit_var.mean * factor**2, rel=1e-12)
     row = next(x for x in snap.summary_rows() if x["scaling"] == "sink")

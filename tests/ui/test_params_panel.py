@@ -23,7 +23,7 @@ OTHER = SimulationConfig(
     d_k=512, n_keys=33, trials=12_345, seed=2**40 + 7, dist="uniform", q_mean=0.5, q_std=2.0,
     k_mean=-0.25, k_std=0.5, correlation=0.3, scalings=("sqrt", "temperature", "cosine"),
     temperature=2.5, saturation_threshold=0.95, backend="numpy", device="cpu", dtype="float32",
-    method="explicit", n_ref=100, ssmax_s=0.5, softcap=7.5, sink=-1.5,
+    method="explicit", n_ref=100, ssmax_s=0.5, softcap=7.5, sink=-1.5, yarn_s=32.0,
 )
 
 

@@ -23,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssmax", type=float, default=None, metavar="S",
                    help="Scalable-Softmax: multiply the scaled scores by S*ln(n) (e.g. 0.43)")
     p.add_argument("--yarn", type=int, default=None, metavar="N_REF",
-                   help="YaRN: multiply the scaled scores by (0.1 ln(n/N_REF) + 1)^2 when n > N_REF")
+                   help="yarn_dynamic (YaRN's law per row, not as shipped): multiply the scaled scores by "
+                        "(0.1 ln(n/N_REF) + 1)^2 when n > N_REF")
     p.add_argument("--softcap", type=float, default=None, metavar="C",
                    help="soft-cap the logits to C tanh(z/C) (Gemma 2: 50)")
     p.add_argument("--sink", type=float, default=None, metavar="S",

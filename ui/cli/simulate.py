@@ -30,7 +30,13 @@ PRESET_OPTIONS = {"d_k": "d_k", "n_keys": "keys", "trials": "trials", "scalings"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from engine.config import BACKENDS, DEVICES, DISTRIBUTIONS, DTYPES, METHODS, RULES
-    from engine.rules import N_REF_DEFAULT, SINK_DEFAULT, SOFTCAP_DEFAULT, SSMAX_S_DEFAULT
+    from engine.rules import (
+        N_REF_DEFAULT,
+        SINK_DEFAULT,
+        SOFTCAP_DEFAULT,
+        SSMAX_S_DEFAULT,
+        YARN_S_DEFAULT,
+    )
 
     p.add_argument("--d-k", type=int, nargs="+", default=None, metavar="D",
                    help="head width(s) d_k, 1..65536 (default: 4 64 512)")
@@ -56,8 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=None,
                    help="T for the temperature and cosine rules (default: 1)")
     p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
-                   help="reference length of the logn and yarn rules (both equal sqrt there; "
-                        f"default: {N_REF_DEFAULT})")
+                   help="reference length of the logn and yarn_dynamic rules (both equal sqrt up "
+                        f"to it; default: {N_REF_DEFAULT})")
+    p.add_argument("--yarn-s", type=float, default=YARN_S_DEFAULT, metavar="S",
+                   help="context-extension factor s of the yarn rule: every logit times "
+                        f"(0.1 ln s + 1)^2 (default: {YARN_S_DEFAULT:g})")
     p.add_argument("--ssmax-s", type=float, default=SSMAX_S_DEFAULT, metavar="S",
                    help=f"s of the ssmax rule: logits = s ln(n) q.k/sqrt(d_k) (default: {SSMAX_S_DEFAULT})")
     p.add_argument("--softcap", type=float, default=SOFTCAP_DEFAULT, metavar="C",
@@ -115,7 +124,7 @@ def build_configs(args: argparse.Namespace):  # -> list[SweepConfig]
         q_mean=args.q_mean, q_std=args.q_std, k_mean=args.k_mean, k_std=args.k_std,
         correlation=args.correlation, scalings=tuple(args.scaling), temperature=args.temperature,
         saturation_threshold=args.saturation_threshold, backend=args.backend, device=args.device,
-        dtype=args.dtype, method=args.method, n_ref=args.n_ref, ssmax_s=args.ssmax_s,
+        dtype=args.dtype, method=args.method, n_ref=args.n_ref, ssmax_s=args.ssmax_s, yarn_s=args.yarn_s,
         softcap=args.softcap, sink=args.sink,
     )
     if len(args.d_k) == 1 and len(args.keys) > 1:

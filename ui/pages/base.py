@@ -31,6 +31,10 @@ from ui.worker import Worker
 REDRAW_MS = 33  #: at most ~30 redraws a second
 
 
+#: seconds closing the window (Quit) waits for each cancelled worker thread to end: they are
+#: daemons, what they would still produce is dropped, and outputs are staged
+QUIT_JOIN_S = 0.3
+
 class PanelRedraw:
     """Round-robin redraw and stale bookkeeping over ``self.panels`` (plot_id -> PlotPanel), all
     drawing one object, ``redraw_source()`` (None: nothing to draw yet)."""
@@ -197,5 +201,6 @@ class LivePage(QWidget):
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
         if event.type() == QEvent.Type.Close and obj is self.window():
+            self.join_s = min(self.join_s, QUIT_JOIN_S)  # Quit: a short grace (a daemon thread)
             self.shutdown()
         return False

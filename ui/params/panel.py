@@ -78,7 +78,8 @@ TIPS = {
     "dtype": "Floating-point precision of the sampled vectors and scores.",
     "method": "How scores are drawn: exact samples them directly (Gaussian entries; not for cosine/qknorm), explicit draws the vectors.",
     "scalings": "Scaling rules to compare; each keeps its colour in every plot.",
-    "n_ref": "Reference length of the logn and yarn rules: logn = q·k/√d_k · ln(n)/ln(n_ref); yarn multiplies the sqrt logits by (0.1·ln(n/n_ref) + 1)² beyond n_ref; both equal sqrt at n = n_ref.",
+    "n_ref": "Reference length of the logn and yarn_dynamic rules: beyond n_ref, logn multiplies the sqrt logits by ln(n)/ln(n_ref) and yarn_dynamic by (0.1·ln(n/n_ref) + 1)²; both equal sqrt up to n_ref.",
+    "yarn_s": "Context-extension factor s of the yarn rule (YaRN as shipped): every sqrt logit times (0.1·ln s + 1)², whatever the row's length; Qwen2.5 uses 4, gpt-oss 32, DeepSeek-V3 40.",
     "softcap": "c of the softcap rule (Gemma 2: 50): logits = c·tanh(q·k/√d_k / c), never beyond c.",
     "sink": "Logit of the sink rule's extra entry (0 = softmax plus one): it joins each row's softmax and its weight is dropped.",
     "ssmax_s": "s of the ssmax rule (Scalable-Softmax): logits = s · ln(n) · q·k/√d_k; 0.43 is the paper's example.",
@@ -228,7 +229,8 @@ class ParamPanel(QScrollArea):
             self.rule_boxes[name] = cb
         form = QFormLayout()
         form.addRow("temperature T", self._dspin("temperature", 0, 1e6, 0.1, 4))
-        form.addRow("logn/yarn n_ref", self._spin("n_ref", 2, N_KEYS_MAX))
+        form.addRow("logn/yarn_dyn. n_ref", self._spin("n_ref", 2, N_KEYS_MAX))
+        form.addRow("yarn s", self._dspin("yarn_s", 1, 1e6, 1.0, 3))
         form.addRow("ssmax s", self._dspin("ssmax_s", 0, 1000, 0.01, 4))
         form.addRow("softcap c", self._dspin("softcap", 0, 1e6, 1.0, 3))
         form.addRow("sink logit", self._dspin("sink", -1e6, 1e6, 0.5, 3))
@@ -284,7 +286,8 @@ class ParamPanel(QScrollArea):
         uses_t = any(self.rule_boxes[n].isChecked() for n in RULES_WITH_T)
         self.fields["temperature"].setEnabled(uses_t)
         checked = {n for n, box in self.rule_boxes.items() if box.isChecked()}
-        self.fields["n_ref"].setEnabled(bool(checked & {"logn", "yarn"}))
+        self.fields["n_ref"].setEnabled(bool(checked & {"logn", "yarn_dynamic"}))
+        self.fields["yarn_s"].setEnabled("yarn" in checked)
         self.fields["ssmax_s"].setEnabled("ssmax" in checked)
         self.fields["softcap"].setEnabled("softcap" in checked)
         self.fields["sink"].setEnabled("sink" in checked)
@@ -319,6 +322,7 @@ class ParamPanel(QScrollArea):
             "method": self._combo_value(f["method"], METHODS),
             "n_ref": f["n_ref"].value(), "ssmax_s": f["ssmax_s"].value(),
             "softcap": f["softcap"].value(), "sink": f["sink"].value(),
+            "yarn_s": f["yarn_s"].value(),
         }
 
     def config_from_widgets(self) -> SimulationConfig:
@@ -343,7 +347,7 @@ class ParamPanel(QScrollArea):
             f["seed"].setText(str(cfg.seed))
             f["dist"].setCurrentIndex(DISTRIBUTIONS.index(cfg.dist))
             for name in ("q_mean", "q_std", "k_mean", "k_std", "correlation", "temperature",
-                         "saturation_threshold", "n_ref", "ssmax_s", "softcap", "sink"):
+                         "saturation_threshold", "n_ref", "ssmax_s", "softcap", "sink", "yarn_s"):
                 f[name].setValue(getattr(cfg, name))
             for name, cb in self.rule_boxes.items():
                 cb.setChecked(name in cfg.scalings)

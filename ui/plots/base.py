@@ -47,6 +47,13 @@ SCREEN_FIGURE_SIZE = (1200, 750)
 ZOOM_MODIFIER = Qt.KeyboardModifier.ControlModifier
 
 
+#: what ends a hover read-out besides the pointer leaving: the window losing focus to a dialog
+#: (an export's file dialog, File -> Open), the plot hidden or resized (presentation mode);
+#: a read-out stayed through those until the pointer came back
+HOVER_ENDS = (QEvent.Type.Leave, QEvent.Type.WindowDeactivate, QEvent.Type.Hide,
+              QEvent.Type.Resize)
+
+
 class PanelView(pg.GraphicsLayoutWidget):
     """A panel's plot area. Its size hint is its minimum size: a graphics view's own hint is
     the size its scene had last, which fed back into the layouts (a page laid out once at
@@ -154,7 +161,7 @@ class PlotPanel(QFrame):
             item.hide()
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() == QEvent.Type.Leave and obj in (self.glw, self.glw.viewport()):
+        if event.type() in HOVER_ENDS and obj in (self.glw, self.glw.viewport()):
             self.clear_hover()
         return super().eventFilter(obj, event)
 
@@ -197,6 +204,7 @@ class PlotPanel(QFrame):
     def export_menu(self, parent: QWidget) -> QMenu:
         """PNG, SVG, CSV, slide and paper: the same five on every plot of every page."""
         menu = QMenu(f"{self.title}", parent)
+        menu.aboutToShow.connect(self.clear_hover)  # a right-click export: the read-out goes
         for text, kind in EXPORT_ACTIONS:
             if kind == "slide":
                 menu.addSeparator()
@@ -464,6 +472,7 @@ class PlotPanel(QFrame):
         """Set the choices ``state`` holds (as the user would: the panel follows); anything
         unknown or out of range is skipped. Returns what was set, in words ("log y on")."""
         done: list[str] = []
+        self.clear_hover()  # an opened figure: the read-out of what was drawn before goes
         if not isinstance(state, dict):
             return done
         for name, w in self.view_controls().items():

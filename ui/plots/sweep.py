@@ -36,7 +36,7 @@ Z95 = 1.959964
 #: a marker per rule as well as a colour and line pattern: coinciding curves stay apart
 RULE_SYMBOLS = {"none": "o", "sqrt": "s", "dk": "t", "temperature": "d", "cosine": "+",
                 "qknorm": "x", "logn": "p", "ssmax": "h", "softcap": "star", "sink": "t1",
-                "sigmoid": "t2", "yarn": "t3"}
+                "sigmoid": "t2", "yarn": "t3", "yarn_dynamic": "arrow_down"}
 LOG_FLOOR = 1e-300
 #: d_k axis: powers of 8 labelled, other powers of 2 as minor ticks
 D_K_TICKS = [[(math.log10(8**i), str(8**i)) for i in range(5)],
@@ -173,10 +173,12 @@ class SweepPanel(PlotPanel):
             line.hide()
         self.glw.scene().sigMouseClicked.connect(self._on_click)
         self.hover = [pg.TextItem(anchor=(0, 0)) for _ in self.metrics]
-        for p, t in zip(self.plots, self.hover, strict=False):
-            # placed in the view box's own pixels (not data coordinates): the read-out sits in
-            # a top corner whatever the view range does
-            p.addItem(t, ignoreBounds=True)
+        for t in self.hover:
+            # in the scene, not in a view box: a view box clips its items, and a read-out of
+            # seven rules is wider than one plot of the strip (it was cut at the plot's edge);
+            # placed in scene pixels and kept inside the visible scene (show_values_at)
+            self.glw.scene().addItem(t)
+            t.setZValue(1000)
             t.hide()
         self._points: tuple = ()
         self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
@@ -461,7 +463,10 @@ class SweepPanel(PlotPanel):
             return False
         rules = tuple(points[0].snapshot.rules)
         self._rules = rules
-        self._show_titles(points[0].snapshot.config.correlation)
+        # each plot's title changes with its data, in _draw_plot: a plot still waiting for its
+        # turn keeps the title of the data it shows (the target plot showed the last
+        # configuration's ~0.125 under the new "target weight (key 0)" for a few ticks)
+        self._correlation = points[0].snapshot.config.correlation
         self._sync(rules)
         self._x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
@@ -493,6 +498,7 @@ class SweepPanel(PlotPanel):
     def _draw_plot(self, i: int) -> None:
         """Plot ``i``'s curves and bands, one per rule, and its theory curves."""
         m = self.metrics[i]
+        self._show_plot_title(i)
         self._plot_items(i, self._rules)
         self._draw_theory(i)
         for name in self._rules:
@@ -518,10 +524,15 @@ class SweepPanel(PlotPanel):
             self.show_values_at(*self._hover_at)
 
     def _show_titles(self, correlation: float) -> None:
-        for p, m in zip(self.plots, self.metrics, strict=True):
-            title = metric_title(m, correlation)
-            if p.titleLabel.text != title:
-                p.setTitle(title, size="9pt")
+        self._correlation = correlation
+        for i in range(len(self.plots)):
+            self._show_plot_title(i)
+
+    def _show_plot_title(self, i: int) -> None:
+        """Plot ``i``'s title for the configuration its data comes from (``_correlation``)."""
+        title = metric_title(self.metrics[i], getattr(self, "_correlation", 1.0))
+        if self.plots[i].titleLabel.text != title:
+            self.plots[i].setTitle(title, size="9pt")
 
     def data_rows(self) -> list[dict[str, Any]]:
         return list(self._rows)
@@ -560,6 +571,19 @@ class SweepPanel(PlotPanel):
                 return
         self.clear_hover()
 
+    def _hover_pos(self, plot_index: int, size: Any, x_point: float) -> tuple[float, float]:
+        """Scene position of a read-out of ``size``: in the plot's top corner away from the point
+        (at the point, a read-out of six rules ran past the plot's edge), then moved inside the
+        visible scene (a read-out wider than its plot reaches over the neighbour, never out)."""
+        vb = self.plots[plot_index].getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        box = vb.sceneBoundingRect()
+        left = x_point > (x0 + x1) / 2 or size.width() > box.width()
+        x = box.left() if left else box.right() - size.width()
+        seen = self.glw.mapToScene(self.glw.viewport().rect()).boundingRect()
+        return (_clamp(x, seen.left(), seen.right() - size.width()),
+                _clamp(box.top(), seen.top(), seen.bottom() - size.height()))
+
     def show_values_at(self, plot_index: int, log10_dk: float) -> str:
         """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
         if not self._points:
@@ -588,18 +612,16 @@ class SweepPanel(PlotPanel):
         for line in self.hover_lines:
             line.setValue(xs[j])
             line.show()
-        (x0, x1), (_y0, y1) = self.plots[plot_index].getViewBox().viewRange()
-        # in the top corner away from the point: placed at the point, a read-out of six rules ran
-        # past the plot's left edge (and was cut) for a point just right of the middle
-        right_half = xs[j] > (x0 + x1) / 2
-        # a read-out wider than the plot starts at its left edge, so the rule names stay readable
-        too_wide = t.boundingRect().width() > self.plots[plot_index].getViewBox().sceneBoundingRect().width()
-        right_half = right_half or too_wide
-        t.setAnchor((0, 0) if right_half else (1, 0))
-        t.setPos(x0 if right_half else x1, y1)
+        t.setAnchor((0, 0))
+        t.setPos(*self._hover_pos(plot_index, t.boundingRect(), xs[j]))
         t.show()
         self.hover_text = "\n".join(lines)
         return self.hover_text
+
+
+def _clamp(v: float, lo: float, hi: float) -> float:
+    """v within [lo, hi]; lo when the span is too short (the text's start stays readable)."""
+    return max(lo, min(v, hi))
 
 
 #: the exports of one sweep plot alone: (menu text, kind for ``export_requested``)
@@ -636,6 +658,9 @@ def single_metric_panel(key: str) -> type[SweepPanel]:
 
             def _show_titles(self, correlation: float) -> None:
                 self._correlation = correlation
+                self._show_title()
+
+            def _show_plot_title(self, i: int) -> None:
                 self._show_title()
 
             def _use_axis(self, axis: str) -> None:

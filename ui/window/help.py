@@ -10,11 +10,7 @@ from ui.settings import settings_location
 HELP_TEXT = """<h3>Attention Scaling Lab</h3>
 <p>Why attention divides q·k by √d_k, shown live. Change any parameter on the left and every plot
 reruns; results refine while trials stream in. Each scaling rule keeps its colour everywhere.</p>
-<table>
-<tr><td>F5</td><td>rerun</td></tr><tr><td>Esc</td><td>stop (in the guided tour: leave the tour)</td></tr>
-<tr><td>Ctrl+E</td><td>export all (figures, summary.csv, histograms.npz, config.json)</td></tr>
-<tr><td>Ctrl+S / Ctrl+O</td><td>save / open a session (any exported config.json opens too)</td></tr>
-<tr><td>F1</td><td>this help</td></tr></table>
+{shortcuts}
 <p>Right-click a plot to export it as PNG, SVG or CSV. Hover the sweep for exact values (the
 point is marked in all six sweep plots); click a sweep point to set its d_k (or n, along n). Exported figures carry
 their parameters: File → Open accepts them.</p>"""
@@ -22,8 +18,15 @@ their parameters: File → Open accepts them.</p>"""
 
 def show_help(window: QWidget) -> None:
     """The help box over ``window`` (Qt's About box: modal, one OK button)."""
-    QMessageBox.about(window, "Attention Scaling Lab",
-                      HELP_TEXT + f"<p>Settings are kept in {settings_location()}.</p>")
+    QMessageBox.about(window, "Attention Scaling Lab", help_text(window))
+
+
+def help_text(window: QWidget) -> str:
+    """The help's HTML: the shortcuts table comes from the window's actions themselves."""
+    from ui.window.shortcuts import help_table
+
+    return (HELP_TEXT.replace("{shortcuts}", help_table(window))
+            + f"<p>Settings are kept in {settings_location()}.</p>")
 
 
 def about_text() -> str:

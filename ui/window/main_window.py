@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -32,6 +32,7 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.simulation_presets import load_presets
 from ui.lab_style import size_combos_by_contents
+from ui.pages.base import QUIT_JOIN_S
 from ui.pages.simulation.page import SimulationPage
 from ui.params.panel import ParamPanel
 from ui.presentation.mode import Presenter
@@ -46,6 +47,7 @@ from ui.window.run import WindowRun
 from ui.window.screen_fit import PREFERRED_SIZE, clamp_rect, first_rect
 from ui.window.sessions import Sessions
 from ui.window.settings import WindowSettings
+from ui.window.shortcuts import WindowShortcutsWin
 from ui.window.tour import WindowTour
 
 #: (tab title, module, class) of the other pages, built the first time their tab is shown
@@ -91,6 +93,7 @@ class MainWindow(QMainWindow):
         self._build_run()
         self.window_tour = WindowTour(self)
         self._build_menus()
+        self.shortcuts_win = WindowShortcutsWin(self)  # Ctrl+E works with a field focused
         self.theme_name = "light"
         # a user's window fits the screen it opens on; one that restores nothing (--screenshot,
         # tests) has a fixed first size, whatever the machine's screen
@@ -198,7 +201,7 @@ class MainWindow(QMainWindow):
         self._action(f, "&Quit", self.close, QKeySequence.StandardKey.Quit, "Close the app")
         r = mb.addMenu("&Run")
         self.rerun_action = self._action(r, "&Rerun", self.rerun, "F5", "Run again with the current parameters")
-        self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation")
+        self.stop_action = self._action(r, "&Stop", self.stop, "Esc", "Stop the running computation (in the guided tour: leave the tour)")
         self._action(r, "&New seed", self.params.draw_new_seed, None, "Draw a new random seed and rerun")
         self.presets_menu = mb.addMenu("&Presets")
         self._fill_presets_menu()
@@ -215,6 +218,11 @@ class MainWindow(QMainWindow):
         self.presenter = Presenter(self)
         self.presenter.add_actions(v)
         self.present_action, self.play_action = self.presenter.present_action, self.presenter.play_action
+        # entering or leaving presentation mode, no read-out stays on a plot for the pointer
+        self.present_action.toggled.connect(lambda _on: self.clear_hovers())
+        for sc in self.findChildren(QShortcut):  # presentation mode's arrows, for the F1 help
+            if sc.key() in (QKeySequence(Qt.Key.Key_Left), QKeySequence(Qt.Key.Key_Right)):
+                sc.setWhatsThis("previous / next plot in presentation mode")
         v.addAction(self.params_dock.toggleViewAction())
         self._action(v, "Guided &tour", self.show_tour, None, "Step through the science, plot by plot")
         h = mb.addMenu("&Help")
@@ -402,6 +410,13 @@ class MainWindow(QMainWindow):
         box.setModal(False)
         box.show()
 
+    def clear_hovers(self) -> None:
+        """Every plot's hover read-out off (on every built page)."""
+        from ui.plots.base import PlotPanel
+
+        for panel in self.findChildren(PlotPanel):
+            panel.clear_hover()
+
     def show_help(self) -> None:
         show_help(self)
 
@@ -430,11 +445,16 @@ class MainWindow(QMainWindow):
         self.debounce.stop()
         self.presenter.stop()
         self.worker.stop()
+        # Quit waits for nothing the user asked for: every run is cancelled at once, and its
+        # thread (a daemon; what it would still produce is dropped, files are staged) gets a
+        # short grace, not the seconds a simulation chunk or a training step can take
         for page in self.pages.values():  # pages with their own workers stop them too
             stop = getattr(page, "shutdown", None)
             if callable(stop):
+                if hasattr(page, "join_s"):
+                    page.join_s = min(page.join_s, QUIT_JOIN_S)
                 stop()
-        self.worker.join(5.0)
+        self.worker.join(QUIT_JOIN_S)
 
     def closeEvent(self, event: Any) -> None:
         self.save_settings()

@@ -42,6 +42,10 @@ class WindowTour(WindowPart):
                 return
             if hasattr(self.panel, "start"):
                 self.panel.start()  # enter step 1: applies its parameters, highlights its plot
+        elif not self.dock.isVisible() and hasattr(self.panel, "start"):
+            # shown again (Help, View): resume at the step it was left on, with that step's
+            # parameters, so its text matches the plots whatever was changed meanwhile
+            self.panel.start(max(self.panel.index, 0))
         if not self.dock.isVisible():
             self._size_before = w.size()
         self._place()
@@ -92,6 +96,8 @@ class WindowTour(WindowPart):
             tour.sweep_axis.connect(lambda axis: w.set_sweep_axis(axis, rerun=False))
         tour.apply_config.connect(w.apply_config)
         tour.highlight.connect(lambda plot_id: w.highlight_plot(plot_id, hold=True))
+        if hasattr(tour, "unhighlight"):
+            tour.unhighlight.connect(w.page.clear_highlight)
         if hasattr(tour, "inspector_options"):
             tour.inspector_options.connect(self._example_options)
         if hasattr(tour, "show_inspector"):

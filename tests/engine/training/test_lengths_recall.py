@@ -73,8 +73,9 @@ def test_sinusoidal_and_none_run_at_any_length_learned_refuses():
 @pytest.mark.parametrize("rule", ["logn", "ssmax"])
 def test_length_rules_use_the_per_row_n_of_the_causal_mask_at_an_eval_length(rule):
     """Trained on 2 pairs (n_ref = 5 tokens), run on 8 pairs (17 tokens): row i of the causal
-    mask attends to i + 1 keys, and its logits are q.k / sqrt(d_k) times ln(i + 1) / ln 5
-    (logn) or s ln(i + 1) (ssmax), computed here by hand."""
+    mask attends to i + 1 keys, and its logits are q.k / sqrt(d_k) times max(1, ln(i + 1) / ln 5)
+    (logn, clamped as Qwen's: rows 0-3 keep the sqrt logits) or s ln(i + 1) (ssmax), computed here
+    by hand."""
     model = _model(RECALL, rule)
     batch = recall_batch(RECALL, 2, torch.Generator().manual_seed(2), 8)
     t = 17
@@ -89,7 +90,8 @@ def test_length_rules_use_the_per_row_n_of_the_causal_mask_at_an_eval_length(rul
     n = torch.arange(1, t + 1, dtype=torch.float64).view(1, 1, t, 1)  # keys seen by row i
     if rule == "logn":
         assert attn.n_ref == 5
-        factor = n.log() / math.log(5)
+        factor = torch.clamp(n.log() / math.log(5), min=1.0)
+        assert factor[0, 0, :5, 0].tolist() == [1.0] * 5 and factor[0, 0, 16, 0] > 1.7
     else:
         factor = attn.ssmax_s.detach().double().view(1, 2, 1, 1) * n.log()
     expected = dot * factor

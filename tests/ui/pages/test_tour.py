@@ -114,11 +114,17 @@ def test_the_science_the_texts_claim() -> None:
 
 
 def test_the_order_and_the_interview_questions() -> None:
-    """Small d_k right after 1/d_k; the interview answer closes the tour; the three length steps
-    follow as an optional appendix; the questions an interviewer asks are all asked."""
+    """Cause, effect, fix: spread, saturation, then the fix by sqrt(d_k), the 1/d_k that is too
+    much and the bug that computes it (scaling twice) right after it; the gradient in depth, with
+    its 1/d_k figures, only after both; the interview answer closes the tour; the three length
+    steps follow as an optional appendix; the questions an interviewer asks are all asked."""
     titles = [s.title for s in STEPS]
+    order = [titles.index(step_with(w).title) for w in
+             ("spread like", "saturate the softmax", "restores unit", "dividing by d_k",
+              "scaling twice", "link by link")]
+    assert order == list(range(order[0], order[0] + 6)), order
     flat = titles.index(step_with("dividing by d_k").title)
-    assert titles[flat + 1] == step_with("small d_k").title
+    assert titles[flat + 1] == step_with("scaling twice").title
     interview = titles.index(step_with("say it in the interview").title)
     length = [i for i, s in enumerate(STEPS) if s.sweep_axis == "n_keys"]
     assert len(length) == 3 and min(length) > interview
@@ -469,3 +475,69 @@ def test_an_example_with_scale_controls_sends_them_before_its_scores(panel) -> N
         events.clear()
         panel.back_button.click()
     assert events[0] == ("options", {})
+
+
+def test_the_interview_answer_opens_with_three_sentences_to_say_aloud() -> None:
+    """Seven claims in one paragraph cannot be said aloud: a short spoken answer comes first,
+    with the canonical numbers (d_k = 64: spread sqrt(64) = 8), then the depth."""
+    say = step_with("say it in the interview")
+    first = say.text.split("\n\n")[0]
+    assert first.startswith("**Say it")
+    spoken = first.split(":**", 1)[1]
+    assert spoken.count(". ") + spoken.endswith(".") == 3, spoken
+    assert "d_k = 64" in spoken and f"standard deviation {math.sqrt(64):g}" in spoken
+    assert say.text.index("**Weak:**") > say.text.index(spoken)
+
+
+def test_the_gradient_sentences_say_which_gradient() -> None:
+    """The softmax's gain is 0.059 against 0.097, not "almost nothing"; and "the gradient
+    vanishes" next to "the W_Q gradient is larger" must say which one is which."""
+    for step in (step_with("link by link"), step_with("say it in the interview")):
+        assert "almost nothing passes back" not in step.text
+        assert "not yet committed" in step.text or "saturated rows" in step.text
+    chain = step_with("link by link")
+    assert "0.059" in chain.text and "0.097" in chain.text and "well over half" in chain.text
+    assert "cannot explode" in chain.text and "multiplies it back" in chain.text
+    say = step_with("say it in the interview")
+    assert "the gradient vanishes, it does not explode" not in say.text
+    assert "multiplies it back" in say.text and "“we suspect”" in say.text
+    cap = step_with("soft-capping")
+    assert "it does not keep its gradient" not in cap.text
+    assert "own slope" in cap.text
+
+
+def test_links_follow_a_theme_switched_after_the_text_was_set(qtbot) -> None:
+    """Qt bakes the palette's link colour into Markdown when the text is set: switching to the
+    dark theme left dark blue links (#0061A0) on dark grey."""
+    from PySide6.QtGui import QTextDocument
+    from PySide6.QtWidgets import QApplication
+
+    from ui.theme import DARK, LIGHT, apply_app_theme, current_theme
+
+    def link_colours(label) -> set[str]:
+        out = set()
+        for doc in label.findChildren(QTextDocument):
+            block = doc.begin()
+            while block.isValid():
+                it = block.begin()
+                while not it.atEnd():
+                    fmt = it.fragment().charFormat()
+                    if fmt.isAnchor():
+                        out.add(fmt.foreground().color().name().upper())
+                    it += 1
+                block = block.next()
+        return out
+
+    app = QApplication.instance()
+    before = current_theme()
+    apply_app_theme(app, LIGHT)
+    try:
+        w = TourPanel(ask=False)
+        qtbot.addWidget(w)
+        w.show()
+        w.go_to(next(i for i, s in enumerate(STEPS) if "](plot:" in s.text))
+        qtbot.waitUntil(lambda: link_colours(w._text) == {LIGHT.link.upper()}, timeout=3000)
+        apply_app_theme(app, DARK)
+        qtbot.waitUntil(lambda: link_colours(w._text) == {DARK.link.upper()}, timeout=3000)
+    finally:
+        apply_app_theme(app, before)

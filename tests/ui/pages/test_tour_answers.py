@@ -10,7 +10,7 @@ import pytest
 
 from engine.config import SimulationConfig
 from ui.pages.tour.panel import TourPanel
-from ui.pages.tour.steps import TourError, default_tour_path, load_steps, parse_tour
+from ui.pages.tour.steps import PLOT_IDS, TourError, default_tour_path, load_steps, parse_tour
 
 STEPS = load_steps()
 QUESTION_STEPS = [i for i, s in enumerate(STEPS) if s.question is not None]
@@ -100,6 +100,17 @@ def test_each_question_hides_the_plots_that_show_its_answer(index) -> None:
 def test_step_two_hides_the_sweep_row_and_the_top_weight() -> None:
     q = STEPS[_step("Wide scores saturate")].question
     assert {"sweep", "top_weight", "results"} <= set(q.hide)
+    # H / log n and the Jacobian size of the same rows answer a top-weight question too
+    assert {"entropy", "jacobian"} <= set(q.hide)
+
+
+@pytest.mark.parametrize("index", QUESTION_STEPS)
+def test_a_question_hides_every_plot_and_the_table(index) -> None:
+    """Any plot on screen while a step asks may answer it: step 1 asks for the spread at
+    d_k = 512 while the histogram printed "std 7.99 (theory 8)" at d_k = 64, and a step asking
+    for the top weight showed H / log n of the same rows. So every question hides everything."""
+    assert set(STEPS[index].question.hide) == {*PLOT_IDS, "results"}
+    assert len(PLOT_IDS) == 6
 
 
 def test_hide_names_only_known_plots() -> None:
@@ -137,12 +148,48 @@ def test_the_window_covers_the_plots_until_the_answer(window, qtbot) -> None:
         assert cover.sheet.isVisible() and cover.sheet.geometry() == glw.geometry()
         assert "answer" in cover.sheet.text()
     assert page._covers["results"].sheet.geometry() == page.results.geometry()
-    assert "scores" not in page.concealed()  # what does not give it away stays
     tour.answer(STEPS[index].question.answer)
     assert page.concealed() == []
     assert not any(c.sheet.isVisible() for c in page._covers.values())
     # leaving while a question waits uncovers too
     tour.go_to(_step("Scores spread"))
-    assert page.concealed() == ["sweep"]
+    assert set(page.concealed()) == {*PLOT_IDS, "results"}  # the histogram's std at d_k 64 too
     tour.leave()
     assert page.concealed() == []
+
+
+def test_a_question_drops_the_outline_of_the_previous_steps_plot(window) -> None:
+    """The outline marks the plot to watch; while the next step asks, that plot is the previous
+    step's and outlining it points at the wrong thing (it stayed until the answer)."""
+    window.show_tour()
+    tour = window.tour
+    index = _step("Wide scores saturate")
+    tour.go_to(index - 1)
+    if tour.asking:
+        tour.answer(0)
+    before = STEPS[index - 1].plot
+    assert window.page.panels[before].highlighted
+    tour.go_to(index)
+    assert tour.asking
+    assert not any(p.highlighted for p in window.page.panels.values())
+    tour.answer(STEPS[index].question.answer)
+    assert window.page.panels[STEPS[index].plot].highlighted
+
+
+def test_showing_the_tour_again_resumes_at_its_step_with_that_steps_parameters(window) -> None:
+    """Help > Start the guided tour after leaving it: the step it was left on, and its
+    parameters again (changed meanwhile, the text contradicted the plots)."""
+    window.show_tour()
+    tour = window.tour
+    index = _step("Small d_k")
+    tour.go_to(index)
+    if tour.asking:
+        tour.answer(0)
+    tour.leave()
+    window.apply_config({"d_k": 256, "scalings": ["dk"]})
+    assert window.params.config_from_widgets().d_k == 256
+    window.show_tour()
+    assert tour.index == index
+    cfg = window.params.config_from_widgets()
+    assert cfg.d_k == STEPS[index].config["d_k"] == 4
+    assert list(cfg.scalings) == STEPS[index].config["scalings"]

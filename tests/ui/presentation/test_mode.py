@@ -122,7 +122,7 @@ def test_closing_in_presentation_mode_saves_the_normal_layout(qtbot, window):
 
 
 def test_at_1280_the_bar_keeps_its_fields_and_plot_navigation_in_view(qtbot, window):
-    """Every control of the bar is in view at 1280x720, each of the twelve rule chips too (in two
+    """Every control of the bar is in view at 1280x720, each of the thirteen rule chips too (in two
     rows: in one, softcap, sink, sigmoid and yarn fell into the bar's » menu), and the window
     does not grow."""
     from PySide6.QtWidgets import QToolButton

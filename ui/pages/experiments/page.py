@@ -620,4 +620,5 @@ class ExperimentsPage(LivePage):
 
     def shutdown(self) -> None:
         super().shutdown()
-        self.estimator.join(ESTIMATE_JOIN_S)  # only timing steps: not worth a long wait
+        # only timing steps: not worth a long wait (Quit lowers join_s: shorter still)
+        self.estimator.join(min(ESTIMATE_JOIN_S, self.join_s))

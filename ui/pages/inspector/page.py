@@ -68,14 +68,16 @@ PLAIN_FORMULA = "p = softmax(scores / scale),  J = diag(p) − p pᵀ  (entry p_
 def formula_text(r: InspectResult) -> str:
     """What the page computes for this result, in one line."""
     z = "z = scores / scale"
-    logit = f"c·tanh(z/c), c = {r.softcap:g}" if r.softcap else "z"
+    logit = "c·tanh(z/c)" if r.softcap else "z"
+    #: the cap's value follows the expression it belongs to, never inside it
+    c = f", c = {r.softcap:g}" if r.softcap else ""
     if r.sigmoid:
-        text = f"{z},  p_i = σ({logit} − ln n),  J = diag(p_i (1 − p_i))"
+        text = f"{z},  p_i = σ({logit} − ln n){c},  J = diag(p_i (1 − p_i))"
     elif r.sink is not None:
-        text = (f"{z},  p = softmax({logit}, sink {r.sink:g}) without the sink,  "
+        text = (f"{z},  p = softmax({logit}, sink {r.sink:g}) without the sink{c},  "
                 "J = diag(p) − p pᵀ")
     else:
-        text = PLAIN_FORMULA if not r.softcap else f"{z},  p = softmax({logit}),  J = diag(p) − p pᵀ"
+        text = PLAIN_FORMULA if not r.softcap else f"{z},  p = softmax({logit}){c},  J = diag(p) − p pᵀ"
     return text + ("  × tanh′(z/c) per column" if r.softcap else "")
 
 
@@ -436,6 +438,8 @@ class InspectorPage(QWidget):
         if index <= 0:
             return
         _, scores, scale = EXAMPLES[index - 1]
+        # an example's documented weights are of a plain softmax: cap, sink and sigmoid go off
+        self.set_rule_options({})
         if isinstance(scores, str):  # repeats stay short in the field ("3, -2*999")
             for edit, text in ((self.scores_edit, scores), (self.scale_edit, plain(scale))):
                 edit.blockSignals(True)

@@ -36,8 +36,17 @@ class EntriesModel(QAbstractTableModel):
         """A whole column as floats (e.g. ``column("weight")``)."""
         if self._result is None:
             return []
-        attr = {k: a for k, _, a in COLUMNS}[key]
-        return [float(v) for v in getattr(self._result, attr)]
+        return [float(v) for v in self._values(key)]
+
+    def _values(self, key: str):
+        """A column's array: "scaled" is scores / scale before any soft-cap, as its header says
+        (the result's ``scaled`` holds the capped logits, 4.98 for 16 at c = 5)."""
+        r = self._result
+        if key == "scaled":
+            if r.softcap is not None:  # undo c·tanh(z/c) exactly: z from the scores themselves
+                return r.scores / r.scale
+            return r.scaled
+        return getattr(r, {k: a for k, _, a in COLUMNS}[key])
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if self._result is None or parent.isValid() else int(self._result.scores.size)
@@ -48,7 +57,7 @@ class EntriesModel(QAbstractTableModel):
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if self._result is None or not index.isValid():
             return None
-        value = float(getattr(self._result, COLUMNS[index.column()][2])[index.row()])
+        value = float(self._values(COLUMNS[index.column()][0])[index.row()])
         if role == Qt.ItemDataRole.DisplayRole:
             return sig(value)
         if role == Qt.ItemDataRole.UserRole:

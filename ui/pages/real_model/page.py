@@ -131,7 +131,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(outer)
-        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.analyze)
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.analyze).setWhatsThis(
+            "analyze the model (Real model page)")
 
     def _build_panels(self) -> None:
         """The per-head plots, the Scale audit and the What-if views, in ``self.tabs``."""

@@ -100,7 +100,8 @@ class ResultsTable(QWidget):
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
         self.table.setMinimumHeight(60)
         layout.addWidget(self.table, 1)
-        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text)
+        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text).setWhatsThis(
+            "copy the selected results (results table)")
         self._shown: int | None = None
 
     def show_snapshot(self, snap: SimulationSnapshot | None) -> None:

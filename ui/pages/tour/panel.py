@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -45,6 +45,23 @@ PLOT_NAMES = {
 OPTION_NAMES = {"softcap": "cap c", "sink": "sink"}
 
 
+class MarkdownLabel(QLabel):
+    """A label whose Markdown links follow the theme: Qt bakes the palette's link colour into the
+    text when it is set, so a theme switched later left dark blue links on the dark theme's grey;
+    a palette change sets the text again, once the label's own palette is in place."""
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            QTimer.singleShot(0, self, self._reset_text)  # after the whole palette has changed
+
+    def _reset_text(self) -> None:
+        text = self.text()
+        if text:
+            self.clear()  # setText with the same text would keep the old colours
+            self.setText(text)
+
+
 class TourPanel(QWidget):
     """Step k of N: title, two or three sentences, Back / Next / Leave tour (arrow keys work)."""
 
@@ -60,6 +77,8 @@ class TourPanel(QWidget):
     finished = Signal()  #: the user left the tour (the settings stay)
     #: plot ids to cover until the question is answered (an empty list: uncover them all)
     conceal = Signal(list)
+    #: a question waits: the previous step's plot is no longer the one to watch (no outline)
+    unhighlight = Signal()
 
     def __init__(self, parent: QWidget | None = None, path: str | Path | None = None,
                  ask: bool = True) -> None:
@@ -98,7 +117,7 @@ class TourPanel(QWidget):
         self._title.setFont(font)
         # a long title wraps instead of widening the dock (and squeezing the plots)
         self._title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self._text = QLabel()
+        self._text = MarkdownLabel()
         self._text.setObjectName("tourText")
         self._text.setTextFormat(Qt.TextFormat.MarkdownText)
         self._text.setWordWrap(True)
@@ -206,6 +225,7 @@ class TourPanel(QWidget):
         self.conceal.emit(list(step.question.hide) if self.question.asking else [])
         self._text.setVisible(not self.question.asking)  # the explanation comes with the answer
         if self.question.asking:  # Next first reveals the answer, even on the last step
+            self.unhighlight.emit()  # the outline on the previous step's plot would mislead
             self.next_button.setEnabled(True)
         else:
             self._emit_step()

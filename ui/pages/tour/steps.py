@@ -86,9 +86,10 @@ class Question:
     rule: str  #: the rule whose statistic is measured ("raw": the raw scores)
     statistic: str
     explain: str = ""  #: said with the answer (why it comes out so)
-    #: plots (and "results", the table) covered while the question waits: they would show the
-    #: answer before the choice (the sweep row draws the statistic at every d_k)
-    hide: tuple[str, ...] = ()
+    #: plots (and "results", the table) covered while the question waits: by default all of them,
+    #: since any of them may give the answer away (the histogram's std at another d_k, the entropy
+    #: beside a hidden top weight, the previous step's plots still on screen)
+    hide: tuple[str, ...] = HIDE_IDS
 
     @property
     def correct(self) -> Choice:
@@ -268,7 +269,7 @@ def _parse_question(where: str, raw: Any, config: Mapping[str, Any]) -> Question
     explain = raw.get("explain", "")
     if not isinstance(explain, str):
         raise TourError(f"{where}: 'explain' must be a string")
-    hide = raw.get("hide", [])
+    hide = raw.get("hide", list(HIDE_IDS))
     if not isinstance(hide, Sequence) or isinstance(hide, str) or any(h not in HIDE_IDS for h in hide):
         raise TourError(f"{where}: 'hide' must be a list of {', '.join(HIDE_IDS)}")
     return Question(ask.strip(), tuple(choices), answer, rule, stat, explain.strip(), tuple(hide))

@@ -188,7 +188,12 @@ class AccuracyPanel(_CurvesPanel):
         self.plot.setYRange(0.0, 1.0, padding=0.02)
         self.chance = pg.InfiniteLine(angle=0, movable=False,
                                       pen=pg.mkPen("#7F7F7F", width=1, style=Qt.PenStyle.DashLine),
-                                      label="chance", labelOpts={"position": 0.95})
+                                      # above the line, ending at its right end: centred on
+                                      # the line the label was cut at the plot's edge and lay
+                                      # on the curves
+                                      label="chance",
+                                      labelOpts={"position": 0.98, "anchors": [(1, 1), (1, 1)],
+                                                 "color": "#7F7F7F"})
         self.plot.addItem(self.chance)
 
     def values(self, snap: Any, key: tuple, r: int) -> np.ndarray:

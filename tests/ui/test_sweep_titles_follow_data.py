@@ -1,0 +1,59 @@
+"""A sweep plot never shows one configuration's data under another's title (issue 31, item 8):
+the plots are redrawn one per tick, and each plot's title changes with its own data, not with
+the first plot's (after tour step 10 the target plot kept step 9's ~0.125 under the new title)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.config import SimulationConfig
+from ui.plots.sweep import NO_TARGET_TITLE, SweepPanel
+from ui.simulation_run import lab_run
+
+
+def _final(correlation: float):
+    cfg = SimulationConfig(trials=300, scalings=("none", "sqrt"), correlation=correlation)
+    return list(lab_run(cfg, lambda: False))[-1]
+
+
+@pytest.fixture(scope="module")
+def states():
+    return _final(0.0), _final(0.9)
+
+
+@pytest.fixture
+def panel(show_widget):
+    return show_widget(SweepPanel(), (1000, 260))
+
+
+def _target(panel) -> int:
+    return next(i for i, m in enumerate(panel.metrics) if m.key == "target_weight")
+
+
+def _mean(state, i: int, panel) -> np.ndarray:
+    """The target weight of sqrt at every sweep point, from the state itself."""
+    m = panel.metrics[i]
+    points = sorted(state.sweep, key=lambda p: p.x)
+    return np.array([m.get(p.snapshot.rules["sqrt"]).mean for p in points])
+
+
+def test_the_target_plot_keeps_its_title_until_its_data_changes(panel, states) -> None:
+    no_target, target = states
+    i = _target(panel)
+    assert i > 0  # drawn after the first plot's turn
+    panel.refresh(no_target, force=True)
+    assert panel.plots[i].titleLabel.text == NO_TARGET_TITLE
+    before = np.array(panel.series[(i, "sqrt")].curve.yData, copy=True)
+    # the next configuration (rho = 0.9): one plot per refresh, the target plot not yet
+    assert panel.refresh(target)
+    assert panel._pending and i in panel._pending
+    assert panel.plots[i].titleLabel.text == NO_TARGET_TITLE  # its data are still rho = 0's
+    np.testing.assert_array_equal(panel.series[(i, "sqrt")].curve.yData, before)
+    while panel._pending:  # the remaining turns
+        assert panel.refresh(target)
+    title = panel.plots[i].titleLabel.text
+    assert title != NO_TARGET_TITLE and title.startswith("target weight")
+    assert not np.array_equal(panel.series[(i, "sqrt")].curve.yData, before)  # with its data
+    # by the state: rho = 0.9 gives the target key far more than 1/n of the weight
+    assert _mean(target, i, panel).min() > _mean(no_target, i, panel).max()
