@@ -138,11 +138,24 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
             axis.setLabel(axis.labelText, units=axis.labelUnits or None,
                           **{"font-size": f"{spec['label_px']}px",
                              "color": panel.theme.foreground})
+    # a row of plots: the panel's own title across the figure, over all of them
+    across = len(plots) > 2 and panel.title
+    if across:
+        from ui.export.figure_title import add_title_row
+
+        add_title_row(panel, f"<b>{panel.title}</b>", f"{spec['title_px']}px")
     for i, plot in enumerate(plots):
         title = plot.titleLabel.text if plot.titleLabel is not None else ""
-        if i == 0 and panel.title not in title:  # the panel's own title on the figure
+        fitted = None
+        if i == 0 and not across and hasattr(panel, "export_title"):  # a header of its own
+            room = (plot.width() or figure_size(panel, preset)[0]) - 12
+            fitted = panel.export_title(title_px, room)
+        if fitted:
+            plot.setTitle(fitted, size=f"{title_px}px", color=panel.theme.foreground)
+            plot._lab_title = (None, None)  # (fitted already)
+        elif i == 0 and not across and panel.title not in title:  # the panel's own title
             title = f"<b>{panel.title}</b>" + (f": {title}" if title else "")
-        if title:
+        if title and not fitted:
             plot.setTitle(title, size=f"{title_px}px", color=panel.theme.foreground)
             plot._lab_title = (title, f"{title_px}px")  # (wrap_titles fits it to the plot)
         for item in plot.listDataItems():
@@ -155,6 +168,10 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
         legend.opts["labelTextSize"] = f"{spec['legend_px']}px"
         for _sample, label in legend.items:
             label.setText(label.text, size=f"{spec['legend_px']}px")
+        if across:  # one legend under the row: its columns again, at the style's type size
+            from ui.plots.legends import fit_legend_columns
+
+            fit_legend_columns(legend, room=0.95 * figure_size(panel, preset)[0])
 
 
 def wrap_titles(panel: PlotPanel) -> bool:
@@ -189,13 +206,24 @@ def figure_clone(panel: PlotPanel, style: str) -> Iterator[PlotPanel]:
     """A fresh copy of ``panel`` (``make_clone``) drawn offscreen with its data and view choices,
     its plot area exactly the style's figure size, restyled (``style_panel``): the one source
     of every exported figure. Closed and deleted afterwards."""
-    from PySide6.QtCore import Qt
 
-    from ui.headless import ensure_app, settle_layout
+
+    from ui.plots.type_scale import unscaled
 
     state = getattr(panel, "_state", None)
     if state is None:
         raise ExportError(f"{panel.title}: nothing to export yet")
+    with unscaled():  # a figure never depends on the window (presentation mode's type)
+        with _figure_clone(panel, style, state) as clone:
+            yield clone
+
+
+@contextmanager
+def _figure_clone(panel: PlotPanel, style: str, state: Any) -> Iterator[PlotPanel]:
+    from PySide6.QtCore import Qt
+
+    from ui.headless import ensure_app, settle_layout
+
     app = ensure_app()
     width, height = figure_size(panel, style)
     clone = panel.make_clone()

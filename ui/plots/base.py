@@ -17,6 +17,8 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QApplication,
     QCheckBox,
     QComboBox,
     QFrame,
@@ -31,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.io import atomic_write_bytes, csv_text
+from ui.plots import type_scale  # noqa: F401  (presentation mode's larger titles)
 from ui.plots.figure_metadata import METADATA_KEY, svg_with_metadata
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
 from ui.plots.legends import outside_legend, show_legend
@@ -40,6 +43,8 @@ from ui.theme import LIGHT, Theme
 #: size (pixels) of a figure in the "screen" export style (ui.export.plot_files.PRESETS): an export's size
 #: and layout come from its style, never from the widget's size on screen
 SCREEN_FIGURE_SIZE = (1200, 750)
+#: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
+ZOOM_MODIFIER = Qt.KeyboardModifier.ControlModifier
 
 
 #: what ends a hover read-out besides the pointer leaving: the window losing focus to a dialog
@@ -56,6 +61,20 @@ class PanelView(pg.GraphicsLayoutWidget):
 
     def sizeHint(self) -> QSize:  # Qt's name
         return self.minimumSize().expandedTo(QSize(1, 1))
+
+    def viewportEvent(self, event: Any) -> bool:  # Qt's name
+        """The wheel scrolls the page a plot is on, as over any other widget; with Ctrl (the
+        zoom modifier) it zooms the plot (zooming on a plain wheel caught users scrolling)."""
+        if event.type() == QEvent.Type.Wheel and not event.modifiers() & ZOOM_MODIFIER:
+            area = self.parentWidget()
+            while area is not None and not isinstance(area, QAbstractScrollArea):
+                area = area.parentWidget()
+            if area is not None:  # the page's scroll bar takes the wheel
+                horizontal = abs(event.angleDelta().x()) > abs(event.angleDelta().y())
+                bar = area.horizontalScrollBar() if horizontal else area.verticalScrollBar()
+                QApplication.sendEvent(bar, event)
+            return True
+        return super().viewportEvent(event)
 
 
 class PlotPanel(QFrame):

@@ -36,20 +36,56 @@ def _pct(e: Estimate) -> str:
 TITLE_PT = 9.0  #: the size of the plots' titles
 
 
-def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> str:
-    """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
-    at the title's size: a title never runs past the edges of its plot."""
+#: lines a plot's title may take on screen: a fixed-height header that never runs over the data
+HEADER_LINES = 2
+#: what ends a header cut short (the whole header is the title's tooltip)
+MORE = " …"
+
+
+def _title_font(px: float | None = None) -> Any:
+    """The titles' font: TITLE_PT on screen, ``px`` pixels in an exported figure."""
+    from PySide6.QtGui import QFont
+
+    font = QFont()
+    if px is None:
+        font.setPointSizeF(TITLE_PT)
+    else:
+        font.setPixelSize(round(px))
+    return font
+
+
+def _title_width(text: str, px: float | None = None) -> float:
+    """Pixels ``text`` (HTML) takes at the titles' size (bold where it is bold)."""
     import html as _html
     import re
 
-    from PySide6.QtGui import QFont, QFontMetricsF
+    from PySide6.QtGui import QFontMetricsF
 
-    font = QFont()
-    font.setPointSizeF(TITLE_PT)
-    metrics = QFontMetricsF(font)
+    plain = QFontMetricsF(_title_font(px))
+    bold_font = _title_font(px)
+    bold_font.setBold(True)
+    bold = QFontMetricsF(bold_font)
+    width = 0.0
+    for chunk_bold, chunk in enumerate(re.split(r"</?b>", text)):
+        metrics = bold if chunk_bold % 2 else plain
+        width += metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", chunk)))
+    return width
 
+
+def _elided(text: str, room: float, px: float | None = None) -> str:
+    """Plain ``text`` cut to ``room`` pixels at the titles' size, ending in "…"."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFontMetricsF
+
+    return QFontMetricsF(_title_font(px)).elidedText(text, Qt.TextElideMode.ElideRight, room)
+
+
+def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ",
+              px: float | None = None) -> str:
+    """``prefix`` then the per-rule summaries (HTML), as many to a line as fit ``room`` pixels
+    at the title's size: a title never runs past the edges of its plot."""
     def width(text: str) -> float:
-        return metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", text)))
+        return _title_width(text, px)
 
     lines: list[str] = []
     line = prefix
@@ -65,6 +101,36 @@ def fit_lines(prefix: str, parts: list[str], room: float, sep: str = ", ") -> st
             line = joined
     lines.append(line)
     return "<br>".join(lines)
+
+
+def fit_header(prefix: str, parts: list[str], note: str, room: float,
+               px: float | None = None) -> tuple[str, bool]:
+    """The title on exactly HEADER_LINES lines of at most ``room`` pixels: ``prefix`` and the
+    per-rule ``parts``, then ``note`` on a line of its own when there is one to spare; what does
+    not fit is cut, the last line ending in MORE. Returns (HTML, whether anything was cut)."""
+    lines = fit_lines(prefix, parts, room, px=px).split("<br>")
+    cut = False
+    if note and len(lines) < HEADER_LINES:
+        if _title_width(note, px) <= room:
+            lines.append(note)
+        elif "<" not in note:  # a plain note: cut at the right (whole on hover)
+            lines.append(_elided(note, room, px))
+            cut = True
+        else:
+            lines.append(MORE.strip())
+            cut = True
+    elif note:
+        lines.append(note)  # no room: cut below
+    if len(lines) > HEADER_LINES:
+        cut = True
+        lines = fit_lines(prefix, parts, room - _title_width(MORE, px), px=px).split("<br>")
+        lines = lines[:HEADER_LINES]
+        last = lines[-1].removesuffix(",")
+        while _title_width(last + MORE, px) > room and ", " in last:  # (a narrow plot)
+            last = last.rsplit(", ", 1)[0]
+        lines[-1] = last + MORE if _title_width(last + MORE, px) <= room else MORE.strip()
+    lines += ["&nbsp;"] * (HEADER_LINES - len(lines))  # one line: the same height as two
+    return "<br>".join(lines), cut
 
 
 def _span(rule: str, text: str) -> str:
@@ -300,10 +366,19 @@ class RuleHistogramPanel(PlotPanel):
         if not (prefix or parts) or self.figure_style is not None:  # (an export keeps its own)
             return
         room = max(60.0, self.plot.width() - 8)
-        text = fit_lines(prefix, parts, room) + (f"<br>{note}" if note else "")
+        text, cut = fit_header(prefix, list(parts), note, room)
         if text != getattr(self, "_title_text", None):
             self._title_text = text
             self.plot.setTitle(text, color=self.theme.foreground, size=f"{TITLE_PT:g}pt")
+            whole = prefix + ", ".join(parts) + (f"<br>{note}" if note else "")
+            self.plot.titleLabel.setToolTip(whole if cut else "")
+
+
+    def export_title(self, px: float, room: float) -> str | None:
+        """The figure's title: the panel's name and its header, fitted to ``room`` pixels at
+        ``px`` (two lines, as on screen)."""
+        prefix, parts, note = getattr(self, "_title", ("", [], ""))
+        return fit_header(f"<b>{self.title}</b>: {prefix}", list(parts), note, room, px)[0]
 
 
 class ScoresPanel(RuleHistogramPanel):

@@ -80,7 +80,12 @@ class TidyAxis(pg.AxisItem):
         if plot is None:
             return self.size().height()
         centre = self.mapToItem(plot, 0.0, self.size().height() / 2).y()
-        return 2 * min(centre, plot.boundingRect().height() - centre)
+        # below the plot's title (a two-line header): a y title beside it ran into its text
+        title = getattr(plot, "titleLabel", None)
+        top = 0.0
+        if title is not None and title.isVisible() and title.text:
+            top = title.mapRectToItem(plot, title.boundingRect()).bottom()
+        return 2 * min(centre - top, plot.boundingRect().height() - centre)
 
     def _fit_label(self) -> None:
         """As few lines as let the title fit along its plot (at most MAX_LABEL_LINES beside

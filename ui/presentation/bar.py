@@ -16,7 +16,7 @@ from ui.theme import ERROR_TEXT_BOLD, Theme, current_theme, rule_text_color, the
 FIELDS = (("d_k", "d_k", 1, D_K_MAX), ("n_keys", "n", 2, N_KEYS_MAX),
           ("trials", "trials", 1, TRIALS_MAX))
 #: rows of rule chips (every rule in view at 1280 px, none in the bar's » menu)
-RULE_ROWS = 2
+RULE_ROWS = 3
 
 
 class ParamBar(QToolBar):
@@ -46,7 +46,7 @@ class ParamBar(QToolBar):
             spin.valueChanged.connect(lambda v, f=field: self.edited.emit({f: int(v)}))
             self.addWidget(spin)
             self.spins[field] = spin
-        # the plot navigation before the rule chips; the chips in two rows (twelve in one row
+        # the plot navigation before the rule chips; the chips in RULE_ROWS rows (twelve in one row
         # made the bar wider than a 1280 px window and the newest rules fell into its » menu)
         self.addSeparator()
         self.prev_button = self._button("◀", "Previous plot, or the tour's previous step (Left)",

@@ -73,7 +73,7 @@ class Presenter(QObject):
         self._saved: dict[str, Any] = {}
         #: what presentation mode changed on the plots, to put back exactly when it ends
         self._pens: list[tuple[Any, QPen]] = []
-        self._tick_fonts: list[tuple[Any, QFont | None]] = []
+        self._tick_fonts: list[tuple[Any, QFont | None, tuple[float, float]]] = []
         self.timer = QTimer(self)
         self.timer.setInterval(PLAY_MS)
         self.timer.timeout.connect(self._next_d_k)
@@ -150,12 +150,11 @@ class Presenter(QObject):
             font = QFont(app.font())
             font.setPointSizeF(font.pointSizeF() * FONT_SCALE)
             set_app_font(app, font, w)
-            w.params_dock.hide()
-            w.tabs.setCurrentWidget(w.page)
+            w.params_dock.hide()  # (the page shown stays: F11 presents the page you are on)
             self._scale_plots(True)
             self.show_plot(self.index)
             self.bar.allowed = True
-            self.bar.show()
+            self.page_changed()
             self.sync_bar()
             self._bar_timer.start()
         else:
@@ -179,23 +178,55 @@ class Presenter(QObject):
 
         size_combos_by_contents(self.window)
 
+    def page_changed(self) -> None:
+        """The compact bar of the Simulation parameters shows over the Simulation page only."""
+        if self.active:
+            self.bar.setVisible(self.window.tabs.currentWidget() is self.window.page)
+
+    def _panels(self, root: Any = None) -> list[Any]:
+        from ui.plots.base import PlotPanel
+
+        return (root or self.window).findChildren(PlotPanel)
+
     def _scale_plots(self, on: bool) -> None:
-        """Thicker curves and larger tick labels on the Simulation page (on), or every pen and
-        tick font exactly as it was before (off): dividing by the factors again left the ticks
-        at the presentation size (a tick font that had followed the application's font)."""
+        """Thicker curves and larger tick labels, plot titles and axis titles on every page's
+        plots (on), or every pen and tick font exactly as it was before (off): dividing by the
+        factors again left the ticks at the presentation size (a tick font that had followed
+        the application's font)."""
+        from ui.plots import type_scale
+
+        panels = self._panels()
         if not on:
             for item, pen in self._pens:
                 item.setPen(pen)
-            for axis, font in self._tick_fonts:
+            for axis, font, text_size in self._tick_fonts:
                 axis.setStyle(tickFont=font)
+                # the room kept for tick labels only grows by small steps (pyqtgraph): given
+                # back as it was, or every axis stayed a few pixels wider than before
+                axis.textWidth, axis.textHeight = text_size
+                axis._updateWidth() if axis.orientation in ("left", "right") else axis._updateHeight()
             self._pens, self._tick_fonts = [], []
+            type_scale.set_factor(1.0, [p.glw.scene() for p in panels])
         else:
-            normal = QFont(self._saved.get("font", QApplication.font()))
-            for panel in self.window.page.panels.values():
-                for plot in panel.plot_items():
-                    self._scale_plot(plot, normal)
-        for panel in self.window.page.panels.values():
+            type_scale.set_factor(FONT_SCALE, [p.glw.scene() for p in panels])
+            self._scale_panels(panels)
+        for panel in panels:
             panel.invalidate()
+
+    def _scale_panels(self, panels: list[Any]) -> None:
+        normal = QFont(self._saved.get("font", QApplication.font()))
+        for panel in panels:
+            for plot in panel.plot_items():
+                self._scale_plot(plot, normal)
+
+    def page_built(self, page: Any) -> None:
+        """A page built during presentation mode: its plots' pens and ticks scaled too (its
+        titles already are), and put back when the mode ends."""
+        if self.active:
+            panels = self._panels(page)
+            self._scale_panels(panels)
+            for panel in panels:
+                panel.invalidate()
 
     def _scale_plot(self, plot: Any, normal: QFont) -> None:
         """One plot's pens and tick fonts scaled up, each original kept to restore."""
@@ -210,7 +241,8 @@ class Presenter(QObject):
         for name in ("left", "bottom"):
             axis = plot.getAxis(name)
             own = axis.style.get("tickFont")
-            self._tick_fonts.append((axis, QFont(own) if own is not None else None))
+            self._tick_fonts.append((axis, QFont(own) if own is not None else None,
+                                     (axis.textWidth, axis.textHeight)))
             font = QFont(own if own is not None else normal)
             size = font.pointSizeF() if font.pointSizeF() > 0 else 9.0
             font.setPointSizeF(size * TICK_SCALE)

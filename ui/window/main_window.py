@@ -44,12 +44,11 @@ from ui.window.help import show_about, show_help
 from ui.window.links import PageLinks
 from ui.window.page_tabs import PageTabs
 from ui.window.run import WindowRun
+from ui.window.screen_fit import PREFERRED_SIZE, clamp_rect, first_rect
 from ui.window.sessions import Sessions
 from ui.window.settings import WindowSettings
 from ui.window.shortcuts import WindowShortcutsWin
 from ui.window.tour import WindowTour
-
-DEFAULT_SIZE = (1600, 1000)
 
 #: (tab title, module, class) of the other pages, built the first time their tab is shown
 LAZY_PAGES = (
@@ -96,13 +95,35 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.shortcuts_win = WindowShortcutsWin(self)  # Ctrl+E works with a field focused
         self.theme_name = "light"
-        self.resize(*DEFAULT_SIZE)
+        # a user's window fits the screen it opens on; one that restores nothing (--screenshot,
+        # tests) has a fixed first size, whatever the machine's screen
+        self.resize(*PREFERRED_SIZE)
+        if restore:
+            self.fit_to_screen(first=True)
         if restore:
             self.window_settings.restore()
         saved_theme = self.settings.value("theme") if restore else None
         self.set_theme(theme or (saved_theme if saved_theme in THEMES else "light"))
         size_combos_by_contents(self)  # (a stable width: ui.lab_style)
         self.redraw_timer.start()
+
+    def fit_to_screen(self, first: bool = False) -> None:
+        """``first``: the first size, from the screen's available geometry; otherwise the
+        current (restored) geometry moved and shrunk into the screen (ui.window.screen_fit)."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            return
+        available = screen.availableGeometry()
+        if first:
+            self.setGeometry(first_rect(available))
+            return
+        frame = self.frameGeometry()
+        inside = clamp_rect(frame, available)
+        if inside != frame:
+            margin_w = frame.width() - self.width()
+            margin_h = frame.height() - self.height()
+            self.resize(max(1, inside.width() - margin_w), max(1, inside.height() - margin_h))
+            self.move(inside.topLeft())
 
     # -- construction --------------------------------------------------------------------------
     def _build_tabs(self) -> None:
@@ -127,6 +148,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._build_lazy_tab)
         self.tabs.currentChanged.connect(self._sync_params_dock)
         self.tabs.currentChanged.connect(lambda _i: self.window_run.sync_status_bar())
+        self.tabs.currentChanged.connect(lambda _i: self.presenter.page_changed())
         self.setCentralWidget(self.tabs)
 
     def _build_params_dock(self) -> None:
@@ -257,6 +279,7 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(False)
         old.deleteLater()
         self.pages[cls] = page
+        self.presenter.page_built(page)
         size_combos_by_contents(page)
         self.page_links.connect_page(cls, page)
         self.sessions.apply_pending()

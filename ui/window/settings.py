@@ -27,6 +27,7 @@ class WindowSettings(WindowPart):
         geo = self.settings.value("geometry")
         if isinstance(geo, QByteArray) and not geo.isEmpty():
             w.restoreGeometry(geo)
+            w.fit_to_screen()  # saved on a larger screen: kept inside this one
         state = self.settings.value("window_state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             w.restoreState(state)

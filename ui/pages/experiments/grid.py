@@ -47,6 +47,8 @@ class GridPanel(PlotPanel):
                                     width=14, label="")
         self.glw.addItem(self.cbar, row=0, col=1)
         self.texts: list[pg.TextItem] = []
+        self._shown_texts = 0  #: how many of ``texts`` hold a cell's number now
+        self.plot.getViewBox().sigResized.connect(self._fit_texts)
         self.grid: GridData | None = None
         self.hover_text = ""  #: the current hover read-out (tests read it)
         self.metric_box = QComboBox(self)
@@ -151,6 +153,25 @@ class GridPanel(PlotPanel):
             t.setText(f"{cell.value:.2f}" if grid.metric == "success" else f"{cell.value:.3g}")
             t.setPos(float(c), float(r))
             t.show()
+        self._shown_texts = len(cells)
+        self._fit_texts()
+
+    def _fit_texts(self, *_args: Any) -> None:
+        """The cells' numbers only while each fits its cell (with 16 columns they ran into each
+        other): otherwise none, and the hover read-out gives a cell's number."""
+        shown = self.texts[:self._shown_texts]
+        if not shown or self.grid is None:
+            return
+        view = self.plot.getViewBox()
+        cols, rows = max(len(self.grid.x_labels), 1), max(len(self.grid.rules), 1)
+        cell_w, cell_h = view.width() / cols, view.height() / rows
+        widest = max(t.textItem.boundingRect().width() - 2 * t.textItem.document().documentMargin()
+                     for t in shown)
+        tallest = max(t.textItem.boundingRect().height() - 2 * t.textItem.document().documentMargin()
+                      for t in shown)
+        fits = widest <= cell_w - 2 and tallest <= cell_h
+        for t in shown:
+            t.setVisible(fits)
 
     def data_rows(self) -> list[dict[str, Any]]:
         grid = self.grid

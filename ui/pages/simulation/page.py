@@ -17,7 +17,7 @@ from ui.pages.simulation.results_table import ResultsTable
 from ui.plots import PANEL_CLASSES, PlotPanel
 from ui.plots.base import panel_grid
 from ui.plots.cover import Cover
-from ui.plots.rule_strip import SEPARATOR, rule_parts, strip_label
+from ui.plots.rule_strip import entry, rule_parts, show_parts, strip_label
 from ui.theme import LIGHT, Theme
 
 #: plot_id -> (row, column, column span) in the grid
@@ -35,13 +35,15 @@ OUTDATED_OPACITY = 0.35  #: plots that no longer show the parameters set now are
 PANELS_PER_TICK = 1
 
 
-def rule_strip_html(rules: tuple[str, ...], theme: Theme) -> str:
-    """Each rule's line (its colour and pattern) and label, then the series that are not rules."""
-    parts = rule_parts(rules, theme)
-    parts.append(f'<span style="color:{theme.raw}"><b>━━━</b></span> '
-                 f'<span style="color:{theme.muted}">raw q·k</span>')
-    parts.append(f'<span style="color:{theme.foreground}">╌╌ normal theory / rule mean</span>')
-    return SEPARATOR.join(parts)
+def strip_entries(rules: tuple[str, ...], theme: Theme, short: bool = False) -> list[str]:
+    """Each rule's line (its colour and pattern) and label, then the series that are not
+    rules."""
+    parts = rule_parts(rules, theme, short)
+    parts.append(entry(f'<span style="color:{theme.raw}"><b>━━━</b></span>',
+                       f'<span style="color:{theme.muted}">raw q·k</span>'))
+    parts.append(entry("", f'<span style="color:{theme.foreground}">'
+                       f'╌╌ {"theory / mean" if short else "normal theory / rule mean"}</span>'))
+    return parts
 
 
 class SimulationPage(QScrollArea, PanelRedraw):
@@ -97,8 +99,8 @@ class SimulationPage(QScrollArea, PanelRedraw):
         if self.outdated_reason is not None:
             self._show_outdated()
             return
-        self.rule_strip.setText(rule_strip_html(rules, self.theme))
-        self.rule_strip.setToolTip(rule_strip_html(rules, self.theme).replace("&nbsp;&nbsp; ", "<br>"))
+        show_parts(self.rule_strip, strip_entries(rules, self.theme),
+                   strip_entries(rules, self.theme, short=True))
 
     def mark_outdated(self, reason: str | None) -> None:
         """The plots no longer show the parameters set now (``reason``: why, e.g. a refused

@@ -411,7 +411,7 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def _show_rules(self, rules: tuple[str, ...]) -> None:
         self._strip_rules = rules
-        show_parts(self.rule_strip, rule_parts(rules))
+        show_parts(self.rule_strip, rule_parts(rules), rule_parts(rules, short=True))
 
     # -- status --------------------------------------------------------------------------------
     def _validate(self) -> None:

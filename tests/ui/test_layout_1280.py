@@ -1,0 +1,143 @@
+"""The worst case a user can make at 1280x720: every rule checked, in both themes, in normal and
+presentation mode, on every page; and every export style of every Simulation panel, the sweep
+included. No text item overlaps another or a plot's data area, none is clipped by its parent,
+every checked rule is in view in the strip (or presentation mode's bar)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from engine.rules import RULES
+from tests.ui.plot_layout import _text_rect, label_cut, layout_problems
+from tests.ui.test_window_size import _one_estimate_line  # noqa: F401  (autouse)
+from ui.plots.base import PlotPanel
+
+PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments")
+#: problems known and not fixed yet (issue #31's notes), in presentation mode only: any other
+#: problem fails the test
+KNOWN_IN_PRESENTATION = frozenset({
+    "Training/train_grads[0] y title '‖∂loss/∂W‖' runs into the title",
+})
+
+
+def _settle(qtbot) -> None:
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(5)
+
+
+def title_over_data(where: str, panel: PlotPanel) -> list[str]:
+    """A plot title drawn over its own plot's data area (a header that grew into the plot)."""
+    out = []
+    for k, plot in enumerate(panel.plot_items()):
+        title = plot.titleLabel
+        if not (plot.isVisible() and title.isVisible() and title.text):
+            continue
+        text = _text_rect(title.item)
+        data = plot.getViewBox().sceneBoundingRect()
+        left = plot.getAxis("left")
+        if left.isVisible() and left.labelText and left.label.isVisible():
+            beside = _text_rect(left.label).intersected(text)
+            if beside.width() > 1 and beside.height() > 1:
+                out.append(f"{where}[{k}] y title {left.labelText!r} runs into the title")
+        shared = text.intersected(data)
+        if shared.height() > 1 and shared.width() > 1:
+            out.append(f"{where}[{k}] title {title.text[:40]!r}... runs {shared.height():.0f} px "
+                       "into its data area")
+    return out
+
+
+def page_problems(window, title: str) -> list[str]:
+    page = window.tabs.currentWidget()
+    if page is window.page:
+        page.redraw(budget=9)
+    panels = [p for p in page.findChildren(PlotPanel)
+              if p.isVisibleTo(window) and p.glw.width() > 1]
+    for panel in panels:
+        panel.glw.grab()  # pyqtgraph sizes an axis for its labels when it paints
+    QApplication.processEvents()
+    out = []
+    for panel in panels:
+        where = f"{title}/{panel.plot_id}"
+        out += layout_problems(where, panel) + title_over_data(where, panel)
+    return out
+
+
+def strip_problems(window) -> list[str]:
+    """Every checked rule named in view: the page's strip, or presentation mode's chips."""
+    if window.presenter.active:
+        bar = window.presenter.bar
+        room = bar.rect()
+        out = []
+        for rule, chip in bar.rule_buttons.items():
+            seen = chip.mapTo(bar, chip.rect().topLeft())
+            if not (chip.isVisibleTo(bar) and room.contains(seen)
+                    and room.contains(seen + chip.rect().bottomRight())):
+                out.append(f"bar chip {rule} is out of view")
+            elif chip.width() < chip.sizeHint().width():  # squeezed: its name elided ("te…re")
+                out.append(f"bar chip {rule} is {chip.width()} px, its name needs "
+                           f"{chip.sizeHint().width()}")
+        return out
+    strip = window.page.rule_strip
+    plain = re.sub(r"<[^>]+>", "", strip.text())
+    out = [f"strip lacks {r}" for r in RULES if not re.search(rf"\b{r}\b", plain)]
+    cut = label_cut(strip)
+    return out + ([f"strip cut: {cut}"] if cut else [])
+
+
+@pytest.mark.slow
+def test_every_page_at_1280x720_with_every_rule_in_both_themes_and_modes(qtbot, wait_complete):
+    from ui.window.main_window import MainWindow
+
+    w = MainWindow(theme="light", restore=False, persist=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 720)
+    w.show()
+    qtbot.waitExposed(w)
+    try:
+        w.apply_config({"scalings": list(RULES), "trials": 200})
+        wait_complete(w, timeout=120_000)
+        problems: list[str] = []
+        for theme in ("light", "dark"):
+            w.set_theme(theme)
+            for present in (False, True):
+                w.set_presentation(present)
+                for title in PAGES:
+                    assert w.open_page_titled(title)
+                    _settle(qtbot)
+                    if title == "Simulation":
+                        problems += [f"{theme} {'present' if present else 'normal'}: {p}"
+                                     for p in strip_problems(w)]
+                    problems += [f"{theme} {'present' if present else 'normal'}: {p}"
+                                 for p in page_problems(w, title)
+                                 if not (present and p in KNOWN_IN_PRESENTATION)]
+                w.set_presentation(False)
+        assert not problems, "\n".join(problems)
+    finally:
+        w.shutdown()
+        w.close()
+        w.deleteLater()
+
+
+@pytest.mark.slow
+def test_every_export_style_of_every_simulation_panel_is_whole(qtbot, window, wait_complete):
+    from ui.export.plot_files import PRESETS, figure_clone
+
+    window.resize(1280, 720)
+    window.apply_config({"scalings": list(RULES), "trials": 200})
+    wait_complete(window, timeout=120_000)
+    problems = []
+    for pid, panel in window.page.panels.items():
+        for style in PRESETS:
+            with figure_clone(panel, style) as clone:
+                where = f"{pid} {style}"
+                problems += layout_problems(where, clone) + title_over_data(where, clone)
+                label = getattr(clone, "_lab_figure_title", None)
+                if label is not None:
+                    seen = clone.glw.mapToScene(clone.glw.viewport().rect()).boundingRect()
+                    if not seen.contains(_text_rect(label.item)):
+                        problems.append(f"{where} figure title is cut")
+    assert not problems, "\n".join(problems)
