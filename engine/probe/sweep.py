@@ -76,6 +76,13 @@ EXPLAINED: dict[str, str] = {
         "that takes part of each row's mass; the fix: treat s_aux as a logit only when the "
         "returned rows sum below 1"),
     "granitemoe_swa": "as granite_swa (the same attention function)",
+    "inkling2_text": (
+        "a convention the audit lacks: Inkling 2 passes per-query sinks (sink_proj of the "
+        "hidden state, one extra logit per query and head, keyword `sinks`) to the attention "
+        "function; the capture (sites.py) reads only gpt-oss's per-head `s_aux`, so the mass "
+        "the sink takes from each row reads as weights scaled after the softmax; the fix: "
+        "capture `sinks` as a per-row extra logit"),
+    "inkling2_loop_text": "as inkling2_text (the same attention modules)",
     "gpt_oss": (
         "a band of the audit, not the model: on the sliding layer the sinks hold nearly all "
         "of some rows' mass (rows sum to 8e-5 at std 0.3), the measured scale equals the "
