@@ -116,6 +116,26 @@ def _get_int(config: Any, key: str) -> int | None:
 
 def _shrink(config: Any, depth: int) -> None:
     keys = set(config.__dict__)
+    _shrink_attention(config, keys)
+    _shrink_mlp(config, keys)
+    _shrink_ssm(config, keys)
+    for key in _ONE:
+        if key in keys and _get_int(config, key):
+            _set(config, key, 1)
+    for key in _RANKS:
+        if key in keys and _get_int(config, key):
+            _set(config, key, 16)
+    _shrink_tokens(config, keys)
+    _shrink_layers(config, keys)
+    for key in sorted(keys):
+        value = config.__dict__.get(key)
+        if _is_config(value) and depth < 4:
+            _shrink(value, depth + 1)
+
+
+def _shrink_attention(config: Any, keys: set[str]) -> None:
+    """Heads, key heads, hidden and head widths (other head widths keep their ratio to it),
+    sliding windows."""
     heads = next((v for k in _HEADS if (v := _get_int(config, k))), None)
     hidden = next((v for k in _HIDDEN if (v := _get_int(config, k))), None)
     head_dim = next((v for k in _HEAD_DIM if (v := _get_int(config, k))), None)
@@ -143,6 +163,14 @@ def _shrink(config: Any, depth: int) -> None:
         v = _get_int(config, key)
         if key in keys and v:
             _set(config, key, max(2, 2 * round(v * ratio / 2)) if ratio else HEAD_DIM)
+    for key in _WINDOWS:
+        v = _get_int(config, key)
+        if key in keys and v and v > WINDOW:
+            _set(config, key, WINDOW)
+
+
+def _shrink_mlp(config: Any, keys: set[str]) -> None:
+    """Feed-forward widths, experts and the router's top-k."""
     for key in _FFN:
         if key in keys and _get_int(config, key):
             _set(config, key, FFN)
@@ -157,17 +185,10 @@ def _shrink(config: Any, depth: int) -> None:
         if key in keys and (_get_int(config, key) or has_experts):
             # a default of None beside experts leaves the router without a k (DeepSeek-V2)
             _set(config, key, min(TOP_K, _get_int(config, key) or TOP_K))
-    for key in _WINDOWS:
-        v = _get_int(config, key)
-        if key in keys and v and v > WINDOW:
-            _set(config, key, WINDOW)
-    _shrink_ssm(config, keys)
-    for key in _ONE:
-        if key in keys and _get_int(config, key):
-            _set(config, key, 1)
-    for key in _RANKS:
-        if key in keys and _get_int(config, key):
-            _set(config, key, 16)
+
+
+def _shrink_tokens(config: Any, keys: set[str]) -> None:
+    """Vocabularies, positions and the special token ids inside the smaller vocabulary."""
     for key in keys:
         v = _get_int(config, key)
         if "vocab" in key and key != "type_vocab_size" and v and v > VOCAB:
@@ -182,11 +203,6 @@ def _shrink(config: Any, depth: int) -> None:
             _set(config, key, VOCAB - 1)
         elif isinstance(v, list) and any(isinstance(x, int) and x >= VOCAB for x in v):
             _set(config, key, [min(int(x), VOCAB - 1) for x in v])
-    _shrink_layers(config, keys)
-    for key in sorted(keys):
-        value = config.__dict__.get(key)
-        if _is_config(value) and depth < 4:
-            _shrink(value, depth + 1)
 
 
 def _shrink_ssm(config: Any, keys: set[str]) -> None:

@@ -30,13 +30,6 @@ PRESET_OPTIONS = {"d_k": "d_k", "n_keys": "keys", "trials": "trials", "scalings"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from engine.config import BACKENDS, DEVICES, DISTRIBUTIONS, DTYPES, METHODS, RULES
-    from engine.rules import (
-        N_REF_DEFAULT,
-        SINK_DEFAULT,
-        SOFTCAP_DEFAULT,
-        SSMAX_S_DEFAULT,
-        YARN_S_DEFAULT,
-    )
 
     p.add_argument("--d-k", type=int, nargs="+", default=None, metavar="D",
                    help="head width(s) d_k, 1..65536 (default: 4 64 512)")
@@ -61,20 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="correlation rho in [-1, 1] between the query and key 0 (the target key)")
     p.add_argument("--temperature", type=float, default=None,
                    help="T for the temperature and cosine rules (default: 1)")
-    p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
-                   help="reference length of the logn and yarn_dynamic rules (both equal sqrt up "
-                        f"to it; default: {N_REF_DEFAULT})")
-    p.add_argument("--yarn-s", type=float, default=YARN_S_DEFAULT, metavar="S",
-                   help="context-extension factor s of the yarn rule: every logit times "
-                        f"(0.1 ln s + 1)^2 (default: {YARN_S_DEFAULT:g})")
-    p.add_argument("--ssmax-s", type=float, default=SSMAX_S_DEFAULT, metavar="S",
-                   help=f"s of the ssmax rule: logits = s ln(n) q.k/sqrt(d_k) (default: {SSMAX_S_DEFAULT})")
-    p.add_argument("--softcap", type=float, default=SOFTCAP_DEFAULT, metavar="C",
-                   help="c of the softcap rule: logits = c tanh(q.k/sqrt(d_k)/c) (default: "
-                        f"{SOFTCAP_DEFAULT:g}, Gemma 2's)")
-    p.add_argument("--sink", type=float, default=SINK_DEFAULT, metavar="S",
-                   help="logit of the sink rule's extra softmax entry, its weight dropped "
-                        f"(default: {SINK_DEFAULT:g} = softmax plus one)")
+    _add_rule_parameters(p)
     p.add_argument("--saturation-threshold", type=float, default=None,
                    help="a row is saturated when its top weight exceeds this (default: 0.99)")
     p.add_argument("--backend", default="auto", help=f"{', '.join(BACKENDS)} (auto: torch on CUDA if present, else numpy)")
@@ -89,6 +69,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_figure_style(p)
     add_force(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_rule_parameters(p: argparse.ArgumentParser) -> None:
+    """The options of the rules that take a parameter (n_ref, yarn's s, ssmax's s, the cap, the
+    sink's logit)."""
+    from engine.rules import (
+        N_REF_DEFAULT,
+        SINK_DEFAULT,
+        SOFTCAP_DEFAULT,
+        SSMAX_S_DEFAULT,
+        YARN_S_DEFAULT,
+    )
+
+    p.add_argument("--n-ref", type=int, default=N_REF_DEFAULT, metavar="N",
+                   help="reference length of the logn and yarn_dynamic rules (both equal sqrt up "
+                        f"to it; default: {N_REF_DEFAULT})")
+    p.add_argument("--yarn-s", type=float, default=YARN_S_DEFAULT, metavar="S",
+                   help="context-extension factor s of the yarn rule: every logit times "
+                        f"(0.1 ln s + 1)^2 (default: {YARN_S_DEFAULT:g})")
+    p.add_argument("--ssmax-s", type=float, default=SSMAX_S_DEFAULT, metavar="S",
+                   help=f"s of the ssmax rule: logits = s ln(n) q.k/sqrt(d_k) (default: {SSMAX_S_DEFAULT})")
+    p.add_argument("--softcap", type=float, default=SOFTCAP_DEFAULT, metavar="C",
+                   help="c of the softcap rule: logits = c tanh(q.k/sqrt(d_k)/c) (default: "
+                        f"{SOFTCAP_DEFAULT:g}, Gemma 2's)")
+    p.add_argument("--sink", type=float, default=SINK_DEFAULT, metavar="S",
+                   help="logit of the sink rule's extra softmax entry, its weight dropped "
+                        f"(default: {SINK_DEFAULT:g} = softmax plus one)")
 
 
 def resolve_options(args: argparse.Namespace) -> None:

@@ -33,20 +33,21 @@ class WindowShortcutsWin(QObject):
     itself is refused when the key is one of the window's menu actions, so the action runs."""
 
     def __init__(self, window: QWidget) -> None:
-        super().__init__(window)
-        self._window = window
+        super().__init__(window)  # the window is its parent, never held from Python: a
+        # reference here kept a deleted window's wrapper alive (a cycle with the window's own)
         QApplication.instance().installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt's name
         if event.type() != QEvent.Type.ShortcutOverride or not isinstance(watched, QWidget):
             return False
-        if not isinstance(watched, TEXT_FIELDS) or watched.window() is not self._window:
+        window = self.parent()
+        if not isinstance(watched, TEXT_FIELDS) or watched.window() is not window:
             return False  # other widgets keep the keys they claim (the tour's Esc)
         key = QKeySequence(event.keyCombination())
         if any(key.matches(QKeySequence(k)) == QKeySequence.SequenceMatch.ExactMatch
                for sk in EDITING_KEYS for k in QKeySequence.keyBindings(sk)):
             return False
-        if key in window_keys(self._window):
+        if key in window_keys(window):
             event.ignore()  # not taken by the field: the shortcut map gets the key
             return True
         return False

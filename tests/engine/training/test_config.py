@@ -58,7 +58,8 @@ def test_rule_names_extend_the_simulator_and_every_field_is_documented():
     from engine.config import RULES
 
     assert TRAINING_RULES[: len(RULES)] == RULES
-    assert TRAINING_RULES[len(RULES):] == ("sqrt_twice", "scale_after_softmax", "qkclip")
+    assert TRAINING_RULES[len(RULES):] == ("sqrt_twice", "scale_after_softmax", "qknorm_gain",
+                                           "qkclip")
     import dataclasses
 
     assert {f.name for f in dataclasses.fields(TrainingConfig)} == set(FIELD_HELP)
