@@ -43,12 +43,22 @@ def _save_png_atomically(pixmap: Any, path: str) -> bool:
     return True
 
 
+#: redraw passes a screenshot takes at most to draw every plot (the sweep row: 6 plots, a few
+#: curves per pass)
+MAX_PAINT_PASSES = 50
+
+
 def _paint_everything(app: Any, window: Any) -> None:
     """Every panel of the shown page drawn now (a page's redraw may take a panel budget)."""
     import inspect
 
     app.processEvents()
-    window.page.redraw(budget=len(window.page.panels))
+    page = window.page
+    for _ in range(MAX_PAINT_PASSES):  # the sweep row draws its plots a few per pass
+        page.redraw(budget=len(page.panels))
+        app.processEvents()
+        if not page.stale():
+            break
     current = window.tabs.currentWidget()
     redraw = getattr(current, "redraw", None)
     if current is not window.page and callable(redraw):
