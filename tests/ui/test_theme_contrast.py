@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
+from typing import Any
 
 import pytest
 from PySide6.QtGui import QColor, QImage, QPalette
@@ -191,18 +192,9 @@ def _stale(w: QWidget, old: dict, new: dict) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("first", "second"), [("light", "dark"), ("dark", "light")])
-@pytest.mark.slow
-def test_a_theme_switch_reaches_every_widget(qtbot, window, first, second):
-    window.resize(1280, 720)
-    window.set_theme(first)
-    for title in PAGES:  # every page built
-        window.open_page_titled(title)
-    window.open_page_titled("Simulation")
-    window.set_presentation(True)  # the bar and its rule chips shown
-    _settle(qtbot)
-    window.set_theme(second)
-    _settle(qtbot)
+def _still_old(window: Any, first: str, second: str) -> list[str]:
+    """Every widget, plot background and presentation chip that still carries ``first``'s
+    colours after a switch to ``second``."""
     old, new = asdict(THEMES[first]), asdict(THEMES[second])
     failures = []
     for w in window.findChildren(QWidget):
@@ -210,11 +202,30 @@ def test_a_theme_switch_reaches_every_widget(qtbot, window, first, second):
     for panel in window.findChildren(PlotPanel):
         if _hex(panel.glw.backgroundBrush().color()) != THEMES[second].background.upper():
             failures.append(f"{panel.plot_id}: plot background")
-    bar = window.presenter.bar
-    for rule, chip in bar.rule_buttons.items():
+    for rule, chip in window.presenter.bar.rule_buttons.items():
         want = rule_text_color(rule, THEMES[second])
         if want not in chip.styleSheet():
             failures.append(f"chip {rule}: {chip.styleSheet()!r}")
+    return failures
+
+
+@pytest.mark.slow
+def test_a_theme_switch_reaches_every_widget(qtbot, window):
+    """Light -> dark -> light with every page built (once: building them is the test's cost),
+    in presentation mode (the bar and its rule chips shown): after each switch no widget keeps
+    the previous theme's colours."""
+    window.resize(1280, 720)
+    window.set_theme("light")
+    for title in PAGES:  # every page built
+        window.open_page_titled(title)
+    window.open_page_titled("Simulation")
+    window.set_presentation(True)
+    _settle(qtbot)
+    failures = []
+    for first, second in (("light", "dark"), ("dark", "light")):
+        window.set_theme(second)
+        _settle(qtbot)
+        failures += [f"{first} -> {second}: {f}" for f in _still_old(window, first, second)]
     window.set_presentation(False)
     assert failures == [], "\n".join(failures)
 
