@@ -21,6 +21,9 @@ from ui.plots.base import PlotPanel
 
 #: cells whose value is written into them at most (larger grids: hover for the numbers)
 TEXT_CELLS_MAX = 48
+#: the grid's plot area at least: less than a panel's usual 200 px, so that the grid, a row of
+#: figures and the verdict fit a 1280x720 window in presentation mode too
+GRID_MIN_HEIGHT = 150
 EMPTY_RGBA = (200, 200, 200, 90)
 COLOR_MAP = "viridis"
 
@@ -37,6 +40,7 @@ class GridPanel(PlotPanel):
 
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "scaling rule", legend=False)
+        self.glw.setMinimumHeight(GRID_MIN_HEIGHT)
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
         self.plot.getViewBox().invertY(True)
         self.plot.hideButtons()

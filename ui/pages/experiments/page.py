@@ -17,13 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QGridLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QScrollArea,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -35,6 +36,7 @@ from ui.export.experiment_figures import ExperimentFigurePanel
 from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.experiments.estimate import Estimate, format_seconds, plan_estimate, time_job
+from ui.pages.experiments.figure_rows import FigureRows
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -47,7 +49,8 @@ from ui.worker import Worker
 ESTIMATE_DEBOUNCE_MS = 400
 JOIN_S = 10.0
 ESTIMATE_JOIN_S = 2.0
-FIGURE_COLUMNS = 3
+#: the verdict's box at most (about four lines; a longer verdict scrolls in it)
+VERDICT_HEIGHT = 60
 SETTINGS_KEY = "experiments/form"
 
 #: the verdict line before any job of the run shown has finished
@@ -146,11 +149,20 @@ class ExperimentsPage(LivePage):
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict_label.setToolTip("Computed from the finished jobs, with the uncertainty of "
                                       "every number (engine.experiments.figures.verdict)")
-        right.addWidget(self.verdict_label)
+        # a verdict of five rules runs to seven lines: it scrolls in its box, and the plots keep
+        # their room (the page scrolled at 1280x720)
+        self.verdict_box = QScrollArea(self)
+        self.verdict_box.setWidgetResizable(True)
+        self.verdict_box.setFrameShape(QFrame.Shape.NoFrame)
+        self.verdict_box.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.verdict_box.setWidget(self.verdict_label)
+        self.verdict_box.setMaximumHeight(VERDICT_HEIGHT)
+        self.verdict_box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        right.addWidget(self.verdict_box)
 
     def _build_results(self) -> QSplitter:
         """The grid and the job list above, the figures below."""
-        split = QSplitter(Qt.Orientation.Vertical, self)
+        split = _RoomSplitter(Qt.Orientation.Vertical, self)
         top = QSplitter(Qt.Orientation.Horizontal, split)
         self.grid_panel = GridPanel(top)
         self.grid_panel.choice_changed.connect(self._grid_choice_changed)
@@ -161,14 +173,11 @@ class ExperimentsPage(LivePage):
         top.addWidget(self.grid_panel)
         top.addWidget(self.jobs)
         top.setSizes([600, 440])  # the job list's result column needs room too
-        figures_scroll = QScrollArea(split)
-        figures_scroll.setWidgetResizable(True)
-        self.figures_inner = QWidget(figures_scroll)
-        self.figures_grid = QGridLayout(self.figures_inner)
-        self.figures_grid.setContentsMargins(2, 2, 2, 2)
-        figures_scroll.setWidget(self.figures_inner)
+        # the figures: as many rows as fit, the others a page away (a scroll bar hid them)
+        self.figures_inner = FigureRows(split)
         split.addWidget(top)
-        split.addWidget(figures_scroll)
+        split.addWidget(self.figures_inner)
+        split.setChildrenCollapsible(False)
         split.setSizes([450, 500])  # the figures get a real share (the splitter keeps the ratio)
         return split
 
@@ -256,7 +265,9 @@ class ExperimentsPage(LivePage):
 
     def _show_estimate(self, error: Any = None) -> None:
         if error is not None:
-            self.plan_label.setText(f"could not time a job: {type(error).__name__}: {error}")
+            first = (str(error).strip().splitlines() or [""])[0]  # (a traceback pushed the plots down)
+            self.plan_label.setText(f"could not time a job: {type(error).__name__}: {first}")
+            self.plan_label.setToolTip(str(error))
             return
         self._show_plan()
 
@@ -427,21 +438,19 @@ class ExperimentsPage(LivePage):
 
     def _build_figures(self, spec: Any) -> None:
         for panel in self.figure_panels:
-            self.figures_grid.removeWidget(panel)
             panel.hide()  # explicitly: a panel not shown yet would otherwise still be shown later
             panel.deleteLater()
         self.figure_panels = []
         from engine.experiments.figures import figure_data
 
         self._figure_state = figure_data(spec, [])  # empty axes with their labels until jobs finish
-        for i, fig in enumerate(self._figure_state):
+        for fig in self._figure_state:
             panel = ExperimentFigurePanel(fig, self.figures_inner, compact=True)
-            panel.setMinimumHeight(220)
             panel.export_requested.connect(self.export_panel_dialog)
             panel.figure_source = self._figure_source
-            self.figures_grid.addWidget(panel, i // FIGURE_COLUMNS, i % FIGURE_COLUMNS)
             self.figure_panels.append(panel)
             panel.apply_theme(self.theme)
+        self.figures_inner.set_panels(self.figure_panels)
 
     def _show_progress(self) -> None:
         p = self.progress
@@ -622,3 +631,12 @@ class ExperimentsPage(LivePage):
         super().shutdown()
         # only timing steps: not worth a long wait (Quit lowers join_s: shorter still)
         self.estimator.join(min(ESTIMATE_JOIN_S, self.join_s))
+
+
+class _RoomSplitter(QSplitter):
+    """The grid and the figures: they ask for no more than their least room (their sum of
+    preferred heights, 540 px, made the page taller than a 1280x720 window and it scrolled),
+    and take whatever the page has left."""
+
+    def sizeHint(self) -> QSize:  # Qt's name
+        return self.minimumSizeHint()
