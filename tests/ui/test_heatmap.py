@@ -40,3 +40,16 @@ def test_heatmap_with_colorbar_links_image_and_bar(qtbot):
     assert image.image.shape == (2, 2) and image.axisOrder == "row-major"
     assert tuple(bar.levels()) == (-2.0, 2.0)
     assert tuple(image.getLevels()) == (-2.0, 2.0)  # the bar sets the image's levels
+
+
+def test_the_row_marker_label_takes_each_export_styles_type_size(qtbot):
+    """"row 0 → bars" kept the screen's 8 px in a slide export whose text is 18 px and more."""
+    from ui.export.plot_files import PRESETS, style_panel
+    from ui.plots.weights import WeightsPanel
+
+    for style in ("slide", "paper"):
+        panel = WeightsPanel()
+        qtbot.addWidget(panel)
+        assert panel.row_marker.label.textItem.font().pixelSize() != PRESETS[style]["tick_px"]
+        style_panel(panel, style)
+        assert panel.row_marker.label.textItem.font().pixelSize() == PRESETS[style]["tick_px"]

@@ -13,7 +13,8 @@ def _panels(page) -> list[PlotPanel]:
     return [p for p in page.findChildren(PlotPanel) if p.isVisibleTo(page)]
 
 
-@pytest.mark.parametrize("title", ["Simulation", "Training", "Real model", "Experiments"])
+@pytest.mark.parametrize("title", ["Simulation", "Training", "Real model",
+                                   pytest.param("Experiments", marks=pytest.mark.slow)])
 def test_every_panel_is_whole_at_1280x720(window, qtbot, title):
     window.resize(1280, 720)
     assert window.open_page_titled(title)
@@ -33,3 +34,42 @@ def test_every_panel_is_whole_at_1280x720(window, qtbot, title):
             continue  # a form or a text box beside the plots may scroll
         assert area.verticalScrollBar().maximum() == 0, f"{title}: the plots scroll vertically"
         assert area.horizontalScrollBar().maximum() == 0, f"{title}: the plots scroll sideways"
+    if title == "Experiments":  # (the same window: a new one costs 5 s)
+        _four_figures_and_a_long_verdict_fit(window, qtbot, page)
+
+
+def _plots_scroll(page, panels) -> list[str]:
+    out = []
+    for area in page.findChildren(QScrollArea):
+        inner = area.widget()
+        if inner is not None and any(inner.isAncestorOf(p) for p in panels) and (
+                area.verticalScrollBar().maximum() or area.horizontalScrollBar().maximum()):
+            out.append(area.objectName() or type(area).__name__)
+    return out
+
+
+def _four_figures_and_a_long_verdict_fit(window, qtbot, page) -> None:
+    """logit_control: four figures (a second row), five rules, a seven-line verdict: the page
+    scrolled at 1280x720; now one row of figures with the rest a page away, the verdict in its
+    box, the form and job list left out in presentation mode (the form was cut there)."""
+    from engine.experiments.builtin import builtin
+
+    page.form.show_spec(builtin("logit_control"))
+    page.verdict_label.setText("<b>Verdict</b>: " + "sqrt 0.586 ± 0.0059 (best lr 0.01) " * 40)
+    for present in (False, True):
+        window.set_presentation(present)
+        for _ in range(3):
+            QApplication.processEvents()
+            qtbot.wait(20)
+        mode = "presentation" if present else "normal"
+        panels = _panels(page)
+        wrapper = window.tabs.scroll_area(page)
+        assert wrapper.verticalScrollBar().maximum() == 0, f"{mode}: the page scrolls"
+        assert _plots_scroll(page, panels) == [], mode
+        for panel in panels:
+            seen = panel.visibleRegion().boundingRect()
+            assert seen.size() == panel.size(), f"{mode}: {panel.plot_id} shows {seen}"
+        assert len(page.figure_panels) == 4 and len(page.figures_inner.shown()) == 3, mode
+        assert page.figures_inner.nav.isVisible(), mode
+        assert page.form_column.isVisible() != present and page.jobs.isVisible() != present
+    window.set_presentation(False)

@@ -57,3 +57,19 @@ def test_the_target_plot_keeps_its_title_until_its_data_changes(panel, states) -
     assert not np.array_equal(panel.series[(i, "sqrt")].curve.yData, before)  # with its data
     # by the state: rho = 0.9 gives the target key far more than 1/n of the weight
     assert _mean(target, i, panel).min() > _mean(no_target, i, panel).max()
+
+
+def test_a_new_configuration_without_points_clears_every_plot(panel, states) -> None:
+    """The 'no points yet' case: the refill of new parameters has not a point yet, so none of
+    the last configuration's curves stay under the plots' titles."""
+    from dataclasses import replace
+
+    no_target, target = states
+    panel.refresh(no_target, force=True)
+    i = _target(panel)
+    assert len(panel.series[(i, "sqrt")].curve.yData) == len(no_target.sweep)
+    while panel.refresh(replace(target, sweep=())):
+        pass
+    for plot in panel.plots:
+        assert all(item.yData is None or len(item.yData) == 0 for item in plot.listDataItems())
+    assert "no points yet" in panel.info_label.full_text

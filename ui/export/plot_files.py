@@ -138,6 +138,12 @@ def style_panel(panel: PlotPanel, preset: str) -> None:
             axis.setLabel(axis.labelText, units=axis.labelUnits or None,
                           **{"font-size": f"{spec['label_px']}px",
                              "color": panel.theme.foreground})
+    # a line's own label ("row 0 → bars" on the heatmap) at the style's tick size: it kept
+    # the screen's 8 px in a slide whose text is 18 px and more
+    for label in [i for i in panel.glw.scene().items() if isinstance(i, pg.InfLineLabel)]:
+        font = QFont(label.textItem.font())
+        font.setPixelSize(spec["tick_px"])
+        label.setFont(font)
     # a row of plots: the panel's own title across the figure, over all of them
     across = len(plots) > 2 and panel.title
     if across:

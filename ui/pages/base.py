@@ -131,6 +131,7 @@ class LivePage(QWidget):
         side.setMinimumWidth(min_width)
         side.setMaximumWidth(max_width)
         root.addWidget(side)
+        self.form_column = side  #: (a page may leave it out in presentation mode)
         right = QVBoxLayout()
         root.addLayout(right, 1)
         return right

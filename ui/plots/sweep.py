@@ -471,8 +471,13 @@ class SweepPanel(PlotPanel):
         self._rows = []
         self._set_x_range(axis, [p.x for p in points],
                           getattr(snap.config, field) if snap is not None else None)
-        if not points:
+        if not points:  # a new configuration, no point of it yet: none of the last one's stay
+            # (its last plot kept the previous step's ~0.125 under the new title)
             self.clear_hover()
+            for plot in self.plots:
+                for item in plot.listDataItems():
+                    item.setData([], [])
+            self.info_label.set_text("no points yet for these parameters")
             return False
         rules = tuple(points[0].snapshot.rules)
         self._rules = rules

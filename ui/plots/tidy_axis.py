@@ -8,6 +8,11 @@ whose title is longer than the plot is high (the plots of a 1280x720 window are 
 on two or three lines instead of letting it run past the plot's ends, and the axis widens for
 those lines (pyqtgraph leaves room for one: a two-line title touched its tick labels).
 
+A category axis (``stagger``: the rules of a figure, the columns of a grid) must name every
+category: a label that would touch its neighbour goes on a second line below (the axis grows by
+that line) instead of being left out ("softcap" went missing between "qknorm" and "qkclip" in a
+third of a 1280 px row).
+
 A title that does not fit even on its most lines (three beside a plot, two under it) is cut
 short with "…".
 
@@ -58,6 +63,9 @@ def split_lines(text: str, n: int) -> str:
 class TidyAxis(pg.AxisItem):
     _lines = 1  #: lines of the title (a vertical axis's long title takes more)
     _shown: str | None = None  #: the title cut short and ended by "…" (None: all of it)
+    #: a horizontal axis of categories: a crowded label goes one line down, never away
+    stagger = False
+    _staggered = False  #: the last layout put labels on a second line (the axis is taller)
 
     def labelString(self) -> str:  # pyqtgraph's names from here on
         text = super().labelString()
@@ -152,17 +160,31 @@ class TidyAxis(pg.AxisItem):
         text_end = height - LABEL_NUDGE - self.label.document().documentMargin()
         return max(0.8 * height, text_end + LABEL_GAP)
 
+    def _updateMaxTextSize(self, x: int) -> None:
+        """Room for the second line of a staggered category axis."""
+        super()._updateMaxTextSize(round((2 + GAP / 2) * x) if self._staggered else x)
+
     def generateDrawSpecs(self, p: Any) -> Any:
         specs = super().generateDrawSpecs(p)
         if specs is None:
             return specs
         axis_spec, tick_specs, text_specs = specs
         kept: list[Any] = []
+        staggered = False
+        down = self.stagger and self.orientation == "bottom"
         for spec in text_specs:
             pad = GAP * spec[0].height()
-            rect = spec[0].adjusted(-pad, -pad / 4, pad, pad / 4)
-            if all(not rect.intersects(other[0]) for other in kept):
-                kept.append(spec)
+            for shift in ((0.0, (1 + GAP / 2) * spec[0].height()) if down else (0.0,)):
+                rect = spec[0].translated(0.0, shift)
+                room = rect.adjusted(-pad, -pad / 4, pad, pad / 4)
+                if all(not room.intersects(other[0]) for other in kept):
+                    kept.append((rect, *spec[1:]))
+                    staggered = staggered or shift > 0
+                    break
+        if staggered != self._staggered:  # (depends on the width only: it settles)
+            self._staggered = staggered
+            height = max((spec[0].height() for spec in text_specs), default=0.0)
+            self._updateMaxTextSize(int(height))
         return axis_spec, tick_specs, kept
 
 

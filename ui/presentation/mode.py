@@ -153,6 +153,7 @@ class Presenter(QObject):
             w.params_dock.hide()  # (the page shown stays: F11 presents the page you are on)
             self._scale_plots(True)
             self.show_plot(self.index)
+            self._tell_pages(True)
             self.bar.allowed = True
             self.page_changed()
             self.sync_bar()
@@ -165,6 +166,7 @@ class Presenter(QObject):
             set_app_font(app, self._saved.get("font", app.font()), w)
             w.want_params_dock(self._saved.get("dock", True))
             self._scale_plots(False)
+            self._tell_pages(False)
             self._sweep_alone = False
             self._place(None)
             for panel in w.page.panels.values():
@@ -219,9 +221,21 @@ class Presenter(QObject):
             for plot in panel.plot_items():
                 self._scale_plot(plot, normal)
 
+    def _tell_pages(self, on: bool) -> None:
+        """Pages that lay out otherwise for a projector (``presenting(on)``: the Experiments page
+        leaves its form and job list out, so its grid and figures keep their room at the larger
+        type) are told the mode."""
+        for page in self.window.pages.values():
+            presenting = getattr(page, "presenting", None)
+            if presenting is not None:
+                presenting(on)
+
     def page_built(self, page: Any) -> None:
         """A page built during presentation mode: its plots' pens and ticks scaled too (its
         titles already are), and put back when the mode ends."""
+        presenting = getattr(page, "presenting", None)
+        if self.active and presenting is not None:
+            presenting(True)
         if self.active:
             panels = self._panels(page)
             self._scale_panels(panels)

@@ -41,6 +41,7 @@ class GridPanel(PlotPanel):
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "scaling rule", legend=False)
         self.glw.setMinimumHeight(GRID_MIN_HEIGHT)
+        self.plot.getAxis("bottom").stagger = True  # (every column named, two lines if need be)
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
         self.plot.getViewBox().invertY(True)
         self.plot.hideButtons()
@@ -126,7 +127,8 @@ class GridPanel(PlotPanel):
         self.image.setImage(rgba, autoLevels=False, levels=None)
         self.image.setRect(QRectF(-0.5, -0.5, max(n_cols, 1), max(n_rows, 1)))
         self.cbar.setLevels((lo, hi))
-        self.cbar.getAxis("right").setLabel(f"{label(grid.metric)}")
+        # (no title on the colour bar: the plot's title names the metric; along the bar it was
+        # cut at 1280x720 and ran over the bar's numbers in presentation mode)
         bottom = self.plot.getAxis("bottom")
         step = max(1, n_cols // 12)  # no crowded labels: every k-th column
         bottom.setTicks([[(float(c), _tick(grid.x_labels[c]))

@@ -617,6 +617,13 @@ class ExperimentsPage(LivePage):
         self._set_status(self.status, f"exported to {out}")
         return out
 
+    def presenting(self, on: bool) -> None:
+        """Presentation mode: the form and the job list are left out (at the larger type the
+        form was cut at its right edge, and the grid had no room for its rules' names); the
+        grid, the figures and the verdict take the page."""
+        self.form_column.setVisible(not on)
+        self.jobs.setVisible(not on)
+
     # -- theme and closing ---------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:
         return [self.grid_panel, *self.figure_panels]

@@ -33,6 +33,7 @@ from ui.pages.base import LivePage, PanelRedraw
 from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, UNLOGGED, snapshot_from_rows
 from ui.plots.base import panel_grid
+from ui.plots.header_elide import elide_title
 from ui.plots.rule_strip import rule_parts, show_parts, strip_label
 from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
 from ui.theme import ERROR_TEXT, current_theme, themed_css
@@ -153,6 +154,8 @@ class TrainingPage(LivePage, PanelRedraw):
             panel.set_legend_on_screen(False)  # the rule strip above names the rules
             # a long header caption is cut in a narrow column instead of widening the grid
             panel.header_label.setMinimumWidth(1)
+            if panel.header_label.text() == f"<b>{panel.title}</b>":  # (its title alone: "…")
+                elide_title(panel.header_label, panel.title, panel.header)
             panel.export_requested.connect(self.export_panel_dialog)  # its ⋯ menu, right-click
         scroll.setWidget(inner)
         return scroll

@@ -45,7 +45,9 @@ class TrainingPanel(PlotPanel):
         logged rows that do not hold what it draws)."""
         self._empty_why = why
         text = self.empty_text or f"{self.title}\nof each checked rule"
-        self.hint.show(f"{text}\n{why or 'appears after Start or Step'}", self.theme.foreground)
+        when = why or "appears after Start or Step"
+        # (the header names the plot: in a short plot the hint says only when it fills)
+        self.hint.show(f"{text}\n{when}", self.theme.foreground, when, why or "Start or Step")
 
     def theme_changed(self, theme: Any) -> None:
         hint = getattr(self, "hint", None)
