@@ -204,7 +204,11 @@ def _audit(model_type: str, net: object) -> tuple[str, str]:
         if "outside transformers' attention interface" in text:
             return REFUSED, "attention outside the interface, no adapter"
         if "has no softmax attention" in text:
-            return REFUSED, "no softmax attention (no query and key projections)"
+            from engine.probe.adapters import NO_SOFTMAX
+
+            return REFUSED, (f"no softmax attention: it {NO_SOFTMAX[model_type]}"
+                             if model_type in NO_SOFTMAX
+                             else "no softmax attention (no query and key projections)")
         return FAILED, text
     except Exception as exc:
         return FAILED, f"{type(exc).__name__}: {_one_line(exc)}"
