@@ -19,6 +19,14 @@ copying the computation:
   output the module returns when asked for them (the hook asks, and strips them again when the
   caller did not).
 
+Two more read the same way once their layout is undone: Nystromformer divides q and k each by
+``head_size ** 0.25`` (1/sqrt(d) on q.k) and computes the exact softmax when ``num_landmarks``
+equals ``segment_means_seq_len`` (its default; otherwise its Nystrom approximation is no softmax
+over q.k and is refused as such; a factor on the weights also reaches the convolution of the
+values it adds); Longformer's sliding-window probabilities come as a band, (batch, tokens,
+heads, 2w + 1), unfolded here into the (tokens, tokens) matrix with the window and the padding
+it adds as the mask (its global-attention tokens are refused).
+
 A :class:`Family` names, per module class, where those pieces are; :func:`install` installs it.
 BigBird swaps its attention module for a full-attention one at the first short input (its
 block-sparse attention is refused: it is a random block pattern, not read here), so its hooks
@@ -41,8 +49,8 @@ from engine.probe.tap import SiteCall, Tap, active_for
 NO_SOFTMAX_BERT: dict[str, str] = {
     "yoso": ("approximates attention by LSH collision probabilities (YOSO: Bernoulli sampling "
              "of hashed q and k), not a softmax over q.k"),
-    "mra": ("approximates attention by multi-resolution block averages (MRA), not a softmax "
-            "over q.k"),
+    "mra": ("approximates softmax attention by multi-resolution block averages of exp(q.k) "
+            "(MRA), its weights no exact softmax over q.k"),
 }
 
 
@@ -62,23 +70,66 @@ class Family:
     conv: bool = False  #: projections are Conv1d, (batch, channels, tokens) (SqueezeBERT)
     #: the mask holds 1 for a visible key (XLM: (bs, klen) or (bs, qlen, klen)), not additive
     keep_mask: bool = False
-    #: what the forward adds or does to q and k before the product (RoPE, a position bias)
-    terms: Callable[[Any, dict[str, Any], Any, Any], tuple[Any, Any, Any, str | None]] | None = None
+    seq_first: bool = False  #: projections see (tokens, batch, width) (Longformer)
+    #: what the forward adds or does to q and k before the product (RoPE, a position bias), and
+    #: how its probabilities and mask read as (batch, heads, nq, nk): (module, call arguments,
+    #: q, k, mask, weights) -> (q, k, mask, bias, weights, bias kind)
+    terms: Callable[..., tuple[Any, Any, Any, Any, Any, str | None]] | None = None
     #: a reason to refuse one call (LUKE's entity-aware queries), or None
     refuse: Callable[[Any, dict[str, Any]], str | None] | None = None
 
 
-def _rotary(module: Any, args: dict[str, Any], q: Any, k: Any) -> tuple[Any, Any, Any, str | None]:
+Terms = tuple[Any, Any, Any, Any, Any, "str | None"]
+
+
+def _rotary(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
     """RoFormer rotates q and k by the sinusoidal positions the encoder passes (self-attention)."""
     pos = args.get("sinusoidal_pos")
     if pos is not None and args.get("encoder_hidden_states") is None:
         q, k = module.apply_rotary_position_embeddings(pos, q, k)[:2]
-    return q, k, None, None
+    return q, k, mask, None, w, None
 
 
-def _mpnet_bias(_m: Any, args: dict[str, Any], q: Any, k: Any) -> tuple[Any, Any, Any, str | None]:
+def _mpnet_bias(_m: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
     """MPNet adds the encoder's bucketed relative position bias (shared by the layers)."""
-    return q, k, args.get("position_bias"), "relative position bias"
+    return q, k, mask, args.get("position_bias"), w, "relative position bias"
+
+
+def _nystrom_refuse(module: Any, _args: dict[str, Any]) -> str | None:
+    if module.num_landmarks != module.seq_len:
+        return (f"nystromformer has no softmax attention: it approximates it by the Nystrom "
+                f"method ({module.num_landmarks} landmarks for segment_means_seq_len "
+                f"{module.seq_len}), its weights no softmax over q.k; there is no attention "
+                "scale to audit")
+    return None
+
+
+def _longformer_refuse(_m: Any, args: dict[str, Any]) -> str | None:
+    if args.get("is_global_attn"):
+        return ("longformer's global attention tokens are not audited (its sliding-window "
+                "attention is): audit a text without global attention")
+    return None
+
+
+def _band(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
+    """Longformer's sliding-window probabilities, (batch, n, heads, 2w + 1) with column j the
+    key i - w + j, as a (batch, heads, n, n) matrix; its mask: keys within the window that are
+    not padding (the model pads the text to a multiple of the window), rows of padding empty."""
+    import torch
+
+    b, n, h, span = w.shape
+    half = module.one_sided_attn_window_size
+    keys = torch.arange(n)[:, None] - half + torch.arange(span)[None, :]  # (n, 2w + 1)
+    inside = (keys >= 0) & (keys < n)
+    full = torch.zeros(b, h, n, n + 1, dtype=w.dtype)
+    idx = torch.where(inside, keys, n).expand(b, h, n, span)
+    full.scatter_(-1, idx, w.permute(0, 2, 1, 3))
+    full = full[..., :n]
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= half
+    masked = args["is_index_masked"]  # (batch, n) padding
+    vis = near[None] & ~masked[:, None, :] & ~masked[:, :, None]
+    add = torch.where(vis, 0.0, torch.finfo(torch.float32).min)[:, None]
+    return q, k, add, None, full, None
 
 
 def _luke_refuse(module: Any, args: dict[str, Any]) -> str | None:
@@ -103,6 +154,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("SqueezeBertSelfAttention", "squeezebert", conv=True),
     Family("MultiHeadAttention", "xlm", q="q_lin", k="k_lin", v="v_lin", probs=None,
            heads="n_heads", head_size="head_dim", mask="mask", keep_mask=True),
+    # (q and k each divided by head_size ** 0.25 before the product: 1/sqrt(d) on q.k)
+    Family("NystromformerSelfAttention", "nystromformer", probs=None, refuse=_nystrom_refuse),
+    Family("LongformerSelfAttention", "longformer", probs=None, heads="num_heads",
+           head_size="head_dim", seq_first=True, terms=_band, refuse=_longformer_refuse),
 )}
 FAMILIES["flaubert"] = FAMILIES["xlm"]
 
@@ -182,7 +237,10 @@ class _BertSite:
                 raise ConfigError("model", why)
         self.state = {"site": tap.site_of(self.module), "args": bound}
         if self.family.probs is None:  # ask for the probabilities (XLM's dropout is functional)
-            self.state["asked"] = bool(kwargs.get("output_attentions"))
+            self.state["asked"] = bool(bound.get("output_attentions"))
+            where = list(self._signature.parameters).index("output_attentions")
+            if len(args) > where:
+                return (*args[:where], True, *args[where + 1:]), kwargs
             return args, {**kwargs, "output_attentions": True}
         return None
 
@@ -193,9 +251,11 @@ class _BertSite:
                 return None
             t = out[0] if isinstance(out, tuple) else out
             self.state[part] = t.detach().clone()
-            f = tap.modifier(self.state["site"]).q_factor
-            if not factor or f == 1.0:
+            f = tap.modifier(self.state["site"]).q_factor if factor else 1.0
+            if f == 1.0 and not self.family.seq_first:
                 return None
+            # (Longformer divides its query in place: it gets a copy, the projection's output
+            # that the tap keeps stays as it was)
             return (t * f, *out[1:]) if isinstance(out, tuple) else out * f
         return hook
 
@@ -222,7 +282,7 @@ class _BertSite:
         if self.family.probs is None:
             weights = out[1]
             if not st["asked"]:
-                result = out[:1] + out[2:]
+                result = out[:1]
         if weights is None:
             return result
         f = tap.modifier(st["site"]).w_factor
@@ -230,13 +290,14 @@ class _BertSite:
             weights = weights * f
         fam, m = self.family, self.module
         h, d = int(getattr(m, fam.heads)), int(getattr(m, fam.head_size))
-        q, k = _heads(st["q"], h, d, fam.conv), _heads(st["k"], h, d, fam.conv)
+        q, k = (_heads(st[x].transpose(0, 1) if fam.seq_first else st[x], h, d, fam.conv)
+                for x in ("q", "k"))
         bias, kind = None, None
-        if fam.terms is not None:
-            q, k, bias, kind = fam.terms(m, st["args"], q, k)
         mask = st["args"].get(fam.mask)
         if fam.keep_mask and mask is not None:
             mask = _additive(mask, q.shape[2])
+        if fam.terms is not None:
+            q, k, mask, bias, weights, kind = fam.terms(m, st["args"], q, k, mask, weights)
         extra: dict[str, Any] = {"scaling": 1.0 / math.sqrt(d)}
         if kind:
             extra["bias_kind"] = kind

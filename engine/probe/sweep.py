@@ -204,10 +204,8 @@ def _audit(model_type: str, net: object) -> tuple[str, str]:
         if "outside transformers' attention interface" in text:
             return REFUSED, "attention outside the interface, no adapter"
         if "has no softmax attention" in text:
-            from engine.probe.adapters import NO_SOFTMAX
-
-            return REFUSED, (f"no softmax attention: it {NO_SOFTMAX[model_type]}"
-                             if model_type in NO_SOFTMAX
+            why = text.split("has no softmax attention: ", 1)[-1].split("; there is no", 1)[0]
+            return REFUSED, (f"no softmax attention: {why}" if why != text
                              else "no softmax attention (no query and key projections)")
         return FAILED, text
     except Exception as exc:

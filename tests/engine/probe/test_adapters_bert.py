@@ -49,6 +49,12 @@ CASES = [  # (id, config, adapter, s * sqrt(d_k), a feature every site shows)
     ("xlm", lambda: transformers.XLMConfig(**XLM), "xlm", 1.0, "bidirectional"),
     ("xlm causal", lambda: transformers.XLMConfig(**XLM, causal=True), "xlm", 1.0, "causal"),
     ("flaubert", lambda: transformers.FlaubertConfig(**XLM), "xlm", 1.0, None),
+    # (exact softmax when num_landmarks == segment_means_seq_len, as by default: q and k each
+    # divided by d ** 0.25 inside)
+    ("nystromformer", lambda: transformers.NystromformerConfig(**B), "nystromformer", 1.0, None),
+    # (window 10: each token sees 5 keys either side; the text is padded from 24 to 30 tokens)
+    ("longformer", lambda: transformers.LongformerConfig(**B, attention_window=10),
+     "longformer", 1.0, None),
     ("deberta", lambda: transformers.DebertaConfig(**B), "deberta", 1.0, None),
     ("deberta c2p p2c", lambda: transformers.DebertaConfig(**B, **REL, max_relative_positions=16),
      "deberta", 3**-0.5, "disentangled"),
@@ -98,7 +104,7 @@ def test_weights_scaled_after_the_softmax_are_named(name) -> None:
     assert "after the softmax" in res.sites[0].mismatch
 
 
-@pytest.mark.parametrize("name", ["xlm", "roformer", "deberta c2p p2c", "big_bird"])
+@pytest.mark.parametrize("name", ["xlm", "roformer", "deberta c2p p2c", "big_bird", "longformer"])
 def test_the_tap_leaves_the_models_output_unchanged(name) -> None:
     """Hooks only look (XLM is asked for its probabilities and hands back what it was asked)."""
     import torch
@@ -117,3 +123,23 @@ def test_talking_heads_are_refused() -> None:
     """DeBERTa's talking heads mix the heads' logits: no per-head softmax of q.k is left."""
     with pytest.raises(ConfigError, match="talking heads"):
         _load(transformers.DebertaConfig(**B, talking_head=True))
+
+
+def test_the_longformer_window_is_what_the_weights_show() -> None:
+    """Window 10 (5 keys each side), as the band the adapter unfolds: key 0 is seen by queries
+    0..5 only; a planted bug is found in its layer only (above)."""
+    from engine.probe.capture import capture_sites
+
+    loaded = _load(transformers.LongformerConfig(**B, attention_window=10))
+    records, _s, _o = capture_sites(loaded, IDS)
+    vis = records[0].visible
+    assert vis.shape == (30, 30)  # (padded to a multiple of the window)
+    assert vis[:6, 0].all() and not vis[6:, 0].any()
+    assert not vis[:, 24:].any()  # (padding is no key)
+    p = records[0].probs
+    assert np.allclose(p[:, :24].sum(-1), 1.0, atol=1e-5)
+
+
+def test_a_nystrom_approximation_is_refused_as_no_softmax() -> None:
+    with pytest.raises(ConfigError, match="has no softmax attention: it approximates"):
+        _load(transformers.NystromformerConfig(**B, num_landmarks=8))
