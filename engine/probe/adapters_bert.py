@@ -27,6 +27,10 @@ values it adds); Longformer's sliding-window probabilities come as a band, (batc
 heads, 2w + 1), unfolded here into the (tokens, tokens) matrix with the window and the padding
 it adds as the mask (its global-attention tokens are refused).
 
+Funnel's relative attention reads the same way too: its content score (q + r_w_bias) . k is
+q.k plus a term per key, which joins the relative position and token-type scores (computed by
+the module's own functions) as the additive term.
+
 A :class:`Family` names, per module class, where those pieces are; :func:`install` installs it.
 BigBird swaps its attention module for a full-attention one at the first short input (its
 block-sparse attention is refused: it is a random block pattern, not read here), so its hooks
@@ -73,7 +77,7 @@ class Family:
     seq_first: bool = False  #: projections see (tokens, batch, width) (Longformer)
     #: what the forward adds or does to q and k before the product (RoPE, a position bias), and
     #: how its probabilities and mask read as (batch, heads, nq, nk): (module, call arguments,
-    #: q, k, mask, weights) -> (q, k, mask, bias, weights, bias kind)
+    #: q, k, mask, weights, the planted factor on q.k) -> (q, k, mask, bias, weights, bias kind)
     terms: Callable[..., tuple[Any, Any, Any, Any, Any, str | None]] | None = None
     #: a reason to refuse one call (LUKE's entity-aware queries), or None
     refuse: Callable[[Any, dict[str, Any]], str | None] | None = None
@@ -82,7 +86,8 @@ class Family:
 Terms = tuple[Any, Any, Any, Any, Any, "str | None"]
 
 
-def _rotary(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
+def _rotary(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any,
+            _f: float = 1.0) -> Terms:
     """RoFormer rotates q and k by the sinusoidal positions the encoder passes (self-attention)."""
     pos = args.get("sinusoidal_pos")
     if pos is not None and args.get("encoder_hidden_states") is None:
@@ -90,9 +95,30 @@ def _rotary(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any
     return q, k, mask, None, w, None
 
 
-def _mpnet_bias(_m: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
+def _mpnet_bias(_m: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any,
+            _f: float = 1.0) -> Terms:
     """MPNet adds the encoder's bucketed relative position bias (shared by the layers)."""
     return q, k, mask, args.get("position_bias"), w, "relative position bias"
+
+
+def _funnel_terms(module: Any, args: dict[str, Any], q: Any, k: Any, _mask: Any, w: Any,
+                  f: float = 1.0) -> Terms:
+    """Funnel: the content score is (q + r_w_bias) . k times 1/sqrt(d_head); r_w_bias . k and
+    the relative position and token-type scores (the module's own functions, from the scaled
+    q) are the additive term, with k as the product used it (x ``f``, a planted factor); its
+    mask is 1/0 per key (the model subtracts 1e6 where 0)."""
+    import torch
+
+    pos, token_types, keep, cls_mask = args["attention_inputs"]
+    qh = (q * module.scale).transpose(1, 2)  # (batch, tokens, heads, d), as the module's
+    with torch.no_grad():
+        bias = (module.relative_positional_attention(pos, qh, k.shape[2], cls_mask)
+                + module.relative_token_type_attention(token_types, qh, cls_mask)
+                + module.scale * torch.einsum("nd,bnjd->bnj", module.r_w_bias, k * f)[:, :, None])
+    add = None
+    if keep is not None:
+        add = torch.where(keep[:, None, None] != 0, 0.0, torch.finfo(torch.float32).min)
+    return q, k, add, bias, w, "relative position and token-type terms"
 
 
 def _nystrom_refuse(module: Any, _args: dict[str, Any]) -> str | None:
@@ -111,7 +137,8 @@ def _longformer_refuse(_m: Any, args: dict[str, Any]) -> str | None:
     return None
 
 
-def _band(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any) -> Terms:
+def _band(module: Any, args: dict[str, Any], q: Any, k: Any, mask: Any, w: Any,
+            _f: float = 1.0) -> Terms:
     """Longformer's sliding-window probabilities, (batch, n, heads, 2w + 1) with column j the
     key i - w + j, as a (batch, heads, n, n) matrix; its mask: keys within the window that are
     not padding (the model pads the text to a multiple of the window), rows of padding empty."""
@@ -154,6 +181,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("SqueezeBertSelfAttention", "squeezebert", conv=True),
     Family("MultiHeadAttention", "xlm", q="q_lin", k="k_lin", v="v_lin", probs=None,
            heads="n_heads", head_size="head_dim", mask="mask", keep_mask=True),
+    Family("FunnelRelMultiheadAttention", "funnel", q="q_head", k="k_head", v="v_head",
+           probs="attention_dropout", heads="config.n_head", head_size="config.d_head",
+           mask="", terms=_funnel_terms),
     # (q and k each divided by head_size ** 0.25 before the product: 1/sqrt(d) on q.k)
     Family("NystromformerSelfAttention", "nystromformer", probs=None, refuse=_nystrom_refuse),
     Family("LongformerSelfAttention", "longformer", probs=None, heads="num_heads",
@@ -289,7 +319,7 @@ class _BertSite:
         if f != 1.0:  # (the values carried it: the output is already scaled)
             weights = weights * f
         fam, m = self.family, self.module
-        h, d = int(getattr(m, fam.heads)), int(getattr(m, fam.head_size))
+        h, d = _attr(m, fam.heads), _attr(m, fam.head_size)
         q, k = (_heads(st[x].transpose(0, 1) if fam.seq_first else st[x], h, d, fam.conv)
                 for x in ("q", "k"))
         bias, kind = None, None
@@ -297,7 +327,8 @@ class _BertSite:
         if fam.keep_mask and mask is not None:
             mask = _additive(mask, q.shape[2])
         if fam.terms is not None:
-            q, k, mask, bias, weights, kind = fam.terms(m, st["args"], q, k, mask, weights)
+            q, k, mask, bias, weights, kind = fam.terms(m, st["args"], q, k, mask, weights,
+                                                        tap.modifier(st["site"]).q_factor)
         extra: dict[str, Any] = {"scaling": 1.0 / math.sqrt(d)}
         if kind:
             extra["bias_kind"] = kind
@@ -305,6 +336,12 @@ class _BertSite:
         first = first[0] if isinstance(first, tuple) else first
         tap.observe(SiteCall(st["site"], m, q, k, mask, bias, weights, first, extra))
         return result
+
+
+def _attr(module: Any, path: str) -> int:
+    for part in path.split("."):
+        module = getattr(module, part)
+    return int(module)
 
 
 def _heads(t: Any, h: int, d: int, conv: bool) -> Any:

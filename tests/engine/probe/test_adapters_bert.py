@@ -5,7 +5,7 @@ the hooks leave the model's output as it was.
 Main refused all of them ("computes attention outside the interface"). The expected scales are
 the documented ones, written here by hand: every family divides q.k by sqrt(head size), so
 s * sqrt(d_k) = 1 with d_k = 32 / 4 = 8 (ConvBERT: head_ratio 2 leaves 2 heads of
-(32 / 2) / 2 = 8); DeBERTa divides by sqrt(d_k * (1 + its relative terms)): 1/sqrt(3) with c2p
+(32 / 2) / 2 = 8; Funnel's d_head 8); DeBERTa divides by sqrt(d_k * (1 + its relative terms)): 1/sqrt(3) with c2p
 and p2c, 1/sqrt(2) with c2p alone (the paper's 1/sqrt(3d)).
 """
 
@@ -55,6 +55,11 @@ CASES = [  # (id, config, adapter, s * sqrt(d_k), a feature every site shows)
     # (window 10: each token sees 5 keys either side; the text is padded from 24 to 30 tokens)
     ("longformer", lambda: transformers.LongformerConfig(**B, attention_window=10),
      "longformer", 1.0, None),
+    # (two blocks of one layer: the second pools its queries to half the keys; r_w_bias, the
+    # relative position and token-type scores are the additive term)
+    ("funnel", lambda: transformers.FunnelConfig(
+        vocab_size=64, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1],
+        architectures=["FunnelBaseModel"]), "funnel", 1.0, "token-type"),  # (no decoder)
     ("deberta", lambda: transformers.DebertaConfig(**B), "deberta", 1.0, None),
     ("deberta c2p p2c", lambda: transformers.DebertaConfig(**B, **REL, max_relative_positions=16),
      "deberta", 3**-0.5, "disentangled"),
@@ -95,7 +100,7 @@ def test_audited_as_declared_and_a_planted_bug_is_found_in_exactly_its_layer(
     np.testing.assert_allclose(bugged.layer_scale_x_sqrt_dk(), [x, x / math.sqrt(8)], rtol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["megatron-bert", "xlm", "deberta-v2 c2p p2c"])
+@pytest.mark.parametrize("name", ["megatron-bert", "xlm", "funnel", "deberta-v2 c2p p2c"])
 def test_weights_scaled_after_the_softmax_are_named(name) -> None:
     """The factor on the weights travels with the values (XLM: its returned probabilities)."""
     make = next(c[1] for c in CASES if c[0] == name)
