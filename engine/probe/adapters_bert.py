@@ -230,6 +230,8 @@ def install_big_bird(tap: Tap, model: Any) -> int:
         if id(inner) not in done:  # (hooks added now still see this call of ``inner``)
             done.add(id(inner))
             _BertSite(tap, inner, family)
+            names = tap._names  # (the tap named the modules it was given: name the new one)
+            names[id(inner)] = f"{names.get(id(outer), 'BigBirdAttention')}.self"
 
     for mod in model.modules():
         if type(mod).__name__ == "BigBirdAttention":
