@@ -121,6 +121,15 @@ def _funnel_terms(module: Any, args: dict[str, Any], q: Any, k: Any, _mask: Any,
     return q, k, add, bias, w, "relative position and token-type terms"
 
 
+def _ibert_refuse(module: Any, _args: dict[str, Any]) -> str | None:
+    if getattr(module, "quant_mode", False):
+        return ("ibert has no softmax attention: in quant_mode it computes an integer "
+                "approximation (IntSoftmax: a polynomial exp, 8-bit probabilities on quantized "
+                "q and k), its weights no softmax over q.k; there is no attention scale to "
+                "audit (quant_mode false computes the exact softmax)")
+    return None
+
+
 def _nystrom_refuse(module: Any, _args: dict[str, Any]) -> str | None:
     if module.num_landmarks != module.seq_len:
         return (f"nystromformer has no softmax attention: it approximates it by the Nystrom "
@@ -177,7 +186,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("MPNetSelfAttention", "mpnet", q="q", k="k", v="v", terms=_mpnet_bias),
     Family("LukeSelfAttention", "luke", refuse=_luke_refuse),
     Family("IBertSelfAttention", "ibert", q="query_activation", k="key_activation",
-           v="value_activation"),
+           v="value_activation", refuse=_ibert_refuse),
     Family("SqueezeBertSelfAttention", "squeezebert", conv=True),
     Family("MultiHeadAttention", "xlm", q="q_lin", k="k_lin", v="v_lin", probs=None,
            heads="n_heads", head_size="head_dim", mask="mask", keep_mask=True),

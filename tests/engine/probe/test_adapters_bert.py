@@ -145,6 +145,10 @@ def test_the_longformer_window_is_what_the_weights_show() -> None:
     assert np.allclose(p[:, :24].sum(-1), 1.0, atol=1e-5)
 
 
-def test_a_nystrom_approximation_is_refused_as_no_softmax() -> None:
-    with pytest.raises(ConfigError, match="has no softmax attention: it approximates"):
-        _load(transformers.NystromformerConfig(**B, num_landmarks=8))
+@pytest.mark.parametrize("make", [
+    lambda: transformers.NystromformerConfig(**B, num_landmarks=8),
+    # (its integer softmax read as a softmax: "weights scaled after the softmax" in every layer)
+    lambda: transformers.IBertConfig(**B, quant_mode=True)], ids=["nystrom", "ibert quant"])
+def test_an_approximated_softmax_is_refused_as_no_softmax(make) -> None:
+    with pytest.raises(ConfigError, match=r"has no softmax attention: .*approximat"):
+        _load(make())
