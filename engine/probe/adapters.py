@@ -49,9 +49,10 @@ BYPASSING: dict[str, str] = {
 def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
     """The installer of ``model_type``'s adapter (returns the number of modules adapted)."""
     from engine.probe.adapters_fused import install_falcon, install_mpt
+    from engine.probe.adapters_seq import installers
 
     return {"gpt_neo": install_gpt_neo, "bloom": install_bloom, "falcon": install_falcon,
-            "mpt": install_mpt}.get(model_type)
+            "mpt": install_mpt, **installers()}.get(model_type)
 
 
 # -- GPT-Neo -------------------------------------------------------------------------------------
