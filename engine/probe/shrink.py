@@ -30,7 +30,8 @@ PARAM_BUDGET = 5_000_000
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
            "decoder_layers", "num_decoder_layers", "num_encoder_layers", "num_hidden_groups")
 _HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads",
-          "decoder_attention_heads", "n_heads", "num_decoder_attention_heads")
+          "decoder_attention_heads", "n_heads", "num_decoder_attention_heads",
+          "attention_heads")
 _KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num",
        "num_key_value_groups_heads")
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim",
@@ -40,7 +41,8 @@ _FFN = ("intermediate_size", "attention_hidden_size", "ffn_dim", "d_ff", "n_inne
         "ffn_hidden_size", "dim_feedforward", "inner_hidden_size", "mlp_dim")
 _MOE_FFN = ("moe_intermediate_size", "expert_ffn_hidden_size", "hidden_size_per_layer_input", "shared_expert_intermediate_size", "expert_dim",
             "moe_ffn_hidden_size", "expert_intermediate_size")
-_HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "head_size")
+_HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "head_size",
+             "dim_head")
 #: widths that keep their ratio to the head width (other parts of a head)
 _HEAD_PARTS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "global_head_dim",
                "qk_head_dim", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim",

@@ -106,6 +106,8 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
     sinks = None if sinks is None else _np(sinks).astype(np.float64).reshape(-1)
     outs = [_np(o)[0] for o, _i in call.projections
             if getattr(o, "ndim", 0) == 3 and o.shape[0] == 1]
+    outs += [_np(o)[:, 0] for o, _i in call.projections  # time-first layouts (FSMT)
+             if getattr(o, "ndim", 0) == 3 and o.shape[1] == 1 and o.shape[0] > 1]
     q_ratio, q_rot = match_projection(q.astype(np.float64), outs)
     k_ratio, k_rot = match_projection(k.astype(np.float64), outs)
     q_pos = None
