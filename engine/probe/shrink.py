@@ -182,6 +182,12 @@ def _shrink_mlp(config: Any, keys: set[str]) -> None:
     for key in _EXPERTS:
         if key in keys and _get_int(config, key):
             _set(config, key, EXPERTS)
+    if _get_int(config, "moe_intermediate_size"):  # experts left None beside an expert width
+        for key in _EXPERTS:  # (Dots1's n_routed_experts: the full model does not build)
+            if key in keys and config.__dict__.get(key, 0) is None:
+                _set(config, key, EXPERTS)
+        if "n_shared_experts" in keys and config.__dict__.get("n_shared_experts", 0) is None:
+            _set(config, "n_shared_experts", 1)
     has_experts = any(_get_int(config, k) for k in _EXPERTS)
     for key in _TOPK:
         if key in keys and (_get_int(config, key) or has_experts):
@@ -195,6 +201,11 @@ def _shrink_tokens(config: Any, keys: set[str]) -> None:
         v = _get_int(config, key)
         if "vocab" in key and key != "type_vocab_size" and v and v > VOCAB:
             _set(config, key, VOCAB)
+    if "vocab_size" in keys and config.__dict__.get("vocab_size", 0) is None:  # ESM: no default
+        _set(config, "vocab_size", VOCAB)  # (its special ids neither: padding and mask)
+        for key, value in (("pad_token_id", 1), ("mask_token_id", VOCAB - 1)):
+            if key in keys and config.__dict__.get(key) is None:
+                _set(config, key, value)
     for key in _POSITIONS:
         v = _get_int(config, key)
         if key in keys and v and v > MAX_POSITIONS and not _long_rope(config):
@@ -280,6 +291,10 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
         if period in keys and _get_int(config, period):
             _set(config, period, 2)
             _set(config, offset, 1)
+    rope = config.__dict__.get("rope_parameters")
+    if rope == {} and kinds is not None and new_types is not None:  # Cohere Compass: none per kind
+        _set(config, "rope_parameters", {str(k): {"rope_type": "default", "rope_theta": 10000.0}
+                                         for k in dict.fromkeys(new_types)})
     if "attn_layer_indices" in keys:  # Bamba: None (all Mamba) by default; keep one attention
         _set(config, "attn_layer_indices", [1])
     for key, value in list(config.__dict__.items()):
