@@ -269,6 +269,11 @@ def _kinds(config: Any) -> tuple[str, list[Any]] | None:
     return None
 
 
+def _softmax_kind(kind: Any) -> bool:
+    k = str(kind).lower()
+    return ("attention" in k and "linear" not in k) or k in ("attn", "hybrid", "global", "local")
+
+
 def _shrink_layers(config: Any, keys: set[str]) -> None:
     """Layers 2, or one of each kind when a per-layer list (``layer_types``) names kinds; the
     lists that have one entry per layer are cut to match; a hybrid keeps an attention layer."""
@@ -277,6 +282,10 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
     new_types = None
     if kinds is not None:
         distinct = list(dict.fromkeys(kinds[1]))
+        if kinds[0] == "layer_types" and _get_int(config, "num_attention_heads") and \
+                "attn_layer_indices" not in keys and not any(_softmax_kind(k) for k in distinct):
+            distinct.append("full_attention")  # a hybrid whose defaults keep no attention layer
+            # (Granite 4's: every layer Mamba)
         n = max(LAYERS, len(distinct))
         new_types = distinct + [kinds[1][0]] * (n - len(distinct))
     for key in _LAYERS:
@@ -285,6 +294,12 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
             _set(config, key, min(v, n))
     if kinds is not None and new_types is not None:
         _set(config, kinds[0], new_types)
+        stored = next((k for k in _KIND_LISTS if isinstance(config.__dict__.get(k), list)), None)
+        if config.__dict__.get(kinds[0]) is None and stored is not None:
+            # a list derived from a stored pattern (Recurrent Gemma's layer_types cycles
+            # block_types): one of each kind of the pattern, in its own names
+            pattern = list(dict.fromkeys(config.__dict__[stored]))
+            _set(config, stored, pattern + [pattern[0]] * (n - len(pattern)))
         if "hybrid_layer_ids" in keys:
             _set(config, "hybrid_layer_ids", [i for i, t in enumerate(new_types) if t == "hybrid"])
     for period, offset in _PERIODS:
