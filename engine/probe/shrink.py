@@ -36,7 +36,7 @@ _KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_n
        "num_key_value_groups_heads")
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim",
            "embedding_size", "d_embed", "encoder_hidden_size", "hidden_dim", "model_dim",
-           "emb_dim", "lru_width", "entity_emb_size")
+           "emb_dim", "lru_width", "entity_emb_size", "cross_attention_hidden_size")
 _FFN = ("intermediate_size", "attention_hidden_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
         "ffn_hidden_size", "dim_feedforward", "inner_hidden_size", "mlp_dim")
 _MOE_FFN = ("moe_intermediate_size", "expert_ffn_hidden_size", "hidden_size_per_layer_input", "shared_expert_intermediate_size", "expert_dim",
@@ -49,7 +49,8 @@ _HEAD_PARTS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "global_hea
                "attention_key_size", "attention_value_size", "rotary_dim", "rotary_emb_dim")
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
             "num_experts_routed")
-_TOPK = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts")
+_TOPK = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts",
+         "num_experts_per_token")
 _RANKS = ("kv_lora_rank", "q_lora_rank", "o_lora_rank", "linear_conv_kernel_dim_unused")
 _POSITIONS = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len",
               "max_sequence_length")

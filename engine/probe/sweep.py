@@ -198,6 +198,9 @@ def _audit(model_type: str, net: object) -> tuple[str, str]:
         loaded = wrap_model(net, info_from_config(net.config, model_type))  # type: ignore[attr-defined]
         sharpen(loaded, QK_STD, SEED + 1)
         ids = [int(i) for i in np.random.default_rng(3).integers(5, 100, size=SWEEP_TOKENS)]
+        vocab = _vocab(net)
+        if vocab is not None and vocab <= max(ids):  # (ESM C: 64 tokens) the same ids, wrapped
+            ids = [5 + (i - 5) % (vocab - 5) for i in ids]
         result = audit_ids(loaded, ids)
     except ConfigError as exc:
         text = _msg(exc)
@@ -216,6 +219,13 @@ def _audit(model_type: str, net: object) -> tuple[str, str]:
             f"{result.sites[differ[0]].mismatch}"
     unknown = result.unknown_layers()
     return AS_DECLARED, cover + (f"; declared unknown in {len(unknown)}" if unknown else "")
+
+
+def _vocab(net: object) -> int | None:
+    try:
+        return int(net.get_input_embeddings().num_embeddings)  # type: ignore[attr-defined]
+    except Exception:
+        return None
 
 
 def sharpen(loaded: object, std: float, seed: int) -> None:
