@@ -311,6 +311,11 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
     if rope == {} and kinds is not None and new_types is not None:  # Cohere Compass: none per kind
         _set(config, "rope_parameters", {str(k): {"rope_type": "default", "rope_theta": 10000.0}
                                          for k in dict.fromkeys(new_types)})
+    if _get_int(config, "num_kv_shared_layers"):  # Gemma 3n: later layers reuse earlier ones'
+        try:  # keys; with one layer of each kind left no kind has a producer before its users
+            getattr(config, "kv_sharing_modes", None)
+        except ValueError:
+            _set(config, "num_kv_shared_layers", 0)
     if "attn_layer_indices" in keys:  # Bamba: None (all Mamba) by default; keep one attention
         _set(config, "attn_layer_indices", [1])
     for key, value in list(config.__dict__.items()):

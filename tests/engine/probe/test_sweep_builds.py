@@ -5,7 +5,8 @@ global config refuses to give (Gemma 4, Dots3: ``AmbiguousGlobalPerLayerAttribut
 hybrid whose default layers are all Mamba (Granite 4 hybrid) or whose kinds are a stored pattern
 behind a derived list (Recurrent Gemma): the tiny model keeps one attention layer; sizes under
 other names (T5Gemma's ``cross_attention_hidden_size``, Kimi Linear's ``num_experts_per_token``);
-a vocabulary smaller than the sweep's token ids (ESM C: the ids wrap).
+a vocabulary smaller than the sweep's token ids (ESM C: the ids wrap); layers that reuse
+earlier layers' keys with no producer left (Gemma 3n: no sharing in the tiny model).
 
 Each is built as the sweep builds it, audited as declared, and a planted "twice" (q.k divided by
 sqrt(d_k) once more) is found in exactly its layer, measured at d_k ** -0.5 times the declared
@@ -27,7 +28,7 @@ from engine.probe.shrink import build, tiny_model
 IDS = [int(i) for i in np.random.default_rng(3).integers(5, 60, size=16)]  # (ESM C: 64 tokens)
 TYPES = ["esm", "dots1", "cohere_compass_text", "gemma4_text", "gemma4_unified_text",
          "dots3_note_text", "granitemoehybrid", "recurrent_gemma", "t5gemma",
-         "kimi_linear", "esmc"]
+         "kimi_linear", "esmc", "gemma3n_text"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
