@@ -34,6 +34,7 @@ NO_SOFTMAX: dict[str, str] = {
 BYPASSING: dict[str, str] = {
     "openai-gpt": "computes attention inline in its own module",
     "xlnet": "uses two-stream relative attention of its own",
+    "prophetnet": "uses n-gram (main and predict stream) self-attention of its own",
     "deberta": "uses disentangled (content/position) attention of its own",
     "deberta-v2": "uses disentangled (content/position) attention of its own",
     "funnel": "uses relative attention of its own with pooling",

@@ -69,13 +69,6 @@ MEDIA_SUBCONFIGS = ("vision", "audio", "speech", "image", "video")
 #: model types whose audit differs from their declaration, and why (each one a transformers bug
 #: with its reference, or a convention the declaration does not name)
 EXPLAINED: dict[str, str] = {
-    "granite_swa": (
-        "a convention the audit lacks: Granite SWA passes its sinks to the attention function "
-        "(s_aux) but returns the plain softmax and applies the sink as a factor on the output "
-        "(rows sum to 1), while the capture (sites.py) reads s_aux as gpt-oss's extra logit "
-        "that takes part of each row's mass; the fix: treat s_aux as a logit only when the "
-        "returned rows sum below 1"),
-    "granitemoe_swa": "as granite_swa (the same attention function)",
     "inkling2_text": (
         "a convention the audit lacks: Inkling 2 passes per-query sinks (sink_proj of the "
         "hidden state, one extra logit per query and head, keyword `sinks`) to the attention "

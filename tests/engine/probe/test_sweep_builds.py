@@ -6,7 +6,9 @@ hybrid whose default layers are all Mamba (Granite 4 hybrid) or whose kinds are 
 behind a derived list (Recurrent Gemma): the tiny model keeps one attention layer; sizes under
 other names (T5Gemma's ``cross_attention_hidden_size``, Kimi Linear's ``num_experts_per_token``);
 a vocabulary smaller than the sweep's token ids (ESM C: the ids wrap); layers that reuse
-earlier layers' keys with no producer left (Gemma 3n: no sharing in the tiny model).
+earlier layers' keys with no producer left (Gemma 3n: no sharing in the tiny model); sinks
+passed to the attention function but applied on the output (Granite SWA: rows that sum to 1 are
+read without a sink logit; they read "differs" before).
 
 Each is built as the sweep builds it, audited as declared, and a planted "twice" (q.k divided by
 sqrt(d_k) once more) is found in exactly its layer, measured at d_k ** -0.5 times the declared
@@ -28,7 +30,8 @@ from engine.probe.shrink import build, tiny_model
 IDS = [int(i) for i in np.random.default_rng(3).integers(5, 60, size=16)]  # (ESM C: 64 tokens)
 TYPES = ["esm", "dots1", "cohere_compass_text", "gemma4_text", "gemma4_unified_text",
          "dots3_note_text", "granitemoehybrid", "recurrent_gemma", "t5gemma",
-         "kimi_linear", "esmc", "gemma3n_text"]
+         "kimi_linear", "esmc", "gemma3n_text",
+         "granite_swa", "granitemoe_swa"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
