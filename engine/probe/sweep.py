@@ -41,7 +41,7 @@ CLASSES = (AS_DECLARED, DIFFERS, REFUSED, FAILED, NOT_BUILT, NOT_TEXT)
 AUDITED = (AS_DECLARED, DIFFERS)
 #: the share of text model types the sweep must audit (tests/engine/probe/test_sweep.py); the
 #: goal is 0.9, this floor is what the audit reaches today and only ever rises
-AUDITED_FLOOR = 0.70
+AUDITED_FLOOR = 0.82
 #: types whose class rests on a band at float-rounding level (see EXPLAINED): another CPU's
 #: kernels may read them as declared, so the table's check accepts either audited class
 ROUNDING_LEVEL = frozenset({"gpt_oss"})
