@@ -38,6 +38,7 @@ NO_SOFTMAX: dict[str, str] = {
 BYPASSING: dict[str, str] = {
     "openai-gpt": "computes attention inline in its own module",
     "xlnet": "uses two-stream relative attention of its own",
+    "prophetnet": "uses n-gram (main and predict stream) self-attention of its own",
     "deberta": "uses disentangled (content/position) attention of its own",
     "deberta-v2": "uses disentangled (content/position) attention of its own",
     "funnel": "uses relative attention of its own with pooling",
@@ -54,9 +55,10 @@ def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
     """The installer of ``model_type``'s adapter (returns the number of modules adapted)."""
     from engine.probe.adapters_bert import bert_adapters
     from engine.probe.adapters_fused import install_falcon, install_mpt
+    from engine.probe.adapters_seq import installers
 
     return {"gpt_neo": install_gpt_neo, "bloom": install_bloom, "falcon": install_falcon,
-            "mpt": install_mpt, **bert_adapters()}.get(model_type)
+            "mpt": install_mpt, **bert_adapters(), **installers()}.get(model_type)
 
 
 # -- GPT-Neo -------------------------------------------------------------------------------------

@@ -217,6 +217,9 @@ def _base(config: Any, module: Any, d_k: int, adapter: str | None) -> tuple[floa
         return float(module.inv_norm_factor), "Bloom's inv_norm_factor", False
     if adapter == "falcon":  # (documented; its ALiBi layers apply inv_norm_factor)
         return d_k**-0.5, "1/sqrt(head_dim) (Falcon)", False
+    seq = None if adapter is None else _seq_declared(adapter, module, d_k)
+    if seq is not None:
+        return seq[0], seq[1], False
     if adapter == "mpt":
         s = _num(getattr(getattr(config, "attn_config", None), "softmax_scale", None))
         return ((s, f"attn_config.softmax_scale {s:g}", False) if s
@@ -233,6 +236,12 @@ def _base(config: Any, module: Any, d_k: int, adapter: str | None) -> tuple[floa
             return 1.0, "none (the module's scaling is 1)", True
         return float(s), f"the module's scaling {s:.4g}", True
     return d_k**-0.5, "1/sqrt(head_dim)", False
+
+
+def _seq_declared(adapter: str, module: Any, d_k: int) -> tuple[float, str] | None:
+    from engine.probe.adapters_seq import declared
+
+    return declared(adapter, module, d_k)
 
 
 def _differs(a: float, b: float) -> bool:

@@ -243,7 +243,10 @@ def info_from_config(config: Any, name: str = "in-memory model") -> ModelInfo:
     def first(*keys: str, default: int | None = None) -> int | None:
         for cfg in (config, text):
             for key in keys:
-                v = getattr(cfg, key, None)
+                try:
+                    v = getattr(cfg, key, None)
+                except Exception:  # a per-layer attribute (Gemma 4): no global hint
+                    v = None
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                     return v
         return default

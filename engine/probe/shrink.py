@@ -30,24 +30,27 @@ PARAM_BUDGET = 5_000_000
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
            "decoder_layers", "num_decoder_layers", "num_encoder_layers", "num_hidden_groups")
 _HEADS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads",
-          "decoder_attention_heads", "n_heads", "num_decoder_attention_heads")
+          "decoder_attention_heads", "n_heads", "num_decoder_attention_heads",
+          "attention_heads")
 _KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num",
        "num_key_value_groups_heads")
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim",
            "embedding_size", "d_embed", "encoder_hidden_size", "hidden_dim", "model_dim",
-           "emb_dim", "lru_width", "entity_emb_size")
+           "emb_dim", "lru_width", "entity_emb_size", "cross_attention_hidden_size")
 _FFN = ("intermediate_size", "attention_hidden_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
         "ffn_hidden_size", "dim_feedforward", "inner_hidden_size", "mlp_dim")
 _MOE_FFN = ("moe_intermediate_size", "expert_ffn_hidden_size", "hidden_size_per_layer_input", "shared_expert_intermediate_size", "expert_dim",
             "moe_ffn_hidden_size", "expert_intermediate_size")
-_HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "head_size")
+_HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "head_size",
+             "dim_head")
 #: widths that keep their ratio to the head width (other parts of a head)
 _HEAD_PARTS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "global_head_dim",
                "qk_head_dim", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim",
                "attention_key_size", "attention_value_size", "rotary_dim", "rotary_emb_dim")
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
             "num_experts_routed")
-_TOPK = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts")
+_TOPK = ("num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts",
+         "num_experts_per_token")
 _RANKS = ("kv_lora_rank", "q_lora_rank", "o_lora_rank", "linear_conv_kernel_dim_unused")
 _POSITIONS = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len",
               "max_sequence_length")
@@ -180,6 +183,12 @@ def _shrink_mlp(config: Any, keys: set[str]) -> None:
     for key in _EXPERTS:
         if key in keys and _get_int(config, key):
             _set(config, key, EXPERTS)
+    if _get_int(config, "moe_intermediate_size"):  # experts left None beside an expert width
+        for key in _EXPERTS:  # (Dots1's n_routed_experts: the full model does not build)
+            if key in keys and config.__dict__.get(key, 0) is None:
+                _set(config, key, EXPERTS)
+        if "n_shared_experts" in keys and config.__dict__.get("n_shared_experts", 0) is None:
+            _set(config, "n_shared_experts", 1)
     has_experts = any(_get_int(config, k) for k in _EXPERTS)
     for key in _TOPK:
         if key in keys and (_get_int(config, key) or has_experts):
@@ -193,6 +202,11 @@ def _shrink_tokens(config: Any, keys: set[str]) -> None:
         v = _get_int(config, key)
         if "vocab" in key and key != "type_vocab_size" and v and v > VOCAB:
             _set(config, key, VOCAB)
+    if "vocab_size" in keys and config.__dict__.get("vocab_size", 0) is None:  # ESM: no default
+        _set(config, "vocab_size", VOCAB)  # (its special ids neither: padding and mask)
+        for key, value in (("pad_token_id", 1), ("mask_token_id", VOCAB - 1)):
+            if key in keys and config.__dict__.get(key) is None:
+                _set(config, key, value)
     for key in _POSITIONS:
         v = _get_int(config, key)
         if key in keys and v and v > MAX_POSITIONS and not _long_rope(config):
@@ -256,6 +270,11 @@ def _kinds(config: Any) -> tuple[str, list[Any]] | None:
     return None
 
 
+def _softmax_kind(kind: Any) -> bool:
+    k = str(kind).lower()
+    return ("attention" in k and "linear" not in k) or k in ("attn", "hybrid", "global", "local")
+
+
 def _shrink_layers(config: Any, keys: set[str]) -> None:
     """Layers 2, or one of each kind when a per-layer list (``layer_types``) names kinds; the
     lists that have one entry per layer are cut to match; a hybrid keeps an attention layer."""
@@ -264,6 +283,10 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
     new_types = None
     if kinds is not None:
         distinct = list(dict.fromkeys(kinds[1]))
+        if kinds[0] == "layer_types" and _get_int(config, "num_attention_heads") and \
+                "attn_layer_indices" not in keys and not any(_softmax_kind(k) for k in distinct):
+            distinct.append("full_attention")  # a hybrid whose defaults keep no attention layer
+            # (Granite 4's: every layer Mamba)
         n = max(LAYERS, len(distinct))
         new_types = distinct + [kinds[1][0]] * (n - len(distinct))
     for key in _LAYERS:
@@ -272,12 +295,27 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
             _set(config, key, min(v, n))
     if kinds is not None and new_types is not None:
         _set(config, kinds[0], new_types)
+        stored = next((k for k in _KIND_LISTS if isinstance(config.__dict__.get(k), list)), None)
+        if config.__dict__.get(kinds[0]) is None and stored is not None:
+            # a list derived from a stored pattern (Recurrent Gemma's layer_types cycles
+            # block_types): one of each kind of the pattern, in its own names
+            pattern = list(dict.fromkeys(config.__dict__[stored]))
+            _set(config, stored, pattern + [pattern[0]] * (n - len(pattern)))
         if "hybrid_layer_ids" in keys:
             _set(config, "hybrid_layer_ids", [i for i, t in enumerate(new_types) if t == "hybrid"])
     for period, offset in _PERIODS:
         if period in keys and _get_int(config, period):
             _set(config, period, 2)
             _set(config, offset, 1)
+    rope = config.__dict__.get("rope_parameters")
+    if rope == {} and kinds is not None and new_types is not None:  # Cohere Compass: none per kind
+        _set(config, "rope_parameters", {str(k): {"rope_type": "default", "rope_theta": 10000.0}
+                                         for k in dict.fromkeys(new_types)})
+    if _get_int(config, "num_kv_shared_layers"):  # Gemma 3n: later layers reuse earlier ones'
+        try:  # keys; with one layer of each kind left no kind has a producer before its users
+            getattr(config, "kv_sharing_modes", None)
+        except ValueError:
+            _set(config, "num_kv_shared_layers", 0)
     sizes = config.__dict__.get("block_sizes")
     if isinstance(sizes, (list, tuple)) and len(sizes) > 1:  # Funnel: layers per pooled block;
         # two blocks of one keep one pooling step (three pool a short text down to one token,

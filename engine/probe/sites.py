@@ -104,8 +104,12 @@ def record_call(call: object, max_rows: int | None = MAX_FIT_ROWS, has_norm: boo
     extra = call.extra
     sinks = extra.get("s_aux")
     sinks = None if sinks is None else _np(sinks).astype(np.float64).reshape(-1)
+    if sinks is not None and _rows_sum_to_one(w, visible):
+        sinks = None  # passed, but applied on the output (Granite SWA): not a logit of the rows
     outs = [_np(o)[0] for o, _i in call.projections
             if getattr(o, "ndim", 0) == 3 and o.shape[0] == 1]
+    outs += [_np(o)[:, 0] for o, _i in call.projections  # time-first layouts (FSMT)
+             if getattr(o, "ndim", 0) == 3 and o.shape[1] == 1 and o.shape[0] > 1]
     q_ratio, q_rot = match_projection(q.astype(np.float64), outs)
     k_ratio, k_rot = match_projection(k.astype(np.float64), outs)
     q_pos = None
@@ -167,6 +171,17 @@ def _rows(n: int, max_rows: int | None) -> np.ndarray:
     if max_rows is None or n <= max_rows:
         return np.arange(n)
     return np.unique(np.round(np.linspace(0, n - 1, max_rows)).astype(int))
+
+
+#: rows of a plain softmax sum to 1 within float32 rounding; a sink logit takes more than this
+SINK_MASS_MIN = 1e-5
+
+
+def _rows_sum_to_one(w: np.ndarray, visible: np.ndarray) -> bool:
+    """Every row that sees a key sums to 1: the weights are a softmax without a sink's share."""
+    rows = visible.any(-1)
+    sums = w.astype(np.float64).sum(-1)[:, rows]
+    return bool(sums.size) and bool(np.all(np.abs(sums - 1.0) < SINK_MASS_MIN))
 
 
 def split_mask(mask: object, nq: int, nk: int) -> tuple[np.ndarray, np.ndarray | None]:
