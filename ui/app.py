@@ -165,13 +165,15 @@ def run_gui(args: Any) -> int:
     code = {"value": 0}
     if screenshot:
         _schedule_screenshot(app, window, screenshot, code)
+    else:  # the process ends once the window closes (leave_now): closing waits for no worker
+        window.exits_on_close = True
     rc = app.exec()
     window.shutdown()
+    if not screenshot:  # (nothing to tidy up first: deleting every page's widgets took time)
+        leave_now(window, code["value"] or int(rc))
     thaw()
     window.deleteLater()
     app.processEvents()
-    if not screenshot:
-        leave_now(window, code["value"] or int(rc))
     return code["value"] or int(rc)
 
 
