@@ -161,6 +161,10 @@ def run_gui(args: Any) -> int:
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     # once the window is up, a full collection walks only what is made after (ui/heap.py)
     QTimer.singleShot(0, lambda: _timing(f"froze {freeze_startup_objects():,} start-up objects"))
+    if not screenshot:  # the pages not built yet import in the background (ui/preimport.py)
+        from ui.preimport import preimport_later
+
+        preimport_later()
     window.rerun()
     code = {"value": 0}
     if screenshot:
