@@ -23,11 +23,21 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_ci_reruns_every_claim_from_scratch() -> None:
     """No --fast (the slow claims too), no --only, no --cache (nothing reused)."""
-    runs = [shlex.split(c) for c in _commands() if " reproduce" in c]
+    runs = [c for c in _commands() if "main.py reproduce" in c]
     assert len(runs) == 1
-    args = runs[0]
+    # (it runs in the background beside the tests, its output sent to a file)
+    args = shlex.split(runs[0][runs[0].index("python main.py reproduce"):].split(">")[0])
     assert args[:3] == ["python", "main.py", "reproduce"]
     assert not {"--fast", "--only", "--cache", "--claims"} & set(args)
+
+
+def test_ci_fails_when_a_claim_fails() -> None:
+    """The claims' run is in the background: its exit status is waited for and is the script's,
+    and a failed test stops it (the script ends at once under ``set -e``)."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text
+    assert 'echo $? >"$claims_out/rc"' in text and "wait $claims_pid" in text
+    assert text.rstrip().splitlines()[-1].startswith('exit "$(cat "$claims_out/rc"')
 
 
 def test_ci_installs_the_cpu_torch_wheel_from_the_readmes_index() -> None:

@@ -13,6 +13,8 @@ changing what the model computes:
   and the ``attention_dropout`` module (identity in eval mode) sees the probabilities on their
   way to the values, where an after-softmax factor goes.
 * Falcon and MPT: :mod:`engine.probe.adapters_fused` (hooks on their fused q/k/v projection).
+* the BERT family's inline attention: :mod:`engine.probe.adapters_bert`; DeBERTa:
+  :mod:`engine.probe.adapters_deberta`.
 
 Any other architecture whose attention never reaches the interface is refused by the loader with
 its name (:data:`BYPASSING` says why for the families we know of).
@@ -23,12 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.probe.adapters_bert import NO_SOFTMAX_BERT
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: families known to compute attention outside the interface, and what they do instead
 #: model types whose token mixing is no softmax over q.k at all (why, said in the refusal)
 NO_SOFTMAX: dict[str, str] = {
     "rwkv": "mixes tokens by a linear recurrence (RWKV's time mixing: receptance, key, value)",
+    **NO_SOFTMAX_BERT,
 }
 
 BYPASSING: dict[str, str] = {
@@ -48,10 +52,11 @@ BYPASSING: dict[str, str] = {
 
 def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
     """The installer of ``model_type``'s adapter (returns the number of modules adapted)."""
+    from engine.probe.adapters_bert import bert_adapters
     from engine.probe.adapters_fused import install_falcon, install_mpt
 
     return {"gpt_neo": install_gpt_neo, "bloom": install_bloom, "falcon": install_falcon,
-            "mpt": install_mpt}.get(model_type)
+            "mpt": install_mpt, **bert_adapters()}.get(model_type)
 
 
 # -- GPT-Neo -------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ order:
 2. ``attention_multiplier`` (Granite): the factor itself;
 3. GPT-2's ``scale_attn_weights`` and ``scale_attn_by_inverse_layer_idx`` (divide by layer + 1);
 4. an adapter's own convention (GPT-Neo: none; Bloom: its ``inv_norm_factor``; Falcon:
-   ``head_dim ** -0.5``; MPT: ``attn_config.softmax_scale``, else ``head_dim ** -0.5``);
+   ``head_dim ** -0.5``; MPT: ``attn_config.softmax_scale``, else ``head_dim ** -0.5``; DeBERTa:
+   ``(head_dim * (1 + its relative terms)) ** -0.5``);
 5. the module's ``scaling`` attribute (T5 keeps 1.0: it folds the scale into the init). A module
    whose attribute is not what it passes to the attention function applies it before the call
    (OPT and BART multiply q by it, OpenAI's privacy filter q and k each): ``pre`` is then left
@@ -220,6 +221,10 @@ def _base(config: Any, module: Any, d_k: int, adapter: str | None) -> tuple[floa
         s = _num(getattr(getattr(config, "attn_config", None), "softmax_scale", None))
         return ((s, f"attn_config.softmax_scale {s:g}", False) if s
                 else (d_k**-0.5, "1/sqrt(head_dim) (MPT)", False))
+    if adapter == "deberta":
+        from engine.probe.adapters_deberta import declared
+
+        return (*declared(config, d_k), False)
     s = getattr(module, "scaling", None)
     if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0:
         if abs(s * math.sqrt(d_k) - 1.0) < 1e-6:

@@ -278,6 +278,13 @@ def _shrink_layers(config: Any, keys: set[str]) -> None:
         if period in keys and _get_int(config, period):
             _set(config, period, 2)
             _set(config, offset, 1)
+    sizes = config.__dict__.get("block_sizes")
+    if isinstance(sizes, (list, tuple)) and len(sizes) > 1:  # Funnel: layers per pooled block;
+        # two blocks of one keep one pooling step (three pool a short text down to one token,
+        # where its relative-shift attention breaks)
+        _set(config, "block_sizes", [1] * LAYERS)
+        if "block_repeats" in keys:
+            _set(config, "block_repeats", [1] * LAYERS)
     if "attn_layer_indices" in keys:  # Bamba: None (all Mamba) by default; keep one attention
         _set(config, "attn_layer_indices", [1])
     for key, value in list(config.__dict__.items()):
@@ -315,6 +322,8 @@ def build(config: Any) -> Any:
     registers none (TrOCR's decoder) its causal, seq2seq or masked LM."""
     import transformers
 
+    if getattr(config, "architectures", None) is None:  # (transformers iterates it where a
+        config.architectures = []  # type has several base models: Funnel's)
     last: Exception | None = None
     for auto in ("AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM",
                  "AutoModelForMaskedLM"):

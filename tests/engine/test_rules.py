@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from engine.config import SimulationConfig
-from engine.rules import LENGTH_RULES, RULE_REGISTRY, RULES, TRAINING_RULES, RawScores, RuleParams
+from engine.rules import (
+    LENGTH_RULES,
+    RULE_REGISTRY,
+    RULES,
+    TRAINING_RULES,
+    RawScores,
+    RuleParams,
+    rule_label,
+    yarn_constant,
+)
 
 
 def test_registry_has_one_entry_per_rule_with_label_colour_and_description():
@@ -66,3 +75,34 @@ def test_simulation_config_gives_the_length_rules_ln_n_keys():
     assert p["log_n"] == pytest.approx(math.log(64)) and p["log_n_ref"] == pytest.approx(math.log(8))
     assert RULE_REGISTRY["logn"].divisor(16, 1.0, **p) == pytest.approx(4 / 2.0)
     assert RULE_REGISTRY["ssmax"].divisor(16, 1.0, **p) == pytest.approx(4 / (0.25 * math.log(64)))
+
+
+def test_the_temperature_reaches_the_logits_and_the_divisor():
+    """q.k / T for the temperature rule, by hand (T = 2.5, not the default 1): the temperature
+    passed to ``logits``, ``pre_logits`` and ``divisor`` is the one the rule divides by."""
+    dot = np.array([[5.0, -2.5, 1.0]])
+    rule = RULE_REGISTRY["temperature"]
+    expect = np.array([[2.0, -1.0, 0.4]])
+    np.testing.assert_allclose(rule.logits(RawScores(dot=dot), 16, 2.5), expect, rtol=1e-15)
+    np.testing.assert_allclose(rule.pre_logits(RawScores(dot=dot), 16, 2.5), expect, rtol=1e-15)
+    assert rule.divisor(16, 2.5) == pytest.approx(2.5, rel=1e-15)
+    assert RULE_REGISTRY["dk"].divisor(16, 2.5) == pytest.approx(16.0, rel=1e-15)
+
+
+def test_a_missing_similarity_and_a_non_linear_rule_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"rule cosine needs 'cos' similarities"):
+        RULE_REGISTRY["cosine"].pre_logits(RawScores(dot=np.ones((1, 2))), 16, 1.0)
+    with pytest.raises(ValueError, match=r"rule softcap is not a constant times q\.k"):
+        RULE_REGISTRY["softcap"].divisor(16, 1.0)
+
+
+def test_rule_label_is_the_legend_text_and_an_unknown_name_is_its_own_label():
+    assert rule_label("sqrt") == "sqrt: q·k/√d_k"
+    assert rule_label("no_such_rule") == "no_such_rule"
+
+
+def test_yarn_constant_applies_from_just_above_one():
+    """(0.1 ln s + 1)^2 for every s > 1 (s = 1.5 and 2 by hand), 1 for s <= 1."""
+    assert yarn_constant(1.5) == pytest.approx(1.0405465108108164 ** 2, rel=1e-14)
+    assert yarn_constant(2.0) == pytest.approx(1.0693147180559945 ** 2, rel=1e-14)
+    assert yarn_constant(1.0) == 1.0 and yarn_constant(0.5) == 1.0

@@ -115,6 +115,7 @@ def _qkv(heads: int = 3, t: int = 7, d: int = 16):
     return q, k, v
 
 
+@pytest.mark.slow  # importing transformers' Gemma 2 module takes ~20 s on its own
 def test_softcap_matches_transformers_gemma2_eager_attention():
     pytest.importorskip("transformers")
     from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward

@@ -66,6 +66,14 @@ def test_a_hybrid_keeps_one_layer_of_each_kind():
     assert layers == 2 and attn == [1]
 
 
+def test_funnel_keeps_one_pooling_step():
+    """Funnel's three blocks of 4 layers pool a short text to one token, where its relative
+    shift breaks (transformers itself fails on 4 tokens); two blocks of one keep one pooling."""
+    cfg = shrink_config(default_config("funnel"))
+    assert list(cfg.block_sizes) == [1, 1] and list(cfg.block_repeats) == [1, 1]
+    assert tiny_model("funnel").parameters < PARAM_BUDGET
+
+
 def test_the_budget_is_checked_on_the_meta_device():
     tiny = tiny_model("llama")
     # by hand: embeddings 128 x 32; per layer q,k,v,o 4 x 32 x 32 (kv heads 4 of width 8 = 32),

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 from engine.errors import ConfigError
 from engine.training.coord_check import (
     CoordCheckConfig,
+    _points,
     fit_slope,
     kind_means,
     run_coord_check,
@@ -81,7 +82,7 @@ def test_a_kinds_value_is_the_mean_over_its_layers_then_fitted_per_seed():
     assert means[("sp", "sqrt", "MLP output", 1, 0, 64)] == 2.0
     assert means[("sp", "sqrt", "MLP output", 1, 0, 256)] == 4.0
     (s,) = slopes(rows)
-    assert (s.kind, s.step, s.seeds) == ("MLP output", 1, 2)
+    assert (s.param, s.scaling, s.kind, s.step, s.seeds) == ("sp", "sqrt", "MLP output", 1, 2)
     assert s.slope == pytest.approx(0.5) and s.se == pytest.approx(0.0)
     # seeds that differ: seed 1 from 1 -> 8 (slope 1.5): mean (0.5 + 1.5) / 2 = 1, SE
     # stdev(0.5, 1.5) / sqrt(2) = 0.5
@@ -120,3 +121,23 @@ def test_bad_settings_name_the_field(kw, field):
     with pytest.raises(ConfigError) as err:
         CoordCheckConfig(**kw)
     assert err.value.field == field
+
+
+def test_a_figures_points_are_the_mean_over_seeds_with_one_se_and_a_positive_lower_end():
+    """Hand-made per-seed kind means of one kind at one step (another kind and another step beside
+    them must not leak in). Width 64: seeds 1, 3 -> mean 2, SE stdev / sqrt 2 = 1: 1 .. 3. Width
+    128: one seed, 5 -> SE 0. Width 256: seeds 0, 4 -> mean 2, SE sqrt(8) / sqrt(2) = 2: the lower
+    end would be 0 on a log axis, so it stays at the mean. Width 512: 0 (zero init) -> left out;
+    width 1024: no value -> left out."""
+    key = ("sp", "sqrt", "MLP output", 1)
+    means = {(*key[:3], 1, 0, 64): 1.0, (*key[:3], 1, 1, 64): 3.0, (*key[:3], 1, 0, 128): 5.0,
+             (*key[:3], 1, 0, 256): 0.0, (*key[:3], 1, 1, 256): 4.0, (*key[:3], 1, 0, 512): 0.0,
+             ("sp", "sqrt", "readout", 1, 0, 64): 100.0, (*key[:3], 2, 0, 64): 100.0,
+             ("mup", "sqrt", "MLP output", 1, 0, 64): 100.0, ("sp", "dk", "MLP output", 1, 0, 64): 7.0}
+    x, y, lo, hi, n = _points(means, key, (64, 128, 256, 512, 1024))
+    assert x == (64.0, 128.0, 256.0) and y == (2.0, 5.0, 2.0) and n == (2, 1, 2)
+    assert lo == pytest.approx((1.0, 5.0, 2.0)) and hi == pytest.approx((3.0, 5.0, 4.0))
+    # just above the edge: seeds 0.5, 3.5 -> mean 2, SE 1.5: the lower end 0.5 is kept
+    (_, _, lo2, _, _) = _points({**means, (*key[:3], 1, 0, 256): 0.5, (*key[:3], 1, 1, 256): 3.5},
+                                key, (256,))
+    assert lo2 == pytest.approx((0.5,))

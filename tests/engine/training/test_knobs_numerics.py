@@ -45,6 +45,26 @@ def test_weight_decay_zero_keeps_plain_adam():
     assert type(Trainer(TINY.replace(weight_decay=0.1)).runs[0].opt) is torch.optim.AdamW
 
 
+@pytest.mark.parametrize("decay", [0.0, 0.1])
+def test_the_grouped_adam_update_gives_the_per_tensor_loops_numbers(decay, monkeypatch):
+    """The trainer's Adam runs one kernel per group (``foreach``, for speed); CPU's default is a
+    loop over tensors. Both must give the same weights, bit for bit, over a run whose logits grow
+    (lr 0.1, no scaling), so that no published figure moves with the choice."""
+    cfg = TINY.replace(scalings=("none", "sqrt"), lr=0.1, steps=12, log_every=6,
+                       weight_decay=decay)
+    grouped = _train(cfg)
+    assert all(run.opt.defaults["foreach"] for run in grouped.runs)
+    for name in ("Adam", "AdamW"):
+        cls = getattr(torch.optim, name)
+        monkeypatch.setattr(torch.optim, name,
+                            lambda *a, _cls=cls, **kw: _cls(*a, **{**kw, "foreach": False}))
+    looped = _train(cfg)
+    assert not any(run.opt.defaults["foreach"] for run in looped.runs)
+    for a, b in zip(grouped.runs, looped.runs):
+        for p, q in zip(a.model.parameters(), b.model.parameters()):
+            assert torch.equal(p, q)
+
+
 def test_grad_clip_bounds_the_update_norm():
     """With SGD the update is lr x gradient: clipped, its norm is at most lr x grad_clip."""
     cfg = TINY.replace(scalings=("none",), optimizer="sgd", lr=1.0, steps=1, grad_clip=1e-3)

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from engine.rules import RULE_REGISTRY, RuleParams  # noqa: E402
 from engine.training.config import TrainingConfig  # noqa: E402
 from engine.training.model import attend, causal_mask, padding_mask, scale_scores  # noqa: E402
-from engine.training.qk_clip import head_max_logits  # noqa: E402
+from engine.training.qk_clip import head_max_logits, row_is_real  # noqa: E402
 from engine.training.tasks import make_batch, stream_seed  # noqa: E402
 from engine.training.trainer import Trainer  # noqa: E402
 
@@ -153,6 +153,16 @@ def test_head_max_logits_is_the_largest_signed_logit_of_the_rows_that_count():
     # a head whose logits that count are all negative has a negative S_max (|logit| would be 40)
     only = logits[:1, 1:, :1]  # example 0, head 1, query 0: -7, -8, -40
     assert head_max_logits(only, None, torch.tensor([1])).tolist() == [-7.0]
+
+
+def test_real_rows_are_made_on_the_device_of_the_lengths():
+    """The (B, 1, T, 1) mask of real query rows, by hand, and on the lengths' device: torch's
+    "meta" device stands in for a GPU (an arange left on the CPU cannot meet lengths there)."""
+    got = row_is_real(torch.tensor([1, 3]), 3)
+    assert got.shape == (2, 1, 3, 1)
+    assert got[:, 0, :, 0].tolist() == [[True, False, False], [True, True, True]]
+    on_meta = row_is_real(torch.tensor([1, 3], device="meta"), 3)
+    assert on_meta.device.type == "meta" and on_meta.shape == (2, 1, 3, 1)
 
 
 def test_qk_clip_brings_the_clipped_heads_back_to_tau_and_leaves_the_others_alone():
