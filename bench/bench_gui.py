@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--no-freeze", action="store_true",
                     help="leave the start-up objects to the garbage collector (as before "
                          "ui/heap.py): its full collections then stall the loop mid-run")
+    ap.add_argument("--no-preimport", action="store_true",
+                    help="leave the pages' modules to be imported when first opened (as "
+                         "before ui/preimport.py)")
     ap.add_argument("--rules", type=int, choices=sorted(RULE_SETS), default=2,
                     help="how many rules are checked (default 2)")
     ap.add_argument("--real-model", action="store_true",
@@ -153,6 +156,10 @@ def main() -> None:
         from ui.heap import freeze_startup_objects
 
         freeze_startup_objects()
+    if not args.no_preimport:  # as the app does (ui/preimport.py)
+        from ui.preimport import preimport_later
+
+        preimport_later()
     first_window = time.perf_counter() - T0
     torch_loaded = "torch" in sys.modules
 

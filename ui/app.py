@@ -161,17 +161,23 @@ def run_gui(args: Any) -> int:
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     # once the window is up, a full collection walks only what is made after (ui/heap.py)
     QTimer.singleShot(0, lambda: _timing(f"froze {freeze_startup_objects():,} start-up objects"))
+    if not screenshot:  # the pages not built yet import in the background (ui/preimport.py)
+        from ui.preimport import preimport_later
+
+        preimport_later()
     window.rerun()
     code = {"value": 0}
     if screenshot:
         _schedule_screenshot(app, window, screenshot, code)
+    else:  # the process ends once the window closes (leave_now): closing waits for no worker
+        window.exits_on_close = True
     rc = app.exec()
     window.shutdown()
+    if not screenshot:  # (nothing to tidy up first: deleting every page's widgets took time)
+        leave_now(window, code["value"] or int(rc))
     thaw()
     window.deleteLater()
     app.processEvents()
-    if not screenshot:
-        leave_now(window, code["value"] or int(rc))
     return code["value"] or int(rc)
 
 

@@ -31,9 +31,16 @@ from ui.worker import Worker
 REDRAW_MS = 33  #: at most ~30 redraws a second
 
 
-#: seconds closing the window (Quit) waits for each cancelled worker thread to end: they are
-#: daemons, what they would still produce is dropped, and outputs are staged
+#: seconds closing the window waits for each cancelled worker thread to end: they are daemons,
+#: what they would still produce is dropped, and outputs are staged
 QUIT_JOIN_S = 0.3
+
+
+def quit_grace(window: Any) -> float:
+    """Seconds a closing ``window`` waits for each cancelled worker: none when the process ends
+    right after it (the app's Quit: ``exits_on_close``, ui.app.leave_now), else QUIT_JOIN_S."""
+    return 0.0 if getattr(window, "exits_on_close", False) else QUIT_JOIN_S
+
 
 class PanelRedraw:
     """Round-robin redraw and stale bookkeeping over ``self.panels`` (plot_id -> PlotPanel), all
@@ -186,7 +193,8 @@ class LivePage(QWidget):
         self.timer.stop()
         self.stop_work()
         self.worker.stop()
-        self.worker.join(self.join_s)
+        if self.join_s > 0:  # (Quit: 0, no wait at all)
+            self.worker.join(self.join_s)
 
     def closeEvent(self, event: Any) -> None:
         self.shutdown()
@@ -202,6 +210,6 @@ class LivePage(QWidget):
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
         if event.type() == QEvent.Type.Close and obj is self.window():
-            self.join_s = min(self.join_s, QUIT_JOIN_S)  # Quit: a short grace (a daemon thread)
+            self.join_s = min(self.join_s, quit_grace(obj))  # a short grace, or none (Quit)
             self.shutdown()
         return False

@@ -7,11 +7,14 @@ rule appears and updated with setData afterwards. The engine computed every numb
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QCheckBox
 
 from engine.rules import rule_label
@@ -36,6 +39,11 @@ def _pct(e: Estimate) -> str:
 TITLE_PT = 9.0  #: the size of the plots' titles
 
 
+#: seconds between two re-layouts of a header while a run streams (its numbers change every
+#: snapshot; fitting and laying out the HTML of four headers every ~33 ms frame took a good part
+#: of the frame): a new configuration and a run's final snapshot are shown at once
+HEADER_MIN_S = 0.25
+
 #: lines a plot's title may take on screen: a fixed-height header that never runs over the data
 HEADER_LINES = 2
 #: what ends a header cut short (the whole header is the title's tooltip)
@@ -54,17 +62,30 @@ def _title_font(px: float | None = None) -> Any:
     return font
 
 
+_METRICS: dict[tuple[float | None, str], tuple[Any, Any]] = {}
+
+
+def _metrics(px: float | None) -> tuple[Any, Any]:
+    """The plain and bold font metrics of the titles at ``px`` (made once per size and
+    application font: a header is measured many times a frame)."""
+    from PySide6.QtGui import QFontMetricsF
+
+    font = _title_font(px)
+    key = (px, font.key())
+    found = _METRICS.get(key)
+    if found is None:
+        bold_font = _title_font(px)
+        bold_font.setBold(True)
+        found = _METRICS[key] = (QFontMetricsF(font), QFontMetricsF(bold_font))
+    return found
+
+
 def _title_width(text: str, px: float | None = None) -> float:
     """Pixels ``text`` (HTML) takes at the titles' size (bold where it is bold)."""
     import html as _html
     import re
 
-    from PySide6.QtGui import QFontMetricsF
-
-    plain = QFontMetricsF(_title_font(px))
-    bold_font = _title_font(px)
-    bold_font.setBold(True)
-    bold = QFontMetricsF(bold_font)
+    plain, bold = _metrics(px)
     width = 0.0
     for chunk_bold, chunk in enumerate(re.split(r"</?b>", text)):
         metrics = bold if chunk_bold % 2 else plain
@@ -133,6 +154,12 @@ def fit_header(prefix: str, parts: list[str], note: str, room: float,
     return "<br>".join(lines), cut
 
 
+def _theory_rows(rule: str, x: np.ndarray, y: np.ndarray) -> list[dict[str, Any]]:
+    """CSV rows of a rule's theory curve."""
+    return [{"series": f"{rule}_theory", "x": float(a), "density": float(b)}
+            for a, b in zip(x, y, strict=False)]
+
+
 def _span(rule: str, text: str) -> str:
     return f'<span style="color:{rule_color(rule)}">{text}</span>'
 
@@ -165,8 +192,15 @@ class RuleHistogramPanel(PlotPanel):
         self.plot = self.add_plot(0, 0, self.x_label, "probability density", x_units=self.x_units)
         self.plot.getViewBox().sigResized.connect(self._fit_title)  # the title re-flows
         self.curves: dict[str, pg.PlotDataItem] = {}
-        self._rows: list[dict[str, Any]] = []
+        #: the CSV rows: a dict, or a function that makes rows (made on export, not per frame)
+        self._rows: list[dict[str, Any] | Callable[[], list[dict[str, Any]]]] = []
         self._hists: dict[str, Histogram] = {}
+        self._title_config: Any = None  #: the configuration the header was last fitted for
+        self._title_at = 0.0  #: when (perf_counter) the header was last fitted
+        self._live_config: Any = None  #: the config of a snapshot still streaming, else None
+        self._title_timer = QTimer(self)  # a header held back by HEADER_MIN_S, shown then
+        self._title_timer.setSingleShot(True)
+        self._title_timer.timeout.connect(self._fit_title)
         self.log_box: QCheckBox | None = None
         if self.log_toggle:
             self.log_box = QCheckBox("log y", self)
@@ -335,6 +369,7 @@ class RuleHistogramPanel(PlotPanel):
 
     def draw(self, state: Any) -> None:
         snap: SimulationSnapshot = state.snapshot
+        self._live_config = None if snap.done else snap.config
         rules = tuple(snap.rules)
         self.sync_rules(rules)
         self._rows = []
@@ -345,7 +380,7 @@ class RuleHistogramPanel(PlotPanel):
         for name, h in self._hists.items():
             dens = finite(h.density())
             self.curves[name].setData(h.edges, self.y_values(dens, self._floor))
-            self._rows += hist_rows(name, h.edges, dens)
+            self._rows.append(partial(hist_rows, name, h.edges, dens))
         self.draw_extra(snap)
         if self._hover_x is not None:  # an open read-out shows the new numbers
             self.show_values_at(self._hover_x)
@@ -353,18 +388,34 @@ class RuleHistogramPanel(PlotPanel):
     def draw_extra(self, snap: SimulationSnapshot) -> None: ...
 
     def data_rows(self) -> list[dict[str, Any]]:
-        return list(self._rows)
+        rows: list[dict[str, Any]] = []
+        for row in self._rows:
+            if callable(row):
+                rows += row()
+            else:
+                rows.append(row)
+        return rows
 
     def set_title(self, prefix: str, parts: list[str] = (), note: str = "") -> None:
         """The plot's title: ``prefix``, the per-rule ``parts`` as many to a line as the plot's
-        width holds (again when it is resized), then ``note`` on a line of its own."""
+        width holds (again when it is resized), then ``note`` on a line of its own. While one
+        configuration's run streams, the header is laid out at most every HEADER_MIN_S (a
+        timer shows the latest); a new configuration's or a final snapshot's at once."""
         self._title = (prefix, list(parts), note)
+        live = self._live_config
+        wait = HEADER_MIN_S - (time.perf_counter() - self._title_at)
+        if live is not None and live == self._title_config and wait > 0:
+            if not self._title_timer.isActive():
+                self._title_timer.start(max(1, round(wait * 1000)))
+            return
         self._fit_title()
 
     def _fit_title(self, *_args: Any) -> None:
+        self._title_timer.stop()
         prefix, parts, note = getattr(self, "_title", ("", [], ""))
         if not (prefix or parts) or self.figure_style is not None:  # (an export keeps its own)
             return
+        self._title_config, self._title_at = self._live_config, time.perf_counter()
         room = max(60.0, self.plot.width() - 8)
         text, cut = fit_header(prefix, list(parts), note, room)
         if text != getattr(self, "_title_text", None):
@@ -422,7 +473,7 @@ class ScoresPanel(RuleHistogramPanel):
         dens = finite(raw.density())
         self.raw_curve.setFillLevel(None if self.is_log else 0)  # a fill to 0 has no log
         self.raw_curve.setData(raw.edges, self.y_values(dens, self._floor))
-        rows = hist_rows("raw", raw.edges, dens)
+        rows: list[Any] = [partial(hist_rows, "raw", raw.edges, dens)]
         x = np.linspace(raw.edges[0], raw.edges[-1], THEORY_POINTS)
         self.raw_theory.setData(x, self.y_values(finite(snap.raw_theory.pdf(x)), self._floor))
         for name, r in snap.rules.items():
@@ -430,8 +481,7 @@ class ScoresPanel(RuleHistogramPanel):
             x = np.linspace(e[0], e[-1], THEORY_POINTS)
             y = finite(r.logit_theory.pdf(x))
             self.theory[name].setData(x, self.y_values(y, self._floor))
-            rows += [{"series": f"{name}_theory", "x": float(a), "density": float(b)}
-                     for a, b in zip(x, y, strict=False)]
+            rows.append(partial(_theory_rows, name, x, y))
         self._rows = rows + self._rows
         approx = [name for name, r in snap.rules.items() if not r.logit_theory.exact_moments]
         # on its own line: appended, it ran past both edges of the panel

@@ -66,6 +66,7 @@ class TidyAxis(pg.AxisItem):
     #: a horizontal axis of categories: a crowded label goes one line down, never away
     stagger = False
     _staggered = False  #: the last layout put labels on a second line (the axis is taller)
+    _label_html: str | None = None  #: the HTML the label holds (set only through this class)
 
     def labelString(self) -> str:  # pyqtgraph's names from here on
         text = super().labelString()
@@ -73,6 +74,18 @@ class TidyAxis(pg.AxisItem):
             shown = self.labelText if self._shown is None else self._shown
             text = text.replace(self.labelText, split_lines(shown, self._lines), 1)
         return text
+
+    def _updateLabel(self) -> None:
+        """pyqtgraph's, without laying the same HTML out again: it runs on every label, style,
+        unit or range change (about 60 times per plot while a page is built, a text re-layout
+        each time)."""
+        text = self.labelString()
+        if text != self._label_html:
+            self.label.setHtml(text)
+            self._label_html = text
+        self._adjustSize()
+        self.picture = None
+        self.update()
 
     def resizeEvent(self, ev: Any = None) -> None:
         if self.label is not None and " " in (self.labelText or "") and self.label.isVisible():
@@ -105,7 +118,9 @@ class TidyAxis(pg.AxisItem):
         most = MAX_BOTTOM_LINES if self.orientation in ("top", "bottom") else MAX_LABEL_LINES
 
         def fits() -> bool:
-            self.label.setHtml(self.labelString())
+            text = self.labelString()
+            self.label.setHtml(text)
+            self._label_html = text
             return self.label.boundingRect().width() - 2 * margin <= room
 
         self._shown = None

@@ -32,7 +32,7 @@ from engine.config import SimulationConfig
 from engine.errors import ConfigError
 from engine.simulation_presets import load_presets
 from ui.lab_style import size_combos_by_contents
-from ui.pages.base import QUIT_JOIN_S
+from ui.pages.base import quit_grace
 from ui.pages.simulation.page import SimulationPage
 from ui.params.panel import ParamPanel
 from ui.presentation.mode import Presenter
@@ -88,6 +88,9 @@ class MainWindow(QMainWindow):
         self.exports = WindowExports(self)
         self.page_links = PageLinks(self)
         self._closing = False
+        #: the process ends as soon as this window is closed (the app's Quit, ui.app.leave_now):
+        #: closing then waits for no worker thread at all (they are daemons, outputs staged)
+        self.exits_on_close = False
         self._build_tabs()
         self._build_params_dock()
         self._build_run()
@@ -446,15 +449,18 @@ class MainWindow(QMainWindow):
         self.presenter.stop()
         self.worker.stop()
         # Quit waits for nothing the user asked for: every run is cancelled at once, and its
-        # thread (a daemon; what it would still produce is dropped, files are staged) gets a
-        # short grace, not the seconds a simulation chunk or a training step can take
+        # thread (a daemon; what it would still produce is dropped, files are staged) gets no
+        # wait when the process ends next (exits_on_close), else a short grace, never the
+        # seconds a simulation chunk or a training step can take
+        grace = quit_grace(self)
         for page in self.pages.values():  # pages with their own workers stop them too
             stop = getattr(page, "shutdown", None)
             if callable(stop):
                 if hasattr(page, "join_s"):
-                    page.join_s = min(page.join_s, QUIT_JOIN_S)
+                    page.join_s = min(page.join_s, grace)
                 stop()
-        self.worker.join(QUIT_JOIN_S)
+        if grace > 0:
+            self.worker.join(grace)
 
     def closeEvent(self, event: Any) -> None:
         self.save_settings()

@@ -37,3 +37,34 @@ def test_a_plain_note_too_wide_is_elided_and_a_short_header_is_padded(qapp):
     assert _title_width(second) <= 200.5
     text, cut = fit_header("raw q·k std 8.05", [], "", 400.0)
     assert _lines(text) == ["raw q·k std 8.05", "&nbsp;"] and not cut  # the same height as two
+
+
+def test_a_streaming_header_waits_its_turn_but_a_final_or_new_one_shows_at_once(qtbot, monkeypatch):
+    """A header is laid out at most every HEADER_MIN_S while one configuration streams (the
+    latest shown by a timer); a final snapshot's header, or a new configuration's, at once."""
+    from ui.plots import histograms
+    from ui.plots.histograms import EntropyPanel
+
+    monkeypatch.setattr(histograms, "HEADER_MIN_S", 600.0)  # (no timing: only the order)
+    panel = EntropyPanel()
+    qtbot.addWidget(panel)
+
+    def shown() -> str:
+        return panel.plot.titleLabel.text
+
+    panel._live_config = ("config", 1)  # what draw() sets from a snapshot still streaming
+    panel.set_title("mean H/log n: ", ["sqrt 0.111"])
+    assert "0.111" in shown()  # the configuration's first header: at once
+    panel.set_title("mean H/log n: ", ["sqrt 0.222"])
+    assert "0.111" in shown() and panel._title_timer.isActive()  # held back, not lost
+    panel._title_timer.timeout.emit()
+    assert "0.222" in shown() and not panel._title_timer.isActive()
+    panel.set_title("mean H/log n: ", ["sqrt 0.333"])
+    assert "0.222" in shown()
+    panel._live_config = ("config", 2)  # another configuration: never under the old header
+    panel.set_title("mean H/log n: ", ["sqrt 0.444"])
+    assert "0.444" in shown() and not panel._title_timer.isActive()
+    panel.set_title("mean H/log n: ", ["sqrt 0.555"])
+    panel._live_config = None  # the run's final snapshot
+    panel.set_title("mean H/log n: ", ["sqrt 0.666"])
+    assert "0.666" in shown() and not panel._title_timer.isActive()

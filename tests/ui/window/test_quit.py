@@ -62,3 +62,33 @@ def test_the_app_leaves_without_joining_pool_threads(monkeypatch, qtbot) -> None
     monkeypatch.setattr(app.os, "_exit", lambda code: calls.append(("exit", code)))
     app.leave_now(FakeWindow(), 3)
     assert calls == ["sync", ("exit", 3)]
+
+
+def test_the_apps_quit_joins_no_worker_at_all(qtbot, window, joins, monkeypatch) -> None:
+    """The app's Quit (the process ends next: exits_on_close) cancels every run and waits on no
+    thread: no Worker.join with a timeout, no Thread.join."""
+    thread_joins: list[object] = []
+    real = threading.Thread.join
+
+    def thread_join(self, timeout=None):
+        thread_joins.append(timeout)
+        return real(self, 0 if timeout is None else timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", thread_join)
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck(cancelled):
+        started.set()
+        release.wait(60)
+        yield 1
+
+    page = window.ensure_page("RealModelPage")  # a page with its own worker (a LivePage)
+    page.worker.start(stuck)
+    window.worker.start(stuck)
+    assert started.wait(10)
+    window.exits_on_close = True  # as ui.app.run_gui sets it
+    window.close()
+    assert window.worker._run.cancel.is_set() and page.worker._run.cancel.is_set()
+    assert [t for t in joins if t > 0] == [] and [t for t in thread_joins if t != 0] == []
+    release.set()

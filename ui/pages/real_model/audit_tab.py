@@ -18,14 +18,16 @@ class AuditTab:
     """Part of :class:`ui.pages.real_model.page.RealModelPage` (a base class of it): the audit
     panel, the audit jobs, the planted bugs (``bugs``) and the audit shown (``audit_result``)."""
 
-    def _build_audit_panel(self) -> None:
-        self.audit_panel = AuditPanel(self)
-        self.audit_panel.run_requested.connect(self.run_audit)
-        self.audit_panel.inject_requested.connect(self.break_layer)
-        self.audit_panel.clear_requested.connect(self.repair)
-        self.audit_panel.run_changed.connect(self.show_run)
-        self.audit_panel.export_requested.connect(self.export_panel_dialog)
-        self.audit_panel.figure_source = lambda: self._figure_source("audit")
+    def _build_audit_panel(self) -> AuditPanel:
+        """The tab's panel (made the first time the tab is shown: ui.pages.lazy_tabs)."""
+        panel = AuditPanel(self)
+        panel.run_requested.connect(self.run_audit)
+        panel.inject_requested.connect(self.break_layer)
+        panel.clear_requested.connect(self.repair)
+        panel.run_changed.connect(self.show_run)
+        panel.export_requested.connect(self.export_panel_dialog)
+        panel.figure_source = lambda: self._figure_source("audit")
+        return panel
 
     def run_audit(self) -> bool:
         """Audit the current text (with the planted bugs) in the worker thread; for the
@@ -90,7 +92,7 @@ class AuditTab:
             self.audit_result = snap.result
             self.audit_panel.set_runs([r.run for r in self.run_results
                                        if self.weights_path is not None and r.run])
-            self.whatif_panel.set_layers(snap.result.n_layers)
+            self._set_sites(snap.result.n_layers, ("whatif",))
             self._refresh_audit_views(force=True)
             self.export_button.setEnabled(True)
 

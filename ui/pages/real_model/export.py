@@ -24,17 +24,17 @@ def export_probe(page: Any, parent: str | Path) -> Path:
 def _export_into(page: Any, out: Path) -> None:
     if page.view is not None:
         _export_probe_into(page, out)
-    views = ((page.audit_panel, page.audit_result is not None),
-             (page.whatif_panel, page.whatif_result is not None))
-    for panel, present in views:
-        if present:
+    views = (("audit", page.audit_result is not None), ("whatif", page.whatif_result is not None))
+    for name, present in views:
+        if present:  # (a tab never shown is built now: its figure is exported)
+            panel = page.lazy.get(name)
             page._refresh_audit_views()
             if panel._state is not None:
                 panel.refresh(panel._state, force=True)
             for kind in ("png", "svg", "csv"):
                 export_panel(panel, out / f"{panel.plot_id}.{kind}", kind)
-    port = page.port_panel
-    if port.result is not None:  # the Port audit tab: its figure, table and port.json
+    port = page.lazy.built("port")  # (never shown: never run)
+    if port is not None and port.result is not None:  # the Port audit tab: its figure, table and port.json
         from engine.probe.port.export import write_port_outputs
 
         port.refresh(port.result, force=True)

@@ -44,7 +44,8 @@ from engine.probe.loader import (
 from engine.probe.memory import DEFAULT_BUDGET_GB
 from engine.probe.whatif import WhatIfResult, WhatIfSnapshot
 from ui.pages.base import LivePage
-from ui.pages.real_model.audit_panels import AuditView
+from ui.pages.lazy_tabs import LazyTabs
+from ui.pages.real_model.audit_panels import AuditPanel, AuditView, WhatIfPanel
 from ui.pages.real_model.audit_tab import AuditTab
 from ui.pages.real_model.form import ModelTextForm, error_text
 from ui.pages.real_model.panels import ProbeView
@@ -84,6 +85,10 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self._wanted_whatif_index: int | None = None
         #: the memory budget (GB) of the running job (the form's, when the job starts)
         self._budget = DEFAULT_BUDGET_GB
+        #: the layers the audit's and the what-if's layer boxes offer (kept for a tab built late)
+        self._n_sites = {"audit": 6, "whatif": 6}
+        #: the remembered port file, until the Port audit tab is first shown
+        self._port_path = ""
 
         self.worker.finished.connect(self._on_finished)
         self.worker.error.connect(self._on_error)
@@ -135,24 +140,77 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
             "analyze the model (Real model page)")
 
     def _build_panels(self) -> None:
-        """The per-head plots, the Scale audit and the What-if views, in ``self.tabs``."""
+        """The per-head plots, then the Scale audit, What-if and Port audit tabs, in
+        ``self.tabs``: those three are built the first time they are shown (ui.pages.lazy_tabs;
+        building all four tabs' ~20 plots at once blocked the page's first opening)."""
         self._build_per_head_panels()
-        self._build_audit_panel()
-        self._build_whatif_panel()
-        self.audit_panels = (self.audit_panel, self.whatif_panel)
         per_head = self._per_head_widget()
         self.tabs = QTabWidget(self)
+        self.lazy = LazyTabs(self.tabs, self._tab_built)  # (before _catch_up: built first)
         self.tabs.addTab(per_head, "Per head")
-        self.tabs.addTab(self.audit_panel, "Scale audit")
-        self.tabs.addTab(self.whatif_panel, "What-if")
+        self.lazy.add("audit", "Scale audit", self._build_audit_panel)
+        self.lazy.add("whatif", "What-if", self._build_whatif_panel)
+        self.lazy.add("port", "Port audit", self._build_port_panel)
+        self.tabs.currentChanged.connect(lambda _i: self._catch_up())
+
+    def _build_port_panel(self) -> Any:
         from ui.pages.real_model.port_panel import PortPanel
 
-        self.port_panel = PortPanel(self)
-        self.port_panel.export_requested.connect(self.export_panel_dialog)
-        self.port_panel.source = self._port_source
-        self.port_panel.budget = lambda: self.budget_box.value()
-        self.tabs.addTab(self.port_panel, "Port audit")
-        self.tabs.currentChanged.connect(lambda _i: self._catch_up())
+        panel = PortPanel(self)
+        panel.export_requested.connect(self.export_panel_dialog)
+        panel.source = self._port_source
+        panel.budget = lambda: self.budget_box.value()
+        panel.path_edit.setText(self._port_path)
+        return panel
+
+    def _tab_built(self, name: str, panel: Any) -> None:
+        """A tab built late gets what the page set while it did not exist: theme, presentation
+        mode's type, combo sizing, the model's layers, busy state and the latest result."""
+        from ui.lab_style import size_combos_by_contents
+
+        panel.apply_theme(self.theme)
+        size_combos_by_contents(panel)
+        presenter = getattr(self.window(), "presenter", None)
+        if presenter is not None:
+            presenter.page_built(panel)
+        if name in ("audit", "whatif"):
+            panel.set_layers(self._n_sites[name])
+            panel.set_training(self.weights_path is not None)
+            panel.set_busy(self.worker.is_running())
+            if name == "audit":
+                panel.set_runs([r.run for r in self.run_results
+                                if self.weights_path is not None and r.run])
+            self._refresh_audit_views(force=True)
+
+    @property
+    def audit_panel(self) -> AuditPanel:
+        """The Scale audit tab's panel (built now if it was not yet)."""
+        return self.lazy.get("audit")
+
+    @property
+    def whatif_panel(self) -> WhatIfPanel:
+        """The What-if tab's panel (built now if it was not yet)."""
+        return self.lazy.get("whatif")
+
+    @property
+    def port_panel(self) -> Any:
+        """The Port audit tab's panel (built now if it was not yet)."""
+        return self.lazy.get("port")
+
+    @property
+    def audit_panels(self) -> tuple[Any, ...]:
+        """The Scale audit and What-if panels built so far (one not built has nothing to
+        update: it is brought up to date when it is built)."""
+        return tuple(p for p in (self.lazy.built("audit"), self.lazy.built("whatif"))
+                     if p is not None)
+
+    def _set_sites(self, n_sites: int, tabs: tuple[str, ...] = ("audit", "whatif")) -> None:
+        """The layers the ``tabs``' layer boxes offer (applied now, or when a tab is built)."""
+        for name in tabs:
+            self._n_sites[name] = n_sites
+            panel = self.lazy.built(name)
+            if panel is not None:
+                panel.set_layers(n_sites)
 
     def _port_source(self) -> tuple[str | None, str | None]:
         """The Port audit's source model (the page's) and text."""
@@ -236,10 +294,9 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self.run_results = []
         self._show_empty_per_head(*shape)
         self.audit_result, self.whatif_result, self.bugs = None, None, {}
-        self.audit_panel.show_empty()
-        self.audit_panel.set_layers(shape[0])
-        self.whatif_panel.show_empty()
-        self.whatif_panel.set_layers(shape[0])
+        for panel in self.audit_panels:
+            panel.show_empty()
+        self._set_sites(shape[0])
 
     # -- running: one worker, one job at a time (analysis, audit or what-if) -------------------
     def _start(self, kind: str, job: Any) -> bool:
@@ -274,15 +331,18 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         return True
 
     def _refresh_audit_views(self, force: bool = False) -> None:
-        if self.audit_result is not None:
-            self.audit_panel.refresh(AuditView(self.audit_result), force)
-        view = self.whatif_view()
+        audit, whatif = self.lazy.built("audit"), self.lazy.built("whatif")
+        if self.audit_result is not None and audit is not None:
+            audit.refresh(AuditView(self.audit_result), force)
+        view = self.whatif_view() if whatif is not None else None
         if view is not None:
-            self.whatif_panel.refresh(view, force)
+            whatif.refresh(view, force)
 
     def stop(self) -> None:
         self.worker.stop()
-        self.port_panel.worker.stop()
+        port = self.lazy.built("port")
+        if port is not None:
+            port.worker.stop()
 
     def _set_running(self, running: bool, message: str | None = None) -> None:
         self.stop_button.setEnabled(running)
@@ -326,8 +386,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         self._set_running(False)
         loaded = self._models.get(self.model_dir)
         if loaded is not None:  # the attention sites (encoder, decoder, cross) are known now
-            self.audit_panel.set_layers(loaded.n_sites)
-            self.whatif_panel.set_layers(loaded.n_sites)
+            self._set_sites(loaded.n_sites)
         if self._job != "probe":
             self.show_tokens()  # the model is loaded now: the token list can follow the text
         finished = {"probe": self._probe_finished_text, "audit": self._audit_finished_text,
@@ -382,13 +441,18 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
             pass  # a stale or hand-edited value: the default stays
         port = data.get("port_path")
         if isinstance(port, str) and len(port) < 4096:
-            self.port_panel.path_edit.setText(port)
+            self._port_path = port
+            built = self.lazy.built("port")
+            if built is not None:
+                built.path_edit.setText(port)
 
     def save_settings(self, settings: Any) -> None:
         from ui.settings import save_json
 
+        port = self.lazy.built("port")
         save_json(settings, SETTINGS_KEY, {"memory_budget": self.budget_box.value(),
-                                           "port_path": self.port_panel.path_edit.text()})
+                                           "port_path": port.path_edit.text() if port is not None
+                                           else self._port_path})
 
     # -- exported figures: what drew them, and opening them again -----------------------------
     def _figure_source(self, kind: str) -> dict[str, Any] | None:
@@ -410,7 +474,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         head, grid group, planted bugs or what-if layer, and the job that draws it runs again
         (analysis, audit or what-if: seconds). Returns what was restored, in words; ValueError
         when a job runs or the model folder is not here."""
-        if meta.get("plot") == self.port_panel.plot_id:  # the port file, its source and text
+        if meta.get("plot") == "port_audit":  # (PortPanel.plot_id)  # the port file, its source and text
             text = self.port_panel.restore_figure(meta)
             self.tabs.setCurrentWidget(self.port_panel)
             return text
@@ -426,15 +490,16 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         plot = meta.get("plot")
         what = f"{params.get('model') or BUNDLED_NAME}, {len(str(params.get('text', '')))} "\
                "characters of text"
-        if plot == self.audit_panel.plot_id:
+        if plot == AuditPanel.plot_id:
             return self._restore_audit(view, what)
-        if plot == self.whatif_panel.plot_id:
+        if plot == WhatIfPanel.plot_id:
             return self._restore_whatif(view, what)
         return self._restore_per_head(view, what)
 
     # -- theme, export -------------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:
-        return [*self.panels, *self.audit_panels, self.port_panel]
+        port = self.lazy.built("port")
+        return [*self.panels, *self.audit_panels, *([port] if port is not None else [])]
 
     def report(self, text: str, error: bool = False) -> None:
         self._message(text, error)
@@ -443,8 +508,9 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         """Every plot (each grid group) as PNG and SVG, plus heads.csv, scores.npz, config.json."""
         from ui.pages.real_model.export import export_probe
 
+        port = self.lazy.built("port")
         if (self.view is None and self.audit_result is None and self.whatif_result is None
-                and self.port_panel.result is None):
+                and (port is None or port.result is None)):
             self._message("Nothing to export yet: analyze or audit a text first.", error=True)
             return None
         from ui.export.plot_files import ExportError

@@ -17,12 +17,14 @@ class WhatIfTab:
     """Part of :class:`ui.pages.real_model.page.RealModelPage` (a base class of it): the what-if
     panel, its sweep job and the multiplier shown (``whatif_index``)."""
 
-    def _build_whatif_panel(self) -> None:
-        self.whatif_panel = WhatIfPanel(self)
-        self.whatif_panel.run_requested.connect(self.run_whatif)
-        self.whatif_panel.index_changed.connect(self.set_whatif_index)
-        self.whatif_panel.export_requested.connect(self.export_panel_dialog)
-        self.whatif_panel.figure_source = lambda: self._figure_source("whatif")
+    def _build_whatif_panel(self) -> WhatIfPanel:
+        """The tab's panel (made the first time the tab is shown: ui.pages.lazy_tabs)."""
+        panel = WhatIfPanel(self)
+        panel.run_requested.connect(self.run_whatif)
+        panel.index_changed.connect(self.set_whatif_index)
+        panel.export_requested.connect(self.export_panel_dialog)
+        panel.figure_source = lambda: self._figure_source("whatif")
+        return panel
 
     def run_whatif(self, layer: int | None = None) -> bool:
         """Rerun the model with its logits × m (every layer, or ``layer``) in the worker."""
