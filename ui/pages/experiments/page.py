@@ -178,7 +178,9 @@ class ExperimentsPage(LivePage):
         split.addWidget(top)
         split.addWidget(self.figures_inner)
         split.setChildrenCollapsible(False)
-        split.setSizes([450, 500])  # the figures get a real share (the splitter keeps the ratio)
+        # the figures get the larger share (the splitter keeps the ratio): at 1280x720 their one
+        # row must hold a header, a legend of up to 8 entries and a plot that reads
+        split.setSizes([350, 600])
         return split
 
     # -- wiring by the window ------------------------------------------------------------------
