@@ -91,7 +91,9 @@ class RowMetrics:
     top_weight: np.ndarray  #: largest weight
     entropy: np.ndarray  #: -sum p log p (nats), in [0, log n]
     jacobian_fro: np.ndarray  #: ||diag(p) - p p^T||_F (may underflow to 0 in extreme rows)
-    log10_jacobian_fro: np.ndarray  #: always finite, even where jacobian_fro underflows
+    #: finite even where jacobian_fro underflows; -inf only where the Jacobian is exactly 0 (a
+    #: row with one key, or one key left by a mask of -inf logits)
+    log10_jacobian_fro: np.ndarray
     jacobian_max_abs: np.ndarray  #: largest |entry| = max_i p_i (1 - p_i) <= 0.25
     #: sum of the key weights (1 for a softmax over the keys alone)
     key_mass: np.ndarray | None = None
@@ -116,10 +118,10 @@ def row_metrics(logits: np.ndarray, sink: np.ndarray | float | None = None,
     m = np.argmax(s, axis=-1)[..., None]
     x = s - np.take_along_axis(s, m, axis=-1)  # x <= 0, x[m] = 0
     # log of the mass off the max, O = sum_{i != m} exp(x_i), computed around the runner-up
+    # (-inf for a row with one key, or one key left unmasked: its Jacobian is exactly 0)
     others = x.copy()
     np.put_along_axis(others, m, -np.inf, axis=-1)
-    x2 = others.max(axis=-1, keepdims=True)
-    log_o = x2 + np.log(np.exp(others - x2).sum(axis=-1, keepdims=True))
+    log_o = _logsumexp(others)
     o_mass = np.exp(log_o)
     log_z = np.log1p(o_mass)  # Z = 1 + O; log1p keeps tiny O (log(1 + 1e-18) is not 0)
     log_e = log_o - log_z  # log(1 - p_max), exact even when 1 - p_max underflows
@@ -127,11 +129,12 @@ def row_metrics(logits: np.ndarray, sink: np.ndarray | float | None = None,
     p = np.exp(x - log_z)
 
     top = (1.0 / z)[..., 0]
-    # entropy H = log Z - sum p x   (no 0 * log 0: x is finite)
-    entropy = log_z[..., 0] - (p * x).sum(axis=-1)
+    # entropy H = log Z - sum p x   (no 0 * log 0: a masked key, x = -inf, adds nothing)
+    entropy = log_z[..., 0] - (p * np.where(p > 0, x, 0.0)).sum(axis=-1)
     entropy = np.clip(entropy, 0.0, np.log(n))
 
-    v = np.exp(others - log_o)  # weights of the others relative to E: v_i = p_i / E, sum v = 1
+    # weights of the others relative to E: v_i = p_i / E, sum v = 1 (all 0 where E = 0)
+    v = np.exp(others - np.where(np.isfinite(log_o), log_o, 0.0))
     np.put_along_axis(v, m, 0.0, axis=-1)
     one_minus_p = 1.0 - p
     p_m = top[..., None]
@@ -260,10 +263,11 @@ def _key_jacobian_size(p: np.ndarray, others: np.ndarray, m: np.ndarray, log_o: 
     one_minus_p = 1.0 - p
     key_heavy = log_o <= 0.0  # key m holds at least half of the row: units of E, else of p_m
     log_unit = np.where(key_heavy, log_e, log_pm)
-    log_r = others - np.where(key_heavy, log_o, 0.0)  # ln(p_i / unit) for the keys i != m
+    # ln(p_i / unit) for the keys i != m (-inf, not NaN, where key m is the row's only key)
+    log_r = others - np.where(key_heavy & np.isfinite(log_o), log_o, 0.0)
     r2 = np.exp(2.0 * log_r)
     u2 = np.exp(2.0 * log_unit)
-    c_m = np.exp(log_e + log_pm - log_unit)  # E p_m / unit <= 1 (p_m or E: at least 1/2)
+    c_m = np.where(key_heavy, p_m, e_mass)  # E p_m / unit <= 1 (p_m or E: at least 1/2)
     # ||J D||^2 / unit^2 = d_m^2 (c_m^2 + p_m^2 sum r^2)
     #                      + sum_{j != m} d_j^2 r_j^2 [(1 - p_j)^2 + p_m^2 + unit^2 sum_{i != j, m} r_i^2]
     # summed in logs: the brackets are at least 1/4, but d_j and r_j may underflow together

@@ -36,6 +36,7 @@ SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/cla
          "engine/probe/*.py")
 #: tests beyond the module's own tests/engine/.../test_NAME.py
 EXTRA_TESTS = {
+    "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
     "engine/rules.py": ("tests/engine/test_scale_controls.py", "tests/engine/test_shift_invariance.py"),
     # capped_mixture, length_theory, needle_weight, row_var_theory are tested with the length
     # sweep and the simulation (a first run with test_theory.py alone reached none of them)
@@ -76,7 +77,9 @@ def config(module: str, tests: list[str]) -> str:
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     pytest_block = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n?)*", text, re.M)
     assert pytest_block is not None
-    return pytest_block.group(0) + "\n" + "\n".join([
+    # xdist is off in the forked runs, and its options are then refused ("--dist worksteal")
+    block = re.sub(r"\s*--dist[ =][^\s\"]+", "", pytest_block.group(0))
+    return block + "\n" + "\n".join([
         "[tool.mutmut]",
         'source_paths = ["engine/"]',
         f"only_mutate = {json.dumps([module])}",
@@ -121,6 +124,29 @@ def score(codes: dict[str, int | None], same: dict[str, str]) -> tuple[int, int,
     return len(counted) - len(survivors), len(counted), survivors
 
 
+def by_function(codes: dict[str, int | None], same: dict[str, str]) -> dict[str, tuple[int, int, int]]:
+    """function -> (killed, non-equivalent mutants, not run yet) of its mutants."""
+    groups: dict[str, dict[str, int | None]] = {}
+    for key, code in codes.items():
+        groups.setdefault(key.rpartition(".")[2].partition("__mutmut_")[0], {})[key] = code
+    out = {}
+    for function, group in groups.items():
+        killed, total, _ = score(group, same)
+        out[function] = (killed, total, sum(1 for k, c in group.items() if c is None and k not in same))
+    return out
+
+
+def patterns(module: str, functions: list[str]) -> list[str]:
+    """mutmut's names of the mutants of these functions: ``pkg.mod.x_f__mutmut_N`` for a
+    function, ``pkg.mod.xǁClassǁmethod__mutmut_N`` for a method."""
+    mod = module.removesuffix(".py").replace("/", ".")
+    out = []
+    for f in functions:
+        cls, _, name = f.rpartition(".")
+        out.append(f"{mod}.xǁ{cls}ǁ{name}__mutmut_*" if cls else f"{mod}.x_{name}__mutmut_*")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("module", help="a file in scope, e.g. engine/claims.py")
@@ -130,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true", help="only print the last run's score")
     ap.add_argument("--survivors", action="store_true",
                     help="retest only the last run's survivors (after adding tests)")
+    ap.add_argument("--functions", nargs="+", metavar="NAME",
+                    help="mutate only these functions (or Class.method) of the module")
     args = ap.parse_args(argv)
     module = args.module.replace(os.sep, "/")
     if not in_scope(module) or not (ROOT / module).is_file():
@@ -145,15 +173,25 @@ def main(argv: list[str] | None = None) -> int:
     same = equivalent()
     if not args.summary:
         names = score(results(work, module), same)[2] if args.survivors else []
+        if args.functions:
+            wanted = patterns(module, args.functions)
+            names = [n for n in names if any(fnmatch.fnmatchcase(n, w) for w in wanted)] \
+                if args.survivors else wanted
         if args.survivors and not names:
             print(f"{module}: no survivors to retest")
         else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
             subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
                            cwd=work, check=False)
-    killed, total, survivors = score(results(work, module), same)
-    judged = sum(1 for k in results(work, module) if k in same)
+    codes = results(work, module)
+    if args.functions:
+        wanted = patterns(module, args.functions)
+        codes = {k: c for k, c in codes.items() if any(fnmatch.fnmatchcase(k, w) for w in wanted)}
+    killed, total, survivors = score(codes, same)
+    judged = sum(1 for k in codes if k in same)
     print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "
           f"{judged} judged equivalent; tests: {' '.join(tests)}")
+    for function, (k, t, n) in sorted(by_function(codes, same).items()):
+        print(f"  {function}: {k}/{t} killed" + (f", {n} not run" if n else ""))
     for name in survivors:
         print("survived:", name)
         if args.show:
