@@ -40,7 +40,8 @@ EXTRA_TESTS = {
     "engine/rules.py": ("tests/engine/test_scale_controls.py", "tests/engine/test_shift_invariance.py"),
     # capped_mixture, length_theory, needle_weight, row_var_theory are tested with the length
     # sweep and the simulation (a first run with test_theory.py alone reached none of them)
-    "engine/theory.py": ("tests/engine/test_length.py", "tests/engine/test_simulate.py",
+    "engine/theory.py": ("tests/engine/test_theory_formulas.py", "tests/engine/test_length.py",
+                         "tests/engine/test_simulate.py",
                          "tests/engine/test_shift_invariance.py"),
     "engine/claims.py": ("tests/engine/test_claims_statistics.py",
                          "tests/engine/test_claims_experiment.py"),

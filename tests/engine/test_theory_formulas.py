@@ -1,0 +1,106 @@
+"""engine/theory.py's overlays and length formulas against hand-computed values and independent
+integrals (mpmath quadrature), placed where a slip in the formula would show: unequal weights and
+widths, a point mass first, an array of n, a margin variance below 1 (mutation testing,
+docs/testing.md)."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+from engine.config import SimulationConfig
+from engine.theory import (
+    NormalMixture,
+    capped_mixture,
+    length_theory,
+    needle_weight,
+    needle_weight_mean,
+)
+
+
+def _normal(x: float, m: float, s: float) -> float:
+    return math.exp(-((x - m) ** 2) / (2 * s * s)) / (s * math.sqrt(2 * math.pi))
+
+
+def test_mixture_density_by_hand_with_a_point_mass_first() -> None:
+    """The point mass (s = 0, qknorm at d_k = 1) draws nothing and the components after it still
+    count; a narrow (s < 1) and a wide one, unequal weights."""
+    mix = NormalMixture((0.2, 0.3, 0.5), (5.0, -1.0, 2.0), (0.0, 0.5, 2.0), False)
+    x = [-1.0, 0.0, 2.5]
+    want = [0.3 * _normal(v, -1.0, 0.5) + 0.5 * _normal(v, 2.0, 2.0) for v in x]
+    np.testing.assert_allclose(mix.pdf(np.array(x)), want, rtol=1e-14)
+    np.testing.assert_allclose(mix.pdf([-1, 0]), want[:2], rtol=1e-14)  # integer points
+    one = NormalMixture((1.0,), (0.5,), (1.5,), True)
+    assert float(one.pdf(np.array([2.0]))[0]) == pytest.approx(_normal(2.0, 0.5, 1.5), rel=1e-14)
+    grid = np.linspace(-12.0, 16.0, 20001)  # the normal parts integrate to 0.8
+    assert np.trapezoid(mix.pdf(grid), grid) == pytest.approx(0.8, rel=1e-9)
+
+
+def _capped_moments(m: float, s: float, c: float) -> tuple[float, float]:
+    """Mean and std of c tanh(Z / c), Z ~ N(m, s^2), by mpmath's adaptive quadrature (split at
+    the mean and at the turn of tanh)."""
+    with mpmath.workdps(20):
+        pts = sorted({-mpmath.inf, mpmath.mpf(m), mpmath.mpf(0), mpmath.inf})
+        mean = mpmath.quad(lambda z: c * mpmath.tanh(z / c) * mpmath.npdf(z, m, s), pts)
+        var = mpmath.quad(lambda z: (c * mpmath.tanh(z / c) - mean) ** 2 * mpmath.npdf(z, m, s),
+                          pts)
+    return float(mean), float(mpmath.sqrt(var))
+
+
+@pytest.mark.parametrize(("m", "s", "c"), [(1.5, 2.0, 3.0), (-4.0, 0.5, 3.0), (0.0, 10.0, 1.0),
+                                           (3.0, 300.0, 0.01)])
+def test_capped_moments_match_a_quadrature_of_c_tanh(m, s, c) -> None:
+    """Spreads well past the cap included (s = 10 c: a 96-node Gauss-Hermite rule gave a std
+    2 % high there); a second component far inside the cap; a point mass stays one."""
+    mix = NormalMixture((0.25, 0.7, 0.05), (m, 0.1 * c, 2.0 * c), (s, 0.2 * c, 0.0), True)
+    capped = capped_mixture(mix, c)
+    assert capped.weights == (0.25, 0.7, 0.05) and not capped.exact_moments
+    for k, (mean, std) in enumerate([_capped_moments(m, s, c), _capped_moments(0.1 * c, 0.2 * c, c)]):
+        assert capped.means[k] == pytest.approx(mean, rel=1e-10, abs=1e-15)
+        assert capped.stds[k] == pytest.approx(std, rel=1e-10)
+    assert capped.means[2] == pytest.approx(c * math.tanh(2.0), rel=1e-14) and capped.stds[2] == 0.0
+
+
+def test_needle_weight_by_hand() -> None:
+    # 1 / (1 + (n - 1) e^(sigma^2/2 - delta)) at n = 5, sigma^2 = 0.5, delta = 1.2
+    assert float(needle_weight(5, 0.5, 1.2)) == pytest.approx(1 / (1 + 4 * math.exp(-0.95)),
+                                                             rel=1e-14)
+    np.testing.assert_allclose(needle_weight(np.array([2, 100]), 2.0, 0.0),
+                               [1 / (1 + math.e), 1 / (1 + 99 * math.e)], rtol=1e-14)
+
+
+@pytest.mark.parametrize(("delta_mean", "delta_var"), [(1.0, 0.25), (3.0, 4.0)])
+def test_needle_weight_mean_is_the_gaussian_average_of_the_formula(delta_mean, delta_var) -> None:
+    ns = np.array([4, 64, 1000])
+    got = needle_weight_mean(ns, 1.0, delta_mean, delta_var)
+    assert got.shape == (3,)
+    for n, g in zip(ns, got):
+        want = mpmath.quad(lambda t: mpmath.npdf(t, delta_mean, math.sqrt(delta_var))
+                           / (1 + (n - 1) * mpmath.exp(0.5 - t)), [-mpmath.inf, mpmath.inf])
+        assert g == pytest.approx(float(want), rel=1e-9)
+    # no spread: the formula at the mean margin
+    assert float(needle_weight_mean(8, 1.0, 2.0, 0.0)) == pytest.approx(
+        1 / (1 + 7 * math.exp(-1.5)), rel=1e-13)
+
+
+def test_length_theory_by_hand_and_where_it_does_not_apply() -> None:
+    """sqrt rule, Gaussian entries, key mean 0, d = 16: a non-target logit has variance
+    sk^2 (sq^2 + mq^2); the target's margin mean is rho sq sk sqrt(d) and its variance
+    sk^2 (mq^2 + sq^2 (1 + rho^2)) (E[z^4] = 3 for Gaussian entries)."""
+    base = dict(d_k=16, n_keys=32, q_mean=0.3, q_std=1.5, k_std=0.8, scalings=("sqrt",))
+    th = length_theory(SimulationConfig(correlation=0.5, **base), "sqrt")
+    assert th.sigma2 == pytest.approx(0.64 * (2.25 + 0.09), rel=1e-13)
+    assert th.delta_mean == pytest.approx(0.5 * 1.5 * 0.8 * 4.0, rel=1e-13)
+    assert th.delta_var == pytest.approx(0.64 * (0.09 + 2.25 * 1.25), rel=1e-13)
+    plain = length_theory(SimulationConfig(**base), "sqrt")
+    assert (plain.delta_mean, plain.delta_var, plain.n) == (0.0, plain.sigma2, 32)
+    assert plain.sigma2 == pytest.approx(0.64 * 2.34, rel=1e-13)
+    # a uniform law, a key mean, a rule not linear in q.k, weights not a softmax: no theory
+    assert length_theory(SimulationConfig(dist="uniform", **base), "sqrt") is None
+    assert length_theory(SimulationConfig(k_mean=0.5, **base), "sqrt") is None
+    assert length_theory(SimulationConfig(**base), "qknorm") is None
+    assert length_theory(SimulationConfig(**base), "sigmoid") is None
+    assert length_theory(SimulationConfig(**base), "sink") is None
