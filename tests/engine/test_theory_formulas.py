@@ -78,7 +78,7 @@ def test_needle_weight_mean_is_the_gaussian_average_of_the_formula(delta_mean, d
     got = needle_weight_mean(ns, 1.0, delta_mean, delta_var)
     assert got.shape == (3,)
     for n, g in zip(ns, got):
-        want = mpmath.quad(lambda t: mpmath.npdf(t, delta_mean, math.sqrt(delta_var))
+        want = mpmath.quad(lambda t, n=n: mpmath.npdf(t, delta_mean, math.sqrt(delta_var))
                            / (1 + (n - 1) * mpmath.exp(0.5 - t)), [-mpmath.inf, mpmath.inf])
         assert g == pytest.approx(float(want), rel=1e-9)
     # no spread: the formula at the mean margin
