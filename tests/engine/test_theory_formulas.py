@@ -55,13 +55,13 @@ def _capped_moments(m: float, s: float, c: float) -> tuple[float, float]:
 def test_capped_moments_match_a_quadrature_of_c_tanh(m, s, c) -> None:
     """Spreads well past the cap included (s = 10 c: a 96-node Gauss-Hermite rule gave a std
     2 % high there); a second component far inside the cap; a point mass stays one."""
-    mix = NormalMixture((0.25, 0.7, 0.05), (m, 0.1 * c, 2.0 * c), (s, 0.2 * c, 0.0), True)
+    mix = NormalMixture((0.25, 0.05, 0.7), (m, 2.0 * c, 0.1 * c), (s, 0.0, 0.2 * c), True)
     capped = capped_mixture(mix, c)
-    assert capped.weights == (0.25, 0.7, 0.05) and not capped.exact_moments
-    for k, (mean, std) in enumerate([_capped_moments(m, s, c), _capped_moments(0.1 * c, 0.2 * c, c)]):
+    assert capped.weights == (0.25, 0.05, 0.7) and capped.exact_moments is False
+    for k, (mean, std) in [(0, _capped_moments(m, s, c)), (2, _capped_moments(0.1 * c, 0.2 * c, c))]:
         assert capped.means[k] == pytest.approx(mean, rel=1e-10, abs=1e-15)
         assert capped.stds[k] == pytest.approx(std, rel=1e-10)
-    assert capped.means[2] == pytest.approx(c * math.tanh(2.0), rel=1e-14) and capped.stds[2] == 0.0
+    assert capped.means[1] == pytest.approx(c * math.tanh(2.0), rel=1e-14) and capped.stds[1] == 0.0
 
 
 def test_needle_weight_by_hand() -> None:
