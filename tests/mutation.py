@@ -38,8 +38,8 @@ SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/cla
 EXTRA_TESTS = {
     "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
     "engine/rules.py": ("tests/engine/test_scale_controls.py", "tests/engine/test_shift_invariance.py"),
-    # capped_mixture, length_theory, needle_weight, row_var_theory are tested with the length
-    # sweep and the simulation (a first run with test_theory.py alone reached none of them)
+    # length_theory, row_var_theory and the moments are tested with the length sweep and the
+    # simulation too (a first run with test_theory.py alone reached none of them)
     "engine/theory.py": ("tests/engine/test_theory_formulas.py", "tests/engine/test_length.py",
                          "tests/engine/test_simulate.py",
                          "tests/engine/test_shift_invariance.py"),

@@ -104,3 +104,32 @@ def test_length_theory_by_hand_and_where_it_does_not_apply() -> None:
     assert length_theory(SimulationConfig(**base), "qknorm") is None
     assert length_theory(SimulationConfig(**base), "sigmoid") is None
     assert length_theory(SimulationConfig(**base), "sink") is None
+
+
+def test_score_moments_by_hand_at_full_correlation_and_by_default() -> None:
+    """rho = 1: k = mk + sk z_q, so per coordinate q_i k_i = mq mk + (mq sk + sq mk) z + sq sk z^2:
+    mean mq mk + sq sk, variance (mq sk + sq mk)^2 + sq^2 sk^2 (E z^4 - 1) (E z^3 = 0). Without
+    ``target`` the key is an independent one: d ((sq^2 + mq^2)(sk^2 + mk^2) - mq^2 mk^2)."""
+    from engine.theory import raw_score_moments
+
+    cfg = SimulationConfig(d_k=4, n_keys=8, q_mean=0.5, q_std=1.0, k_mean=-1.0, k_std=2.0,
+                           correlation=1.0, scalings=("none",))
+    mean, var = raw_score_moments(cfg, target=True)
+    assert mean == pytest.approx(4 * (0.5 * -1.0 + 1.0 * 2.0)) and var == pytest.approx(4 * (0.0 + 4.0 * 2))
+    assert raw_score_moments(cfg) == pytest.approx((4 * -0.5, 4 * (1.25 * 5.0 - 0.25)))
+
+
+def test_raw_score_overlay_by_hand() -> None:
+    """d = 4, sq = sk = 0.5, means 0, n = 8: an independent key's score has variance
+    4 (0.25 * 0.25) = 0.25; the target's (rho = 0.5, Gaussian) mean 4 * 0.5 * 0.25 = 0.5 and
+    variance 4 * 0.0625 (rho^2 (3 - 1) + 1 - rho^2) = 0.3125; weights 7/8 and 1/8."""
+    from engine.theory import raw_score_theory
+
+    base = dict(d_k=4, n_keys=8, q_std=0.5, k_std=0.5, scalings=("none",))
+    mix = raw_score_theory(SimulationConfig(correlation=0.5, **base))
+    assert mix.weights == pytest.approx((7 / 8, 1 / 8)) and mix.exact_moments is True
+    assert mix.means == pytest.approx((0.0, 0.5))
+    assert mix.stds == pytest.approx((0.5, math.sqrt(0.3125)))
+    alone = raw_score_theory(SimulationConfig(**base))
+    assert (alone.weights, alone.means, alone.exact_moments) == ((1.0,), (0.0,), True)
+    assert alone.stds == pytest.approx((0.5,))
