@@ -181,8 +181,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.survivors and not names:
             print(f"{module}: no survivors to retest")
         else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
+            # one thread: mutmut forks each mutant's run from a process that has already run
+            # the tests, and a child forked after torch (OpenMP) started its threads can hang
+            # on their lock at 0 % CPU (mutmut's limit is CPU time, so it would wait for ever)
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
             subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
-                           cwd=work, check=False)
+                           cwd=work, check=False, env=env)
     codes = results(work, module)
     if args.functions:
         wanted = patterns(module, args.functions)
