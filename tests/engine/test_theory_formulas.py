@@ -133,3 +133,32 @@ def test_raw_score_overlay_by_hand() -> None:
     alone = raw_score_theory(SimulationConfig(**base))
     assert (alone.weights, alone.means, alone.exact_moments) == ((1.0,), (0.0,), True)
     assert alone.stds == pytest.approx((0.5,))
+
+
+def test_logit_overlays_of_the_nonlinear_rules_by_hand() -> None:
+    """softcap: the capped N(0, 1) of the sqrt logits (d = 16, unit entries); qknorm (rho = 0.5,
+    Gaussian): N(0, d / (d - 1)) and the target N(rho sqrt(d), rho^2 (3 - 1) + 1 - rho^2);
+    cosine (T = 2, |x|^2 ~ d (s^2 + m^2), norm = 16 sqrt(1.25 * 4)): N(0, 80 / (norm T)^2) and
+    the target N(16 / (norm T), 96 / (norm T)^2). Only the raw moments are exact."""
+    from engine.theory import logit_theory
+
+    cap = logit_theory(SimulationConfig(d_k=16, n_keys=8, softcap=2.0, scalings=("softcap",)),
+                       "softcap")
+    mean, std = _capped_moments(0.0, 1.0, 2.0)
+    assert cap.weights == (1.0,) and cap.exact_moments is False
+    assert cap.means[0] == pytest.approx(mean, abs=1e-12) and cap.stds[0] == pytest.approx(std, rel=1e-10)
+    qk = logit_theory(SimulationConfig(d_k=16, n_keys=8, correlation=0.5, scalings=("qknorm",),
+                                       method="explicit"), "qknorm")
+    assert qk.weights == pytest.approx((7 / 8, 1 / 8)) and qk.exact_moments is False
+    assert qk.means == pytest.approx((0.0, 2.0))
+    assert qk.stds == pytest.approx((math.sqrt(16 / 15), math.sqrt(1.25)))
+    one = logit_theory(SimulationConfig(d_k=1, n_keys=8, correlation=0.5, scalings=("qknorm",),
+                                        method="explicit"), "qknorm")
+    assert (one.means, one.stds) == ((0.0, 0.0), (0.0, 0.0))
+    cos = logit_theory(SimulationConfig(d_k=16, n_keys=8, correlation=0.5, q_mean=0.5, k_std=2.0,
+                                        temperature=2.0, scalings=("cosine",), method="explicit"),
+                       "cosine")
+    norm_t = 16 * math.sqrt(5.0) * 2.0
+    assert cos.exact_moments is False and cos.weights == pytest.approx((7 / 8, 1 / 8))
+    assert cos.means == pytest.approx((0.0, 16 / norm_t))
+    assert cos.stds == pytest.approx((math.sqrt(80) / norm_t, math.sqrt(96) / norm_t))
