@@ -162,3 +162,25 @@ def test_logit_overlays_of_the_nonlinear_rules_by_hand() -> None:
     assert cos.exact_moments is False and cos.weights == pytest.approx((7 / 8, 1 / 8))
     assert cos.means == pytest.approx((0.0, 16 / norm_t))
     assert cos.stds == pytest.approx((math.sqrt(80) / norm_t, math.sqrt(96) / norm_t))
+
+
+def test_rule_parameters_reach_the_linear_overlays_and_the_row_variance() -> None:
+    """d = 16, sq = sk = 1, mq = 0.5, n = 8: raw variance 16 * 1.25 = 20, row variance the same
+    (key mean 0); temperature T = 2 divides the logits by 2, SSMax (s = 0.5) multiplies them by
+    s ln n / sqrt(d). QK-norm of Rademacher entries (d = 4) loses the constant vectors:
+    (1 - 2^-3)^2 * 4/3 = 49/48."""
+    from engine.theory import logit_theory, row_var_theory
+
+    base = dict(d_k=16, n_keys=8, q_mean=0.5, scalings=("temperature",))
+    cfg = SimulationConfig(temperature=2.0, ssmax_s=0.5, **base)
+    ssmax = (0.5 * math.log(8) / 4) ** 2
+    assert logit_theory(cfg, "temperature").var == pytest.approx(20 / 4)
+    assert row_var_theory(cfg, "temperature") == pytest.approx(20 / 4)
+    assert logit_theory(cfg, "ssmax").var == pytest.approx(20 * ssmax)
+    assert row_var_theory(cfg, "ssmax") == pytest.approx(20 * ssmax)
+    rad = SimulationConfig(d_k=4, n_keys=8, dist="rademacher", scalings=("qknorm",), method="explicit")
+    assert row_var_theory(rad, "qknorm") == pytest.approx(49 / 48)
+    # cosine's norm uses both widths squared: sq = 0.8, sk = 1.5, means 0, T = 1, no target
+    cos = logit_theory(SimulationConfig(d_k=16, n_keys=8, q_std=0.8, k_std=1.5,
+                                        scalings=("cosine",), method="explicit"), "cosine")
+    assert cos.stds == pytest.approx((math.sqrt(16 * 0.64 * 2.25) / (16 * 0.8 * 1.5),))
