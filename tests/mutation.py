@@ -3,6 +3,7 @@
     python tests/mutation.py engine/claims.py            # mutate it, run its tests, print the score
     python tests/mutation.py engine/claims.py --show     # ... and the diff of every survivor
     python tests/mutation.py engine/claims.py --survivors  # retest them after adding tests
+    python tests/mutation.py engine/rules.py --only 'engine.rules.xǁRuleǁrow_metrics*'  # some
 
 mutmut (the ``test`` extra) plants one small bug at a time (``<`` for ``<=``, ``+ 1`` on a
 constant, a dropped argument, ...) and runs the module's own tests against it: a mutant no test
@@ -10,7 +11,10 @@ notices is a bug the tests would let through. Each module gets its own work fold
 (``.mutation/MODULE``, git-ignored) holding a generated mutmut configuration (this module only,
 its narrow tests, serially) and links to the sources, so runs of different modules never share
 results and a rerun retests only what changed. mutmut forks one process per mutant; run it at
-low priority on one worker (``nice -n 10``, the default ``--max-children 1``).
+low priority on one worker (``nice -n 10``, the default ``--max-children 1``). A mutant whose
+tests run past ``--timeout-multiplier`` times their clean duration (plus a second) is stopped and
+counts as a timeout; torch and its BLAS run single-threaded there (``OMP_NUM_THREADS=1``): a thread
+pool started before mutmut forks the test process hung it on a lock (0 % CPU) in past runs.
 
 The score is killed / (mutants - those judged equivalent), where a timeout counts as killed (the
 mutant changed behaviour) and a mutant no test reaches as survived. Equivalent mutants (the code
@@ -71,12 +75,14 @@ def tests_for(module: str) -> list[str]:
     return found + extra
 
 
-def config(module: str, tests: list[str]) -> str:
+def config(module: str, tests: list[str], timeout_multiplier: float = 5.0) -> str:
     """pyproject.toml of the work folder: the project's pytest settings and mutmut's."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     pytest_block = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n?)*", text, re.M)
     assert pytest_block is not None
-    return pytest_block.group(0) + "\n" + "\n".join([
+    # xdist's options (--dist) are unknown to the serial runs here (-p no:xdist)
+    block = re.sub(r"\s--dist[ =][^\s\"]+", "", pytest_block.group(0))
+    return block + "\n" + "\n".join([
         "[tool.mutmut]",
         'source_paths = ["engine/"]',
         f"only_mutate = {json.dumps([module])}",
@@ -84,18 +90,19 @@ def config(module: str, tests: list[str]) -> str:
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         "use_git_change_detection = false",
+        f"timeout_multiplier = {float(timeout_multiplier)}",
         "",
     ])
 
 
-def prepare(module: str, tests: list[str]) -> Path:
+def prepare(module: str, tests: list[str], timeout_multiplier: float = 5.0) -> Path:
     work = ROOT / ".mutation" / module.replace("/", ".").removesuffix(".py")
     work.mkdir(parents=True, exist_ok=True)
     for name in LINKED:
         link = work / name
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
-    (work / "pyproject.toml").write_text(config(module, tests), encoding="utf-8")
+    (work / "pyproject.toml").write_text(config(module, tests, timeout_multiplier), encoding="utf-8")
     return work
 
 
@@ -130,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true", help="only print the last run's score")
     ap.add_argument("--survivors", action="store_true",
                     help="retest only the last run's survivors (after adding tests)")
+    ap.add_argument("--only", nargs="+", metavar="PATTERN",
+                    help="(re)test only the mutants whose names match these globs")
+    ap.add_argument("--timeout-multiplier", type=float, default=5.0,
+                    help="a mutant's tests may run this many times their clean duration "
+                         "(plus 1 s) before it counts as a timeout (mutmut's default is 15)")
     args = ap.parse_args(argv)
     module = args.module.replace(os.sep, "/")
     if not in_scope(module) or not (ROOT / module).is_file():
@@ -140,20 +152,29 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         print(f"mutation: no tests found for {module}; give --tests", file=sys.stderr)
         return 2
-    work = prepare(module, tests)
+    work = prepare(module, tests, args.timeout_multiplier)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     same = equivalent()
     if not args.summary:
         names = score(results(work, module), same)[2] if args.survivors else []
-        if args.survivors and not names:
-            print(f"{module}: no survivors to retest")
+        if args.only:
+            names = [n for n in names if any(fnmatch.fnmatch(n, p) for p in args.only)] \
+                if args.survivors else list(args.only)
+        if (args.survivors or args.only) and not names:
+            print(f"{module}: no mutants to (re)test")
         else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
             subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
-                           cwd=work, check=False)
-    killed, total, survivors = score(results(work, module), same)
-    judged = sum(1 for k in results(work, module) if k in same)
-    print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "
-          f"{judged} judged equivalent; tests: {' '.join(tests)}")
+                           cwd=work, check=False, env=env)
+    codes = results(work, module)
+    if args.only:
+        codes = {k: c for k, c in codes.items() if any(fnmatch.fnmatch(k, p) for p in args.only)}
+    not_run = sum(1 for c in codes.values() if c is None)
+    killed, total, survivors = score({k: c for k, c in codes.items() if c is not None}, same)
+    judged = sum(1 for k in codes if k in same)
+    print(f"{module}{' (' + ' '.join(args.only) + ')' if args.only else ''}: {killed} of "
+          f"{total} mutants killed ({100 * killed / max(total, 1):.1f} %), {judged} judged "
+          f"equivalent{f', {not_run} not run' if not_run else ''}; tests: {' '.join(tests)}")
     for name in survivors:
         print("survived:", name)
         if args.show:
