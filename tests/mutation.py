@@ -3,6 +3,7 @@
     python tests/mutation.py engine/claims.py            # mutate it, run its tests, print the score
     python tests/mutation.py engine/claims.py --show     # ... and the diff of every survivor
     python tests/mutation.py engine/claims.py --survivors  # retest them after adding tests
+    python tests/mutation.py engine/rules.py --only Rule.row_metrics   # one method (or a glob of mutants)
 
 mutmut (the ``test`` extra) plants one small bug at a time (``<`` for ``<=``, ``+ 1`` on a
 constant, a dropped argument, ...) and runs the module's own tests against it: a mutant no test
@@ -10,7 +11,10 @@ notices is a bug the tests would let through. Each module gets its own work fold
 (``.mutation/MODULE``, git-ignored) holding a generated mutmut configuration (this module only,
 its narrow tests, serially) and links to the sources, so runs of different modules never share
 results and a rerun retests only what changed. mutmut forks one process per mutant; run it at
-low priority on one worker (``nice -n 10``, the default ``--max-children 1``).
+low priority on one worker (``nice -n 10``, the default ``--max-children 1``). A mutant whose
+tests run past ``--timeout-multiplier`` times their clean duration (plus a second) is stopped and
+counts as a timeout; torch and its BLAS run single-threaded there (``OMP_NUM_THREADS=1``): a thread
+pool started before mutmut forks the test process hung it on a lock (0 % CPU) in past runs.
 
 The score is killed / (mutants - those judged equivalent), where a timeout counts as killed (the
 mutant changed behaviour) and a mutant no test reaches as survived. Equivalent mutants (the code
@@ -73,7 +77,7 @@ def tests_for(module: str) -> list[str]:
     return found + extra
 
 
-def config(module: str, tests: list[str]) -> str:
+def config(module: str, tests: list[str], timeout_multiplier: float = 5.0) -> str:
     """pyproject.toml of the work folder: the project's pytest settings and mutmut's."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     pytest_block = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n?)*", text, re.M)
@@ -88,18 +92,19 @@ def config(module: str, tests: list[str]) -> str:
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         "use_git_change_detection = false",
+        f"timeout_multiplier = {float(timeout_multiplier)}",
         "",
     ])
 
 
-def prepare(module: str, tests: list[str]) -> Path:
+def prepare(module: str, tests: list[str], timeout_multiplier: float = 5.0) -> Path:
     work = ROOT / ".mutation" / module.replace("/", ".").removesuffix(".py")
     work.mkdir(parents=True, exist_ok=True)
     for name in LINKED:
         link = work / name
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
-    (work / "pyproject.toml").write_text(config(module, tests), encoding="utf-8")
+    (work / "pyproject.toml").write_text(config(module, tests, timeout_multiplier), encoding="utf-8")
     return work
 
 
@@ -132,17 +137,21 @@ def by_function(codes: dict[str, int | None], same: dict[str, str]) -> dict[str,
         groups.setdefault(key.rpartition(".")[2].partition("__mutmut_")[0], {})[key] = code
     out = {}
     for function, group in groups.items():
-        killed, total, _ = score(group, same)
+        killed, total, _ = score({k: c for k, c in group.items() if c is not None}, same)
         out[function] = (killed, total, sum(1 for k, c in group.items() if c is None and k not in same))
     return out
 
 
 def patterns(module: str, functions: list[str]) -> list[str]:
     """mutmut's names of the mutants of these functions: ``pkg.mod.x_f__mutmut_N`` for a
-    function, ``pkg.mod.xǁClassǁmethod__mutmut_N`` for a method."""
+    function, ``pkg.mod.xǁClassǁmethod__mutmut_N`` for a method; a name that is already a
+    mutant's name or a glob of them (it holds ``__mutmut_`` or ``*``) is kept as it is."""
     mod = module.removesuffix(".py").replace("/", ".")
     out = []
     for f in functions:
+        if "__mutmut_" in f or "*" in f:
+            out.append(f)
+            continue
         cls, _, name = f.rpartition(".")
         out.append(f"{mod}.xǁ{cls}ǁ{name}__mutmut_*" if cls else f"{mod}.x_{name}__mutmut_*")
     return out
@@ -157,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true", help="only print the last run's score")
     ap.add_argument("--survivors", action="store_true",
                     help="retest only the last run's survivors (after adding tests)")
-    ap.add_argument("--functions", nargs="+", metavar="NAME",
-                    help="mutate only these functions (or Class.method) of the module")
+    ap.add_argument("--only", "--functions", nargs="+", metavar="NAME",
+                    help="mutate and score only these functions (Class.method for a method) "
+                         "or mutants (globs of mutmut's names, e.g. 'engine.rules.x_f__mutmut_*')")
+    ap.add_argument("--timeout-multiplier", type=float, default=5.0,
+                    help="a mutant's tests may run this many times their clean duration "
+                         "(plus 1 s) before it counts as a timeout (mutmut's default is 15)")
     args = ap.parse_args(argv)
     module = args.module.replace(os.sep, "/")
     if not in_scope(module) or not (ROOT / module).is_file():
@@ -169,17 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         print(f"mutation: no tests found for {module}; give --tests", file=sys.stderr)
         return 2
-    work = prepare(module, tests)
+    work = prepare(module, tests, args.timeout_multiplier)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     same = equivalent()
     if not args.summary:
         names = score(results(work, module), same)[2] if args.survivors else []
-        if args.functions:
-            wanted = patterns(module, args.functions)
+        wanted = patterns(module, args.only) if args.only else []
+        if args.only:
             names = [n for n in names if any(fnmatch.fnmatchcase(n, w) for w in wanted)] \
                 if args.survivors else wanted
-        if args.survivors and not names:
-            print(f"{module}: no survivors to retest")
+        if (args.survivors or args.only) and not names:
+            print(f"{module}: no mutants to (re)test")
         else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
             # one thread: mutmut forks each mutant's run from a process that has already run
             # the tests, and a child forked after torch (OpenMP) started its threads can hang
@@ -188,13 +201,15 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
                            cwd=work, check=False, env=env)
     codes = results(work, module)
-    if args.functions:
-        wanted = patterns(module, args.functions)
+    if args.only:
+        wanted = patterns(module, args.only)
         codes = {k: c for k, c in codes.items() if any(fnmatch.fnmatchcase(k, w) for w in wanted)}
-    killed, total, survivors = score(codes, same)
+    not_run = sum(1 for k, c in codes.items() if c is None and k not in same)
+    killed, total, survivors = score({k: c for k, c in codes.items() if c is not None}, same)
     judged = sum(1 for k in codes if k in same)
-    print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "
-          f"{judged} judged equivalent; tests: {' '.join(tests)}")
+    print(f"{module}{' (' + ' '.join(args.only) + ')' if args.only else ''}: {killed} of "
+          f"{total} mutants killed ({100 * killed / max(total, 1):.1f} %), {judged} judged "
+          f"equivalent{f', {not_run} not run' if not_run else ''}; tests: {' '.join(tests)}")
     for function, (k, t, n) in sorted(by_function(codes, same).items()):
         print(f"  {function}: {k}/{t} killed" + (f", {n} not run" if n else ""))
     for name in survivors:

@@ -55,7 +55,8 @@ def vertices(x: Sequence[float], y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     with np.errstate(divide="ignore", invalid="ignore"):
         v = x1 - 0.5 * num / den
     ok = inside & (den != 0) & np.isfinite(v)
-    v = np.where(ok, np.clip(v, x0, x2), xs[i])
+    # between the outer two points, whichever way the grid runs (an axis keeps its given order)
+    v = np.where(ok, np.clip(v, np.minimum(x0, x2), np.maximum(x0, x2)), xs[i])
     return np.where(finite, v, np.nan), inside
 
 
@@ -184,7 +185,8 @@ class Shift:
     se: float  #: bootstrap standard deviation (the same seed resample for both curves)
     lo: float
     hi: float
-    grid_step: float  #: log10 of the grid's mean ratio between neighbouring learning rates
+    #: log10 of the grid's mean ratio between neighbouring learning rates (> 0 in either order)
+    grid_step: float
 
     @property
     def steps(self) -> float:
@@ -200,7 +202,7 @@ def shift(narrow: Curve, wide: Curve) -> Shift:
     boot = _boot_minima(wide, draws) - _boot_minima(narrow, draws)
     se, lo, hi = _boot(boot)
     x = narrow.log_lrs
-    step = float((x[-1] - x[0]) / (len(x) - 1)) if len(x) > 1 else 1.0
+    step = float(abs(x[-1] - x[0]) / (len(x) - 1)) if len(x) > 1 else 1.0
     return Shift(wide.best_log_lr() - narrow.best_log_lr(), se, lo, hi, step)
 
 

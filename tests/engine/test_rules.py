@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -106,3 +107,49 @@ def test_yarn_constant_applies_from_just_above_one():
     assert yarn_constant(1.5) == pytest.approx(1.0405465108108164 ** 2, rel=1e-14)
     assert yarn_constant(2.0) == pytest.approx(1.0693147180559945 ** 2, rel=1e-14)
     assert yarn_constant(1.0) == 1.0 and yarn_constant(0.5) == 1.0
+
+
+def _fd_jacobian(weights_of, z: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """d weight_i / d z_j of one row by central differences (brute force, no formula)."""
+    jac = np.empty((z.size, z.size))
+    for j in range(z.size):
+        up, down = z.copy(), z.copy()
+        up[j] += h
+        down[j] -= h
+        jac[:, j] = (weights_of(up) - weights_of(down)) / (2 * h)
+    return jac
+
+
+@pytest.mark.parametrize("weights", ["sink", "sigmoid"])
+def test_a_cap_under_a_sink_or_sigmoid_enters_the_jacobian(weights):
+    """A capped rule's Jacobian is taken before the cap (d weight / d z, tanh' included) for
+    every weighting, not only the softmax; far-apart z make tanh'(z / c) range from 1 to 0.2."""
+    c, sink, n = 3.0, 0.7, 4
+    rule = dataclasses.replace(RULE_REGISTRY["softcap"], weights=weights)
+    p = RuleParams(64, softcap=c, sink=sink, log_n=math.log(n))
+    z = np.array([4.5, -1.0, 0.3, 2.0])
+
+    def weights_of(x):
+        e = np.exp(c * np.tanh(x / c))
+        if weights == "sigmoid":
+            return e / (e + n)  # sigmoid(l - ln n)
+        return e / (math.exp(sink) + e.sum())
+
+    jac = _fd_jacobian(weights_of, z)
+    m = rule.row_metrics(rule.capped(z, p)[None], p, z[None])
+    assert m.jacobian_fro[0] == pytest.approx(np.linalg.norm(jac), rel=1e-7)
+    assert m.jacobian_max_abs[0] == pytest.approx(np.abs(jac).max(), rel=1e-7)
+    np.testing.assert_allclose(m.weights[0], weights_of(z), rtol=1e-12)
+
+
+def test_the_caps_slope_needs_the_cap_and_the_pre_cap_logits():
+    """Without z a capped rule reports the Jacobian of its logits as given (no slope to apply),
+    and z changes nothing for a rule without a cap: d softmax_i / d l_j = p_i (delta_ij - p_j)."""
+    logits = np.array([[2.0, -1.0, 0.5]])
+    p = np.exp(logits[0]) / np.exp(logits[0]).sum()
+    jac = np.diag(p) - np.outer(p, p)
+    params = RuleParams(64, softcap=1.5)
+    for name, z in (("softcap", None), ("sqrt", np.array([[40.0, -30.0, 9.0]]))):
+        m = RULE_REGISTRY[name].row_metrics(logits, params, z)
+        assert m.jacobian_fro[0] == pytest.approx(np.linalg.norm(jac), rel=1e-12)
+        assert m.jacobian_max_abs[0] == pytest.approx(np.abs(jac).max(), rel=1e-12)

@@ -3,6 +3,7 @@ the figures and the verdict of a transfer experiment: on synthetic results with 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -221,3 +222,196 @@ def test_a_shift_factor_is_judged_with_its_seeds_uncertainty(log_se, status):
     claim = Claim("c", "w", "t", "optimum", {"experiment": "width_transfer"},
                   {"stat": "shift_factor", "rule": "dk", "at": {"param": "mup"}}, "1.1")
     assert judge(claim, value, se).status == status
+
+
+# -- the vertex at and around the grid's edges (hand-computed parabolas) -------------------------
+@pytest.mark.parametrize("x, y, expected", [
+    # the lowest point at the right end: that end, not inside (the left end is tested above)
+    ([0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 1.0, 0.0], (3.0, False)),
+    # a 4-point grid, lowest at index 1: the parabola through points 0, 1, 2 (as in the skewed
+    # case above, 1 + 1/6), not through 1, 2, 3 (that one's vertex is 1.25)
+    ([0.0, 1.0, 2.0, 3.0], [1.0, 0.0, 0.5, 3.0], (1 + 1 / 6, True)),
+    # two points: the lower one, said as an end
+    ([0.0, 1.0], [2.0, 1.0], (1.0, False)),
+    # lowest at an end with a concave rest: the end itself, never the fitted 2.5 clipped to 2
+    ([0.0, 1.0, 2.0], [0.0, 2.0, 3.0], (0.0, False)),
+    # a grid given from large to small (an axis keeps its order): through (2, 1), (1, 0),
+    # (0, 0) the vertex is halfway between the two equal points, 0.5 (not clipped to an end)
+    ([2.0, 1.0, 0.0], [1.0, 0.0, 0.0], (0.5, True)),
+    ([-1.0, -2.0, -3.0], [0.5, 0.0, 1.0], (-2 + 1 / 6, True)),
+])
+def test_the_vertex_at_the_edges_of_the_grid(x, y, expected):
+    best, inside = parabola_minimum(x, y)
+    assert (best, inside) == (pytest.approx(expected[0], abs=1e-12), expected[1])
+
+
+def test_a_row_with_a_gap_is_nan_without_touching_the_others():
+    from engine.experiments.transfer import vertices
+
+    v, _ = vertices([-3.0, -2.0, -1.0], np.array([[1.0, 0.0, 0.5], [1.0, np.nan, 0.5]]))
+    assert v[0] == pytest.approx(-2 + 1 / 6) and math.isnan(v[1])
+    v, _ = vertices([0.0, 1.0], np.array([[2.0, 1.0], [np.nan, 1.0]]))
+    assert v[0] == 1.0 and math.isnan(v[1])
+
+
+def test_flat_and_straight_curves_and_an_empty_lr_warn_nothing():
+    """A flat curve (0/0 in the vertex) and a straight one (x/0) end at their first point
+    without a NumPy warning; an lr no seed reached has a nan mean, silently, and a seed's gap
+    leaves the others' mean (1 + 2) / 2."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parabola_minimum([0.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == (0.0, False)
+        assert parabola_minimum([0.0, 1.0, 2.0], [0.0, 1.0, 2.0]) == (0.0, False)
+        means = Curve((0.01, 0.1), (0, 1, 2), np.array([[1.0, 2.0, np.nan], [np.nan] * 3])).means()
+    assert means[0] == 1.5 and math.isnan(means[1])
+
+
+def test_the_bootstrap_summary_by_hand():
+    """(SD with n - 1, 2.5th and 97.5th percentiles by linear interpolation) of the finite
+    values: [0, 1, 2]: 1, 0.05, 1.95; [0, 1]: 1/sqrt(2), 0.025, 0.975; one value: 0, it, it."""
+    from engine.experiments.transfer import _boot
+
+    assert _boot(np.array([0.0, 1.0, 2.0])) == pytest.approx((1.0, 0.05, 1.95))
+    assert _boot(np.array([0.0, 1.0])) == pytest.approx((0.7071067811865476, 0.025, 0.975))
+    assert _boot(np.array([np.nan, 0.3])) == (0.0, 0.3, 0.3)
+    assert all(math.isnan(v) for v in _boot(np.array([np.nan])))
+
+
+def test_the_shifts_interval_ends_are_its_extreme_resamples_with_two_seeds():
+    """With 2 seeds the resamples are {0, 0}, {1, 1} (a quarter each) and {0, 1}: the interval
+    ends are the smallest and the largest of the three shifts, each computed here from the
+    seeds' own curves; the shift itself is that of both seeds."""
+    x = [-3.0, -2.0, -1.0]
+    lrs = tuple(10.0 ** v for v in x)
+    narrow = np.exp(np.array([[1.0, 0.5], [0.0, 0.0], [0.5, 1.0]]))
+    wide = np.exp(np.array([[2.0, 0.3], [0.0, 0.0], [0.2, 1.0]]))
+
+    def best(losses):
+        return parabola_minimum(x, np.log(losses))[0]
+
+    each = [best(wide[:, s]) - best(narrow[:, s]) for s in (0, 1)]
+    both = best(wide.mean(axis=1)) - best(narrow.mean(axis=1))
+    sh = shift(Curve(lrs, (0, 1), narrow), Curve(lrs, (0, 1), wide))
+    assert sh.log_shift == pytest.approx(both, abs=1e-12)
+    assert sh.lo == pytest.approx(min(*each, both), abs=1e-12)
+    assert sh.hi == pytest.approx(max(*each, both), abs=1e-12)
+    values = np.array([each[0], each[1], both])
+    mixture = math.sqrt(np.average((values - np.average(values, weights=[1, 1, 2])) ** 2,
+                                   weights=[1, 1, 2]))
+    assert sh.se == pytest.approx(mixture, rel=0.1)
+    assert sh.grid_step == pytest.approx(1.0)
+
+
+def test_the_grid_step_of_one_two_and_a_reversed_grid():
+    one = Curve((0.01,), (0,), np.array([[1.0]]))
+    assert shift(one, one).grid_step == 1.0
+    two = Curve((1e-3, 1e-1), (0,), np.array([[1.0], [2.0]]))
+    assert shift(two, two).grid_step == pytest.approx(2.0)
+    # from large to small lr: the wide model's best lr is half a decade lower, -0.5 steps
+    x = [-1.0, -2.0, -3.0]
+    narrow = Curve(tuple(10.0 ** v for v in x), (0,), np.exp(np.array([[1.0], [0.0], [1.0]])))
+    wide = Curve(narrow.lrs, (0,), np.exp(np.array([[2.25], [0.25], [0.25]])))
+    sh = shift(narrow, wide)
+    assert sh.log_shift == pytest.approx(-0.5) and sh.steps == pytest.approx(-0.5)
+
+
+def test_seeds_count_those_with_a_value_and_a_gap_leaves_the_pair_out():
+    lrs = (1e-3, 1e-2, 1e-1, 1.0)
+    losses = np.array([[2.0, 2.1, np.nan], [1.0, 1.1, np.nan], [1.5, 1.4, np.nan],
+                       [3.0, 3.0, np.nan]])
+    assert optimum(Curve(lrs, (0, 1, 2), losses)).seeds == 2
+    from engine.experiments.transfer import fixed_lr_comparison
+
+    narrow = Curve(lrs[:3], (0, 1), np.array([[1.0, 1.0], [0.5, 0.7], [2.0, 2.0]]))
+    wide = Curve(lrs[:3], (0, 1), np.array([[1.0, 1.0], [0.4, np.nan], [2.0, 2.0]]))
+    lr, d, _se = fixed_lr_comparison(narrow, wide)  # the best mean is 0.6 at 1e-2
+    assert lr == 1e-2 and d == pytest.approx(0.4 - 0.5)
+
+
+def test_a_curve_without_a_seed_axis_and_a_job_without_rules():
+    from engine.experiments.transfer import capped_loss, curve
+
+    base = TrainingConfig(scalings=("sqrt",), d_model=16, heads=2, classes=16)
+    spec = ExperimentSpec("w", base, (Axis("d_model", (16, 128)), Axis("lr", LRS[:3])),
+                          verdict=VerdictSpec("transfer", "final_loss", over="lr", width="d_model"))
+    results = [{"index": i, "key": str(i), "error": None, "values": {"d_model": 16, "lr": lr},
+                "rules": {"sqrt": {"final_loss": 1.0 + i, "diverged_step": None}}, "rows": []}
+               for i, lr in enumerate(LRS[:3])]
+    c = curve(spec, results, "sqrt", "lr", {"d_model": 16})
+    assert c.seeds == (None,) and c.losses.tolist() == [[1.0], [2.0], [2.772588722239781]]
+    assert math.isnan(capped_loss({"values": {}}, "sqrt", "final_loss", 2.77))
+
+
+@pytest.mark.parametrize("stat, expected", [
+    ("shift_steps", (0.6, 0.06)),  # the default grid step is 1 (a value already in steps)
+    ("best_log10_lr_se", (0.06, 0.06 / math.sqrt(2))),  # 2 seeds: SE / sqrt(2 (2 - 1))
+    ("best_lr_lo", (0.01, 2.302585 * 0.01 * 0.06 * 1.709014)),  # sqrt(1 + 1.959964^2 / 2)
+])
+def test_figures_from_two_seeds_and_the_default_grid_step(stat, expected):
+    from engine.experiments.transfer import figure_se
+
+    assert figure_se(stat, 0.6, 0.06, -2.0, -1.0, 2) == pytest.approx(expected, rel=1e-6)
+
+
+def test_one_seed_has_no_standard_error_of_a_spread():
+    from engine.experiments.transfer import figure_se, se_of_end
+
+    assert math.isnan(se_of_end(0.06, 1)) and math.isnan(figure_se("shift_steps_se", 0.6, 0.06,
+                                                                    0.0, 0.0, 1)[1])
+    assert se_of_end(0.06, 2) == pytest.approx(0.06 * 1.709014, rel=1e-6)
+
+
+def test_a_selection_is_refused_with_its_exact_reason():
+    from engine.errors import ConfigError
+
+    spec = _spec()
+    needs = "needs stat, rule and at (a mapping of axis values)"
+    stats = ("best_lr, best_lr_lo, best_lr_hi, best_log10_lr, best_log10_lr_se, shift_steps, "
+             "shift_steps_se, shift_factor")
+    cases = [
+        (lambda: OptimumSelector.from_dict({"stat": "best_lr", "at": {}}), needs),
+        (lambda: OptimumSelector.from_dict({"rule": "sqrt", "at": {}}), needs),
+        (lambda: OptimumSelector.from_dict({"stat": "best_lr", "rule": "sqrt", "at": [1]}), needs),
+        (lambda: OptimumSelector.from_dict({"stat": "s", "rule": "r", "zz": 1, "aa": 2}),
+         needs + "; unknown key(s) aa, zz"),
+        (lambda: OptimumSelector("best", "sqrt", {}).check(spec), f"stat must be one of {stats}"),
+        (lambda: OptimumSelector("best_lr", "dk", {}).check(spec),
+         "rule 'dk' is not trained in 'wt'"),
+        (lambda: OptimumSelector("best_lr", "sqrt", {"param": "sp"}).check(spec),
+         "at must fix exactly d_model, param"),
+        (lambda: OptimumSelector("best_lr", "sqrt", {"param": "xx", "d_model": 16}).check(spec),
+         "param='xx' is not a value of that axis"),
+        (lambda: OptimumSelector("best_lr", "sqrt", {}).check(
+            dataclasses.replace(spec, verdict=VerdictSpec("by_rule", "final_loss"))),
+         "'wt' has no transfer verdict (over, width)"),
+        (lambda: OptimumSelector("best_lr", "sqrt", {"param": "sp", "d_model": 16}).measure(
+            spec, []), "no finished run of 'sqrt' at {'param': 'sp', 'd_model': 16}"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ConfigError) as info:
+            make()
+        assert (info.value.field, info.value.message) == ("measure", message)
+    ok = OptimumSelector.from_dict({"stat": "best_lr", "rule": "sqrt"})
+    assert ok.at == {}
+    assert OptimumSelector("best_lr", "sqrt", {"param": "sp", "d_model": 16}).check(spec) is None
+
+
+def test_a_figure_is_of_the_verdicts_metric_over_the_seeds_with_a_value():
+    """The verdict's metric (val_loss: best lr 10^-3 narrow, 10^-2 wide) is measured, not
+    final_loss (10^-2 at both); the SE of the bootstrap SE is over the 3 seeds: SE / sqrt(4)."""
+    spec = _spec()
+    spec = dataclasses.replace(spec, verdict=VerdictSpec("transfer", "val_loss", over="lr", width="d_model"))
+    results = _results(CENTRES)
+    for r in results:
+        centre = -3.0 if r["values"]["d_model"] == 16 else -2.0
+        r["rules"]["sqrt"]["val_loss"] = _loss(math.log10(r["values"]["lr"]), centre,
+                                               r["values"]["seed"])
+    at = {"param": "sp", "d_model": 16}
+    assert OptimumSelector("best_log10_lr", "sqrt", at).measure(spec, results)[0] == \
+        pytest.approx(-3.0, abs=0.1)
+    shift_decades = OptimumSelector("shift_factor", "sqrt", {"param": "mup"}).measure(spec, results)
+    assert math.log10(shift_decades[0]) == pytest.approx(1.0, abs=0.1)
+    se, se_se = OptimumSelector("best_log10_lr_se", "sqrt", at).measure(spec, results)
+    assert se > 0 and se_se == pytest.approx(se / 2, rel=1e-12)

@@ -4,11 +4,14 @@ TypeError)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError, quote
 from engine.readers.schema import (
+    AnyObject,
     Boolean,
     Int,
     ListOf,
@@ -140,3 +143,78 @@ def test_explicit_bounds_are_inclusive_on_both_sides(schema, inside, outside):
     for value in outside:
         with pytest.raises(SchemaError):
             schema.check(value)
+
+
+def _message(schema, value, path=("f",)):
+    with pytest.raises(SchemaError) as info:
+        schema.check(value, path)
+    return info.value.path, info.value.message
+
+
+@pytest.mark.parametrize(("schema", "value", "path", "message"), [
+    # what a wrong value is, by hand: null, true/false, counts with their plural from 2 on
+    (Int(), None, "f", "must be an integer, got null"),
+    (Int(), True, "f", "must be an integer, got true"),
+    (Boolean(), [], "f", "must be true or false, got an empty list"),
+    (Number(), [1], "f", "must be a number, got a list of 1 item"),
+    (Number(), [1, 2], "f", "must be a number, got a list of 2 items"),
+    (Text(), {}, "f", "must be a string, got an empty object"),
+    (ListOf(Int()), {"a": 1}, "f", "must be a list, got an object of 1 key"),
+    (MapOf(Int()), False, "f", "must be an object, got false"),
+    (AnyObject(), [1, 2], "f", "must be an object, got a list of 2 items"),
+    (Record({}), "ab", "f", "must be an object, got 'ab'"),
+    (OneOf((Text(), ListOf(Text())), what="names"), 5, "f", "must be names, got 5"),
+    (Int(), {"a": 1, "b": 2}, "f", "must be an integer, got an object of 2 keys"),
+    # ranges, thousands separated, an open end left blank
+    (Int(lo=-1000, hi=1000), 1001, "f", "must be an integer in [-1,000, 1,000], got 1001"),
+    (Int(lo=0), -1, "f", "must be an integer in [0, ], got -1"),
+    (Int(hi=9), 10, "f", "must be an integer in [, 9], got 10"),
+    (Number(lo=0.5, hi=1.5), 1.6, "f", "must be a number in [0.5, 1.5], got 1.6"),
+    (Text(choices=("a", "b")), "c", "f", "must be one of a, b; got 'c'"),
+    (ListOf(Int(), min_items=2), [1], "f", "needs at least 2 item(s), got 1"),
+    # null would do too, said only for a wrong type at the value itself
+    (Nullable(Int()), "x", "f", "must be an integer or null, got 'x'"),
+    (Nullable(Int(lo=0, hi=9)), 10, "f", "must be an integer in [0, 9], got 10"),
+    (Nullable(ListOf(Int())), [1, "x"], "f[1]", "must be an integer, got 'x'"),
+    # a map's wrong key and wrong value are named by their paths
+    (MapOf(Int(), key=Text(max_chars=1)), {"ab": 1}, "f.ab", "a string of 2 characters, more than 1"),
+    (MapOf(Int()), {"a": "x"}, "f.a", "must be an integer, got 'x'"),
+])
+def test_each_refusal_names_its_path_and_says_what_was_wrong(schema, value, path, message):
+    assert _message(schema, value) == (path, message)
+
+
+def test_a_value_refused_as_a_whole_is_named_value_and_an_object_is_any_dict():
+    with pytest.raises(SchemaError) as info:
+        Int().check("x")
+    assert (info.value.field, info.value.path) == ("value", "")
+    assert AnyObject().check({"a": [1]}) == {"a": [1]}
+
+
+def test_a_maps_keys_are_checked_before_its_size_up_to_one_past_the_limit():
+    """Keys 0 .. max_items (max_items + 1 of them) are checked before the size: a bad key at
+    index 2 of a 2-item map is named, one at index 3 is not (the size is)."""
+    schema = MapOf(Int(), key=Text(max_chars=1), max_items=2)
+    assert _message(schema, {"a": 1, "b": 2, "cd": 3}) == ("f.cd", "a string of 2 characters, "
+                                                           "more than 1")
+    assert _message(schema, {"a": 1, "b": 2, "c": 3, "de": 4}) == (
+        "f", "an object of 4 keys, more than 2")
+
+
+def test_dataclass_schema_reads_optional_and_unknown_annotations_and_what_is_required():
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        a: int
+        b: int | None = None
+        c: list[float] = dataclasses.field(default_factory=list)
+        d: tuple[int, ...] = dataclasses.field(default_factory=tuple)
+
+    schema = dataclass_schema(Config)
+    assert schema.required == frozenset({"a"})
+    assert schema.check({"a": 1, "b": None, "c": "anything"})["c"] == "anything"
+    assert _message(schema, {"a": 1, "b": "x"}) == ("f.b", "must be an integer or null, got 'x'")
+    assert _message(schema, {"a": 1, "b": 2.5}) == ("f.b", "must be an integer or null, got 2.5")
+    assert _message(schema, {"b": 1}) == ("f.a", "required, but missing")
+    assert _message(schema, {"a": 1, "e": 1}) == ("f.e", "unknown parameter (known: a, b, c, d)")
+    assert _message(dataclass_schema(Config, label="key"), {"a": 1, "e": 1})[1].startswith(
+        "unknown key ")

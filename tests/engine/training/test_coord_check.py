@@ -141,3 +141,27 @@ def test_a_figures_points_are_the_mean_over_seeds_with_one_se_and_a_positive_low
     (_, _, lo2, _, _) = _points({**means, (*key[:3], 1, 0, 256): 0.5, (*key[:3], 1, 1, 256): 3.5},
                                 key, (256,))
     assert lo2 == pytest.approx((0.5,))
+
+
+def test_slopes_come_in_param_scaling_drawing_order_then_step():
+    """By param and scaling (alphabetical), then the kinds in drawing order (KINDS) with a kind
+    it does not know last, then the step; the rows arrive in another order."""
+    order = [("sp", "sqrt", "readout", 1), ("sp", "sqrt", "other", 0),
+             ("sp", "sqrt", "embedding", 1), ("sp", "sqrt", "embedding", 0),
+             ("mup", "dk", "MLP output", 0), ("sp", "dk", "attention logits", 0)]
+    rows = [{**_row(kind, "blocks.0", w, 0, v, step), "param": p, "scaling": r}
+            for p, r, kind, step in order for w, v in ((64, 1.0), (256, 2.0))]
+    got = [(s.param, s.scaling, s.kind, s.step) for s in slopes(rows)]
+    assert got == [("mup", "dk", "MLP output", 0), ("sp", "dk", "attention logits", 0),
+                   ("sp", "sqrt", "embedding", 0), ("sp", "sqrt", "embedding", 1),
+                   ("sp", "sqrt", "readout", 1), ("sp", "sqrt", "other", 0)]
+
+
+def test_a_figures_point_below_one_is_kept():
+    """Any positive mean has a place on the log axis: 0.5 (seeds 0.25, 0.75: SE 0.25, 0.25 ..
+    0.75) and exactly 1 (one seed) are drawn."""
+    key = ("sp", "sqrt", "readout", 0)
+    means = {(*key[:3], 0, 0, 64): 0.25, (*key[:3], 0, 1, 64): 0.75, (*key[:3], 0, 0, 128): 1.0}
+    x, y, lo, hi, n = _points(means, key, (64, 128))
+    assert x == (64.0, 128.0) and y == (0.5, 1.0) and n == (2, 1)
+    assert lo == pytest.approx((0.25, 1.0)) and hi == pytest.approx((0.75, 1.0))
