@@ -119,7 +119,10 @@ def equivalent() -> dict[str, str]:
 
 
 def results(work: Path, module: str) -> dict[str, int | None]:
+    """mutant name -> exit code of its last run (None: not run yet); empty before a first run."""
     meta = work / "mutants" / f"{module}.meta"
+    if not meta.is_file():
+        return {}
     return json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
 
 
