@@ -42,7 +42,8 @@ EXTRA_TESTS = {
     "engine/theory.py": ("tests/engine/test_length.py", "tests/engine/test_simulate.py",
                          "tests/engine/test_shift_invariance.py"),
     "engine/claims.py": ("tests/engine/test_claims_statistics.py",
-                         "tests/engine/test_claims_experiment.py"),
+                         "tests/engine/test_claims_experiment.py",
+                         "tests/engine/test_claims_loading.py"),
     "engine/experiments/point.py": ("tests/engine/test_claims_statistics.py",),
     "engine/experiments/select.py": ("tests/engine/test_claims_statistics.py",
                                      "tests/engine/test_claims_experiment.py",
@@ -50,6 +51,23 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+}
+#: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
+#: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
+#: reach (tests/engine/test_claims_loading.py: small hand-written claims files, stub runs)
+DESELECT = {
+    "engine/claims.py": tuple(f"tests/engine/{name}" for name in (
+        "test_claims.py::test_every_claim_is_printed_where_it_says",
+        "test_claims.py::test_moving_the_saturation_cut_fails_the_readme_rows",
+        "test_claims.py::test_the_shipped_file_is_valid_json_with_unique_ids",
+        "test_claims.py::test_a_probe_claim_without_the_models_extra_is_skipped",
+        "test_claims_experiment.py::test_the_statistics_are_those_of_the_job_files",
+        "test_claims_experiment.py::test_a_rerun_reproduces_every_figure_bit_for_bit",
+        "test_claims_experiment.py::test_the_cache_is_reused_without_a_pool",
+        "test_claims_experiment.py::test_a_cached_job_of_another_fingerprint_is_rerun_not_used",
+        "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
+        "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
+    )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
@@ -76,12 +94,16 @@ def config(module: str, tests: list[str]) -> str:
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     pytest_block = re.search(r"^\[tool\.pytest\.ini_options\]\n(?:(?!^\[).*\n?)*", text, re.M)
     assert pytest_block is not None
-    return pytest_block.group(0) + "\n" + "\n".join([
+    # xdist is off (one mutant at a time), so its options go too: pytest refuses them without it
+    block = re.sub(r"\s*--dist[ =]\w+", "", pytest_block.group(0))
+    return block + "\n" + "\n".join([
         "[tool.mutmut]",
         'source_paths = ["engine/"]',
         f"only_mutate = {json.dumps([module])}",
         f"also_copy = {json.dumps([p for p in LINKED if p not in ('engine', 'tests')])}",
-        'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow"]',
+        "pytest_add_cli_args = " + json.dumps(
+            ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow",
+             *(arg for test in DESELECT.get(module, ()) for arg in ("--deselect", test))]),
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         "use_git_change_detection = false",
         "",
@@ -121,12 +143,22 @@ def score(codes: dict[str, int | None], same: dict[str, str]) -> tuple[int, int,
     return len(counted) - len(survivors), len(counted), survivors
 
 
+def mutant_patterns(module: str, functions: list[str]) -> list[str]:
+    """mutmut's names of the mutants of these functions (``Class.method`` for a method)."""
+    prefix = module.removesuffix(".py").replace("/", ".")
+    bar = "\u01c1"  # mutmut's separator of class and method: xǁClassǁmethod__mutmut_3
+    return [f"{prefix}.x{bar}{f.replace('.', bar)}__mutmut_*" if "." in f
+            else f"{prefix}.x_{f}__mutmut_*" for f in functions]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("module", help="a file in scope, e.g. engine/claims.py")
     ap.add_argument("--tests", nargs="+", help="test files (default: the module's own + extras)")
     ap.add_argument("--max-children", type=int, default=1)
     ap.add_argument("--show", action="store_true", help="print the diff of every survivor")
+    ap.add_argument("--only", nargs="+", metavar="FUNCTION",
+                    help="mutate and score only these functions (Class.method for a method)")
     ap.add_argument("--summary", action="store_true", help="only print the last run's score")
     ap.add_argument("--survivors", action="store_true",
                     help="retest only the last run's survivors (after adding tests)")
@@ -143,15 +175,22 @@ def main(argv: list[str] | None = None) -> int:
     work = prepare(module, tests)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     same = equivalent()
+    patterns = mutant_patterns(module, args.only) if args.only else []
+
+    def codes() -> dict[str, int | None]:
+        found = results(work, module)
+        return {k: c for k, c in found.items()
+                if not patterns or any(fnmatch.fnmatch(k, p) for p in patterns)}
+
     if not args.summary:
-        names = score(results(work, module), same)[2] if args.survivors else []
+        names = score(codes(), same)[2] if args.survivors else patterns
         if args.survivors and not names:
             print(f"{module}: no survivors to retest")
         else:  # (mutmut reruns the mutants it is given by name, whatever their last result)
             subprocess.run([mutmut, "run", "--max-children", str(args.max_children), *names],
                            cwd=work, check=False)
-    killed, total, survivors = score(results(work, module), same)
-    judged = sum(1 for k in results(work, module) if k in same)
+    killed, total, survivors = score(codes(), same)
+    judged = sum(1 for k in codes() if k in same)
     print(f"{module}: {killed} of {total} mutants killed ({100 * killed / max(total, 1):.1f} %), "
           f"{judged} judged equivalent; tests: {' '.join(tests)}")
     for name in survivors:
