@@ -67,11 +67,13 @@ def test_a_claim_of_each_kind_loads_with_its_fields(tmp_path: Path) -> None:
               "measure": {"stat": "median", "rule": "sqrt", "value": "final_loss"}},
              {**EXPERIMENT, "id": "exp.at0", "tolerance": "statistical",
               "measure": {"stat": "mean", "rule": "sqrt", "value": "accuracy@0"}},
-             {**INSPECT, "id": "ins.1", "measure": {"value": 1}, "printed": "½", "scale": 100}]
+             {**INSPECT, "id": "ins.1", "measure": {"value": 1}, "printed": "½", "scale": 100},
+             {**EXPERIMENT, "id": "seeds", "params": {"experiment": "seeds"},
+              "measure": {"stat": "n", "rule": "dk"}}]
     got = load_claims(_write(tmp_path, {"claims": items, "comment": "kept aside"}))
     assert [c.id for c in got] == [i["id"] for i in items]
     assert all(isinstance(c, Claim) for c in got)
-    sim, ins, pro, coo, exp, n, ok, md, me, at0, ins1 = got
+    sim, ins, pro, coo, exp, n, ok, md, me, at0, ins1, seeds = got
     assert (sim.kind, sim.published, sim.params, sim.measure) == (
         "simulate", "4", {"d_k": 4, "trials": 10}, {"column": "d_k"})
     assert (sim.where, sim.text, sim.se_multiple, sim.slow, sim.scale) == (
@@ -86,6 +88,8 @@ def test_a_claim_of_each_kind_loads_with_its_fields(tmp_path: Path) -> None:
     assert (md.published_se, me.published_se) == ("0.1", "0.1")
     assert at0.tolerance == "statistical"  # as written, not the step-0 default (exact)
     assert (ins1.measure, ins1.printed, ins1.scale) == ({"value": 1}, "½", 100)
+    assert seeds.params == {"experiment": "seeds"}  # a built-in experiment, by name
+    assert claims_module.experiment_of(seeds).name == "seeds"
 
 
 def test_without_a_path_the_shipped_file_is_read(tmp_path: Path, monkeypatch) -> None:
@@ -101,20 +105,22 @@ def test_without_a_path_the_shipped_file_is_read(tmp_path: Path, monkeypatch) ->
 @pytest.mark.parametrize(("raw", "where", "says"), [
     ([INSPECT], "", "must be an object"),
     ({"other": [INSPECT]}, "claims", "required, but missing"),
-    ({"claims": []}, "claims", "at least 1"),
+    ({"claims": []}, "claims", "needs at least 1 item(s), got 0"),
     ({"claims": [5]}, "claims[0]", "must be an object"),
     ({"claims": [INSPECT, {**SIMULATE, "id": "ins"}]}, "claims['ins'].id", "'ins' appears twice"),
     ({"claims": [INSPECT, {**SIMULATE, "id": 7}]}, "claims[1].id", "must be a string"),
     ({"claims": [{**INSPECT, "published": "nan"}]}, "claims['ins'].published",
      "published must be finite, got 'nan'"),
     ({"claims": [{**INSPECT, "published": ["1"]}]}, "claims['ins'].published",
-     "a number as printed"),
+     "must be a number as printed, got a list of 1 item"),
     ({"claims": [{**INSPECT, "published": "1" * 101}]}, "claims['ins'].published",
-     "a number as printed"),
+     "must be a number as printed, got '1111"),
     ({"claims": [{**EXPERIMENT, "published_se": "abc"}]}, "claims['exp'].published_se",
      "published must be a number as printed or a bound, got 'abc'"),
     ({"claims": [{**EXPERIMENT, "published_se": "1" * 101}]}, "claims['exp'].published_se",
-     "a number as printed"),
+     "must be a number as printed, got '1111"),
+    ({"claims": [{**EXPERIMENT, "params": [1]}]}, "claims['exp'].params", "must be an object"),
+    ({"claims": [{**EXPERIMENT, "measure": [1]}]}, "claims['exp'].measure", "must be an object"),
     ({"claims": [{**EXPERIMENT, "tolerance": "loose"}]}, "claims['exp'].tolerance",
      "must be one of exact, statistical"),
     ({"claims": [{**INSPECT, "tolerance": "exact"}]}, "claims['ins'].tolerance",
@@ -129,7 +135,7 @@ def test_without_a_path_the_shipped_file_is_read(tmp_path: Path, monkeypatch) ->
 ])
 def test_a_bad_file_or_claim_is_refused_naming_where(tmp_path, raw, where, says) -> None:
     err = _refusal(tmp_path, raw)
-    assert err.where == where and says in err.problem, str(err)
+    assert err.where == where and err.problem.startswith(says), str(err)
 
 
 def test_the_claims_file_and_its_list_are_bounded(tmp_path: Path) -> None:
@@ -143,7 +149,8 @@ def test_the_claims_file_and_its_list_are_bounded(tmp_path: Path) -> None:
     path.write_text(text + " " * (4_000_001 - len(text)), encoding="utf-8")
     with pytest.raises(FileFormatError) as err:
         load_claims(path)
-    assert err.value.option == "claims" and "claims file" in err.value.problem
+    assert err.value.option == "claims" and err.value.problem == (
+        "4,000,001 bytes, more than the 4,000,000 any claims file needs (refused unread)")
     path.write_text("{", encoding="utf-8")
     with pytest.raises(FileFormatError) as err:
         load_claims(path)
@@ -167,15 +174,16 @@ TOO_LONG = "a string of 201 characters, more than 200"
     ({**SIMULATE, "measure": {"column": "d_k", "rule": NAME_201}}, "measure.rule", TOO_LONG),
     ({**SIMULATE, "measure": {"column": "d_k", "se": 5}}, "measure.se", "must be a string"),
     # inspect: the scores and options, a field path
-    ({**INSPECT, "params": {"scores": [1]}}, "params.scores", "at least 2"),
+    ({**INSPECT, "params": {"scores": [1]}}, "params.scores", "needs at least 2 item(s), got 1"),
     ({**INSPECT, "params": {"scale": 1.0}}, "params.scores", "required, but missing"),
     ({**INSPECT, "params": {"scores": [1, 0], "x": 1}}, "params.x", "unknown key"),
-    ({**INSPECT, "params": {"scores": [0] * 100_001}}, "params.scores", "more than 100,000"),
+    ({**INSPECT, "params": {"scores": [0] * 100_001}}, "params.scores",
+     "a list of 100,001 items, more than 100,000"),
     ({**INSPECT, "params": {"scores": [1, 0], "scale": "2"}}, "params.scale", "must be a number"),
-    ({**INSPECT, "params": {"scores": [1, 0], "ssmax_s": "2"}}, "params.ssmax_s", "a number"),
-    ({**INSPECT, "params": {"scores": [1, 0], "sink": "2"}}, "params.sink", "a number"),
-    ({**INSPECT, "params": {"scores": [1, 0], "softcap": "2"}}, "params.softcap", "a number"),
-    ({**INSPECT, "params": {"scores": [1, 0], "sigmoid": 1}}, "params.sigmoid", "true or false"),
+    ({**INSPECT, "params": {"scores": [1, 0], "ssmax_s": "2"}}, "params.ssmax_s", "must be a number"),
+    ({**INSPECT, "params": {"scores": [1, 0], "sink": "2"}}, "params.sink", "must be a number"),
+    ({**INSPECT, "params": {"scores": [1, 0], "softcap": "2"}}, "params.softcap", "must be a number"),
+    ({**INSPECT, "params": {"scores": [1, 0], "sigmoid": 1}}, "params.sigmoid", "must be true or false"),
     ({**INSPECT, "params": {"scores": [1, 0], "yarn_n_ref": 1.5}}, "params.yarn_n_ref",
      "must be an integer"),
     ({**INSPECT, "measure": {}}, "measure", "required, but missing"),
@@ -184,7 +192,8 @@ TOO_LONG = "a string of 201 characters, more than 200"
     ({**INSPECT, "measure": {"value": "entropy", "x": 1}}, "measure.x", "unknown key"),
     # probe: ProbeConfig's fields and a preset's name
     ({**PROBE, "params": {"text": 5}}, "params.text", "must be a string"),
-    ({**PROBE, "params": {"text": "a" * 500_001}}, "params.text", "more than 500,000"),
+    ({**PROBE, "params": {"text": "a" * 500_001}}, "params.text",
+     "a string of 500,001 characters, more than 500,000"),
     ({**PROBE, "params": {"text_preset": NAME_201}}, "params.text_preset", TOO_LONG),
     ({**PROBE, "params": {"bootstrap": "many"}}, "params.bootstrap", "must be an integer"),
     ({**PROBE, "params": {"bogus": 5}}, "params.bogus", "unknown key"),
@@ -193,8 +202,8 @@ TOO_LONG = "a string of 201 characters, more than 200"
     ({**COORD, "params": {"widths": [0]}}, "params.widths", "must be from 1 to"),
     ({**COORD, "measure": {"param": "mup"}}, "measure", "needs param (one of the check's)"),
     # experiment: its spec, what it selects, a printed SE only with a mean or a median
-    ({**EXPERIMENT, "params": {"spec": {**TINY, "target": -1}}}, "params.target", "(0, 1]"),
-    ({**EXPERIMENT, "params": {}}, "params", "exactly one of"),
+    ({**EXPERIMENT, "params": {"spec": {**TINY, "target": -1}}}, "params.target", "must be in (0, 1]"),
+    ({**EXPERIMENT, "params": {}}, "params", "needs exactly one of experiment (a built-in name) or spec"),
     ({**EXPERIMENT, "measure": {"stat": "mean", "rule": "dk", "value": "final_loss"}}, "measure",
      "rule 'dk' is not trained in 'tiny'"),
     ({**EXPERIMENT, "measure": {"stat": "average"}}, "measure", "stat must be one of"),
@@ -208,7 +217,8 @@ TOO_LONG = "a string of 201 characters, more than 200"
 def test_a_claim_whose_run_or_measure_is_wrong_is_refused_naming_the_field(
         tmp_path, claim, where, says) -> None:
     err = _refusal(tmp_path, {"claims": [INSPECT | {"id": "first"}, claim]})
-    assert err.where == f"claims[{claim['id']!r}].{where}" and says in err.problem, str(err)
+    assert err.where == f"claims[{claim['id']!r}].{where}", str(err)
+    assert err.problem.startswith(says), str(err)
 
 
 def test_a_value_path_may_be_an_index_and_names_up_to_200_characters(tmp_path: Path) -> None:
@@ -276,14 +286,16 @@ def test_a_zero_variance_has_a_zero_standard_error_under_sqrt(monkeypatch) -> No
     """sqrt(0) = 0 and its delta-method SE would divide by zero: it is 0."""
     import engine.simulate as simulate
 
-    rows = [{"scaling": "none", "v": 0.0, "v_se": 0.5}, {"scaling": "sqrt", "v": 9.0, "v_se": 3.0}]
+    rows = [{"scaling": "none", "v": 0.0, "v_se": 0.5}, {"scaling": "sqrt", "v": 9.0, "v_se": 3.0},
+            {"scaling": "logn", "v": 0.25, "v_se": 0.1}]
     monkeypatch.setattr(simulate, "run_simulation",
                         lambda cfg: SimpleNamespace(summary_rows=lambda: rows))
-    zero, nine = check_claims([_sim({"column": "v", "se": "v_se", "transform": "sqrt"}),
-                               _sim({"column": "v", "se": "v_se", "transform": "sqrt",
-                                     "rule": "sqrt"}, id="b")])
+    root = {"column": "v", "se": "v_se", "transform": "sqrt"}
+    zero, nine, quarter = check_claims([_sim(root), _sim({**root, "rule": "sqrt"}, id="b"),
+                                        _sim({**root, "rule": "logn"}, id="c")])
     assert (zero.measured, zero.se) == (0.0, 0.0)
     assert (nine.measured, nine.se) == (3.0, 3.0 / 6.0)
+    assert (quarter.measured, quarter.se) == (0.5, pytest.approx(0.1 / (2 * 0.5)))  # below 1 too
 
 
 @pytest.mark.parametrize(("measure", "says"), [
@@ -312,9 +324,11 @@ def test_a_simulation_runs_once_per_parameters(monkeypatch) -> None:
 
     monkeypatch.setattr(simulate, "run_simulation", run)
     other = {**SIM_PARAMS, "d_k": 8}
+    reordered = dict(reversed(SIM_PARAMS.items()))  # the same parameters: the same run
     got = check_claims([_sim({"column": "d_k"}, "4"), _sim({"column": "d_k"}, "4", id="b"),
-                        _sim({"column": "d_k"}, "8", id="c", params=other)])
-    assert [c.measured for c in got] == [4.0, 4.0, 8.0]
+                        _sim({"column": "d_k"}, "8", id="c", params=other),
+                        _sim({"column": "d_k"}, "4", id="d", params=reordered)])
+    assert [c.measured for c in got] == [4.0, 4.0, 8.0, 4.0]
     assert ran == [(4, 64), (8, 64)]
 
 
@@ -353,12 +367,12 @@ def test_unavailable_is_skipped_a_failed_run_fails_and_the_rest_go_on(monkeypatc
         [make("probe", "a"), make("coord", "b"), make("simulate", "c", scale=-1.0),
          make("simulate", "d", slow=True), make("simulate", "e")], fast=True)
     assert (probe.status, probe.measured, probe.note) == ("skipped", None, "unavailable: no model here")
-    assert (probe.se, math.isnan(probe.tolerance)) == (0.0, True)
+    assert (probe.se, math.isnan(probe.tolerance), probe.claim.id) == (0.0, True, "a")
     assert (coord.status, coord.measured, coord.note) == ("FAIL", None, "2 of 4 jobs failed")
-    assert (coord.se, math.isnan(coord.tolerance)) == (0.0, True)
+    assert (coord.se, math.isnan(coord.tolerance), coord.claim.id) == (0.0, True, "b")
     assert (sim.measured, sim.se, sim.status) == (-2.0, 0.25, "FAIL")  # scaled by -1: -2 vs 2
     assert (slow.status, slow.measured, slow.note) == ("skipped", None, "slow: skipped under --fast")
-    assert (slow.se, math.isnan(slow.tolerance)) == (0.0, True)
+    assert (slow.se, math.isnan(slow.tolerance), slow.claim.id) == (0.0, True, "d")
     assert (fast_one.status, fast_one.measured, fast_one.se) == ("ok", 2.0, 0.25)
     (not_fast,) = check_claims([make("simulate", "d", slow=True)])
     assert (not_fast.status, not_fast.measured) == ("ok", 2.0)
@@ -436,6 +450,15 @@ def test_an_experiment_claim_is_judged_on_the_last_snapshot(fake_runner) -> None
     (pool,) = fake_runner["pools"]  # two jobs pending: a pool of default_workers, shut after
     assert run["executor"] is pool and (pool.workers, pool.shut) == (3, True)
     assert fake_runner["stops"] == []
+
+
+def test_two_experiments_are_two_runs(fake_runner) -> None:
+    three = {**TINY, "axes": {"seed": [0, 1, 2]}}
+    claims = [_exp_claim(), _exp_claim(id="f"),
+              Claim(id="g", where="w", text="t", kind="experiment", params={"spec": three},
+                    measure={"stat": "n", "rule": "sqrt"}, published="2")]
+    assert [c.measured for c in check_claims(claims)] == [1.5, 1.5, 2.0]
+    assert [len(r["spec"].jobs()) for r in fake_runner["runs"]] == [2, 3]
 
 
 def test_an_experiment_uses_its_cache_folder_and_says_what_it_runs(fake_runner, tmp_path) -> None:
@@ -530,7 +553,7 @@ def fake_probe(monkeypatch) -> dict:
     monkeypatch.setattr(loader, "models_extra_available", lambda: True)
     monkeypatch.setattr(texts, "load_text_presets",
                         lambda: [("other (long)", "text B"), ("short (a note)", "text A"),
-                                 ("short", "text C")])
+                                 ("short", "text C"), ("two words (a note)", "text D")])
     monkeypatch.setattr(config, "ProbeConfig", probe_config)
     monkeypatch.setattr(analyze, "analyze", lambda cfg: ("analysed", cfg))
     monkeypatch.setattr(analyze, "run_to_result", run_to_result)
@@ -554,6 +577,8 @@ def test_a_probe_claim_reads_its_figure_on_its_preset_text(fake_probe) -> None:
     assert (again.measured, again.status) == (1.0, "FAIL")  # 2 * 0.5 vs 0.5
     # the first preset whose name (up to " (") matches; one analysis per parameters
     assert fake_probe["configs"] == [{"text": "text A", "seed": 2}, {"text": "own text"}]
+    (two,) = check_claims([_probe({"text_preset": "two words"})])  # a name with a space
+    assert two.measured == 1.25 and fake_probe["configs"][-1] == {"text": "text D"}
 
 
 def test_a_probe_claim_of_an_unknown_preset_is_refused(fake_probe) -> None:
