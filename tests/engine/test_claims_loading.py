@@ -158,6 +158,8 @@ def test_the_claims_file_and_its_list_are_bounded(tmp_path: Path) -> None:
 
 
 NAME_201 = "r" * 201
+COORD_NEEDS = ("needs param (one of the check's), kind (embedding, attention logits, attention "
+               "output, MLP output, readout), step (0..1) and stat (slope or se)")
 TOO_LONG = "a string of 201 characters, more than 200"
 
 
@@ -201,6 +203,10 @@ TOO_LONG = "a string of 201 characters, more than 200"
     # coord: its config, the slope it names
     ({**COORD, "params": {"widths": [0]}}, "params.widths", "must be from 1 to"),
     ({**COORD, "measure": {"param": "mup"}}, "measure", "needs param (one of the check's)"),
+    ({**COORD, "measure": {**COORD["measure"], "param": "ntk"}}, "measure", COORD_NEEDS),
+    ({**COORD, "measure": {**COORD["measure"], "kind": "logits"}}, "measure", COORD_NEEDS),
+    ({**COORD, "measure": {**COORD["measure"], "stat": "mean"}}, "measure", COORD_NEEDS),
+    ({**COORD, "measure": {**COORD["measure"], "step": 2}}, "measure", COORD_NEEDS),
     # experiment: its spec, what it selects, a printed SE only with a mean or a median
     ({**EXPERIMENT, "params": {"spec": {**TINY, "target": -1}}}, "params.target", "must be in (0, 1]"),
     ({**EXPERIMENT, "params": {}}, "params", "needs exactly one of experiment (a built-in name) or spec"),
