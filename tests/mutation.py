@@ -48,7 +48,8 @@ EXTRA_TESTS = {
                          "tests/engine/test_simulate.py",
                          "tests/engine/test_shift_invariance.py"),
     "engine/claims.py": ("tests/engine/test_claims_statistics.py",
-                         "tests/engine/test_claims_experiment.py"),
+                         "tests/engine/test_claims_experiment.py",
+                         "tests/engine/test_claims_loading.py"),
     "engine/experiments/point.py": ("tests/engine/test_claims_statistics.py",),
     "engine/experiments/select.py": ("tests/engine/test_claims_statistics.py",
                                      "tests/engine/test_claims_experiment.py",
@@ -56,6 +57,23 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+}
+#: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
+#: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
+#: reach (tests/engine/test_claims_loading.py: small hand-written claims files, stub runs)
+DESELECT = {
+    "engine/claims.py": tuple(f"tests/engine/{name}" for name in (
+        "test_claims.py::test_every_claim_is_printed_where_it_says",
+        "test_claims.py::test_moving_the_saturation_cut_fails_the_readme_rows",
+        "test_claims.py::test_the_shipped_file_is_valid_json_with_unique_ids",
+        "test_claims.py::test_a_probe_claim_without_the_models_extra_is_skipped",
+        "test_claims_experiment.py::test_the_statistics_are_those_of_the_job_files",
+        "test_claims_experiment.py::test_a_rerun_reproduces_every_figure_bit_for_bit",
+        "test_claims_experiment.py::test_the_cache_is_reused_without_a_pool",
+        "test_claims_experiment.py::test_a_cached_job_of_another_fingerprint_is_rerun_not_used",
+        "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
+        "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
+    )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
@@ -89,7 +107,9 @@ def config(module: str, tests: list[str], timeout_multiplier: float = 5.0) -> st
         'source_paths = ["engine/"]',
         f"only_mutate = {json.dumps([module])}",
         f"also_copy = {json.dumps([p for p in LINKED if p not in ('engine', 'tests')])}",
-        'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow"]',
+        "pytest_add_cli_args = " + json.dumps(
+            ["-p", "no:xdist", "-p", "no:cacheprovider", "-m", "not slow",
+             *(arg for test in DESELECT.get(module, ()) for arg in ("--deselect", test))]),
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         "use_git_change_detection = false",
         f"timeout_multiplier = {float(timeout_multiplier)}",

@@ -112,6 +112,9 @@ def test_a_bound_is_strict(published, measured, status):
     ("rate_hi", "0.32", 8, 0),  # Wilson(0, 8) = (0, 0.3244)
     ("rate_lo", "0.68", 8, 8),  # Wilson(8, 8) = (0.6756, 1)
     ("rate_lo", "0.50", 8, None),  # no count of 8 runs has this lower bound
+    # Wilson(1, 12) = (0.0149, ..): within 0.005 of 0.01; Wilson(0, 12) starts at 0, 0.01 away,
+    # inside a band twice as wide (two counts would fit: none chosen)
+    ("rate_lo", "0.01", 12, 1),
 ])
 def test_the_count_a_printed_rate_or_bound_belongs_to(stat, published, n, count):
     claim = _claim(published, "experiment", {"stat": stat, "rule": "sqrt"})
@@ -316,3 +319,116 @@ def test_over_statistics_carry_their_run_count_and_nan_without_runs():
     none = [{**r, "rows": []} for r in res]  # no loss at init: no curve
     fig = Selector.from_dict({"stat": "best", "rule": "sqrt", "over": "lr"}).measure(spec, none)
     assert math.isnan(fig.value) and fig.n == 0
+
+
+# -- every field of a check on each judging path (the verdict's note, SE and tolerance too) ------
+def _fields(check) -> tuple:
+    def nan(x):
+        return "nan" if isinstance(x, float) and math.isnan(x) else x
+
+    return (check.claim, nan(check.measured), nan(check.se), nan(check.tolerance), check.status,
+            check.note)
+
+
+MEAN = {"stat": "mean", "rule": "sqrt", "value": "final_loss"}
+
+
+def test_every_field_of_a_judged_figure():
+    c, above, below = _claim("1"), _claim(">0.5"), _claim("<0.5")
+    assert _fields(judge(c, math.inf, 0.2)) == (c, math.inf, 0.2, "nan", "FAIL",
+                                                "the measurement is not finite")
+    assert _fields(judge(above, 0.6, 0.1)) == (above, 0.6, 0.1, "nan", "ok", "")
+    assert _fields(judge(below, 0.6, 0.1)) == (below, 0.6, 0.1, "nan", "FAIL", "")
+    assert _fields(judge(c, 1.2, 0.1)) == (c, 1.2, 0.1, pytest.approx(0.8), "ok", "")
+
+
+def test_a_figure_exactly_at_its_tolerance_holds_and_the_next_float_does_not():
+    """Published 0: half a unit is 0.5, allowed up to 0.5 * (1 + 1e-9), that value included;
+    the same edge for a mean, a standard error (SE 0: rounding alone) and a printed SE."""
+    edge = 0.5 * (1 + 1e-9)
+    beyond = math.nextafter(edge, 1.0)
+    for measured, status in ((edge, "ok"), (beyond, "FAIL")):
+        assert judge(_claim("0"), measured, 0.0).status == status
+        assert _exp(MEAN, "0", Figure(measured, 0.0, 4)) == status
+        assert _exp({**MEAN, "stat": "se"}, "0", Figure(measured, 0.0, 4)) == status
+        # the mean holds exactly; its SE is `measured`, printed 0 (se_multiple 0: rounding alone)
+        assert _exp(MEAN, "1", Figure(1.0, measured, 4), published_se="0",
+                    se_multiple=0.0) == status
+
+
+def test_a_standard_error_of_zero_is_judged_by_rounding():
+    """A measured SE of 0 (every seed the same): its own SE is 0, no division by it."""
+    check = judge_experiment(_claim("0", "experiment", {**MEAN, "stat": "se"}), Figure(0.0, 0.0, 5))
+    assert _fields(check) == (check.claim, 0.0, 0.0, 0.5, "ok",
+                              "standard error of a standard error over seeds")
+    c = _claim("0.1", "experiment", {**MEAN, "stat": "se"})
+    combined = math.hypot(0.02, 0.02 * 0.1 / 0.1)
+    assert _fields(judge_experiment(c, Figure(0.1, 0.02, 5))) == (
+        c, 0.1, pytest.approx(combined), pytest.approx(0.05 + 3 * combined), "ok",
+        "standard error of a standard error over seeds")
+
+
+def test_every_field_of_a_mean_and_its_printed_se():
+    c = _claim("1", "experiment", MEAN)
+    combined = math.hypot(0.1, 0.1)  # the measured SE twice
+    assert _fields(judge_experiment(c, Figure(1.2, 0.1, 4))) == (
+        c, 1.2, pytest.approx(combined), pytest.approx(0.5 + 3 * combined), "ok",
+        "3 combined SE (measured SE 0.1, twice)")
+    printed = _claim("1", "experiment", MEAN, published_se="0.1")
+    combined = math.hypot(0.6, 0.1)
+    se_tol = 0.05 + 3 * combined / math.sqrt(2 * 9)  # 0.48: the SE is 0.5 off
+    assert _fields(judge_experiment(printed, Figure(1.0, 0.6, 10))) == (
+        printed, 1.0, pytest.approx(combined), pytest.approx(0.5 + 3 * combined), "FAIL",
+        f"the mean holds, its SE does not: published 0.1, measured 0.6, tolerance ± {se_tol:.3g}")
+    assert _fields(judge_experiment(printed, Figure(1.0, 0.2, 10)))[4:] == (
+        "ok", "3 combined SE (measured SE 0.2, published 0.1)")
+    # se_multiple 0: rounding alone (not 1 SE); one run has no SE of its SE; two runs do
+    bare = _claim("1", "experiment", MEAN, se_multiple=0.0)
+    assert judge_experiment(bare, Figure(1.2, 0.1, 4)).tolerance == 0.5
+    printed0 = _claim("1", "experiment", MEAN, published_se="0.1", se_multiple=0.0)
+    assert judge_experiment(printed0, Figure(1.0, 0.6, 1)).status == "ok"
+    assert judge_experiment(printed0, Figure(1.0, 0.6, 2)).status == "FAIL"  # 0.5 > 0.05
+
+
+def test_every_field_of_a_figure_judged_over_seeds_without_a_number():
+    c = _claim("1", "experiment", MEAN, scale=2.0)
+    assert _fields(judge_experiment(c, Figure(math.inf, 0.1, 4))) == (
+        c, math.inf, 0.2, "nan", "FAIL", "the measurement is not finite")
+    assert _fields(judge_experiment(c, Figure(0.5, math.nan, 1))) == (
+        c, 1.0, "nan", "nan", "FAIL", "no standard error from 1 run(s): cannot judge over seeds")
+
+
+def test_a_scaled_figure_scales_its_resolution_and_its_tied_values():
+    steps = _claim("20", "experiment", {"stat": "median_steps", "rule": "sqrt"}, scale=2.0)
+    check = judge_experiment(steps, Figure(10.0, 0.0, 4, resolution=2.0))
+    assert (check.measured, check.tolerance, check.status) == (20.0, 0.5 + 4.0, "ok")
+    best = _claim("1", "experiment", {"stat": "best", "rule": "sqrt"}, scale=100.0)
+    check = judge_experiment(best, Figure(0.01, 0.0, 4, accepted=(0.02, 0.01)))
+    assert (check.measured, check.status, check.note) == (
+        1.0, "ok", "tied with the best (3 combined SE): 1, 2")
+
+
+def test_an_exact_figure_reports_no_standard_error():
+    c = _claim("2", "experiment", {"stat": "n", "rule": "sqrt"})
+    check = judge_experiment(c, Figure(2.0, 0.3, 2))
+    assert (check.measured, check.se, check.tolerance, check.status) == (2.0, 0.0, 0.5, "ok")
+
+
+def _wilson(k: int, n: int) -> str:
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    return f"{k}/{n} ({ci.low:.2f}-{ci.high:.2f})"
+
+
+def test_every_field_of_a_count_check():
+    three = _claim("3", "experiment", {"stat": "successes", "rule": "sqrt"})
+    assert _fields(judge_experiment(three, Figure(5.0, 0.0, 10, successes=5))) == (
+        three, 5.0, 0.0, "nan", "ok",
+        f"published {_wilson(3, 10)}, measured {_wilson(5, 10)}: the Wilson 95 % intervals overlap")
+    none = _claim("0", "experiment", {"stat": "successes", "rule": "sqrt"})
+    assert _fields(judge_experiment(none, Figure(10.0, 0.0, 10, successes=10))) == (
+        none, 10.0, 0.0, "nan", "FAIL", f"published {_wilson(0, 10)}, measured "
+        f"{_wilson(10, 10)}: the Wilson 95 % intervals do not overlap")
+    # no count of 10 runs has a Wilson lower end of 0.99 (10/10 has 0.72)
+    bound = _claim("0.99", "experiment", {"stat": "rate_lo", "rule": "sqrt"})
+    assert _fields(judge_experiment(bound, Figure(0.72, 0.0, 10, successes=10))) == (
+        bound, 0.72, 0.0, "nan", "FAIL", "no count of 10 runs has the published bound 0.99")
