@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.probe.adapters_bert import NO_SOFTMAX_BERT
-from engine.probe.install import install_sites, wrap_attn
+from engine.probe.install import call_modified, install_sites, wrap_attn
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: families known to compute attention outside the interface, and what they do instead
@@ -76,12 +76,8 @@ def _neo_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         tap = active_tap()
         if tap is None:
             return original(query, key, value, attention_mask)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = query if mod.q_factor == 1.0 else query * mod.q_factor
-        out, weights = original(q_in, key, value, attention_mask)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, query, key, value,
+                                           attention_mask)
         nq, nk = query.shape[-2], key.shape[-2]
         band = module.bias[:, :, nk - nq:nk, :nk]  # causal, and for local layers a window
         low = torch.finfo(torch.float32).min

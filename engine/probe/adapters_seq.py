@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from engine.probe.install import install_sites, wrap_attn
+from engine.probe.install import call_modified, install_sites, wrap_attn
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: model type -> (attention class names, layout: "batch" or "time" first)
@@ -84,7 +84,13 @@ class _QKSite:
         k_proj.register_forward_hook(self.k_out)
 
     def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        """Number the call's site and bind its arguments (a new ``state``)."""
+        tap = active_for(self.tap)
+        self.state = {}
+        if tap is not None:
+            bound = self.signature.bind_partial(*args, **kwargs).arguments
+            self.state = {"site": tap.site_of(self.module), "bound": bound}
+        return None
 
     def _heads(self, x: Any) -> Any:
         """(batch, heads, tokens, head_dim) of a projection's output."""
@@ -121,13 +127,11 @@ class _ProjectionSite(_QKSite):
         module.register_forward_hook(self.post)
 
     def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        tap = active_for(self.tap)
-        self.state = {}
-        if tap is None:
+        super().pre(_m, args, kwargs)
+        if not self.state:
             return None
-        bound = self.signature.bind_partial(*args, **kwargs).arguments
-        self.state = {"site": tap.site_of(self.module), "bound": bound,
-                      "asked": bool(bound.get("output_attentions"))}
+        bound = self.state["bound"]
+        self.state["asked"] = bool(bound.get("output_attentions"))
         if "output_attentions" in self.signature.parameters:
             kwargs = dict(kwargs, output_attentions=True)
             if "output_attentions" in bound and len(args) > list(
@@ -200,12 +204,7 @@ def _openai_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any
         tap = active_tap()
         if tap is None:
             return original(q, k, v, attention_mask, output_attentions)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = q if mod.q_factor == 1.0 else q * mod.q_factor
-        out, weights = original(q_in, k, v, attention_mask, True)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, q, k, v, attention_mask, True)
         nq, nk = q.shape[-2], k.shape[-1]
         band = module.bias[:, :, :nq, :nk]  # w * b - 1e4 * (1 - b): a hidden key gets 0 weight
         mask = torch.where(band > 0, 0.0, LOW).float()
@@ -224,12 +223,8 @@ def _neox_jp_attn(module: Any, original: Callable[..., Any]) -> Callable[..., An
         tap = active_tap()
         if tap is None:
             return original(query, key, value, attention_mask)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = query if mod.q_factor == 1.0 else query * mod.q_factor
-        out, weights = original(q_in, key, value, attention_mask)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, query, key, value,
+                                           attention_mask)
         mask = None if attention_mask is None else attention_mask.float()
         tap.observe(SiteCall(site, module, query, key, mask, None, weights, out,
                              {"scaling": 1.0 / float(module.norm_factor)}))
@@ -255,13 +250,6 @@ class _CpmAntSite(_QKSite):
         b, n = x.shape[:2]
         m = self.module
         return x.reshape(b, n, m.num_heads, m.dim_head).transpose(1, 2)
-
-    def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        tap = active_for(self.tap)
-        self.state = {}
-        if tap is not None:
-            bound = self.signature.bind_partial(*args, **kwargs).arguments
-            self.state = {"site": tap.site_of(self.module), "bound": bound}
 
     def probs(self, _m: Any, _args: Any, out: Any) -> Any:
         tap = active_for(self.tap)

@@ -3,6 +3,8 @@
 Every adapter of inline attention does the same: find the modules of its attention class(es),
 attach its hooks (or wrap a helper method) on each, tell the tap which adapter reads that module
 (the audit reports it per site) and say how many it adapted (0: the loader refuses the model).
+The adapters that wrap a ``_attn(q, k, v, mask, ...)`` helper also share how a wrapped call
+plants the tap's modifiers (:func:`call_modified`).
 """
 
 from __future__ import annotations
@@ -37,3 +39,17 @@ def wrap_attn(wrap: Callable[[Any, Callable[..., Any]], Callable[..., Any]]
     def make(mod: Any) -> None:
         mod._attn = wrap(mod, mod._attn)
     return make
+
+
+def call_modified(tap: Tap, module: Any, original: Callable[..., Any], query: Any,
+                  *rest: Any) -> tuple[int, Any, Any]:
+    """(site, output, weights) of one call of a wrapped ``original(query, *rest)`` that returns
+    (output, weights): a factor on q goes into the query, one on the weights onto both returned
+    tensors (the probabilities times f on their way to the values: the same output)."""
+    site = tap.site_of(module)
+    mod = tap.modifier(site)
+    q_in = query if mod.q_factor == 1.0 else query * mod.q_factor
+    out, weights = original(q_in, *rest)
+    if mod.w_factor != 1.0:
+        out, weights = out * mod.w_factor, weights * mod.w_factor
+    return site, out, weights
