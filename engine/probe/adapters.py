@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.probe.adapters_bert import NO_SOFTMAX_BERT
+from engine.probe.install import call_modified, install_sites, wrap_attn
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: families known to compute attention outside the interface, and what they do instead
@@ -65,13 +66,7 @@ def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
 
 def install_gpt_neo(tap: Tap, model: Any) -> int:
     """Wrap every GPT-Neo self-attention's ``_attn`` (an instance attribute shadows the method)."""
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == "GPTNeoSelfAttention":
-            mod._attn = _neo_attn(mod, mod._attn)
-            tap.mark_adapter(mod, "gpt_neo")
-            count += 1
-    return count
+    return install_sites(tap, model, "GPTNeoSelfAttention", wrap_attn(_neo_attn), "gpt_neo")
 
 
 def _neo_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,12 +76,8 @@ def _neo_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         tap = active_tap()
         if tap is None:
             return original(query, key, value, attention_mask)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = query if mod.q_factor == 1.0 else query * mod.q_factor
-        out, weights = original(q_in, key, value, attention_mask)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, query, key, value,
+                                           attention_mask)
         nq, nk = query.shape[-2], key.shape[-2]
         band = module.bias[:, :, nk - nq:nk, :nk]  # causal, and for local layers a window
         low = torch.finfo(torch.float32).min
@@ -103,13 +94,7 @@ def _neo_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any]:
 # -- Bloom ----------------------------------------------------------------------------------------
 
 def install_bloom(tap: Tap, model: Any) -> int:
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == "BloomAttention":
-            _BloomSite(tap, mod)
-            tap.mark_adapter(mod, "bloom")
-            count += 1
-    return count
+    return install_sites(tap, model, "BloomAttention", lambda mod: _BloomSite(tap, mod), "bloom")
 
 
 class _BloomSite:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.probe.install import install_sites
 from engine.probe.tap import SiteCall, Tap, active_for
 
 #: model types whose token mixing is no softmax over q.k at all (why, said in the refusal)
@@ -213,12 +214,8 @@ def bert_adapters() -> dict[str, Callable[[Tap, Any], int]]:
 
 
 def install(tap: Tap, model: Any, family: Family) -> int:
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == family.cls:
-            _BertSite(tap, mod, family)
-            count += 1
-    return count
+    return install_sites(tap, model, family.cls, lambda mod: _BertSite(tap, mod, family),
+                         family.name)
 
 
 def install_big_bird(tap: Tap, model: Any) -> int:
@@ -226,7 +223,6 @@ def install_big_bird(tap: Tap, model: Any) -> int:
     module runs (BigBird replaces it at the first input short enough for full attention)."""
     family = FAMILIES["big_bird"]
     done: set[int] = set()
-    count = 0
 
     def attach(outer: Any, _args: Any) -> None:
         if active_for(tap) is None:
@@ -239,14 +235,13 @@ def install_big_bird(tap: Tap, model: Any) -> int:
         if id(inner) not in done:  # (hooks added now still see this call of ``inner``)
             done.add(id(inner))
             _BertSite(tap, inner, family)
+            tap.mark_adapter(inner, family.name)
             names = tap._names  # (the tap named the modules it was given: name the new one)
             names[id(inner)] = f"{names.get(id(outer), 'BigBirdAttention')}.self"
 
-    for mod in model.modules():
-        if type(mod).__name__ == "BigBirdAttention":
-            mod.register_forward_pre_hook(attach)
-            count += 1
-    return count
+    # (the outer module is not marked: the inner one that runs is, when attached)
+    return install_sites(tap, model, "BigBirdAttention",
+                         lambda mod: mod.register_forward_pre_hook(attach), None)
 
 
 class _BertSite:
@@ -256,7 +251,6 @@ class _BertSite:
         self.tap, self.module, self.family = tap, module, family
         self.state: dict[str, Any] = {}
         self._signature = inspect.signature(module.forward)
-        tap.mark_adapter(module, family.name)
         module.register_forward_pre_hook(self.pre, with_kwargs=True)
         getattr(module, family.q).register_forward_hook(self.keep("q"))
         getattr(module, family.k).register_forward_hook(self.keep("k", factor=True))

@@ -21,17 +21,13 @@ import math
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.probe.install import install_sites
 from engine.probe.tap import SiteCall, Tap, active_for
 
 
 def install_deberta(tap: Tap, model: Any) -> int:
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == "DisentangledSelfAttention":
-            _DebertaSite(tap, mod)
-            tap.mark_adapter(mod, "deberta")
-            count += 1
-    return count
+    return install_sites(tap, model, "DisentangledSelfAttention",
+                         lambda mod: _DebertaSite(tap, mod), "deberta")
 
 
 def scale_factor(config: Any) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.probe.install import install_sites
 from engine.probe.tap import SiteCall, Tap, active_for
 
 
@@ -38,13 +39,8 @@ def _install(tap: Tap, model: Any, cls: str, name: str) -> int:
     # Falcon calls SDPA (no probabilities) unless its config says eager; it reads the setting
     # at every call and refuses set_attn_implementation
     model.config._attn_implementation = "eager"
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == cls:
-            (_FalconSite if name == "falcon" else _MptSite)(tap, mod)
-            tap.mark_adapter(mod, name)
-            count += 1
-    return count
+    site = _FalconSite if name == "falcon" else _MptSite
+    return install_sites(tap, model, cls, lambda mod: site(tap, mod), name)
 
 
 class _FusedSite:

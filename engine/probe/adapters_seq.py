@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from engine.probe.install import call_modified, install_sites, wrap_attn
 from engine.probe.tap import SiteCall, Tap, active_for, active_tap
 
 #: model type -> (attention class names, layout: "batch" or "time" first)
@@ -68,56 +69,32 @@ def declared(adapter: str, module: Any, d_k: int) -> tuple[float, str] | None:
     return None
 
 
-# -- separate projections ------------------------------------------------------------------------
+class _QKSite:
+    """The hooks of one module with separate q and k projections; ``state`` carries one call
+    from hook to hook. Both projections' outputs are kept as (batch, heads, tokens, head_dim)
+    (a subclass's ``_heads``); a factor on q goes into q's output. The subclass hooks the rest
+    (where the weights are) and the module's end (``post``)."""
 
-def _install_projection(tap: Tap, model: Any, model_type: str) -> int:
-    names, layout = PROJECTION_TYPES[model_type]
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ in names and hasattr(mod, "q_proj"):
-            _ProjectionSite(tap, mod, layout)
-            tap.mark_adapter(mod, model_type)
-            count += 1
-    return count
-
-
-class _ProjectionSite:
-    """Hooks of one module with q/k/v projections that returns (output, weights, ...)."""
-
-    def __init__(self, tap: Tap, module: Any, layout: str) -> None:
-        self.tap, self.module, self.layout = tap, module, layout
+    def __init__(self, tap: Tap, module: Any, q_proj: Any, k_proj: Any) -> None:
+        self.tap, self.module = tap, module
         self.state: dict[str, Any] = {}
         self.signature = inspect.signature(module.forward)
         module.register_forward_pre_hook(self.pre, with_kwargs=True)
-        module.q_proj.register_forward_hook(self.q_out)
-        module.k_proj.register_forward_hook(self.k_out)
-        module.v_proj.register_forward_hook(self.v_out)
-        module.register_forward_hook(self.post)
+        q_proj.register_forward_hook(self.q_out)
+        k_proj.register_forward_hook(self.k_out)
 
     def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Number the call's site and bind its arguments (a new ``state``)."""
         tap = active_for(self.tap)
         self.state = {}
-        if tap is None:
-            return None
-        bound = self.signature.bind_partial(*args, **kwargs).arguments
-        self.state = {"site": tap.site_of(self.module), "bound": bound,
-                      "asked": bool(bound.get("output_attentions"))}
-        if "output_attentions" in self.signature.parameters:
-            kwargs = dict(kwargs, output_attentions=True)
-            if "output_attentions" in bound and len(args) > list(
-                    self.signature.parameters).index("output_attentions"):
-                return None  # (passed positionally: already what it is, kept)
-            return args, kwargs
+        if tap is not None:
+            bound = self.signature.bind_partial(*args, **kwargs).arguments
+            self.state = {"site": tap.site_of(self.module), "bound": bound}
         return None
 
     def _heads(self, x: Any) -> Any:
         """(batch, heads, tokens, head_dim) of a projection's output."""
-        m = self.module
-        if self.layout == "time":
-            n, b = x.shape[:2]
-            return x.reshape(n, b, m.num_heads, m.head_dim).permute(1, 2, 0, 3)
-        b, n = x.shape[:2]
-        return x.reshape(b, n, m.num_heads, m.head_dim).transpose(1, 2)
+        raise NotImplementedError
 
     def q_out(self, _m: Any, _args: Any, out: Any) -> Any:
         tap = active_for(self.tap)
@@ -130,6 +107,46 @@ class _ProjectionSite:
     def k_out(self, _m: Any, _args: Any, out: Any) -> None:
         if active_for(self.tap) is not None and "site" in self.state:
             self.state["k"] = self._heads(out.detach().clone())
+
+
+# -- separate projections ------------------------------------------------------------------------
+
+def _install_projection(tap: Tap, model: Any, model_type: str) -> int:
+    names, layout = PROJECTION_TYPES[model_type]
+    return install_sites(tap, model, names, lambda mod: _ProjectionSite(tap, mod, layout),
+                         model_type, accept=lambda mod: hasattr(mod, "q_proj"))
+
+
+class _ProjectionSite(_QKSite):
+    """Hooks of one module with q/k/v projections that returns (output, weights, ...)."""
+
+    def __init__(self, tap: Tap, module: Any, layout: str) -> None:
+        self.layout = layout
+        super().__init__(tap, module, module.q_proj, module.k_proj)
+        module.v_proj.register_forward_hook(self.v_out)
+        module.register_forward_hook(self.post)
+
+    def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        super().pre(_m, args, kwargs)
+        if not self.state:
+            return None
+        bound = self.state["bound"]
+        self.state["asked"] = bool(bound.get("output_attentions"))
+        if "output_attentions" in self.signature.parameters:
+            kwargs = dict(kwargs, output_attentions=True)
+            if "output_attentions" in bound and len(args) > list(
+                    self.signature.parameters).index("output_attentions"):
+                return None  # (passed positionally: already what it is, kept)
+            return args, kwargs
+        return None
+
+    def _heads(self, x: Any) -> Any:
+        m = self.module
+        if self.layout == "time":
+            n, b = x.shape[:2]
+            return x.reshape(n, b, m.num_heads, m.head_dim).permute(1, 2, 0, 3)
+        b, n = x.shape[:2]
+        return x.reshape(b, n, m.num_heads, m.head_dim).transpose(1, 2)
 
     def v_out(self, _m: Any, _args: Any, out: Any) -> Any:
         tap = active_for(self.tap)
@@ -174,15 +191,9 @@ class _ProjectionSite:
 # -- a wrapped _attn helper -------------------------------------------------------------------
 
 def _install_helper(tap: Tap, model: Any, model_type: str) -> int:
-    cls = HELPER_TYPES[model_type]
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == cls and hasattr(mod, "_attn"):
-            mod._attn = (_openai_attn if model_type == "openai-gpt" else _neox_jp_attn)(
-                mod, mod._attn)
-            tap.mark_adapter(mod, model_type)
-            count += 1
-    return count
+    wrap = _openai_attn if model_type == "openai-gpt" else _neox_jp_attn
+    return install_sites(tap, model, HELPER_TYPES[model_type], wrap_attn(wrap), model_type,
+                         accept=lambda mod: hasattr(mod, "_attn"))
 
 
 def _openai_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -193,12 +204,7 @@ def _openai_attn(module: Any, original: Callable[..., Any]) -> Callable[..., Any
         tap = active_tap()
         if tap is None:
             return original(q, k, v, attention_mask, output_attentions)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = q if mod.q_factor == 1.0 else q * mod.q_factor
-        out, weights = original(q_in, k, v, attention_mask, True)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, q, k, v, attention_mask, True)
         nq, nk = q.shape[-2], k.shape[-1]
         band = module.bias[:, :, :nq, :nk]  # w * b - 1e4 * (1 - b): a hidden key gets 0 weight
         mask = torch.where(band > 0, 0.0, LOW).float()
@@ -217,12 +223,8 @@ def _neox_jp_attn(module: Any, original: Callable[..., Any]) -> Callable[..., An
         tap = active_tap()
         if tap is None:
             return original(query, key, value, attention_mask)
-        site = tap.site_of(module)
-        mod = tap.modifier(site)
-        q_in = query if mod.q_factor == 1.0 else query * mod.q_factor
-        out, weights = original(q_in, key, value, attention_mask)
-        if mod.w_factor != 1.0:
-            out, weights = out * mod.w_factor, weights * mod.w_factor
+        site, out, weights = call_modified(tap, module, original, query, key, value,
+                                           attention_mask)
         mask = None if attention_mask is None else attention_mask.float()
         tap.observe(SiteCall(site, module, query, key, mask, None, weights, out,
                              {"scaling": 1.0 / float(module.norm_factor)}))
@@ -234,23 +236,13 @@ def _neox_jp_attn(module: Any, original: Callable[..., Any]) -> Callable[..., An
 # -- CPM-Ant: a softmax module -----------------------------------------------------------------
 
 def _install_cpmant(tap: Tap, model: Any) -> int:
-    count = 0
-    for mod in model.modules():
-        if type(mod).__name__ == "CpmAntAttention":
-            _CpmAntSite(tap, mod)
-            tap.mark_adapter(mod, "cpmant")
-            count += 1
-    return count
+    return install_sites(tap, model, "CpmAntAttention", lambda mod: _CpmAntSite(tap, mod),
+                         "cpmant")
 
 
-class _CpmAntSite:
+class _CpmAntSite(_QKSite):
     def __init__(self, tap: Tap, module: Any) -> None:
-        self.tap, self.module = tap, module
-        self.state: dict[str, Any] = {}
-        self.signature = inspect.signature(module.forward)
-        module.register_forward_pre_hook(self.pre, with_kwargs=True)
-        module.project_q.register_forward_hook(self.q_out)
-        module.project_k.register_forward_hook(self.k_out)
+        super().__init__(tap, module, module.project_q, module.project_k)
         module.softmax.register_forward_hook(self.probs)
         module.register_forward_hook(self.post)
 
@@ -258,25 +250,6 @@ class _CpmAntSite:
         b, n = x.shape[:2]
         m = self.module
         return x.reshape(b, n, m.num_heads, m.dim_head).transpose(1, 2)
-
-    def pre(self, _m: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        tap = active_for(self.tap)
-        self.state = {}
-        if tap is not None:
-            bound = self.signature.bind_partial(*args, **kwargs).arguments
-            self.state = {"site": tap.site_of(self.module), "bound": bound}
-
-    def q_out(self, _m: Any, _args: Any, out: Any) -> Any:
-        tap = active_for(self.tap)
-        if tap is None or "site" not in self.state:
-            return None
-        self.state["q"] = self._heads(out.detach().clone())
-        f = tap.modifier(self.state["site"]).q_factor
-        return None if f == 1.0 else out * f
-
-    def k_out(self, _m: Any, _args: Any, out: Any) -> None:
-        if active_for(self.tap) is not None and "site" in self.state:
-            self.state["k"] = self._heads(out.detach().clone())
 
     def probs(self, _m: Any, _args: Any, out: Any) -> Any:
         tap = active_for(self.tap)
