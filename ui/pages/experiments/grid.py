@@ -41,7 +41,9 @@ class GridPanel(PlotPanel):
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "scaling rule", legend=False)
         self.glw.setMinimumHeight(GRID_MIN_HEIGHT)
-        self.plot.getAxis("bottom").stagger = True  # (every column named, two lines if need be)
+        # every column named (two lines, then a smaller type if need be), every rule named
+        self.plot.getAxis("bottom").stagger = self.plot.getAxis("bottom").categories = True
+        self.plot.getAxis("left").categories = True
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
         self.plot.getViewBox().invertY(True)
         self.plot.hideButtons()
@@ -231,9 +233,10 @@ class GridPanel(PlotPanel):
 
 
 def _tick(text: str) -> str:
-    """"lr=0.01" -> "0.01" (the axis title names the field); "job 3 (seed=1)" -> "job 3"."""
+    """"lr=0.01" -> "0.01" (the axis title names the field); "job 3 (seed=1)" -> "3" (the axis
+    title is "job": sixteen "job N" were too wide for their columns, and the last went missing)."""
     text = text.split(" (")[0]
-    return text if text.startswith("job") else text.split("=", 1)[-1]
+    return text.removeprefix("job ") if text.startswith("job ") else text.split("=", 1)[-1]
 
 
 class _LeaveFilter(QObject):
