@@ -194,9 +194,10 @@ def test_every_builtin_experiments_figures_fit(small, qtbot, builtin):
 
 
 def _presented_experiments_page_is_whole(window, page, qtbot) -> None:
-    """Presentation mode at 1280x720 with five rules: the grid named two of them ("qknorm",
-    "sink": its rows were shorter than the larger type), and the figures' legends were cut at
-    the bottom (a panel shorter than its header and plot lost the plot's last 45 px)."""
+    """Presentation mode at 1280x720 with five rules, and back: the grid named two of them
+    ("qknorm", "sink": its rows were shorter than the larger type), and the figures' legends
+    were cut at the bottom (a panel shorter than its header and plot lost the plot's last
+    45 px)."""
     window.set_presentation(True)
     try:
         _settle(qtbot)
@@ -205,3 +206,7 @@ def _presented_experiments_page_is_whole(window, page, qtbot) -> None:
         assert tick_labels(page.grid_panel.plot.getAxis("left")) == list(page.spec.rules)
     finally:
         window.set_presentation(False)
+    # back to three figures a row: legends fitted to two a row held their plots wider than
+    # the panels (the x titles and last legend entries were cut)
+    problems = _problems(page, qtbot)
+    assert problems == [], "\n".join(problems)

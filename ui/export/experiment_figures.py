@@ -219,7 +219,8 @@ class ExperimentFigurePanel(PlotPanel):
         plot.setLogMode(x=fig.x_log, y=fig.y_log)
         axis = plot.getAxis("bottom")
         axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
-        axis.stagger = bool(fig.x_ticks)  # (every rule named: a crowded one a line lower)
+        # every rule named: a crowded one a line lower, then all in a smaller type
+        axis.stagger = axis.categories = bool(fig.x_ticks)
         plot.enableAutoRange()
         if fig.x_ticks:  # categories: room on both sides
             plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)

@@ -434,8 +434,9 @@ class ExperimentsPage(LivePage):
         self._recompute_grid()
 
     def _ensure_figures(self, spec: Any) -> None:
-        """One figure panel per figure of ``spec`` (rebuilt only when its figures change)."""
-        key = (spec.name, spec.figures)
+        """One figure panel per figure of ``spec`` (rebuilt only when its figures or its rules
+        change: with other rules checked, the legends and the rule axis named the old ones)."""
+        key = (spec.name, spec.figures, spec.rules)
         if key != self._figures_key:
             self._figures_key = key
             self._build_figures(spec)
