@@ -1,8 +1,10 @@
 """What a reader of a plot sees cut or crowded: tick labels drawn over each other, an axis label
 that runs out of its plot (into a neighbour) or is cut by the edge of the plot area, a y title
 (on one, two or three lines) that touches its tick labels, a title wider than its plot, a legend
-entry cut by its plot's or the view's edge. Used by the tests that look at every panel of every
-page at 1280x720."""
+entry cut by its plot's or the view's edge (the view as its parents clip it: a plot panel taller
+than its row loses its bottom), an axis of categories (a figure's rules, the grid's rules) that
+names fewer of them than it has, a title cut short with "…" (where asked). Used by the tests
+that look at every panel of every page at 1280x720."""
 
 from __future__ import annotations
 
@@ -45,6 +47,39 @@ def overlapping_ticks(axis: pg.AxisItem) -> list[str]:
 
 def tick_labels(axis: pg.AxisItem) -> list[str]:
     return [text for _rect, text in _tick_rects(axis)]
+
+
+def hidden_categories(where: str, axis: pg.AxisItem) -> list[str]:
+    """An axis of categories (``categories`` or ``stagger``: each tick a rule or a column) that
+    draws fewer labels than it has ticks in view: a reader cannot tell its rows apart."""
+    if not (getattr(axis, "categories", False) or getattr(axis, "stagger", False)):
+        return []
+    levels = getattr(axis, "_tickLevels", None)
+    if not levels:
+        return []
+    lo, hi = sorted(axis.range)
+    wanted = [text for value, text in levels[0] if lo <= value <= hi and text]
+    drawn = tick_labels(axis)
+    if len(drawn) < len(wanted):
+        return [f"{where} {axis.orientation} axis names {len(drawn)} of its {len(wanted)} "
+                f"categories ({', '.join(drawn)} of {', '.join(wanted)})"]
+    return []
+
+
+def seen_rect(view) -> QRectF:
+    """The scene rectangle of ``view`` a user sees: its viewport as its parent widgets clip it
+    (a panel shorter than its header and plot cuts the plot's bottom off)."""
+    from PySide6.QtCore import QPoint, QRect
+
+    port = view.viewport()
+    room = QRect(port.rect())
+    widget = port
+    offset = QPoint(0, 0)
+    while widget.parentWidget() is not None and not widget.isWindow():
+        offset += widget.pos()
+        widget = widget.parentWidget()
+        room = room.intersected(widget.rect().translated(-offset))
+    return view.mapToScene(room).boundingRect()
 
 
 def _text_rect(item) -> QRectF:
@@ -96,11 +131,11 @@ def cut_legend_entries(where: str, plot, visible: QRectF) -> list[str]:
     return out
 
 
-def layout_problems(name: str, panel) -> list[str]:
-    """Everything cut or crowded in ``panel``'s visible plots."""
+def layout_problems(name: str, panel, whole_titles: bool = False) -> list[str]:
+    """Everything cut or crowded in ``panel``'s visible plots; with ``whole_titles``, an axis
+    title cut short with "…" too (the Experiments page's figures: a shorter form must fit)."""
     problems = []
-    view = panel.glw
-    scene_rect = view.mapToScene(view.viewport().rect()).boundingRect()
+    scene_rect = seen_rect(panel.glw)
     for k, plot in enumerate(panel.plot_items()):
         if not plot.isVisible():
             continue
@@ -111,6 +146,11 @@ def layout_problems(name: str, panel) -> list[str]:
             if not axis.isVisible():
                 continue
             problems += [f"{where} {side} ticks: {p}" for p in overlapping_ticks(axis)]
+            problems += hidden_categories(where, axis)
+            if whole_titles and str(getattr(axis, "_shown", None)).endswith("…") \
+                    and axis.label.isVisible():
+                problems.append(f"{where} {side} label {axis.labelText!r} is cut short to "
+                                f"{axis._shown!r}")
             if axis.label.isVisible() and axis.labelText:
                 text = _text_rect(axis.label)
                 if side == "left":

@@ -53,6 +53,7 @@ def _four_figures_and_a_long_verdict_fit(window, qtbot, page) -> None:
     scrolled at 1280x720; now one row of figures with the rest a page away, the verdict in its
     box, the form and job list left out in presentation mode (the form was cut there)."""
     from engine.experiments.builtin import builtin
+    from ui.pages.experiments.figure_rows import COLUMNS, PRESENT_COLUMNS
 
     page.form.show_spec(builtin("logit_control"))
     page.verdict_label.setText("<b>Verdict</b>: " + "sqrt 0.586 ± 0.0059 (best lr 0.01) " * 40)
@@ -69,7 +70,9 @@ def _four_figures_and_a_long_verdict_fit(window, qtbot, page) -> None:
         for panel in panels:
             seen = panel.visibleRegion().boundingRect()
             assert seen.size() == panel.size(), f"{mode}: {panel.plot_id} shows {seen}"
-        assert len(page.figure_panels) == 4 and len(page.figures_inner.shown()) == 3, mode
+        # (presentation mode: two figures a row, wider, at its larger type)
+        per_row = PRESENT_COLUMNS if present else COLUMNS
+        assert len(page.figure_panels) == 4 and len(page.figures_inner.shown()) == per_row, mode
         assert page.figures_inner.nav.isVisible(), mode
         assert page.form_column.isVisible() != present and page.jobs.isVisible() != present
     window.set_presentation(False)

@@ -25,6 +25,7 @@ from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel
 from ui.plots.log_ticks import log_ticks
 from ui.plots.rule_pens import rule_pen
+from ui.plots.tidy_axis import shorter_titles
 from ui.theme import rule_color, themed_css
 
 SIZE = (900, 600)
@@ -206,7 +207,11 @@ class ExperimentFigurePanel(PlotPanel):
         plot = self.plot
         if self.compact:  # (the header has the title and the error caption)
             plot.setTitle(None)
-            plot.setLabel("left", html.escape(fig.y_label))  # (TidyAxis fits it: lines, "…")
+            # TidyAxis fits it (lines, a shorter form, "…"); the full title on hover
+            axis = plot.getAxis("left")
+            axis.shorter = tuple(html.escape(t) for t in shorter_titles(fig.y_label))
+            plot.setLabel("left", html.escape(fig.y_label))
+            axis.label.setToolTip(fig.y_label)
         else:
             plot.setTitle(fig.title, color=self.theme.foreground)
             plot.setLabel("left", f"{fig.y_label} ({fig.error})")
@@ -214,7 +219,8 @@ class ExperimentFigurePanel(PlotPanel):
         plot.setLogMode(x=fig.x_log, y=fig.y_log)
         axis = plot.getAxis("bottom")
         axis.setTicks([list(fig.x_ticks)] if fig.x_ticks else None)
-        axis.stagger = bool(fig.x_ticks)  # (every rule named: a crowded one a line lower)
+        # every rule named: a crowded one a line lower, then all in a smaller type
+        axis.stagger = axis.categories = bool(fig.x_ticks)
         plot.enableAutoRange()
         if fig.x_ticks:  # categories: room on both sides
             plot.setXRange(-0.5, len(fig.x_ticks) - 0.5, padding=0)

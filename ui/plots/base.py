@@ -36,6 +36,7 @@ from engine.io import atomic_write_bytes, csv_text
 from ui.plots import type_scale  # noqa: F401  (presentation mode's larger titles)
 from ui.plots.figure_metadata import METADATA_KEY, svg_with_metadata
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
+from ui.plots.lazy_menu import LazyMenuViewBox
 from ui.plots.legends import outside_legend, show_legend
 from ui.plots.tidy_axis import tidy_axes
 from ui.theme import LIGHT, Theme
@@ -171,6 +172,7 @@ class PlotPanel(QFrame):
     # -- helpers for subclasses ----------------------------------------------------------------
     def add_plot(self, row: int, col: int, x_label: str, y_label: str, x_units: str | None = None,
                  y_units: str | None = None, legend: bool = True, **kw: Any) -> pg.PlotItem:
+        kw.setdefault("viewBox", LazyMenuViewBox())  # (its menu built when first wanted)
         plot = self.glw.addPlot(row=row, col=col, axisItems=tidy_axes(), **kw)
         # the title over the whole plot, its y axis included (pyqtgraph centres it over the data
         # area alone, and a title wider than that ran past the plot's right edge)
@@ -185,12 +187,15 @@ class PlotPanel(QFrame):
         plot.showGrid(x=True, y=True, alpha=self.theme.grid_alpha)
         if legend:
             outside_legend(plot)
-        vb = plot.getViewBox()
-        vb.menu.addSeparator()
-        for text, kind in EXPORT_ACTIONS:
-            vb.menu.addAction(text.replace("Export", "Export plot", 1),
-                              lambda k=kind: self.export_requested.emit(self, k))
+        plot.getViewBox().on_menu(self._add_export_actions)
         return plot
+
+    def _add_export_actions(self, menu: Any) -> None:
+        """The panel's exports at the end of a plot's right-click menu."""
+        menu.addSeparator()
+        for text, kind in EXPORT_ACTIONS:
+            menu.addAction(text.replace("Export", "Export plot", 1),
+                           lambda k=kind: self.export_requested.emit(self, k))
 
     def add_heatmap(self, plot: pg.PlotItem, label: str | None = None,
                     colormap: str | pg.ColorMap = "viridis", values: tuple[float, float] = (0.0, 1.0),

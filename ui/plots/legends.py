@@ -22,6 +22,10 @@ def outside_legend(plot: pg.PlotItem, row: int = LEGEND_ROW, col: int = 0) -> pg
                            frame=False)
     # its width never widens the plot (its columns follow the plot's width instead)
     legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    # nor holds it wide: the columns fitted to a wider plot (a larger window, presentation
+    # mode's two figures a row) kept the plot that wide, past its view, and the room measured
+    # on that plot kept the columns (the last entries and the x title were cut)
+    legend.setMinimumWidth(1)
     plot.layout.addItem(legend, row, col, 1, 2)  # (columns 0 and 1: y axis and view box)
     plot.legend = legend
     set_legend_slot(legend, lambda: plot.layout.addItem(legend, row, col, 1, 2),

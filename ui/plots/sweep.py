@@ -242,10 +242,13 @@ class SweepPanel(PlotPanel):
         if self.plots:
             p.setXLink(self.plots[0])
         if len(self.metrics) > 1:  # right-click in a plot: export that plot alone
-            p.getViewBox().menu.addSeparator()
-            sub = self._submenu(p.getViewBox().menu, f"Export only “{m.title}”")
-            self._add_single_actions(sub, i)
+            p.getViewBox().on_menu(lambda menu, i=i, m=m: self._single_menu(menu, i, m.title))
         return p
+
+    def _single_menu(self, menu: Any, i: int, title: str) -> None:
+        """Right-click in plot ``i``: export that plot alone."""
+        menu.addSeparator()
+        self._add_single_actions(self._submenu(menu, f"Export only “{title}”"), i)
 
     def _raw_plot(self) -> int | None:
         """Index of the score-std plot, where the raw q·k std is drawn (None: not shown)."""

@@ -188,7 +188,9 @@ class Presenter(QObject):
     def _panels(self, root: Any = None) -> list[Any]:
         from ui.plots.base import PlotPanel
 
-        return (root or self.window).findChildren(PlotPanel)
+        root = root or self.window
+        found = root.findChildren(PlotPanel)  # (a panel built alone: itself, too)
+        return [root, *found] if isinstance(root, PlotPanel) else found
 
     def _scale_plots(self, on: bool) -> None:
         """Thicker curves and larger tick labels, plot titles and axis titles on every page's

@@ -48,6 +48,26 @@ def tiny_folder(tmp_path_factory) -> Path:
     return folder
 
 
+def test_the_per_head_panels_come_after_the_page_shows(qtbot, show_widget) -> None:
+    """The page is built without its Per head plots (seven plots and four colour bars blocked
+    its first opening); once shown they come one per event-loop turn, and code that reads one
+    first gets it built at once, in its place."""
+    from ui.pages.real_model.page import RealModelPage
+
+    page = RealModelPage()
+    assert page.built_per_head_panels() == []
+    attention = page.attention_panel  # asked for before the others: built alone
+    assert page.built_per_head_panels() == [attention]
+    show_widget(page, (1280, 720))
+    qtbot.waitUntil(lambda: len(page.built_per_head_panels()) == 3, timeout=10_000)
+    grid, scores = page.grid_panel, page.scores_panel
+    assert page.panels == (grid, scores, attention)
+    bottom = page._per_head_bottom
+    assert [bottom.widget(i) for i in range(bottom.count())] == [scores, attention]
+    assert page._per_head_right.widget(0) is grid
+    assert all(p.isVisibleTo(page) for p in page.panels)
+
+
 def test_without_the_models_extra_the_page_says_how_to_install(qtbot, monkeypatch) -> None:
     import ui.pages.real_model.page as mod
 

@@ -15,8 +15,14 @@ from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QToolButton, QVB
 
 #: figures side by side in a row
 COLUMNS = 3
+#: in presentation mode (wider figures at the larger type: a five-rule legend on one line, not
+#: two, and a y title that reads)
+PRESENT_COLUMNS = 2
 #: a figure panel's height at least (its header, a plot that reads, the legend)
 ROW_MIN = 200
+#: its plot's height at least: room in ROW_MIN for a header of two lines at presentation
+#: mode's type (a plot panel's own 200 px overflowed the row, whose edge cut the legend off)
+PLOT_MIN = 130
 
 
 class FigureRows(QWidget):
@@ -26,7 +32,8 @@ class FigureRows(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.panels: list[QWidget] = []
-        self.page = 0  #: index of the page shown (a page is ``rows_fit`` rows of COLUMNS)
+        self.page = 0  #: index of the page shown (a page is ``rows_fit`` rows of ``columns``)
+        self.columns = COLUMNS  #: figures side by side (``set_columns``)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
         outer.setSpacing(2)
@@ -58,8 +65,15 @@ class FigureRows(QWidget):
         room = self.height() - self.nav.sizeHint().height() - 6
         return max(1, room // ROW_MIN)
 
+    def set_columns(self, columns: int) -> None:
+        """Figures side by side from now on (the first page shown)."""
+        if columns != self.columns:
+            self.columns = columns
+            self.page = 0
+            self._lay_out(force=True)
+
     def pages(self) -> int:
-        per = self.rows_fit() * COLUMNS
+        per = self.rows_fit() * self.columns
         return max(1, -(-len(self.panels) // per))
 
     def set_panels(self, panels: list[QWidget]) -> None:
@@ -68,6 +82,9 @@ class FigureRows(QWidget):
         self.panels = list(panels)
         for panel in self.panels:
             panel.setMinimumHeight(ROW_MIN)
+            glw = getattr(panel, "glw", None)
+            if glw is not None:
+                glw.setMinimumHeight(PLOT_MIN)
         self.page = 0
         self._rows = 0
         self._lay_out(force=True)
@@ -78,7 +95,7 @@ class FigureRows(QWidget):
 
     def shown(self) -> list[QWidget]:
         """The panels on the page shown."""
-        per = self.rows_fit() * COLUMNS
+        per = self.rows_fit() * self.columns
         return self.panels[self.page * per:(self.page + 1) * per]
 
     def resizeEvent(self, event: Any) -> None:  # Qt's name
@@ -97,13 +114,15 @@ class FigureRows(QWidget):
             if panel not in shown:
                 panel.hide()
         for i, panel in enumerate(shown):
-            self.grid.addWidget(panel, i // COLUMNS, i % COLUMNS)
+            self.grid.addWidget(panel, i // self.columns, i % self.columns)
             panel.show()
         for r in range(self.grid.rowCount()):  # rows of an earlier layout take no room
-            self.grid.setRowStretch(r, 1 if r < -(-len(shown) // COLUMNS) else 0)
+            self.grid.setRowStretch(r, 1 if r < -(-len(shown) // self.columns) else 0)
+        for c in range(self.grid.columnCount()):  # (nor do columns of an earlier layout)
+            self.grid.setColumnStretch(c, 1 if c < self.columns else 0)
         pages = self.pages()
         self.nav.setVisible(pages > 1)
-        first = self.page * rows * COLUMNS + 1
+        first = self.page * rows * self.columns + 1
         self.page_label.setText(f"figures {first}–{first + len(shown) - 1} of {len(self.panels)}")
         self.prev_button.setEnabled(self.page > 0)
         self.next_button.setEnabled(self.page < pages - 1)

@@ -24,6 +24,10 @@ TEXT_CELLS_MAX = 48
 #: the grid's plot area at least: less than a panel's usual 200 px, so that the grid, a row of
 #: figures and the verdict fit a 1280x720 window in presentation mode too
 GRID_MIN_HEIGHT = 150
+#: the grid's height besides its rows (title, x ticks and title, margins), and a row's height
+#: at least: with more rules the grid grows, and its rules' names keep a readable size
+GRID_FRAME_PX = 100
+ROW_PX = 12
 EMPTY_RGBA = (200, 200, 200, 90)
 COLOR_MAP = "viridis"
 
@@ -41,7 +45,9 @@ class GridPanel(PlotPanel):
     def build(self) -> None:
         self.plot = self.add_plot(0, 0, "", "scaling rule", legend=False)
         self.glw.setMinimumHeight(GRID_MIN_HEIGHT)
-        self.plot.getAxis("bottom").stagger = True  # (every column named, two lines if need be)
+        # every column named (two lines, then a smaller type if need be), every rule named
+        self.plot.getAxis("bottom").stagger = self.plot.getAxis("bottom").categories = True
+        self.plot.getAxis("left").categories = True
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
         self.plot.getViewBox().invertY(True)
         self.plot.hideButtons()
@@ -134,6 +140,8 @@ class GridPanel(PlotPanel):
         bottom.setTicks([[(float(c), _tick(grid.x_labels[c]))
                           for c in range(0, n_cols, step)]])
         self.plot.getAxis("left").setTicks([[(float(r), rule) for r, rule in enumerate(grid.rules)]])
+        # rows of about ROW_PX for their names (seven rules took 8 px type in 150 px)
+        self.glw.setMinimumHeight(max(GRID_MIN_HEIGHT, GRID_FRAME_PX + ROW_PX * n_rows))
         self.plot.setLabel("bottom", "job" if grid.x == EVERY_JOB else label(grid.x))
         self.plot.setTitle(f"{label(grid.metric)} ({grid.error}; grey: no value yet)",
                            size="9pt", color=self.theme.foreground)
@@ -231,9 +239,10 @@ class GridPanel(PlotPanel):
 
 
 def _tick(text: str) -> str:
-    """"lr=0.01" -> "0.01" (the axis title names the field); "job 3 (seed=1)" -> "job 3"."""
+    """"lr=0.01" -> "0.01" (the axis title names the field); "job 3 (seed=1)" -> "3" (the axis
+    title is "job": sixteen "job N" were too wide for their columns, and the last went missing)."""
     text = text.split(" (")[0]
-    return text if text.startswith("job") else text.split("=", 1)[-1]
+    return text.removeprefix("job ") if text.startswith("job ") else text.split("=", 1)[-1]
 
 
 class _LeaveFilter(QObject):

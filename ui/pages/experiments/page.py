@@ -36,7 +36,7 @@ from ui.export.experiment_figures import ExperimentFigurePanel
 from ui.file_dialogs import choose_dir
 from ui.pages.base import LivePage
 from ui.pages.experiments.estimate import Estimate, format_seconds, plan_estimate, time_job
-from ui.pages.experiments.figure_rows import FigureRows
+from ui.pages.experiments.figure_rows import COLUMNS, PRESENT_COLUMNS, FigureRows
 from ui.pages.experiments.folders import new_run_dir
 from ui.pages.experiments.form import ExperimentForm
 from ui.pages.experiments.grid import GridPanel
@@ -140,7 +140,7 @@ class ExperimentsPage(LivePage):
         self.progress_bar.setFormat("no run yet")
         self.progress_bar.setToolTip("Jobs finished of the grid (resumed ones included)")
         right.addWidget(self.progress_bar)
-        self.status_label = QLabel(self)
+        self.status_label = _LineLabel(self)
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         right.addWidget(self.status_label)
@@ -151,7 +151,7 @@ class ExperimentsPage(LivePage):
                                       "every number (engine.experiments.figures.verdict)")
         # a verdict of five rules runs to seven lines: it scrolls in its box, and the plots keep
         # their room (the page scrolled at 1280x720)
-        self.verdict_box = QScrollArea(self)
+        self.verdict_box = _VerdictBox(self)
         self.verdict_box.setWidgetResizable(True)
         self.verdict_box.setFrameShape(QFrame.Shape.NoFrame)
         self.verdict_box.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -244,6 +244,7 @@ class ExperimentsPage(LivePage):
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("no run yet")
         self.verdict_label.setText(NO_VERDICT)
+        self.verdict_box.updateGeometry()
         self._set_status("idle")
 
     def _show_spec(self, spec: Any) -> None:
@@ -413,6 +414,7 @@ class ExperimentsPage(LivePage):
             self._figure_state = figure_data(self.run_spec, results)
             self.verdict_label.setText(f"<b>Verdict</b> ({html.escape(self.run_spec.name)}): "
                                        f"{html.escape(verdict(self.run_spec, results))}")
+            self.verdict_box.updateGeometry()
         drawn = []
         if self._grid_state is not None and self.grid_panel.refresh(self._grid_state):
             drawn.append(self.grid_panel.plot_id)
@@ -432,8 +434,9 @@ class ExperimentsPage(LivePage):
         self._recompute_grid()
 
     def _ensure_figures(self, spec: Any) -> None:
-        """One figure panel per figure of ``spec`` (rebuilt only when its figures change)."""
-        key = (spec.name, spec.figures)
+        """One figure panel per figure of ``spec`` (rebuilt only when its figures or its rules
+        change: with other rules checked, the legends and the rule axis named the old ones)."""
+        key = (spec.name, spec.figures, spec.rules)
         if key != self._figures_key:
             self._figures_key = key
             self._build_figures(spec)
@@ -625,6 +628,9 @@ class ExperimentsPage(LivePage):
         grid, the figures and the verdict take the page."""
         self.form_column.setVisible(not on)
         self.jobs.setVisible(not on)
+        # two figures to a row: at the larger type three left each plot 35 px high under a
+        # legend on two lines, and a y title cut to "lea…"
+        self.figures_inner.set_columns(PRESENT_COLUMNS if on else COLUMNS)
 
     # -- theme and closing ---------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:
@@ -640,6 +646,37 @@ class ExperimentsPage(LivePage):
         super().shutdown()
         # only timing steps: not worth a long wait (Quit lowers join_s: shorter still)
         self.estimator.join(min(ESTIMATE_JOIN_S, self.join_s))
+
+
+class _LineLabel(QLabel):
+    """A status line that takes no room while it says nothing (26 px the grid and the figures
+    lacked at 1280x720 in presentation mode)."""
+
+    def setText(self, text: str) -> None:  # Qt's name
+        super().setText(text)
+        self.setVisible(bool(text))
+
+
+class _VerdictBox(QScrollArea):
+    """The verdict as high as its lines, VERDICT_HEIGHT at most (then it scrolls): a one-line
+    verdict kept 60 px, 40 of them blank."""
+
+    def sizeHint(self) -> QSize:  # Qt's names
+        label = self.widget()
+        width = self.viewport().width()
+        if label is None or width < 10:
+            return super().sizeHint()
+        height = label.heightForWidth(width)
+        return QSize(super().sizeHint().width(), min(VERDICT_HEIGHT, max(height, 1)))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(super().minimumSizeHint().width(), min(self.sizeHint().height(), 20))
+
+    def resizeEvent(self, event: Any) -> None:
+        old = event.oldSize()
+        super().resizeEvent(event)
+        if old.width() != event.size().width():  # (the lines follow the width only)
+            self.updateGeometry()
 
 
 class _RoomSplitter(QSplitter):

@@ -360,7 +360,7 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         (and each view change) offers it the latest result again; an up-to-date or hidden panel
         returns at once."""
         if self.view is not None:
-            for panel in self.panels:
+            for panel in self.built_per_head_panels():
                 panel.refresh(self.view)
         self._refresh_audit_views()
 
@@ -499,7 +499,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
     # -- theme, export -------------------------------------------------------------------------
     def themed_panels(self) -> list[Any]:
         port = self.lazy.built("port")
-        return [*self.panels, *self.audit_panels, *([port] if port is not None else [])]
+        return [*self.built_per_head_panels(), *self.audit_panels,
+                *([port] if port is not None else [])]
 
     def report(self, text: str, error: bool = False) -> None:
         self._message(text, error)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QGroupBox,
@@ -67,34 +67,91 @@ class PerHeadTab:
         return detail_box
 
     def _build_per_head_panels(self) -> None:
-        self.grid_panel = HeadGridPanel(self)
-        self.grid_panel.head_clicked.connect(self.select_head)
-        self.scores_panel = HeadScoresPanel(self)
-        self.attention_panel = HeadAttentionPanel(self)
-        self.panels = (self.grid_panel, self.scores_panel, self.attention_panel)
-        for panel in self.panels:
-            panel.export_requested.connect(self.export_panel_dialog)
-            panel.figure_source = lambda: self._figure_source("probe")
+        """Nothing yet: the three panels (seven plots and four colour bars, about half a second
+        of the page's first opening) are built one per event-loop turn once the page is shown
+        (``_grow_per_head``), or at once by the first code that reads one of them."""
+        self._per_head: dict[str, Any] = {}
+        self._per_head_shape = (6, 12)  #: the blank grids' layers x heads until the panels exist
+        self._per_head_group: str | None = None  #: a grid group asked for before they existed
 
     def _per_head_widget(self) -> QSplitter:
-        """The grid over the chosen head's scores and attention."""
-        bottom = QSplitter(Qt.Orientation.Horizontal, self)
-        bottom.addWidget(self.scores_panel)
-        bottom.addWidget(self.attention_panel)
-        right = QSplitter(Qt.Orientation.Vertical, self)
-        right.addWidget(self.grid_panel)
+        """The grid over the chosen head's scores and attention (filled as the panels come)."""
+        self._per_head_bottom = bottom = QSplitter(Qt.Orientation.Horizontal, self)
+        self._per_head_right = right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(bottom)
         # the head detail (two stacked histograms, a heatmap over a curve) needs more height than
         # the per-head grids: 2:3, so that at 1280x720 its histograms keep a readable height
-        right.setStretchFactor(0, 2)
-        right.setStretchFactor(1, 3)
-        right.setSizes([400, 600])
         return right
 
+    _PER_HEAD = (("grid", HeadGridPanel), ("scores", HeadScoresPanel),
+                 ("attention", HeadAttentionPanel))
+
+    def _per_head_panel(self, name: str) -> Any:
+        """One per-head panel, built now if it was not yet (and put in its place)."""
+        panel = self._per_head.get(name)
+        if panel is not None:
+            return panel
+        panel = dict(self._PER_HEAD)[name](self)
+        self._per_head[name] = panel
+        panel.export_requested.connect(self.export_panel_dialog)
+        panel.figure_source = lambda: self._figure_source("probe")
+        if name == "grid":
+            panel.head_clicked.connect(self.select_head)
+            self._per_head_right.insertWidget(0, panel)
+            self._per_head_right.setStretchFactor(0, 2)
+            self._per_head_right.setStretchFactor(1, 3)
+            self._per_head_right.setSizes([400, 600])
+            if self._per_head_group is not None:
+                panel.set_group(self._per_head_group)
+            panel.show_empty(*self._per_head_shape)
+        else:
+            self._per_head_bottom.insertWidget(0 if name == "scores" else 1, panel)
+            panel.show_empty()
+        self._tab_built("per_head", panel)  # (theme, presentation mode's type, combos)
+        if getattr(self, "view", None) is not None:
+            panel.refresh(self.view)
+        return panel
+
+    def _grow_per_head(self) -> None:
+        """The next per-head panel not built yet, then the next one a turn later: the page
+        shows at once, and no turn blocks for the three panels together."""
+        for name, _cls in self._PER_HEAD:
+            if name not in self._per_head:
+                self._per_head_panel(name)
+                if len(self._per_head) < len(self._PER_HEAD):
+                    QTimer.singleShot(0, self._grow_per_head)
+                return
+
+    def showEvent(self, event: Any) -> None:  # Qt's name
+        super().showEvent(event)
+        if len(self._per_head) < len(self._PER_HEAD):
+            QTimer.singleShot(0, self._grow_per_head)
+
+    @property
+    def grid_panel(self) -> HeadGridPanel:
+        return self._per_head_panel("grid")
+
+    @property
+    def scores_panel(self) -> HeadScoresPanel:
+        return self._per_head_panel("scores")
+
+    @property
+    def attention_panel(self) -> HeadAttentionPanel:
+        return self._per_head_panel("attention")
+
+    @property
+    def panels(self) -> tuple[Any, ...]:
+        """The three per-head panels (built now if they were not yet)."""
+        return (self.grid_panel, self.scores_panel, self.attention_panel)
+
+    def built_per_head_panels(self) -> list[Any]:
+        """The per-head panels built so far (builds nothing)."""
+        return [self._per_head[n] for n, _c in self._PER_HEAD if n in self._per_head]
+
     def _show_empty_per_head(self, n_layers: int, n_heads: int) -> None:
-        self.grid_panel.show_empty(n_layers, n_heads)
-        self.scores_panel.show_empty()
-        self.attention_panel.show_empty()
+        self._per_head_shape = (n_layers, n_heads)
+        for name, panel in self._per_head.items():
+            panel.show_empty(n_layers, n_heads) if name == "grid" else panel.show_empty()
 
     # -- running -------------------------------------------------------------------------------
     def analyze(self) -> bool:
@@ -186,6 +243,7 @@ class PerHeadTab:
         if isinstance(layer, int) and isinstance(head, int) and min(layer, head) >= 0:
             self.layer, self.head = layer, head  # (out of the model's range: head 0 of layer 0)
         if group in GRID_GROUPS:
+            self._per_head_group = group
             self.grid_panel.set_group(group)
         self.tabs.setCurrentIndex(0)
         self.analyze()
