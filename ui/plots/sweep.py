@@ -129,7 +129,13 @@ class _Series:
             x, mean, lo, hi = x[positive], mean[positive], lo[positive], hi[positive]
             lo = np.maximum(lo, np.maximum(mean * 1e-3, LOG_FLOOR))
         self.curve.setData(x, mean)
-        self.lo.setData(x, lo)
+        # the band follows both edges: its path is made once, after the second (the first
+        # edge's change made it too, a tenth of the sweep's refresh)
+        self.lo.blockSignals(True)
+        try:
+            self.lo.setData(x, lo)
+        finally:
+            self.lo.blockSignals(False)
         self.hi.setData(x, hi)
 
     def remove(self) -> None:
