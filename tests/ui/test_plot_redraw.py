@@ -43,3 +43,35 @@ def test_each_redraw_paints_the_panel_once(qtbot, cls):
     # one paint per redraw; one stray paint from unrelated events is tolerated, a second paint per
     # redraw (the regression this guards against) would give 2 * (len(states) - 1)
     assert 1 <= counter.paints <= len(states), counter.paints
+
+
+def test_a_first_draw_of_seven_rules_takes_turns(qtbot):
+    """Seven rules' curves, theory curves and legend entries made in one tick were a 50 ms
+    block: a panel makes at most RULES_PER_TICK rules' items per refresh and draws once all
+    exist; with two rules it draws on its first refresh, as before."""
+    from ui.plots.base import RULES_PER_TICK
+
+    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    panel = ScoresPanel()
+    qtbot.addWidget(panel)
+    panel.resize(420, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    snap = run_simulation(SimulationConfig(seed=1, trials=100, scalings=rules))
+    state = LabState(snap.config, snap, (), 0, "simulation")
+    made = []
+    while panel.draw_count == 0:
+        assert panel.refresh(state)  # each turn does work (a tick's share)
+        made.append(len(panel.curves))
+    turns = -(-len(rules) // RULES_PER_TICK)
+    assert made == [min(k * RULES_PER_TICK, len(rules)) for k in range(1, turns + 1)]
+    assert len(made) > 1
+    assert all(len(c.xData) for c in panel.curves.values())  # then every rule is drawn
+    two = run_simulation(SimulationConfig(seed=2, trials=100, scalings=("none", "sqrt")))
+    fresh = TopWeightPanel()
+    qtbot.addWidget(fresh)
+    fresh.resize(420, 300)
+    fresh.show()
+    qtbot.waitExposed(fresh)
+    assert fresh.refresh(LabState(two.config, two, (), 0, "simulation"))
+    assert fresh.draw_count == 1 and len(fresh.curves) == 2

@@ -44,6 +44,10 @@ from ui.theme import LIGHT, Theme
 #: size (pixels) of a figure in the "screen" export style (ui.export.plot_files.PRESETS): an export's size
 #: and layout come from its style, never from the widget's size on screen
 SCREEN_FIGURE_SIZE = (1200, 750)
+#: rules whose plot items (curves, markers, legend entries: 3-7 ms a rule) a panel makes per
+#: redraw tick at most: a first draw of seven rules made them all at once, a 30-50 ms block of
+#: the GUI thread (bench/bench_gui.py --rules 7 --profile); two or three rules draw at once
+RULES_PER_TICK = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
 ZOOM_MODIFIER = Qt.KeyboardModifier.ControlModifier
 
@@ -149,6 +153,12 @@ class PlotPanel(QFrame):
     def draw(self, state: Any) -> None:
         raise NotImplementedError
 
+    def prepare(self, state: Any, most: int) -> bool:
+        """Make the plot items the next draw of ``state`` needs, those of at most ``most`` new
+        rules; True once all exist (the draw then follows in the same refresh). A panel whose
+        items are few or made in ``build`` keeps this default."""
+        return True
+
     def data_rows(self) -> list[dict[str, Any]]:
         return []
 
@@ -231,6 +241,8 @@ class PlotPanel(QFrame):
         key = self.data_key(state)
         if not force and (key == self._drawn_key or not self.is_on_screen()):
             return False
+        if not force and not self.prepare(state, RULES_PER_TICK):
+            return True  # its items made this tick (a tick's work), its data on a later one
         self.draw(state)
         # settle auto-ranges now (pyqtgraph does it at paint time, and the range change then
         # queues a second full repaint of the panel): one paint per redraw instead of two

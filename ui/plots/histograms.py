@@ -348,17 +348,25 @@ class RuleHistogramPanel(PlotPanel):
     def hist_of(self, r: RuleResult) -> Histogram:
         raise NotImplementedError
 
-    def sync_rules(self, rules: tuple[str, ...]) -> None:
-        """Create curves for new rules and drop those no longer compared (legend follows)."""
+    def sync_rules(self, rules: tuple[str, ...], most: int | None = None) -> bool:
+        """Create curves for new rules (at most ``most``) and drop those no longer compared
+        (legend follows); True once every rule has its curve."""
         for name in [n for n in self.curves if n not in rules]:
             self.plot.removeItem(self.curves.pop(name))
             self.rule_removed(name)
         for name in rules:
             if name not in self.curves:
+                if most is not None and most <= 0:
+                    return False
+                most = None if most is None else most - 1
                 curve = pg.PlotDataItem(stepMode="center", pen=rule_pen(name), name=rule_label(name))
                 self.plot.addItem(curve)
                 self.curves[name] = curve
                 self.rule_added(name)
+        return True
+
+    def prepare(self, state: Any, most: int) -> bool:
+        return self.sync_rules(tuple(state.snapshot.rules), most)
 
     def rule_added(self, rule: str) -> None: ...
 

@@ -94,17 +94,24 @@ def read_out(e: Estimate, trials: int) -> str:
     return f"{e.mean:.4g} {ci95(e, trials)}"
 
 
+#: the sweep's curves keep their display data when only the y range changes: pyqtgraph's
+#: dynamicRangeLimit (clipping values beyond a million view heights, which an auto-ranged plot
+#: never shows) recomputed every curve, band edge and symbol set of a plot on each new point's
+#: y auto-range, ~40% of the sweep's refresh (bench/bench_gui.py --rules 7 --profile)
+STATIC_DISPLAY = {"dynamicRangeLimit": None}
+
+
 class _Series:
     """A curve and its band (two invisible edge curves and the fill between them)."""
 
     def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None,
                  symbol: str = "o") -> None:
         self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
-                                     symbolPen=pg.mkPen(colour), name=name)
+                                     symbolPen=pg.mkPen(colour), name=name, **STATIC_DISPLAY)
         # invisible edges, but a pen (NoPen), not None: with pen=None pyqtgraph never builds the
         # edge curve's path, and the band between them stayed empty
-        self.lo = pg.PlotDataItem(pen=pg.mkPen(None))
-        self.hi = pg.PlotDataItem(pen=pg.mkPen(None))
+        self.lo = pg.PlotDataItem(pen=pg.mkPen(None), **STATIC_DISPLAY)
+        self.hi = pg.PlotDataItem(pen=pg.mkPen(None), **STATIC_DISPLAY)
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
         for item in (self.band, self.lo, self.hi, self.curve):
             plot.addItem(item)
@@ -122,7 +129,13 @@ class _Series:
             x, mean, lo, hi = x[positive], mean[positive], lo[positive], hi[positive]
             lo = np.maximum(lo, np.maximum(mean * 1e-3, LOG_FLOOR))
         self.curve.setData(x, mean)
-        self.lo.setData(x, lo)
+        # the band follows both edges: its path is made once, after the second (the first
+        # edge's change made it too, a tenth of the sweep's refresh)
+        self.lo.blockSignals(True)
+        try:
+            self.lo.setData(x, lo)
+        finally:
+            self.lo.blockSignals(False)
         self.hi.setData(x, hi)
 
     def remove(self) -> None:
@@ -380,7 +393,7 @@ class SweepPanel(PlotPanel):
                                                  RULE_SYMBOLS.get(name, "o"))
             if self.metrics[i].key in THEORY and (i, name) not in self.theory:
                 item = pg.PlotDataItem(pen=pg.mkPen(rule_color(name), width=1.5,
-                                                    style=Qt.PenStyle.DashLine))
+                                                    style=Qt.PenStyle.DashLine), **STATIC_DISPLAY)
                 self.plots[i].addItem(item)
                 self.theory[(i, name)] = item
         return True

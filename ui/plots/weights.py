@@ -92,7 +92,12 @@ class WeightsPanel(PlotPanel):
             done.append(f"heatmap {self._wanted_rule}")
         return done
 
-    def _sync(self, rules: tuple[str, ...]) -> None:
+    def prepare(self, state: Any, most: int) -> bool:
+        return self._sync(tuple(state.snapshot.rules), most)
+
+    def _sync(self, rules: tuple[str, ...], most: int | None = None) -> bool:
+        """The heatmap's rule box and one bar series per rule (at most ``most`` new ones made
+        now); True once every rule has its bars."""
         if tuple(self.rule_box.itemText(i) for i in range(self.rule_box.count())) != rules:
             current = getattr(self, "_wanted_rule", None) or self.rule_box.currentText()
             self._wanted_rule = None
@@ -107,11 +112,15 @@ class WeightsPanel(PlotPanel):
             self.bars_plot.removeItem(self.bars.pop(name))
         for name in rules:
             if name not in self.bars:
+                if most is not None and most <= 0:
+                    return False
+                most = None if most is None else most - 1
                 colour = rule_color(name)
                 item = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush=colour, pen=colour,
                                        name=name)  # short: the plot is narrow
                 self.bars_plot.addItem(item)
                 self.bars[name] = item
+        return True
 
     def draw(self, state: Any) -> None:
         snap: SimulationSnapshot = state.snapshot

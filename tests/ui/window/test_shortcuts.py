@@ -83,3 +83,32 @@ def test_a_new_action_appears_in_the_help(window) -> None:
     menu.addAction(act)
     rows = dict(help_rows(window))
     assert rows.get("Ctrl+Shift+F") == "Frobnicate"
+
+
+def test_the_filter_watches_the_focused_field_only(qtbot, window, monkeypatch) -> None:
+    """The filter sees the focused field's ShortcutOverride; it is no application-wide filter
+    (one ran in Python for every event of every widget)."""
+    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtWidgets import QApplication
+
+    from ui.window.shortcuts import WindowShortcutsWin
+
+    seen: list[tuple[object, QEvent.Type]] = []
+    original = WindowShortcutsWin.eventFilter
+
+    def recorded(self, watched, event) -> bool:
+        seen.append((watched, event.type()))
+        return original(self, watched, event)
+
+    monkeypatch.setattr(WindowShortcutsWin, "eventFilter", recorded)
+    edit = window.params.fields["d_k"].lineEdit()
+    _focus(qtbot, window, edit)
+    focused = QApplication.focusWidget()  # (the spin box: its line edit's focus goes to it)
+    event = _override(Qt.Key.Key_E)
+    QCoreApplication.sendEvent(focused, event)  # where Qt sends it
+    assert (focused, QEvent.Type.ShortcutOverride) in seen and not event.isAccepted()
+    seen.clear()
+    QCoreApplication.sendEvent(window.tabs, QEvent(QEvent.Type.User))
+    window.tabs.update()
+    qtbot.wait(20)
+    assert not [w for w, _t in seen if w is not focused]
