@@ -57,6 +57,7 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+    "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
 }
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
