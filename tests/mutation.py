@@ -58,6 +58,8 @@ EXTRA_TESTS = {
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
+    "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
+    "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
 }
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
@@ -74,6 +76,22 @@ DESELECT = {
         "test_claims_experiment.py::test_a_cached_job_of_another_fingerprint_is_rerun_not_used",
         "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
         "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
+    )),
+    # each audits a tiny transformers model (2 to 20 s); test_declared_rules.py checks every rule
+    # on plain config objects, and the two DeepSeek tests left call declare() directly
+    "engine/probe/declared.py": tuple(f"tests/engine/probe/test_declared.py::test_{name}" for name in (
+        "esm_scales_q_before_rope_and_passes_1_and_is_as_declared",
+        "falcon_h1_key_multiplier_is_part_of_the_declared_scale",
+        "q_and_k_each_scaled_by_d_to_the_minus_quarter_is_no_false_alarm",
+        "a_planted_bug_is_found_where_the_declaration_is_unknown",
+        "longrope_attention_factor_on_cos_and_sin_is_declared",
+        "openai_privacy_filter_scales_q_and_k_by_its_scaling_attribute",
+        "gemma2_query_pre_attn_scalar_256_at_head_dim_16_is_not_scaled_twice",
+        "gemma3_is_not_scaled_by_one_over_sqrt_d_model",
+        "a_tiny_deepseek_v3_at_factor_40_measures_1874_as_declared",
+        "mscale_all_dim_outside_deepseeks_family_is_not_a_softmax_factor",
+        "deepseek_mla_layers_are_called_mla_not_qk_norm",
+        "clip_text_encoder_is_a_causal_encoder_not_a_decoder",
     )),
 }
 #: what the tests read besides the code and the tests
