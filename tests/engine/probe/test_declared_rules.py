@@ -362,3 +362,128 @@ def test_ministral_llama_4_scaling_beta() -> None:
 def test_declaration_value() -> None:
     assert Declaration(0.5, 0.25, "x").value == 0.125
     assert Declaration(0.5, None, "x").value is None
+
+
+# -- where the factor comes from decides whether what the call passes is asked ---------------------
+
+
+@pytest.mark.parametrize("config, module, adapter", [
+    (NS(query_pre_attn_scalar=256), None, None),
+    (NS(attention_multiplier=0.5), None, None),
+    (NS(scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False), None, None),
+    (NS(), None, "gpt_neo"),
+    (NS(), _module(inv_norm_factor=0.2), "bloom"),
+    (NS(), None, "falcon"),
+    (NS(), _module(scale=True), "openai-gpt"),
+    (NS(attn_config=NS(softmax_scale=0.3)), None, "mpt"),
+    (NS(), None, "mpt"),
+    (NS(pos_att_type=["c2p"], relative_attention=True), None, "deberta"),
+    (NS(), None, None),
+    (NS(), _module(scaling="0.3"), None),
+])
+def test_a_factor_from_the_config_or_a_convention_is_not_the_call_s(config, module,
+                                                                      adapter) -> None:
+    """Only the module's own ``scaling`` attribute can be applied before the call: for every
+    other source, a call passing something else leaves ``pre`` at 1 (the audit then compares the
+    measured factor with the declared one)."""
+    d = declare(config, module, 64, adapter, call_scaling=0.01)
+    assert d.pre == 1.0 and d.attr is None and "applied before the call" not in d.source
+
+
+def test_a_module_scaling_of_1_is_the_module_s_own() -> None:
+    d = declare(NS(), _module(scaling=1.0), 64, call_scaling=0.125)
+    assert (d.product, d.pre, d.attr) == (0.125, None, 1.0)
+
+
+def test_missing_attributes_are_no_declarations() -> None:
+    """Configs and modules that lack an attribute entirely (not set to None)."""
+    assert declared_scale(NS(), None, 64, "mpt") == (0.125, "1/sqrt(head_dim) (MPT)")
+    assert declared_scale(NS(attn_config=NS()), None, 64, "mpt") == (
+        0.125, "1/sqrt(head_dim) (MPT)")
+    cfg = NS(scale_attn_weights=True, scale_attn_by_inverse_layer_idx=True)
+    for mod in (None, _module()):
+        assert declared_scale(cfg, mod, 64) == (0.125, "GPT-2 flags (scale_attn_weights True)")
+    # Llama 4's keys, each absent in turn
+    full = {"attn_temperature_tuning": True, "no_rope_layers": [0, 1], "attn_scale": 0.1,
+            "floor_scale": 8192}
+    assert position_law(NS(**full), _module(layer_idx=0)).b == 8192.0  # layer 0 has no RoPE
+    assert position_law(NS(**full), _module(layer_idx=1)) is None
+    for key in full:  # (without no_rope_layers, every layer has RoPE)
+        cfg = NS(**{k: v for k, v in full.items() if k != key})
+        assert position_law(cfg, _module(layer_idx=0)) is None, key
+    for mod in (None, _module()):
+        assert position_law(NS(**full), mod) is None
+
+
+def test_rope_type_from_the_older_type_key_and_its_default() -> None:
+    """``type`` (older configs) names the kind when ``rope_type`` is absent; with neither, the
+    kind is the default one: no mscale_all_dim at the product even in DeepSeek's family."""
+    d = declare(NS(rope_scaling={"type": "yarn", "factor": 8.0}), _module(scaling=0.125), 64)
+    assert d.source == "1/sqrt(head_dim) x yarn attention factor^2 (1.208^2)"
+    d = declare(NS(rope_parameters={"factor": 40.0, "mscale_all_dim": 1.0, "mscale": 1.0}), None,
+                16, model_type="deepseek_v3")
+    assert (d.product, d.pre, d.cos_sin) == (0.25, 1.0, 1.0)
+    d = declare(NS(rope_parameters={"type": "yarn", "factor": 40.0, "mscale_all_dim": 1.0,
+                                    "mscale": 1.0}), None, 16, model_type="deepseek_v3")
+    assert d.product == pytest.approx(0.25 * _mscale(40, 1.0) ** 2, rel=1e-14)
+
+
+def test_the_cos_sin_factor_read_through_the_config() -> None:
+    """YaRN without a factor: max positions / original ones, from the config, at declare()."""
+    cfg = NS(rope_parameters={"rope_type": "yarn"}, max_position_embeddings=4096,
+             original_max_position_embeddings=512)
+    f = 1 + 0.1 * math.log(8)
+    d = declare(cfg, _module(scaling=0.125), 64)
+    assert d.cos_sin == pytest.approx(f, rel=1e-15) and d.pre == pytest.approx(f * f, rel=1e-15)
+    # per layer type: one type's factor from the config, the other's written: they agree
+    per_type = NS(rope_parameters={"a": {"rope_type": "yarn"},
+                                   "b": {"rope_type": "yarn", "factor": 8.0}},
+                  max_position_embeddings=4096, original_max_position_embeddings=512)
+    assert declare(per_type, None, 64).cos_sin == pytest.approx(f, rel=1e-15)
+
+
+@pytest.mark.parametrize("cs", [1.0, 2.0])
+def test_a_cos_sin_factor_of_1_adds_nothing_and_2_is_a_factor(cs: float) -> None:
+    rope = {"rope_type": "yarn", "factor": 8.0, "attention_factor": cs}
+    d = declare(NS(rope_parameters=rope), _module(scaling=0.125), 64)
+    assert (d.pre, d.cos_sin) == (cs * cs, cs)
+    assert d.source == ("1/sqrt(head_dim)" if cs == 1.0 else
+                        "1/sqrt(head_dim) x yarn attention factor^2 (2^2)")
+    d = declare(NS(rope_parameters=rope), _module(scaling=0.3), 64, call_scaling=1.0)
+    assert d.pre is None and d.cos_sin == cs
+
+
+def test_factor_edges_at_2() -> None:
+    """Factors just above 1 count: 2 is not 'no scaling'."""
+    assert yarn_mscale(2.0) == pytest.approx(1 + 0.1 * math.log(2), rel=1e-15)
+    assert rope_attention_factor({"rope_type": "longrope", "factor": 2.0,
+                                  "original_max_position_embeddings": 16}, NS()) == \
+        pytest.approx(math.sqrt(1.25), rel=1e-15)
+    assert rope_attention_factor({"rope_type": "longrope", "factor": 4.0,
+                                  "original_max_position_embeddings": 2}, NS()) == \
+        pytest.approx(math.sqrt(3.0), rel=1e-15)
+
+
+def test_layer_0_s_type_and_rope_parameters_per_layer() -> None:
+    yarn = {"rope_type": "yarn", "factor": 8.0, "llama_4_scaling_beta": 0.1,
+            "original_max_position_embeddings": 512}
+    cfg = NS(rope_parameters={"full_attention": yarn, "sliding_attention": {"rope_type": "default"}},
+             layer_types=["full_attention", "sliding_attention"])
+    assert declare(cfg, _module(layer_idx=0), 16).cos_sin == pytest.approx(1 + 0.1 * math.log(8))
+    assert position_law(cfg, _module(layer_idx=0)).a == 0.1
+    assert position_law(cfg, _module(layer_type="full_attention")).a == 0.1
+    assert position_law(cfg, _module(layer_idx=1)) is None
+    assert position_law(cfg, None) is None  # two kinds, none chosen
+
+
+def test_a_config_without_the_tuning_flag_has_no_temperature_law() -> None:
+    cfg = NS(no_rope_layers=[0], attn_scale=0.1, floor_scale=8192)
+    assert position_law(cfg, _module(layer_idx=0)) is None
+
+
+def test_position_factors_are_float64() -> None:
+    law = PositionLaw("t", 0.1, 4.0, 1.0)
+    got = law.factor(np.arange(8, dtype=np.float32))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, 1 + 0.1 * np.log1p(np.floor((np.arange(8) + 1) / 4)),
+                               rtol=1e-15)
