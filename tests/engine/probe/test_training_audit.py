@@ -247,6 +247,11 @@ def test_capture_reads_raw_scores_and_the_weights_the_values_see(saved: Path) ->
         assert len(scores) == len(probs) == cfg.layers and fwd >= 0
         assert scores[0].shape == probs[0].shape == (cfg.heads, b * t, t)
         assert vis.shape == (b * t, t) and vis.dtype == bool
+        # every query of example e sees exactly the keys the batch's mask leaves (padding hidden)
+        keys = batch.mask.reshape(b, t).numpy()
+        assert not keys.all()
+        for e in range(b):
+            assert (vis[e * t:(e + 1) * t] == keys[e]).all()
         assert scores[0].dtype == np.float64
         np.testing.assert_allclose(probs[0], _softmax_visible(scale * scores[0], vis),
                                    rtol=1e-5, atol=1e-7)
