@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from engine.errors import ConfigError
-from engine.training.config import D_MODEL_MAX, TrainingConfig
+from engine.training.config import TrainingConfig
 
 #: the rule whose logits get muP's attention multiplier
 MUP_RULE = "dk"
@@ -103,9 +103,12 @@ def _shapes(cfg: TrainingConfig, rule: str) -> dict[str, tuple[int, ...]]:
 
 
 def _other_width(cfg: TrainingConfig, base: int) -> int:
-    """A second width, to tell the growing dimensions (mup's ``delta`` model) from the rest."""
+    """A second width, to tell the growing dimensions (mup's ``delta`` model) from the rest: one
+    step below the base, which is valid wherever the base is (the memory limits only tighten as
+    the width grows; one step above refused a base width just under them), or one above when the
+    base is the smallest width."""
     step = cfg.heads if cfg.width_axis == "d_model" and cfg.d_k == 0 else 1
-    return base + step if base + step <= D_MODEL_MAX else base - step
+    return base - step if base > step else base + step
 
 
 def base_shapes(cfg: TrainingConfig, rule: str) -> dict[str, tuple[int | None, ...]]:
