@@ -158,8 +158,7 @@ def parameter_plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     return _plan(cfg, rule)
 
 
-@lru_cache(maxsize=64)
-def _plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
+def _build_plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     model = _meta_model(cfg, rule)
     linear_weights = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, nn.Linear)}
     bases = base_shapes(cfg, rule)
@@ -167,6 +166,11 @@ def _plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     return {name: _scaling(name, tuple(p.shape), bases[name], name in linear_weights, name in zero,
                            cfg.optimizer)
             for name, p in model.named_parameters()}
+
+
+#: the plans, cached (a config is hashable and frozen); wrapped here rather than decorated so that
+#: mutation testing (mutmut leaves decorated functions out) reaches ``_build_plan``
+_plan = lru_cache(maxsize=64)(_build_plan)
 
 
 def readout_multipliers(cfg: TrainingConfig, rule: str) -> dict[str, float]:

@@ -463,6 +463,7 @@ def test_the_zero_initialized_parameters_are_the_readout_and_every_w_q():
     assert zero_init_names(_cfg("d_model", layers=2)) == {
         "head.weight", "head.bias", "blocks.0.attn.w_q.weight", "blocks.1.attn.w_q.weight"}
     plan = parameter_plan(_cfg("d_model", layers=2), "sqrt")
+    assert all(sc.name == name for name, sc in plan.items())
     assert {n for n, sc in plan.items() if sc.init_scale == 0.0} == zero_init_names(
         _cfg("d_model", layers=2))
 
