@@ -25,7 +25,6 @@ def _settle(qtbot, n: int = 3) -> None:
 
 def _problems(page, qtbot) -> list[str]:
     _settle(qtbot)
-    whole_titles = page.objectName() == "experiments_page"  # (other pages: not yet, #31)
     out = []
     for panel in page.findChildren(PlotPanel):
         if panel.isVisible():
@@ -33,7 +32,7 @@ def _problems(page, qtbot) -> list[str]:
     _settle(qtbot)
     for panel in page.findChildren(PlotPanel):
         if panel.isVisible():
-            out += layout_problems(panel.plot_id, panel, whole_titles)
+            out += layout_problems(panel.plot_id, panel, whole_titles=True)
     return out
 
 

@@ -62,7 +62,7 @@ METRICS = (
     Metric("top_weight", "mean top weight", "mean max_j p_j", False, lambda r: r.top_weight),
     Metric("saturated_frac", "saturated fraction", "fraction saturated", False,
            lambda r: r.saturated_frac),
-    Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖_F", True, lambda r: r.jacobian_fro),
+    Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖<sub>F</sub>", True, lambda r: r.jacobian_fro),
     Metric("entropy_norm", "mean entropy / log n", "mean H / log n", False, lambda r: r.entropy_norm),
     Metric("target_weight", "target weight (key 0)", "mean p_0", True,
            lambda r: r.target_weight),

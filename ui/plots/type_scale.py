@@ -72,8 +72,11 @@ def _label_string(self: pg.AxisItem) -> str:
             from ui.plots.tidy_axis import MAX_LABEL_LINES, split_lines
 
             # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
-            text = split_lines(self.labelText or " ", MAX_LABEL_LINES) \
-                if self.orientation in ("left", "right") else (self.labelText or " ")
+            # the form the axis shows (a TidyAxis may show a shorter one: "density" where
+            # "probability density" does not fit), each form at the largest type it fits
+            shown = getattr(self, "_shown", None) or self.labelText or " "
+            text = split_lines(shown, MAX_LABEL_LINES) \
+                if self.orientation in ("left", "right") else shown
             longest = max(QFontMetricsF(font).horizontalAdvance(line)
                           for line in text.split("<br>"))
             if longest > room - 4 > 0:
