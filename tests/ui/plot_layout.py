@@ -172,6 +172,46 @@ def layout_problems(name: str, panel, whole_titles: bool = False) -> list[str]:
     return problems
 
 
+def title_over_data(where: str, panel) -> list[str]:
+    """A plot title drawn over its own plot's data area (a header that grew into the plot)."""
+    out = []
+    for k, plot in enumerate(panel.plot_items()):
+        title = plot.titleLabel
+        if not (plot.isVisible() and title.isVisible() and title.text):
+            continue
+        text = _text_rect(title.item)
+        data = plot.getViewBox().sceneBoundingRect()
+        left = plot.getAxis("left")
+        if left.isVisible() and left.labelText and left.label.isVisible():
+            beside = _text_rect(left.label).intersected(text)
+            if beside.width() > 1 and beside.height() > 1:
+                out.append(f"{where}[{k}] y title {left.labelText!r} runs into the title")
+        shared = text.intersected(data)
+        if shared.height() > 1 and shared.width() > 1:
+            out.append(f"{where}[{k}] title {title.text[:40]!r}... runs {shared.height():.0f} px "
+                       "into its data area")
+    return out
+
+
+def export_problems(where: str, panel) -> list[str]:
+    """Everything cut or crowded in each export style of ``panel`` (PNG and SVG are the
+    "screen" style; slide; paper): its plots with whole titles (an export shows every title in
+    full), plot titles over the data, the figure's own title cut by the figure's edge."""
+    from ui.export.plot_files import PRESETS, figure_clone
+
+    out = []
+    for style in PRESETS:
+        with figure_clone(panel, style) as clone:
+            at = f"{where} {style}"
+            out += layout_problems(at, clone, whole_titles=True) + title_over_data(at, clone)
+            label = getattr(clone, "_lab_figure_title", None)
+            if label is not None and label.isVisible():
+                seen = clone.glw.mapToScene(clone.glw.viewport().rect()).boundingRect()
+                if not seen.contains(_text_rect(label.item)):
+                    out.append(f"{at} figure title is cut")
+    return out
+
+
 def label_cut(label) -> str:
     """Why ``label``'s text does not show whole in the room it has ('' when it does): wider than
     the label on one line, or more lines than its height holds."""

@@ -1,6 +1,7 @@
 """The worst case a user can make at 1280x720: every rule checked, in both themes, in normal and
 presentation mode, on every page; and every export style of every Simulation panel, the sweep
-included. No text item overlaps another or a plot's data area, none is clipped by its parent,
+included, and every export style of the Score inspector's and Experiments page's panels.
+No text item overlaps another or a plot's data area, none is clipped by its parent,
 every checked rule is in view in the strip (or presentation mode's bar)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from engine.rules import RULES
-from tests.ui.plot_layout import _text_rect, label_cut, layout_problems
+from tests.ui.plot_layout import export_problems, label_cut, layout_problems, title_over_data
 from tests.ui.test_window_size import _one_estimate_line  # noqa: F401  (autouse)
 from ui.plots.base import PlotPanel
 
@@ -22,27 +23,6 @@ def _settle(qtbot) -> None:
     for _ in range(3):
         QApplication.processEvents()
         qtbot.wait(5)
-
-
-def title_over_data(where: str, panel: PlotPanel) -> list[str]:
-    """A plot title drawn over its own plot's data area (a header that grew into the plot)."""
-    out = []
-    for k, plot in enumerate(panel.plot_items()):
-        title = plot.titleLabel
-        if not (plot.isVisible() and title.isVisible() and title.text):
-            continue
-        text = _text_rect(title.item)
-        data = plot.getViewBox().sceneBoundingRect()
-        left = plot.getAxis("left")
-        if left.isVisible() and left.labelText and left.label.isVisible():
-            beside = _text_rect(left.label).intersected(text)
-            if beside.width() > 1 and beside.height() > 1:
-                out.append(f"{where}[{k}] y title {left.labelText!r} runs into the title")
-        shared = text.intersected(data)
-        if shared.height() > 1 and shared.width() > 1:
-            out.append(f"{where}[{k}] title {title.text[:40]!r}... runs {shared.height():.0f} px "
-                       "into its data area")
-    return out
 
 
 def form_problems(title: str, page) -> list[str]:
@@ -157,21 +137,27 @@ def test_every_page_at_1280x720_with_every_rule_in_both_themes_and_modes(qtbot, 
 
 
 @pytest.mark.slow
-def test_every_export_style_of_every_simulation_panel_is_whole(qtbot, window, wait_complete):
-    from ui.export.plot_files import PRESETS, figure_clone
-
+def test_every_export_style_of_every_panel_is_whole(qtbot, window, wait_complete):
+    """PNG/SVG, slide and paper of every Simulation panel (the sweep included) with every rule,
+    of the Score inspector's panels and of the Experiments page's grid and figures (the
+    five-rule logit_control experiment, before a run): titles whole, nothing cut. (The Training
+    and Real model panels' exports are checked after a run: test_plot_layout, test_real_model.)"""
     window.resize(1280, 720)
     window.apply_config({"scalings": list(RULES), "trials": 200})
     wait_complete(window, timeout=120_000)
     problems = []
     for pid, panel in window.page.panels.items():
-        for style in PRESETS:
-            with figure_clone(panel, style) as clone:
-                where = f"{pid} {style}"
-                problems += layout_problems(where, clone) + title_over_data(where, clone)
-                label = getattr(clone, "_lab_figure_title", None)
-                if label is not None:
-                    seen = clone.glw.mapToScene(clone.glw.viewport().rect()).boundingRect()
-                    if not seen.contains(_text_rect(label.item)):
-                        problems.append(f"{where} figure title is cut")
+        problems += export_problems(pid, panel)
+    exported = {}
+    for title, builtin in (("Score inspector", None), ("Experiments", "logit_control")):
+        assert window.open_page_titled(title)
+        page = window.tabs.currentWidget()
+        if builtin:
+            page.form.select_builtin(builtin)
+        _settle(qtbot)
+        panels = [p for p in page.findChildren(PlotPanel) if getattr(p, "_state", None) is not None]
+        exported[title] = len(panels)
+        for panel in panels:
+            problems += export_problems(f"{title}/{panel.plot_id}", panel)
+    assert exported["Score inspector"] >= 3 and exported["Experiments"] >= 5, exported
     assert not problems, "\n".join(problems)
