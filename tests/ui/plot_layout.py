@@ -161,6 +161,10 @@ def layout_problems(name: str, panel, whole_titles: bool = False) -> list[str]:
                 if not scene_rect.adjusted(-1, -1, 1, 1).contains(text):
                     problems.append(f"{where} {side} label {axis.labelText!r} is cut by the edge")
         problems += cut_legend_entries(where, plot, scene_rect)
+    for k, bar in enumerate(getattr(panel, "colorbars", ())):
+        # a colour bar's numbers (a short heatmap at the larger type ran "1.0 0.8 0.6" together)
+        if bar.isVisible() and bar.scene() is not None:
+            problems += [f"{name} colour bar {k} ticks: {p}" for p in overlapping_ticks(bar.axis)]
         title = plot.titleLabel
         if title.isVisible() and title.text:
             text = _text_rect(title.item)
