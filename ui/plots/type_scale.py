@@ -12,6 +12,7 @@ window.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Iterator
@@ -77,8 +78,9 @@ def _label_string(self: pg.AxisItem) -> str:
             shown = getattr(self, "_shown", None) or self.labelText or " "
             text = split_lines(shown, MAX_LABEL_LINES) \
                 if self.orientation in ("left", "right") else shown
-            longest = max(QFontMetricsF(font).horizontalAdvance(line)
-                          for line in text.split("<br>"))
+            # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
+            longest = max(QFontMetricsF(font).horizontalAdvance(html.unescape(
+                re.sub(r"<[^>]*>", "", line))) for line in text.split("<br>"))
             if longest > room - 4 > 0:
                 # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
                 # taller title has less room than it had; its y title must not run into it)
