@@ -127,7 +127,14 @@ def test_a_wider_y_axis_moves_only_its_own_plot(panel, full_state, qtbot):
 
 def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
     """Twelve rules' curves (about 5 ms each) are made SERIES_PER_REFRESH per refresh, never a
-    whole plot's at once; every curve shows every point in the end."""
+    whole plot's at once; every curve shows every point in the end.
+
+    The legend (plot 0's curves are its entries) takes the rows it needs as soon as plot 0 is
+    drawn, so the reflow moves plots still empty: fitted only once all six were drawn, it
+    reflowed and repainted the whole strip at once (seven rules: 8 -> 4 columns, ~90 ms of the
+    GUI thread's CPU; bench/bench_gui.py --rules 7)."""
+    from PySide6.QtWidgets import QApplication
+
     from engine.rules import RULES
     from ui.plots.sweep import SERIES_PER_REFRESH
 
@@ -139,13 +146,22 @@ def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
     panel.show()
     qtbot.waitExposed(panel)
     made = []
+    heights = []  # plot 5's height after each refresh, once Qt has laid the strip out
+    plot_0_drawn_at = None
     while True:
         count = len(panel.series)
         drawn = panel.refresh(full)
         made.append(len(panel.series) - count)
+        QApplication.processEvents()
+        heights.append(round(panel.plots[5].geometry().height()))
+        if plot_0_drawn_at is None and 0 not in panel._pending:
+            plot_0_drawn_at = len(heights) - 1
         if not drawn or panel._drawn_key == panel.data_key(full):
             break
     assert max(made) <= SERIES_PER_REFRESH
+    assert panel.legend.columnCount < len(panel.legend.items)  # (more than one row: it matters)
+    assert plot_0_drawn_at is not None and plot_0_drawn_at < len(heights) - 1
+    assert len(set(heights[plot_0_drawn_at:])) == 1, heights  # no reflow after plot 0's turn
     assert len(panel.series) == len(RULES) * len(panel.plots)
     for (i, _rule), series in panel.series.items():  # (a log plot leaves out means <= 0)
         assert series.curve.xData is not None
@@ -181,3 +197,4 @@ def test_the_columns_follow_the_panel_when_it_is_resized(qtbot, full_state, widt
     assert view - 40 < right <= view + 0.5
     widths_now = [p.sceneBoundingRect().width() for p in panel.plots]
     assert max(widths_now) - min(widths_now) < 1.0
+

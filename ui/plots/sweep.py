@@ -450,6 +450,8 @@ class SweepPanel(PlotPanel):
             budget -= len(self.series) - made_before
             self._draw_plot(i)
             self._pending.pop(0)
+            if i == 0:  # the legend is whole now (its entries are plot 0's curves)
+                self._fit_legend()
         self.glw.scene().prepareForPaint()  # (as PlotPanel.refresh: one paint, not two)
         if not self._pending:
             self._draw_done(state)
@@ -548,7 +550,7 @@ class SweepPanel(PlotPanel):
         if not points:
             return
         self._theory_legend()
-        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
+        self._fit_legend()
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(f"<b>{self.title}</b>")
@@ -558,6 +560,14 @@ class SweepPanel(PlotPanel):
             + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
         if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
             self.show_values_at(*self._hover_at)
+
+    def _fit_legend(self) -> None:
+        """The legend's columns for the room there is. Fitted as soon as plot 0 (whose curves
+        are its entries) is drawn, while the other plots of a new rule set are still empty: a
+        legend that gained a row once all six plots were drawn (seven rules: eight columns ->
+        four) reflowed and repainted the whole strip, a 90 ms block (tests/ui/
+        test_sweep_incremental.py)."""
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
 
     def _show_titles(self, correlation: float) -> None:
         self._correlation = correlation
