@@ -1,7 +1,7 @@
 """GUI responsiveness: time to first window, and event-loop lag while a large run streams.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py [--trials 200000] [--d-k 1024]
-        [--rules 2|7] [--real-model]
+        [--rules 2|7] [--real-model] [--profile] [--sched] [--no-nice]
 
 ``--rules 7`` checks seven rules (a lecturer comparing today's controls; every panel then draws
 seven curves and its header seven values) instead of the default two. ``--real-model`` then opens
@@ -14,6 +14,11 @@ simulation (and then the d_k sweep); lags are also printed as a ratio of the 33 
 panel's draw, each plot's paint, the results table, the hand-over of a snapshot) in wall and in
 the thread's own CPU time, and prints the longest ones and what ran during the largest lags: on a
 loaded machine a lag without a long block is the scheduler's (or the worker's GIL), not the GUI's.
+
+``--sched`` (Linux) tells which: each probe interval late by more than a frame is split, from the
+kernel's per-thread accounting, into the GUI thread's CPU, its wait for a CPU (the load) and its
+sleep beyond the period (the GIL); ``bench/sched_split.py``. ``--no-nice`` leaves the worker at
+the GUI thread's priority, as before ``ui/thread_priority.py``.
 """
 
 from __future__ import annotations
