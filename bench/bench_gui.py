@@ -1,7 +1,7 @@
 """GUI responsiveness: time to first window, and event-loop lag while a large run streams.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py [--trials 200000] [--d-k 1024]
-        [--rules 2|7] [--real-model] [--profile] [--sched] [--no-nice]
+        [--rules 2|7] [--real-model] [--profile] [--sched] [--no-nice] [--settle S]
 
 ``--rules 7`` checks seven rules (a lecturer comparing today's controls; every panel then draws
 seven curves and its header seven values) instead of the default two. ``--real-model`` then opens
@@ -143,6 +143,10 @@ def main() -> None:
                     help="split each late probe interval into the GUI thread's CPU, its wait "
                          "for a CPU (the load) and its sleep beyond the period (the GIL), from "
                          "/proc/self/task/*/schedstat (Linux)")
+    ap.add_argument("--settle", type=float, default=0.0, metavar="S",
+                    help="let the shown window's first full paint (all panels, ~55 ms of GUI "
+                         "CPU in one event-loop turn) end, S seconds, before the run starts; by "
+                         "default the run starts at once and its first probes hold that paint")
     ap.add_argument("--no-nice", action="store_true",
                     help="leave the worker thread at the GUI thread's priority (as before "
                          "ui/thread_priority.py)")
@@ -177,6 +181,10 @@ def main() -> None:
 
         preimport_later()
     first_window = time.perf_counter() - T0
+    settle_end = time.perf_counter() + args.settle
+    while time.perf_counter() < settle_end:
+        app.processEvents()
+        time.sleep(0.005)
     torch_loaded = "torch" in sys.modules
 
     lags: list[float] = []
