@@ -198,3 +198,44 @@ def test_the_columns_follow_the_panel_when_it_is_resized(qtbot, full_state, widt
     widths_now = [p.sceneBoundingRect().width() for p in panel.plots]
     assert max(widths_now) - min(widths_now) < 1.0
 
+
+
+def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
+    """With seven rules a plot that already shows the sweep takes a new point's data
+    RULES_PER_REFRESH rules a refresh (a plot of seven set at once made a tick and its paint
+    ~45 ms of the GUI thread's CPU); a plot showing another configuration takes all its rules
+    at once, so its old curves never stay beside the new ones."""
+    from ui.plots.sweep import RULES_PER_REFRESH
+
+    seven = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    runs = [list(lab_run(SimulationConfig(trials=40, scalings=seven, seed=seed),
+                         lambda: False))[-1] for seed in (1, 2)]
+    calls: list[tuple[int, tuple[str, ...]]] = []
+    original = panel._draw_rules
+    panel._draw_rules = lambda i, rules: (calls.append((i, tuple(rules))), original(i, rules))
+
+    def draw_all(state) -> list[list[tuple[int, tuple[str, ...]]]]:
+        rounds = []
+        while panel._drawn_key != panel.data_key(state):
+            calls.clear()
+            assert panel.refresh(state)
+            rounds.append(list(calls))
+        return rounds
+
+    draw_all(_state(runs[0], 4))
+    rounds = draw_all(_state(runs[0], 5))  # the same sweep, one point more
+    per_plot: dict[int, list[str]] = {}
+    for r in rounds:
+        assert sum(len(rules) for _i, rules in r) <= RULES_PER_REFRESH
+        for i, rules in r:
+            per_plot.setdefault(i, []).extend(rules)
+    assert max(sum(len(rules) for _i, rules in r) for r in rounds) < len(seven)  # split
+    assert {i: sorted(v) for i, v in per_plot.items()} == \
+        {i: sorted(seven) for i in range(len(panel.plots))}  # each rule of each plot, once
+    assert len(rounds) == len(panel.plots) * -(-len(seven) // RULES_PER_REFRESH)
+    for series in panel.series.values():
+        if series.curve.xData is not None and len(series.curve.xData):
+            assert len(series.curve.xData) <= 5
+    assert all(len(panel.series[(0, name)].curve.xData) == 5 for name in seven)
+    rounds = draw_all(_state(runs[1], 5))  # another configuration: whole plots
+    assert all(len(r) == 1 and len(r[0][1]) == len(seven) for r in rounds)
