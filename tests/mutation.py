@@ -74,6 +74,13 @@ DESELECT = {
         "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
         "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
     )),
+    # a real job (4.5 s) and a subprocess that imports torch (4 s): neither reads more of the
+    # fingerprint than the fast tests do
+    "engine/experiments/fingerprint.py": tuple(
+        f"tests/engine/experiments/test_fingerprint.py::{name}" for name in (
+            "test_a_job_records_the_kernels_it_ran_on_and_its_fingerprint",
+            "test_torch_that_already_ran_is_reported_not_hidden",
+        )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
