@@ -57,6 +57,8 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+    # (the per-rule results from hand-made snapshots)
+    "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
