@@ -189,7 +189,9 @@ def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_pat
 
     grid._on_click(Click())
     assert (page.layer, page.head) == (1, 2)
-    assert "layer 1, head 2" in page.scores_panel.raw_plot.titleLabel.text
+    # drawn now, or on the next redraw tick if the panel was not laid out yet (built lazily)
+    qtbot.waitUntil(lambda: "layer 1, head 2" in page.scores_panel.raw_plot.titleLabel.text,
+                    timeout=5_000)
     grid._on_move(scene_pos)
     ratio = page.table["std_ratio"][1, 2]
     assert f"std_ratio {ratio:.4g}" in grid.hover_label.text()
