@@ -57,6 +57,8 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+    # (the per-rule results from hand-made snapshots)
+    "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
@@ -74,6 +76,13 @@ DESELECT = {
         "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
         "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
     )),
+    # a real job (4.5 s) and a subprocess that imports torch (4 s): neither reads more of the
+    # fingerprint than the fast tests do
+    "engine/experiments/fingerprint.py": tuple(
+        f"tests/engine/experiments/test_fingerprint.py::{name}" for name in (
+            "test_a_job_records_the_kernels_it_ran_on_and_its_fingerprint",
+            "test_torch_that_already_ran_is_reported_not_hidden",
+        )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
