@@ -60,6 +60,8 @@ EXTRA_TESTS = {
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
+    # (the per-rule results from hand-made snapshots)
+    "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
@@ -93,6 +95,13 @@ DESELECT = {
         "deepseek_mla_layers_are_called_mla_not_qk_norm",
         "clip_text_encoder_is_a_causal_encoder_not_a_decoder",
     )),
+    # a real job (4.5 s) and a subprocess that imports torch (4 s): neither reads more of the
+    # fingerprint than the fast tests do
+    "engine/experiments/fingerprint.py": tuple(
+        f"tests/engine/experiments/test_fingerprint.py::{name}" for name in (
+            "test_a_job_records_the_kernels_it_ran_on_and_its_fingerprint",
+            "test_torch_that_already_ran_is_reported_not_hidden",
+        )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
