@@ -14,12 +14,18 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox
 
+
 from engine.simulate import SimulationSnapshot
 from ui.plots.base import PlotPanel
 from ui.plots.finite import finite
 from ui.theme import Theme, rule_color
 
 MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still has them all
+
+
+#: characters the heatmap's rule box shows ("softcap", "sigmoid"; "yarn_dynamic" is elided,
+#: whole in its list and tooltip): a box as wide as its longest item squeezed the third column
+RULE_BOX_CHARS = 7
 
 
 class WeightsPanel(PlotPanel):
@@ -29,6 +35,12 @@ class WeightsPanel(PlotPanel):
     def build(self) -> None:
         self.rule_box = QComboBox(self)
         self.rule_box.setToolTip("Scaling rule whose sample rows the heatmap shows")
+        # as wide as the longest rule name whatever it holds: filled on a run's first data, a
+        # box sized to its items moved the grid's columns by 20 px (every panel laid out and
+        # painted again in that event-loop turn: a 40 ms stall of the window)
+        self.rule_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.rule_box.setMinimumContentsLength(RULE_BOX_CHARS)  # longer names are elided
         self.row_box = QSpinBox(self)
         self.row_box.setRange(0, 63)
         self.row_box.setToolTip("Sample row (one query) shown in the bar chart, for every rule")
