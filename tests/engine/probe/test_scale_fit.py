@@ -116,6 +116,14 @@ def test_tol_log_is_the_widest_of_the_misfit_kl_floor_and_logit_rounding_bands()
     assert rounding > 3 * math.sqrt(2 * KL_FLOOR / _curvature(p[0], z[0], 1.0))
 
 
+def test_the_misfit_limit_adds_the_kl_floor() -> None:
+    """No logit error at all (bound 0): what is left is the probabilities' (n/2 + 2) eps, 3 eps
+    for 2 keys, and the floor eps^2 / 2: 4.5 + 0.5 = 5 eps^2."""
+    from engine.probe.scale_fit import misfit_limit
+
+    assert misfit_limit(1, 2, 0.0) == pytest.approx(5 * EPS32**2, rel=1e-12)
+
+
 def test_logit_resolution_is_sqrt_d_k_eps_and_eps_below_one_term() -> None:
     assert logit_resolution(64) == 8 * EPS32
     assert logit_resolution(2) == pytest.approx(math.sqrt(2) * 2.0**-23, rel=1e-15)
@@ -276,7 +284,7 @@ def test_an_other_scale_gets_digits_until_it_differs_from_a_known_one_up_to_nine
     assert verdict(0.61234 / 4, *args) == "other: s * sqrt(d_k) = 0.612"
     assert verdict(0.25012 / 4, *args) == "other: s * sqrt(d_k) = 0.2501"  # 0.250 reads as twice
     assert verdict(4.000012 / 4, *args) == "other: s * sqrt(d_k) = 4.00001"
-    assert verdict((1 + 2e-10) / 4, *args) == "other: s * sqrt(d_k) = 1"  # nine digits at most
+    assert verdict((1 + 2e-9) / 4, *args) == "other: s * sqrt(d_k) = 1"  # nine digits at most
 
 
 def test_verdict_kinds_and_flags() -> None:
@@ -285,3 +293,133 @@ def test_verdict_kinds_and_flags() -> None:
         "mixed: other, s * sqrt(d_k) from 0.6 to 1.7"
     assert is_flagged("as declared (q x 1/2)") and is_flagged(TWICE)
     assert not is_flagged(STANDARD) and not is_flagged(NOT_AUDITABLE)
+
+
+def test_every_band_of_a_verdict_holds_its_edge() -> None:
+    """At the edge itself (the gap equal to the band, the row sum 1 + its band exactly): inside,
+    as docs/AUDIT's '|log(s_cand / s)| <= band' says."""
+    d_k, args = 16, (True, 1.0, 1e-6, 16, 64)
+    x = 1.3 / 4
+    edge = abs(math.log(x * 4 / 1.0))
+    assert verdict(x, edge, *args) == STANDARD
+    assert verdict(x, abs(math.log(x * 4 / 1.3)), *args, reference=0.25 * 1.3,
+                   declared_as="q x 1.3") == "as declared (q x 1.3)"
+    assert verdict(0.25, abs(math.log(0.25 * 4)), *args, reference=0.25 * 1.3) == STANDARD
+    assert verdict(0.5 / d_k**0.5, 0.01, True, 1.5, 0.5, d_k, 64) == DMODEL
+    assert not verdict(0.25, 0.01, True, 1.5, 0.5, d_k, 64).startswith(AFTER_SOFTMAX)
+    assert verdict(0.25, 0.01, True, 1.5, 0.49, d_k, 64).startswith(AFTER_SOFTMAX)
+
+
+def test_a_scale_between_equally_near_known_scales_is_the_first_named() -> None:
+    """d_model = d_k^2: 1/sqrt(d_model) is exactly 'scaled twice'; the first candidate wins a
+    tie, as it does at the standard (d_model = d_k: no d_model candidate at all)."""
+    assert verdict(1 / 16, 1e-3, True, 1.0, 1e-6, 16, 256) == TWICE
+    assert verdict(0.25, 1e-3, True, 1.0, 1e-6, 16, 16) == STANDARD
+
+
+def test_an_other_scale_beside_its_reference_gets_digits_past_the_standard() -> None:
+    """1.0004 x the standard, declared so but not labelled, with a band of 1e-4: 'other', with
+    the digits that tell it from 1 (the only known scale there)."""
+    assert verdict(1.0004 / 4, 1e-4, True, 1.0, 1e-6, 16, 64, reference=1.0004 / 4) == \
+        "other: s * sqrt(d_k) = 1.0004"
+
+
+def test_the_head_width_is_a_candidate_one_off_head_dim_and_not_at_it() -> None:
+    """d_model / heads = 17 for d_k 16: a candidate 1 away (the test is > 1e-9, not > 1)."""
+    names = [n for n, _c in candidates(16, 68, 4)]
+    assert HEAD_DIM in names
+    assert dict(candidates(16, 68, 4))[HEAD_DIM] == pytest.approx(math.sqrt(16 / 17))
+    assert HEAD_DIM not in [n for n, _c in candidates(16, 64, 4)]
+    assert dict(candidates(16, 64, 8)) == pytest.approx(
+        {STANDARD: 1.0, TWICE: 0.25, UNSCALED: 4.0, DMODEL: 0.5, HEAD_DIM: math.sqrt(2.0)})
+
+
+def test_heads_are_fitted_and_judged_each_on_its_own() -> None:
+    """Three heads of exact attention: near-uniform logits (not identifiable), s 1e-4 on logits
+    to ~4 and s 2 on logits to ~12: each head's scale to 1e-9, its curvature (finite
+    differences), its rounding band (its own largest |z|, d_k 64) and its probes' residuals,
+    computed here head by head."""
+    rng = np.random.default_rng(6)
+    vis = np.tril(np.ones((10, 10), dtype=bool))
+    z = np.stack([rng.normal(0, 1e-9, (10, 10)), rng.normal(0, 1.5e4, (10, 10)),
+                  rng.normal(0, 2.0, (10, 10))])
+    s_true = [1.0, 1e-4, 2.0]
+    p = np.stack([_softmax(s * z[i], vis) for i, s in enumerate(s_true)])
+    fit = fit_scale(z, p, vis, d_k=64)
+    assert fit.identifiable.tolist() == [False, True, True]
+    assert np.isinf(fit.tol_log[0])
+    keep = vis.sum(-1) >= 2
+    for h in (1, 2):
+        zh, ph, vh = z[h][keep], p[h][keep], vis[keep]
+        assert float(fit.scale[h]) == pytest.approx(s_true[h], rel=1e-9)
+        q = _softmax(s_true[h] * zh, vh)
+        zq = np.where(vh, zh, 0.0)
+        var_q = float(((q * zq**2).sum(-1) - (q * zq).sum(-1) ** 2).mean())
+        assert float(fit.curvature[h]) == pytest.approx(s_true[h] ** 2 * var_q, rel=1e-6)
+        zmax = float(np.abs(zq).max())
+        assert float(fit.tol_log[h]) == pytest.approx(8 * EPS32 * zmax / math.sqrt(var_q),
+                                                      rel=1e-6)
+        for i, k in enumerate((0.9, 1.1)):
+            qk = _softmax(k * s_true[h] * zh, vh)
+            assert float(fit.residual_probe[h, i]) == pytest.approx(np.abs(ph - qk).max(),
+                                                                    rel=1e-6)
+            assert float(fit.worse_probe[h, i]) == pytest.approx(_kl(ph, k * s_true[h] * zh, vh),
+                                                                 rel=1e-6)
+
+
+def test_the_rounding_band_reads_the_visible_logits_and_d_k_1_by_default() -> None:
+    """Logits below 1 (|z| < 0.7) behind a causal mask, exact P at s 5: the band is
+    sqrt(d_k) eps max|visible z| / sqrt(Var_Q z), with d_k 1 by default (masked keys hold 0,
+    not 1, in the largest |z|)."""
+    rng = np.random.default_rng(2)
+    vis = np.tril(np.ones((12, 12), dtype=bool))
+    z = np.clip(rng.normal(0, 0.2, (1, 12, 12)), -0.7, 0.7)
+    p = _softmax(5.0 * z, vis)
+    keep = vis.sum(-1) >= 2
+    zq = np.where(vis, z[0], 0.0)[keep]
+    q = _softmax(5.0 * z[0][keep], vis[keep])
+    var_q = float(((q * zq**2).sum(-1) - (q * zq).sum(-1) ** 2).mean())
+    zmax = float(np.abs(zq).max())
+    assert zmax < 0.71
+    for d_k, root in ((None, 1.0), (64, 8.0)):
+        fit = fit_scale(z, p, vis) if d_k is None else fit_scale(z, p, vis, d_k=d_k)
+        assert float(fit.tol_log[0]) == pytest.approx(root * EPS32 * zmax / math.sqrt(var_q),
+                                                      rel=1e-6)
+
+
+def test_float32_inputs_an_int_mask_and_an_empty_row_fit_as_float64_does() -> None:
+    """The fit casts its inputs: float32 scores, probabilities, start and bias and a 0/1 mask
+    give bit for bit what their float64 (and bool) copies give, without a warning; a visible row
+    the model gave no weight at all is left out of the shapes, not a NaN."""
+    import warnings
+
+    rng = np.random.default_rng(7)
+    vis = np.tril(np.ones((8, 8), dtype=bool))
+    z = rng.normal(0, 2.0, (2, 8, 8)).astype(np.float32)
+    b = rng.normal(0, 1.0, (2, 8, 8)).astype(np.float32)
+    p = _softmax(0.5 * z.astype(np.float64) + b, vis).astype(np.float32)
+    p[1, 5] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = fit_scale(z, p, vis.astype(np.int8), bias=b, start=np.float32(0.375), d_k=16)
+        ref = fit_scale(z.astype(np.float64), p.astype(np.float64), vis,
+                        bias=b.astype(np.float64), start=np.array([0.375, 0.375]), d_k=16)
+        flat = fit_scale(np.zeros((1, 8, 8)), np.full((1, 8, 8), 0.125), vis)
+    for name in ("scale", "misfit", "curvature", "tol_log", "worse_probe", "residual_probe"):
+        assert np.array_equal(getattr(a, name), getattr(ref, name)), name
+    assert np.isfinite(a.scale).all() and not flat.identifiable.any()
+    assert float(a.scale[1]) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_a_row_the_model_gave_no_weight_does_not_pull_the_scale() -> None:
+    """Exact attention softmax(0.5 z + b) with one visible row all zero: its KL is 0 at every s,
+    so the minimum is still 0.5 exactly (Newton's gradient used to count the row: 0.49998)."""
+    rng = np.random.default_rng(7)
+    vis = np.tril(np.ones((8, 8), dtype=bool))
+    z = rng.normal(0, 2.0, (2, 8, 8))
+    b = rng.normal(0, 1.0, (2, 8, 8))
+    p = _softmax(0.5 * z + b, vis)
+    p[1, 5] = 0.0
+    fit = fit_scale(z, p, vis, bias=b)
+    assert fit.scale == pytest.approx([0.5, 0.5], rel=1e-9)
+    assert fit.weight_sum[1] == pytest.approx(6 / 7)
