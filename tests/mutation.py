@@ -60,7 +60,8 @@ EXTRA_TESTS = {
     "engine/probe/scale_fit.py": ("tests/engine/probe/test_bands.py",
                                   "tests/engine/probe/test_audit.py"),
     "engine/probe/softcap_fit.py": ("tests/engine/probe/test_bands.py",),
-    "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",),
+    "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",
+                              "tests/engine/probe/test_audit_verdicts.py"),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
