@@ -1,7 +1,7 @@
 """GUI responsiveness: time to first window, and event-loop lag while a large run streams.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py [--trials 200000] [--d-k 1024]
-        [--rules 2|7] [--real-model]
+        [--rules 2|7] [--real-model] [--profile] [--sched] [--no-nice] [--settle S]
 
 ``--rules 7`` checks seven rules (a lecturer comparing today's controls; every panel then draws
 seven curves and its header seven values) instead of the default two. ``--real-model`` then opens
@@ -14,6 +14,11 @@ simulation (and then the d_k sweep); lags are also printed as a ratio of the 33 
 panel's draw, each plot's paint, the results table, the hand-over of a snapshot) in wall and in
 the thread's own CPU time, and prints the longest ones and what ran during the largest lags: on a
 loaded machine a lag without a long block is the scheduler's (or the worker's GIL), not the GUI's.
+
+``--sched`` (Linux) tells which: each probe interval late by more than a frame is split, from the
+kernel's per-thread accounting, into the GUI thread's CPU, its wait for a CPU (the load) and its
+sleep beyond the period (the GIL); ``bench/sched_split.py``. ``--no-nice`` leaves the worker at
+the GUI thread's priority, as before ``ui/thread_priority.py``.
 """
 
 from __future__ import annotations
@@ -134,10 +139,25 @@ def main() -> None:
                          "before ui/preimport.py)")
     ap.add_argument("--rules", type=int, choices=sorted(RULE_SETS), default=2,
                     help="how many rules are checked (default 2)")
+    ap.add_argument("--sched", action="store_true",
+                    help="split each late probe interval into the GUI thread's CPU, its wait "
+                         "for a CPU (the load) and its sleep beyond the period (the GIL), from "
+                         "/proc/self/task/*/schedstat (Linux)")
+    ap.add_argument("--settle", type=float, default=0.0, metavar="S",
+                    help="let the shown window's first full paint (all panels, ~55 ms of GUI "
+                         "CPU in one event-loop turn) end, S seconds, before the run starts; by "
+                         "default the run starts at once and its first probes hold that paint")
+    ap.add_argument("--no-nice", action="store_true",
+                    help="leave the worker thread at the GUI thread's priority (as before "
+                         "ui/thread_priority.py)")
     ap.add_argument("--real-model", action="store_true",
                     help="after the run, open the Real model tab for the first time and print "
                          "the event loop's largest lag while it opens")
     args = ap.parse_args()
+    if args.no_nice:
+        import ui.worker
+
+        ui.worker.lower_current_thread = lambda: False
     profiler = BlockTimer() if args.profile else None
     if profiler is not None:
         profiler.install()
@@ -161,6 +181,10 @@ def main() -> None:
 
         preimport_later()
     first_window = time.perf_counter() - T0
+    settle_end = time.perf_counter() + args.settle
+    while time.perf_counter() < settle_end:
+        app.processEvents()
+        time.sleep(0.005)
     torch_loaded = "torch" in sys.modules
 
     lags: list[float] = []
@@ -169,12 +193,21 @@ def main() -> None:
     #: machine's load (on a busy machine the wall lag also holds the time others had the CPU)
     busy: list[float] = []
     last = [time.perf_counter(), time.thread_time()]
+    run_end_box = [1 << 62]  #: the probes after the run (the Real model tab) are not split
+    split = None
+    if args.sched:
+        from bench.sched_split import SchedSplit, available
+
+        split = SchedSplit() if available() else None
 
     def probe() -> None:
         now, cpu = time.perf_counter(), time.thread_time()
         lags.append(now - last[0] - PROBE_MS / 1000)
         busy.append(cpu - last[1])
         stamped.append((now, lags[-1], busy[-1]))
+        if split is not None and len(lags) <= run_end_box[0]:
+            state = w.state
+            split.sample(now, state.phase if state is not None else "")
         last[0], last[1] = now, cpu
 
     timer = QTimer()
@@ -196,6 +229,7 @@ def main() -> None:
     total = time.perf_counter() - start
     real_model = None
     run_end = len(lags)  # the run's probes; the Real model tab's come after
+    run_end_box[0] = run_end
     if args.real_model:  # the first opening of the Real model tab, the probe still running
         index = next(i for i in range(w.tabs.count()) if w.tabs.tabText(i) == "Real model")
         t_open, c_open = time.perf_counter(), time.thread_time()
@@ -226,6 +260,8 @@ def main() -> None:
         print(f"Real model tab, first opening: the tab switch took {real_model[0] * 1000:.0f} ms "
               f"({real_model[2] * 1000:.0f} ms of the GUI thread's CPU); largest event-loop lag "
               f"while it opened {real_model[1] * 1000:.1f} ms")
+    if split is not None:
+        split.report(PROBE_MS / 1000, FRAME_MS)
     if profiler is not None:
         profiler.report(stamped[5:])
 

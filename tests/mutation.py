@@ -62,6 +62,8 @@ EXTRA_TESTS = {
     "engine/probe/softcap_fit.py": ("tests/engine/probe/test_bands.py",),
     "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",
                               "tests/engine/probe/test_audit_verdicts.py"),
+    # (the per-rule results from hand-made snapshots)
+    "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -97,6 +99,13 @@ DESELECT = {
         "tests/engine/probe/test_bands.py::test_a_declared_cap_reproduces_p_inside_its_band",),
     "engine/probe/softcap_fit.py": _PROBE_SLOW,
     "engine/probe/audit.py": _PROBE_SLOW,
+    # a real job (4.5 s) and a subprocess that imports torch (4 s): neither reads more of the
+    # fingerprint than the fast tests do
+    "engine/experiments/fingerprint.py": tuple(
+        f"tests/engine/experiments/test_fingerprint.py::{name}" for name in (
+            "test_a_job_records_the_kernels_it_ran_on_and_its_fingerprint",
+            "test_torch_that_already_ran_is_reported_not_hidden",
+        )),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")

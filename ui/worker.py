@@ -1,6 +1,7 @@
 """Run any engine generator off the GUI thread and keep only its latest item.
 
-The producer thread writes each yielded item into one shared slot (a lock and a sequence number);
+The producer thread runs at a lower priority than the GUI thread (ui/thread_priority.py) and
+writes each yielded item into one shared slot (a lock and a sequence number);
 nothing is queued and no Qt signal is emitted per item. The GUI side reads the slot on its own
 timer with :meth:`Worker.take_latest`, so a fast generator costs the GUI at most one redraw per
 tick. Only the end of a run (finished / error / cancelled) is announced with a signal, emitted from
@@ -28,6 +29,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.errors import Cancelled
+from ui.thread_priority import lower_current_thread
 
 GeneratorFactory = Callable[[Callable[[], bool]], Iterable[Any]]
 
@@ -148,6 +150,7 @@ class Worker(QObject):
         self._old = [r for r in self._old if r.thread is not None and r.thread.is_alive()]
 
     def _produce(self, run: _Run, factory: GeneratorFactory) -> None:
+        lower_current_thread()  # the GUI thread first whenever both want a CPU
         seq = 0
         outcome, err = "finished", None
         try:

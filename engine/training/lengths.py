@@ -55,31 +55,33 @@ def _batch(cfg: TrainingConfig, size: int, gen: torch.Generator, n: int) -> Batc
     return recall_batch(cfg, size, gen, n, causal_in_mask=False)  # causal: per row chunk
 
 
-@torch.no_grad()
 def evaluate_lengths(model: AttentionModel, cfg: TrainingConfig, device: str | torch.device,
                      cells: int = EVAL_CELLS_MAX, rows: int | None = None) -> dict[str, float]:
     """``accuracy_len{N}`` and ``entropy_norm_len{N}`` for every N in ``cfg.eval_lengths``;
-    ``rows`` overrides the query rows per chunk (the examples drawn depend only on ``cells``)."""
-    out: dict[str, float] = {}
-    was_training = model.training
-    model.eval()
-    for k, n in enumerate(cfg.eval_lengths):
-        gen = torch.Generator().manual_seed(stream_seed(cfg.seed, EVAL_STREAM + k))
-        t = eval_tokens(cfg, n)
-        examples, chunk_rows = eval_chunks(cfg, t, cells)
-        chunk_rows = rows or chunk_rows
-        correct, ent_sum, ent_count = 0, 0.0, 0
-        for start in range(0, cfg.eval_size, examples):
-            batch = _batch(cfg, min(examples, cfg.eval_size - start), gen, n).to(device)
-            logits, readout_w = model.forward_streamed(batch.inputs, batch.readout, batch.mask,
-                                                      chunk_rows, causal=cfg.task == "recall")
-            correct += int((logits.argmax(dim=1) == batch.targets).sum())
-            for w in readout_w:  # (B, H, t): the readout row attends to all t tokens
-                w = w.double()
-                ent = -(w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))).sum(-1)
-                ent_sum += float(ent.sum()) / math.log(t)
-                ent_count += ent.numel()
-        out[f"accuracy_len{n}"] = correct / cfg.eval_size
-        out[f"entropy_norm_len{n}"] = ent_sum / max(ent_count, 1)
-    model.train(was_training)
-    return out
+    ``rows`` overrides the query rows per chunk (the examples drawn depend only on ``cells``).
+    No gradient (``torch.no_grad`` inside, not as a decorator: mutmut leaves decorated
+    functions out of its mutants)."""
+    with torch.no_grad():
+        out: dict[str, float] = {}
+        was_training = model.training
+        model.eval()
+        for k, n in enumerate(cfg.eval_lengths):
+            gen = torch.Generator().manual_seed(stream_seed(cfg.seed, EVAL_STREAM + k))
+            t = eval_tokens(cfg, n)
+            examples, chunk_rows = eval_chunks(cfg, t, cells)
+            chunk_rows = rows or chunk_rows
+            correct, ent_sum, ent_count = 0, 0.0, 0
+            for start in range(0, cfg.eval_size, examples):
+                batch = _batch(cfg, min(examples, cfg.eval_size - start), gen, n).to(device)
+                logits, readout_w = model.forward_streamed(
+                    batch.inputs, batch.readout, batch.mask, chunk_rows, causal=cfg.task == "recall")
+                correct += int((logits.argmax(dim=1) == batch.targets).sum())
+                for w in readout_w:  # (B, H, t): the readout row attends to all t tokens
+                    w = w.double()
+                    ent = -(w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))).sum(-1)
+                    ent_sum += float(ent.sum()) / math.log(t)
+                    ent_count += ent.numel()
+            out[f"accuracy_len{n}"] = correct / cfg.eval_size
+            out[f"entropy_norm_len{n}"] = ent_sum / max(ent_count, 1)
+        model.train(was_training)
+        return out

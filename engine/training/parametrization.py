@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from engine.errors import ConfigError
-from engine.training.config import D_MODEL_MAX, TrainingConfig
+from engine.training.config import TrainingConfig
 
 #: the rule whose logits get muP's attention multiplier
 MUP_RULE = "dk"
@@ -103,9 +103,12 @@ def _shapes(cfg: TrainingConfig, rule: str) -> dict[str, tuple[int, ...]]:
 
 
 def _other_width(cfg: TrainingConfig, base: int) -> int:
-    """A second width, to tell the growing dimensions (mup's ``delta`` model) from the rest."""
+    """A second width, to tell the growing dimensions (mup's ``delta`` model) from the rest: one
+    step below the base, which is valid wherever the base is (the memory limits only tighten as
+    the width grows; one step above refused a base width just under them), or one above when the
+    base is the smallest width."""
     step = cfg.heads if cfg.width_axis == "d_model" and cfg.d_k == 0 else 1
-    return base + step if base + step <= D_MODEL_MAX else base - step
+    return base - step if base > step else base + step
 
 
 def base_shapes(cfg: TrainingConfig, rule: str) -> dict[str, tuple[int | None, ...]]:
@@ -155,8 +158,7 @@ def parameter_plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     return _plan(cfg, rule)
 
 
-@lru_cache(maxsize=64)
-def _plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
+def _build_plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     model = _meta_model(cfg, rule)
     linear_weights = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, nn.Linear)}
     bases = base_shapes(cfg, rule)
@@ -164,6 +166,11 @@ def _plan(cfg: TrainingConfig, rule: str) -> dict[str, ParamScaling]:
     return {name: _scaling(name, tuple(p.shape), bases[name], name in linear_weights, name in zero,
                            cfg.optimizer)
             for name, p in model.named_parameters()}
+
+
+#: the plans, cached (a config is hashable and frozen); wrapped here rather than decorated so that
+#: mutation testing (mutmut leaves decorated functions out) reaches ``_build_plan``
+_plan = lru_cache(maxsize=64)(_build_plan)
 
 
 def readout_multipliers(cfg: TrainingConfig, rule: str) -> dict[str, float]:

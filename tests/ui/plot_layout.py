@@ -161,6 +161,10 @@ def layout_problems(name: str, panel, whole_titles: bool = False) -> list[str]:
                 if not scene_rect.adjusted(-1, -1, 1, 1).contains(text):
                     problems.append(f"{where} {side} label {axis.labelText!r} is cut by the edge")
         problems += cut_legend_entries(where, plot, scene_rect)
+    for k, bar in enumerate(getattr(panel, "colorbars", ())):
+        # a colour bar's numbers (a short heatmap at the larger type ran "1.0 0.8 0.6" together)
+        if bar.isVisible() and bar.scene() is not None:
+            problems += [f"{name} colour bar {k} ticks: {p}" for p in overlapping_ticks(bar.axis)]
         title = plot.titleLabel
         if title.isVisible() and title.text:
             text = _text_rect(title.item)
@@ -170,6 +174,46 @@ def layout_problems(name: str, panel, whole_titles: bool = False) -> list[str]:
                                 f"{text.width():.0f} x {text.height():.0f} px) is cut or wider "
                                 f"than its plot ({plot_rect.width():.0f} px wide)")
     return problems
+
+
+def title_over_data(where: str, panel) -> list[str]:
+    """A plot title drawn over its own plot's data area (a header that grew into the plot)."""
+    out = []
+    for k, plot in enumerate(panel.plot_items()):
+        title = plot.titleLabel
+        if not (plot.isVisible() and title.isVisible() and title.text):
+            continue
+        text = _text_rect(title.item)
+        data = plot.getViewBox().sceneBoundingRect()
+        left = plot.getAxis("left")
+        if left.isVisible() and left.labelText and left.label.isVisible():
+            beside = _text_rect(left.label).intersected(text)
+            if beside.width() > 1 and beside.height() > 1:
+                out.append(f"{where}[{k}] y title {left.labelText!r} runs into the title")
+        shared = text.intersected(data)
+        if shared.height() > 1 and shared.width() > 1:
+            out.append(f"{where}[{k}] title {title.text[:40]!r}... runs {shared.height():.0f} px "
+                       "into its data area")
+    return out
+
+
+def export_problems(where: str, panel) -> list[str]:
+    """Everything cut or crowded in each export style of ``panel`` (PNG and SVG are the
+    "screen" style; slide; paper): its plots with whole titles (an export shows every title in
+    full), plot titles over the data, the figure's own title cut by the figure's edge."""
+    from ui.export.plot_files import PRESETS, figure_clone
+
+    out = []
+    for style in PRESETS:
+        with figure_clone(panel, style) as clone:
+            at = f"{where} {style}"
+            out += layout_problems(at, clone, whole_titles=True) + title_over_data(at, clone)
+            label = getattr(clone, "_lab_figure_title", None)
+            if label is not None and label.isVisible():
+                seen = clone.glw.mapToScene(clone.glw.viewport().rect()).boundingRect()
+                if not seen.contains(_text_rect(label.item)):
+                    out.append(f"{at} figure title is cut")
+    return out
 
 
 def label_cut(label) -> str:

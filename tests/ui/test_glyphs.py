@@ -46,3 +46,30 @@ def test_every_label_and_button_of_every_page_draws_every_character(window, qtbo
         if missing:
             bad[widget.objectName() or type(widget).__name__] = missing
     assert not bad, bad
+    # the scene text of every page's plots as drawn (axis titles such as "‖J‖<sub>F</sub> of
+    # the row", plot titles): each character in the font its text item draws with (the Real
+    # model page's per-head plots are built just after it shows)
+    from ui.plots.base import PlotPanel
+
+    qtbot.waitUntil(lambda: any(p.plot_id == "head_attention"
+                                for p in window.findChildren(PlotPanel)), timeout=10_000)
+    assert not plot_text_missing_glyphs(window)
+
+
+def plot_text_missing_glyphs(window) -> dict[str, set[str]]:
+    from ui.plots.base import PlotPanel
+
+    bad, seen = {}, 0
+    for panel in window.findChildren(PlotPanel):
+        for plot in panel.plot_items():
+            items = [plot.titleLabel.item] + [plot.getAxis(side).label for side in ("left", "bottom")]
+            for item in items:
+                text = item.toPlainText()
+                metrics = QFontMetrics(item.font())
+                missing = {ch for ch in text if ch.strip() and not metrics.inFontUcs4(ord(ch))}
+                seen += bool(text)
+                if missing:
+                    bad[f"{panel.plot_id}: {text}"] = missing
+    assert seen >= 40, seen  # (every page's plots were looked at)
+    return bad
+

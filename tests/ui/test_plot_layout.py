@@ -10,7 +10,13 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from tests.ui.plot_layout import label_cut, layout_problems, overlapping_ticks, tick_labels
+from tests.ui.plot_layout import (
+    export_problems,
+    label_cut,
+    layout_problems,
+    overlapping_ticks,
+    tick_labels,
+)
 from ui.plots.base import PlotPanel
 from ui.plots.tidy_axis import TidyAxis
 
@@ -25,7 +31,6 @@ def _settle(qtbot, n: int = 3) -> None:
 
 def _problems(page, qtbot) -> list[str]:
     _settle(qtbot)
-    whole_titles = page.objectName() == "experiments_page"  # (other pages: not yet, #31)
     out = []
     for panel in page.findChildren(PlotPanel):
         if panel.isVisible():
@@ -33,7 +38,7 @@ def _problems(page, qtbot) -> list[str]:
     _settle(qtbot)
     for panel in page.findChildren(PlotPanel):
         if panel.isVisible():
-            out += layout_problems(panel.plot_id, panel, whole_titles)
+            out += layout_problems(panel.plot_id, panel, whole_titles=True)
     return out
 
 
@@ -132,6 +137,11 @@ def test_training_page_after_a_run(small, qtbot):
     qtbot.waitUntil(lambda: page.status == "done", timeout=60_000)
     page.redraw_panels(budget=99)
     problems = _problems(page, qtbot)
+    assert problems == [], "\n".join(problems)
+    # and every export style of every panel with data: titles whole, nothing cut
+    panels = [p for p in page.findChildren(PlotPanel) if getattr(p, "_state", None) is not None]
+    assert len(panels) >= 8
+    problems = [p for panel in panels for p in export_problems(panel.plot_id, panel)]
     assert problems == [], "\n".join(problems)
 
 

@@ -127,7 +127,14 @@ def test_a_wider_y_axis_moves_only_its_own_plot(panel, full_state, qtbot):
 
 def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
     """Twelve rules' curves (about 5 ms each) are made SERIES_PER_REFRESH per refresh, never a
-    whole plot's at once; every curve shows every point in the end."""
+    whole plot's at once; every curve shows every point in the end.
+
+    The legend (plot 0's curves are its entries) takes the rows it needs as soon as plot 0 is
+    drawn, so the reflow moves plots still empty: fitted only once all six were drawn, it
+    reflowed and repainted the whole strip at once (seven rules: 8 -> 4 columns, ~90 ms of the
+    GUI thread's CPU; bench/bench_gui.py --rules 7)."""
+    from PySide6.QtWidgets import QApplication
+
     from engine.rules import RULES
     from ui.plots.sweep import SERIES_PER_REFRESH
 
@@ -139,13 +146,22 @@ def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
     panel.show()
     qtbot.waitExposed(panel)
     made = []
+    heights = []  # plot 5's height after each refresh, once Qt has laid the strip out
+    plot_0_drawn_at = None
     while True:
         count = len(panel.series)
         drawn = panel.refresh(full)
         made.append(len(panel.series) - count)
+        QApplication.processEvents()
+        heights.append(round(panel.plots[5].geometry().height()))
+        if plot_0_drawn_at is None and 0 not in panel._pending:
+            plot_0_drawn_at = len(heights) - 1
         if not drawn or panel._drawn_key == panel.data_key(full):
             break
     assert max(made) <= SERIES_PER_REFRESH
+    assert panel.legend.columnCount < len(panel.legend.items)  # (more than one row: it matters)
+    assert plot_0_drawn_at is not None and plot_0_drawn_at < len(heights) - 1
+    assert len(set(heights[plot_0_drawn_at:])) == 1, heights  # no reflow after plot 0's turn
     assert len(panel.series) == len(RULES) * len(panel.plots)
     for (i, _rule), series in panel.series.items():  # (a log plot leaves out means <= 0)
         assert series.curve.xData is not None
@@ -181,3 +197,45 @@ def test_the_columns_follow_the_panel_when_it_is_resized(qtbot, full_state, widt
     assert view - 40 < right <= view + 0.5
     widths_now = [p.sceneBoundingRect().width() for p in panel.plots]
     assert max(widths_now) - min(widths_now) < 1.0
+
+
+
+def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
+    """With seven rules a plot that already shows the sweep takes a new point's data
+    RULES_PER_REFRESH rules a refresh (a plot of seven set at once made a tick and its paint
+    ~45 ms of the GUI thread's CPU); a plot showing another configuration takes all its rules
+    at once, so its old curves never stay beside the new ones."""
+    from ui.plots.sweep import RULES_PER_REFRESH
+
+    seven = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    runs = [list(lab_run(SimulationConfig(trials=40, scalings=seven, seed=seed),
+                         lambda: False))[-1] for seed in (1, 2)]
+    calls: list[tuple[int, tuple[str, ...]]] = []
+    original = panel._draw_rules
+    panel._draw_rules = lambda i, rules: (calls.append((i, tuple(rules))), original(i, rules))
+
+    def draw_all(state) -> list[list[tuple[int, tuple[str, ...]]]]:
+        rounds = []
+        while panel._drawn_key != panel.data_key(state):
+            calls.clear()
+            assert panel.refresh(state)
+            rounds.append(list(calls))
+        return rounds
+
+    draw_all(_state(runs[0], 4))
+    rounds = draw_all(_state(runs[0], 5))  # the same sweep, one point more
+    per_plot: dict[int, list[str]] = {}
+    for r in rounds:
+        assert sum(len(rules) for _i, rules in r) <= RULES_PER_REFRESH
+        for i, rules in r:
+            per_plot.setdefault(i, []).extend(rules)
+    assert max(sum(len(rules) for _i, rules in r) for r in rounds) < len(seven)  # split
+    assert {i: sorted(v) for i, v in per_plot.items()} == \
+        {i: sorted(seven) for i in range(len(panel.plots))}  # each rule of each plot, once
+    assert len(rounds) == len(panel.plots) * -(-len(seven) // RULES_PER_REFRESH)
+    for series in panel.series.values():
+        if series.curve.xData is not None and len(series.curve.xData):
+            assert len(series.curve.xData) <= 5
+    assert all(len(panel.series[(0, name)].curve.xData) == 5 for name in seven)
+    rounds = draw_all(_state(runs[1], 5))  # another configuration: whole plots
+    assert all(len(r) == 1 and len(r[0][1]) == len(seven) for r in rounds)

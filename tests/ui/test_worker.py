@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 import time
 import tracemalloc
@@ -13,6 +15,7 @@ import pytest
 from engine.config import SimulationConfig
 from engine.errors import Cancelled, ConfigError
 from engine.simulate import simulate
+from ui.thread_priority import WORKER_NICE
 from ui.worker import Worker
 
 
@@ -60,6 +63,27 @@ def test_engine_generator_runs_off_the_gui_thread(qtbot, worker):
         worker.start(factory)
     assert threads and threads[0] is not threading.main_thread()
     assert worker.take_latest().item.done
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice "
+                    "value on Linux only (elsewhere the call would lower the whole process)")
+def test_worker_thread_runs_below_the_gui_thread(qtbot, worker):
+    """The compute thread gives way to the GUI thread for a CPU (ui/thread_priority.py): its
+    nice value is raised to WORKER_NICE, the GUI thread's stays where it was."""
+    def nice_of_this_thread() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    gui_before = nice_of_this_thread()
+
+    def factory(cancelled):
+        yield nice_of_this_thread()
+
+    with qtbot.waitSignal(worker.finished, timeout=5000):
+        worker.start(factory)
+    # lowered to WORKER_NICE, never raised (a test run already under nice 19 stays there)
+    assert worker.take_latest().item == max(gui_before, WORKER_NICE)
+    assert WORKER_NICE > 0
+    assert nice_of_this_thread() == gui_before  # the GUI thread (and the process) untouched
 
 
 def test_new_start_drops_the_old_generation(qtbot, worker):

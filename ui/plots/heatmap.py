@@ -20,8 +20,27 @@ def heatmap_with_colorbar(plot: pg.PlotItem, label: str | None = None,
     plot.addItem(image)
     cmap = pg.colormap.get(colormap) if isinstance(colormap, str) else colormap
     bar = pg.ColorBarItem(values=values, colorMap=cmap, label=label, interactive=False, width=width)
+    _tidy_bar_axis(bar)
     bar.setImageItem(image, insert_in=plot)
     return image, bar
+
+
+def _tidy_bar_axis(bar: pg.ColorBarItem) -> None:
+    """The bar's numbers on a TidyAxis: never drawn over each other (a short heatmap in
+    presentation mode's larger type ran "1.0 0.8 0.6 0.4" together), set up as pyqtgraph sets
+    up its own (ColorBarItem.__init__)."""
+    from ui.plots.tidy_axis import TidyAxis
+
+    side = "bottom" if bar.horizontal else "right"
+    bar.setAxisItems({side: TidyAxis(side)})
+    axis = bar.getAxis(side)
+    axis.setZValue(0.5)
+    if not bar.horizontal:
+        axis.setWidth(45)
+    axis.setStyle(showValues=True)
+    axis.unlinkFromView()
+    axis.setRange(*bar.values)
+    bar.axis = axis
 
 
 def theme_colorbar(bar: pg.ColorBarItem, theme: Theme) -> None:

@@ -554,7 +554,7 @@ class JacobianPanel(RuleHistogramPanel):
 
     plot_id = "jacobian"
     title = "Jacobian size"
-    x_label = "log10 ‖J‖_F of the softmax Jacobian"
+    x_label = "log₁₀ ‖J‖<sub>F</sub> of the softmax Jacobian"
 
     def build(self) -> None:
         super().build()

@@ -62,7 +62,7 @@ METRICS = (
     Metric("top_weight", "mean top weight", "mean max_j p_j", False, lambda r: r.top_weight),
     Metric("saturated_frac", "saturated fraction", "fraction saturated", False,
            lambda r: r.saturated_frac),
-    Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖_F", True, lambda r: r.jacobian_fro),
+    Metric("jacobian_fro", "mean Jacobian size", "mean ‖J‖<sub>F</sub>", True, lambda r: r.jacobian_fro),
     Metric("entropy_norm", "mean entropy / log n", "mean H / log n", False, lambda r: r.entropy_norm),
     Metric("target_weight", "target weight (key 0)", "mean p_0", True,
            lambda r: r.target_weight),
@@ -148,6 +148,10 @@ PLOTS_PER_REFRESH = 1
 #: rule curves (curve, band and its two edges: ~5 ms each) made per redraw tick at most: a plot
 #: of twelve rules made at once was a 60 ms block; its data is drawn once all its curves exist
 SERIES_PER_REFRESH = 3
+#: rules whose data a plot takes per redraw tick when it already shows the same sweep, one
+#: point shorter (~3 ms each, plus the y auto-range and the paint): a plot of seven rules set at
+#: once made a tick and its paint ~45 ms of the GUI thread's CPU (bench_gui.py --rules 7)
+RULES_PER_REFRESH = 4
 
 
 class SweepPanel(PlotPanel):
@@ -216,6 +220,10 @@ class SweepPanel(PlotPanel):
         self._pending: list[int] = []
         self._rules: tuple[str, ...] = ()
         self._x = np.zeros(0)
+        #: per plot, the sweep its curves show (its first point's config): a plot may take a
+        #: new point's data a few rules per tick only while it shows the same sweep
+        self._plot_sweep: dict[int, Any] = {}
+        self._rules_left: list[str] | None = None  #: rules of plot _pending[0] still to draw
 
     def _add_legend_row(self) -> None:
         """One legend for the six plots, in its own row under them (never over a curve), and the
@@ -439,6 +447,7 @@ class SweepPanel(PlotPanel):
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
             self._pending = list(range(len(self.plots))) if self._draw_shared(state) else []
+            self._rules_left = None
         budget = SERIES_PER_REFRESH
         for _ in range(PLOTS_PER_REFRESH):
             if not self._pending:
@@ -448,8 +457,11 @@ class SweepPanel(PlotPanel):
             if not self._plot_items(i, self._rules, budget):
                 break  # the rest of its curves next tick, then its data
             budget -= len(self.series) - made_before
-            self._draw_plot(i)
+            if not self._draw_plot_in_turns(i):
+                break  # the rest of its rules next tick
             self._pending.pop(0)
+            if i == 0:  # the legend is whole now (its entries are plot 0's curves)
+                self._fit_legend()
         self.glw.scene().prepareForPaint()  # (as PlotPanel.refresh: one paint, not two)
         if not self._pending:
             self._draw_done(state)
@@ -457,12 +469,35 @@ class SweepPanel(PlotPanel):
             self.draw_count += 1
         return True
 
+    def _draw_plot_in_turns(self, i: int) -> bool:
+        """Plot ``i``'s data, RULES_PER_REFRESH rules a call when the plot already shows this
+        sweep (a new point: a rule still one point short for a tick is the same sweep), all at
+        once otherwise (another configuration's curves never stay beside the new ones). True
+        once the plot is whole."""
+        sweep = self._points[0].snapshot.config if self._points else None
+        if self._rules_left is None:
+            if self._plot_sweep.get(i) != sweep or len(self._rules) <= RULES_PER_REFRESH:
+                self._draw_plot(i)
+                return True
+            self._show_plot_title(i)
+            self._draw_theory(i)
+            self._rules_left = list(self._rules)
+        now, self._rules_left = (self._rules_left[:RULES_PER_REFRESH],
+                                 self._rules_left[RULES_PER_REFRESH:])
+        self._draw_rules(i, now)
+        if self._rules_left:
+            return False
+        self._rules_left = None
+        return True
+
     def invalidate(self) -> None:
-        self._pending, self._pending_key = [], None
+        self._pending, self._pending_key, self._rules_left = [], None, None
+        self._plot_sweep.clear()
         super().invalidate()
 
     def clear_data(self) -> None:
-        self._pending, self._pending_key = [], None
+        self._pending, self._pending_key, self._rules_left = [], None, None
+        self._plot_sweep.clear()
         super().clear_data()
 
     def draw(self, state: Any) -> None:
@@ -490,6 +525,7 @@ class SweepPanel(PlotPanel):
         if not points:  # a new configuration, no point of it yet: none of the last one's stay
             # (its last plot kept the previous step's ~0.125 under the new title)
             self.clear_hover()
+            self._plot_sweep.clear()
             for plot in self.plots:
                 for item in plot.listDataItems():
                     item.setData([], [])
@@ -532,11 +568,16 @@ class SweepPanel(PlotPanel):
 
     def _draw_plot(self, i: int) -> None:
         """Plot ``i``'s curves and bands, one per rule, and its theory curves."""
-        m = self.metrics[i]
         self._show_plot_title(i)
         self._plot_items(i, self._rules)
         self._draw_theory(i)
-        for name in self._rules:
+        self._draw_rules(i, self._rules)
+        self._plot_sweep[i] = self._points[0].snapshot.config if self._points else None
+
+    def _draw_rules(self, i: int, rules: Any) -> None:
+        """Plot ``i``'s curve and band of each of ``rules``."""
+        m = self.metrics[i]
+        for name in rules:
             ests = [m.get(p.snapshot.rules[name]) for p in self._points]
             self.series[(i, name)].set(self._x, finite([e.mean for e in ests]),
                                        finite([e.se for e in ests]), m.log_y,
@@ -548,7 +589,7 @@ class SweepPanel(PlotPanel):
         if not points:
             return
         self._theory_legend()
-        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
+        self._fit_legend()
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(f"<b>{self.title}</b>")
@@ -558,6 +599,14 @@ class SweepPanel(PlotPanel):
             + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
         if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
             self.show_values_at(*self._hover_at)
+
+    def _fit_legend(self) -> None:
+        """The legend's columns for the room there is. Fitted as soon as plot 0 (whose curves
+        are its entries) is drawn, while the other plots of a new rule set are still empty: a
+        legend that gained a row once all six plots were drawn (seven rules: eight columns ->
+        four) reflowed and repainted the whole strip, a 90 ms block (tests/ui/
+        test_sweep_incremental.py)."""
+        fit_legend_columns(self.legend, room=0.95 * self.glw.width())
 
     def _show_titles(self, correlation: float) -> None:
         self._correlation = correlation

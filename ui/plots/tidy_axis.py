@@ -70,6 +70,14 @@ def split_lines(text: str, n: int) -> str:
     return "<br>".join(lines)
 
 
+#: shorter forms of titles that have no aside to drop ("prob…" and "fractio…" beside the short
+#: plots of a 1280x720 window): the quantity named by its noun alone
+SHORT_FORMS: dict[str, tuple[str, ...]] = {
+    "probability density": ("density", "pdf"),
+    "fraction saturated": ("saturated",),
+}
+
+
 def shorter_titles(text: str) -> tuple[str, ...]:
     """Shorter forms of an axis title, longest first, each still naming the quantity: without
     its parenthesised asides and units ("learning-rate sensitivity (Wortsman et al.) of the
@@ -91,8 +99,10 @@ class TidyAxis(pg.AxisItem):
     stagger = False
     _staggered = False  #: the last layout put labels on a second line (the axis is taller)
     _label_html: str | None = None  #: the HTML the label holds (set only through this class)
-    #: shorter forms of the title (as HTML, longest first) tried before one is cut with "…"
+    #: shorter forms of the title (as HTML, longest first) tried before one is cut with "…";
+    #: where none is set, those of SHORT_FORMS and shorter_titles (``_auto_shorter``)
     shorter: tuple[str, ...] = ()
+    _auto_shorter: tuple[str, ...] = ()
     #: an axis of categories: every label shown, in a smaller type if need be
     categories = False
     _fit_font: QFont | None = None  #: the smaller type its category labels take now
@@ -130,6 +140,17 @@ class TidyAxis(pg.AxisItem):
             super().paint(*args)
         finally:
             self._painting = False
+
+    def setLabel(self, *args: Any, **kwargs: Any) -> None:
+        """pyqtgraph's, and the title's shorter forms found (used only where it does not fit),
+        with the whole title on hover."""
+        super().setLabel(*args, **kwargs)
+        title = self.labelText or ""
+        self._auto_shorter = tuple(dict.fromkeys(
+            (*SHORT_FORMS.get(title, ()), *shorter_titles(title))))
+        plain = re.sub(r"<[^>]+>", "", title)
+        if self.label is not None:
+            self.label.setToolTip(plain)
 
     def labelString(self) -> str:  # pyqtgraph's names from here on
         text = super().labelString()
@@ -188,7 +209,7 @@ class TidyAxis(pg.AxisItem):
             return self.label.boundingRect().width() - 2 * margin <= room
 
         done = False
-        for form in (None, *self.shorter):
+        for form in (None, *(self.shorter or self._auto_shorter)):
             self._shown = form
             for lines in range(1, most + 1):
                 self._lines = lines
@@ -204,8 +225,8 @@ class TidyAxis(pg.AxisItem):
             cuts = [" ".join(words[:k]) for k in range(len(words) - 1, 0, -1)] + \
                    [first[:k] for k in range(len(first) - 1, 0, -1)]
             for cut in cuts:
-                if cut.rfind("&") > cut.rfind(";"):  # (never inside an escape such as &lt;)
-                    continue
+                if cut.rfind("&") > cut.rfind(";") or cut.rfind("<") > cut.rfind(">"):
+                    continue  # (never inside an escape such as &lt; nor a tag such as <sub>)
                 self._shown = cut + "…"
                 if fits():
                     break

@@ -12,6 +12,7 @@ window.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Iterator
@@ -72,10 +73,14 @@ def _label_string(self: pg.AxisItem) -> str:
             from ui.plots.tidy_axis import MAX_LABEL_LINES, split_lines
 
             # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
-            text = split_lines(self.labelText or " ", MAX_LABEL_LINES) \
-                if self.orientation in ("left", "right") else (self.labelText or " ")
-            longest = max(QFontMetricsF(font).horizontalAdvance(line)
-                          for line in text.split("<br>"))
+            # the form the axis shows (a TidyAxis may show a shorter one: "density" where
+            # "probability density" does not fit), each form at the largest type it fits
+            shown = getattr(self, "_shown", None) or self.labelText or " "
+            text = split_lines(shown, MAX_LABEL_LINES) \
+                if self.orientation in ("left", "right") else shown
+            # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
+            longest = max(QFontMetricsF(font).horizontalAdvance(html.unescape(
+                re.sub(r"<[^>]*>", "", line))) for line in text.split("<br>"))
             if longest > room - 4 > 0:
                 # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
                 # taller title has less room than it had; its y title must not run into it)

@@ -14,11 +14,13 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPen, QShortcut
-from PySide6.QtWidgets import QApplication, QComboBox, QLabel
+from PySide6.QtWidgets import QApplication, QComboBox, QGraphicsTextItem, QLabel
 
 from ui.presentation.bar import ParamBar
 
 FONT_SCALE = 1.4  #: widget text
+#: the sweep row's height under a plot shown large, of each of the plot's two rows
+SWEEP_STRETCH = 2
 TICK_SCALE = 1.2  #: tick labels, of the normal text size (the six sweep plots stay narrow)
 LINE_SCALE = 1.8  #: curve widths
 BAR_SYNC_MS = 250  #: how often the compact bar shows the window's current parameters
@@ -240,9 +242,30 @@ class Presenter(QObject):
             presenting(True)
         if self.active:
             panels = self._panels(page)
+            self._normal_scene_text(panels)
             self._scale_panels(panels)
             for panel in panels:
                 panel.invalidate()
+
+    def _normal_scene_text(self, panels: list[Any]) -> None:
+        """Plot text built now took the application's larger font (a text item keeps the font
+        it was made with): at the normal size again, so that presentation mode scales it once,
+        as it does a page built before (a Real model page first opened in presentation mode
+        drew its axis titles at twice the size and cut its "Press Analyze" hint)."""
+        from ui.plots import type_scale
+
+        big = QApplication.font().pointSizeF()
+        normal = QFont(self._saved.get("font", QApplication.font())).pointSizeF()
+        if big <= 0 or normal <= 0 or abs(big - normal) < 0.01:
+            return
+        for panel in panels:
+            scene = panel.glw.scene()
+            for item in scene.items():
+                if isinstance(item, QGraphicsTextItem) and abs(item.font().pointSizeF() - big) < 0.01:
+                    font = QFont(item.font())
+                    font.setPointSizeF(normal)
+                    item.setFont(font)
+            type_scale.refresh_scene(scene)
 
     def _scale_plot(self, plot: Any, normal: QFont) -> None:
         """One plot's pens and tick fonts scaled up, each original kept to restore."""
@@ -301,6 +324,11 @@ class Presenter(QObject):
                 grid.addWidget(panel, 1, 0, 3 if pid == "sweep" else 2, 3)
             else:
                 grid.addWidget(panel, row, col, 1, span)
+        # under a plot shown large, the sweep row gets SWEEP_STRETCH of the two plot rows' one
+        # each: at a third of the height its six plots kept 43 px of data at 1280x720, too
+        # short for their y titles in the larger type ("fractio…")
+        below = plot_id is not None and plot_id != "sweep"
+        grid.setRowStretch(GRID["sweep"][0], SWEEP_STRETCH if below else 1)
 
     @property
     def tour(self) -> Any:

@@ -122,3 +122,43 @@ def test_the_code_hash_reads_the_training_sources(monkeypatch, tmp_path) -> None
         monkeypatch.undo()
         fingerprint.code_hash.cache_clear()
     assert fingerprint.code_hash() == before
+
+
+def test_the_fingerprint_is_the_documented_hash_written_out_by_hand(monkeypatch) -> None:
+    """Job files in the claims' cache are keyed on this exact text: the first 32 hex digits of
+    SHA-256 over compact JSON with sorted keys (config, code, torch, device, kernels). A change
+    of format (a key renamed, spaces, another order or length) orphans every cached job."""
+    import hashlib
+
+    import torch
+
+    import engine.cpu_kernels
+
+    monkeypatch.setattr(fingerprint, "code_hash", lambda: "C0DE")
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    monkeypatch.setattr(engine.cpu_kernels, "kernels_in_use", lambda: "here aten=X")
+
+    def expected(device: str, kernels: str) -> str:
+        text = ('{"code":"C0DE","config":{"a":1,"b":[2,3]},"device":"' + device
+                + '","kernels":"' + kernels + '","torch":"9.9.9"}')
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    cfg = {"b": [2, 3], "a": 1}  # keys out of order: sorted in the text
+    assert job_fingerprint(cfg, "cuda:0", "there aten=Y") == expected("cuda:0", "there aten=Y")
+    assert job_fingerprint(cfg) == expected("cpu", "here aten=X")  # defaults: here, on the CPU
+    assert job_fingerprint(cfg, kernels="") == expected("cpu", "")  # given, even if empty
+    assert len(job_fingerprint(cfg)) == 32
+
+
+def test_the_code_hash_is_names_and_bytes_of_the_training_modules_in_order() -> None:
+    """SHA-256 over ``name NUL source NUL`` of each TRAINING_MODULES entry, in that order."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in TRAINING_MODULES:
+        h.update(name.encode() + b"\0" + Path(importlib.util.find_spec(name).origin).read_bytes()
+                 + b"\0")
+    fingerprint.code_hash.cache_clear()
+    assert fingerprint.code_hash() == h.hexdigest()
+    assert "engine.training.trainer" in TRAINING_MODULES and "engine.rules" in TRAINING_MODULES

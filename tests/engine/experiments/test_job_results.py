@@ -79,3 +79,84 @@ def test_a_diverged_run_has_no_final_figures_but_keeps_its_extremes_before():
     assert b["steps_to_target"] == 10
     assert b["max_logit_abs"] == snap.heads["logit_max_abs"][:3, 1].max()  # valid logs only
     assert res["sqrt"]["final_accuracy"] == 0.85
+
+
+def test_a_run_without_a_valid_log_has_every_figure_empty_but_present():
+    valid = np.ones((5, 2), bool)
+    valid[:, 0] = False  # sqrt's very first log was already not finite
+    snap = _snapshot([[0.95] * 5, [0.2] * 5], diverged=(0, -1), valid=valid)
+    snap.config = TrainingConfig(scalings=("sqrt", "none"), eval_lengths=(4, 16))
+    snap.scalars.update({f"{m}_len{n}": np.full((5, 2), 0.5) for m in ("accuracy", "entropy_norm")
+                         for n in (4, 16)})
+    res = rule_results(snap, 0.9, 1.0)["sqrt"]
+    assert res["diverged_step"] == 0  # step 0 is a step: not "never diverged"
+    for name in ("final_loss", "final_accuracy", "probe_accuracy", "steps_to_target",
+                 "max_logit_abs", "max_logit_std", "min_entropy_norm", "clip_events",
+                 "accuracy_len4", "entropy_norm_len4", "accuracy_len16", "entropy_norm_len16"):
+        assert name in res and res[name] is None, name
+
+
+def test_a_divergence_or_a_collapse_at_step_0_counts():
+    valid = np.ones((5, 2), bool)
+    valid[1:, 1] = False
+    snap = _snapshot([[0.1, 0.5, 0.9, 0.95, 0.85], [0.2, 0.0, 0.0, 0.0, 0.0]],
+                     diverged=(-1, 0), valid=valid)
+    snap.collapse_step = np.array([[[0, -1]], [[-1, -1]]])  # sqrt's head 0 collapsed at step 0
+    res = rule_results(snap, 0.9, 1.0)
+    assert res["none"]["diverged_step"] == 0 and res["none"]["final_loss"] is None
+    assert res["none"]["max_logit_abs"] == 3.0  # the one valid log: 1.0 x head 1.5 x run 2
+    assert res["sqrt"]["collapsed"] is True and res["none"]["collapsed"] is False
+
+
+def test_a_figure_that_is_not_finite_is_none():
+    snap = _snapshot([[0.1, 0.5, 0.9, 0.95, 0.85], [0.2, 0.3, 0.4, 0.6, 0.7]])
+    snap.scalars["loss"][-1, 0] = np.nan
+    snap.heads["logit_max_abs"][2, 1, 0, 1] = np.inf
+    res = rule_results(snap, 0.9, 1.0)
+    assert res["sqrt"]["final_loss"] is None and res["none"]["final_loss"] == pytest.approx(1.61)
+    assert res["none"]["max_logit_abs"] is None and res["sqrt"]["max_logit_abs"] == 7.5
+    assert isinstance(res["sqrt"]["final_accuracy"], float)
+
+
+def test_qk_clip_events_are_counted_for_the_qkclip_rule_only():
+    snap = _snapshot([[0.1] * 5, [0.2] * 5])
+    snap.rules = ("sqrt", "qkclip")
+    snap.clipped_per_step = np.array([[1, 1, 1], [0, 2, 5]])  # (run, step): sqrt's never read
+    res = rule_results(snap, 0.9, 1.0)
+    assert res["qkclip"]["clip_events"] == 7 and res["sqrt"]["clip_events"] is None
+    del snap.clipped_per_step  # a snapshot that does not count them
+    assert rule_results(snap, 0.9, 1.0)["qkclip"]["clip_events"] is None
+
+
+def _with_lengths(length_logs=None):
+    """Accuracy at N = 4 / 16 per log: run r, log i -> 0.1 i + 0.01 r (and 0.5 + that at 16)."""
+    snap = _snapshot([[0.1, 0.5, 0.9, 0.95, 0.85], [0.2, 0.3, 0.4, 0.6, 0.7]])
+    snap.config = TrainingConfig(scalings=("sqrt", "none"), eval_lengths=(4, 16))
+    grid = 0.1 * np.arange(5)[:, None] + 0.01 * np.arange(2)[None, :]
+    snap.scalars.update({"accuracy_len4": grid, "accuracy_len16": 0.5 + grid,
+                         "entropy_norm_len4": 1 - grid, "entropy_norm_len16": 0.9 - grid})
+    if length_logs is not None:
+        snap.length_logs = length_logs
+    return snap
+
+
+def test_the_length_results_are_those_of_the_last_evaluated_log():
+    res = rule_results(_with_lengths(), 0.9, 1.0)  # every log evaluated: the last, log 4
+    assert res["none"]["accuracy_len4"] == pytest.approx(0.41)
+    assert res["none"]["entropy_norm_len16"] == pytest.approx(0.49)
+    assert res["sqrt"]["accuracy_len16"] == pytest.approx(0.9)
+    # evaluated at logs 0 and 2 only (eval_every): log 2's figures, per run
+    res = rule_results(_with_lengths(lambda r: np.array([0, 2]) if r == 1 else np.array([1])),
+                       0.9, 1.0)
+    assert res["none"]["accuracy_len4"] == pytest.approx(0.21)
+    assert res["sqrt"]["accuracy_len4"] == pytest.approx(0.1)
+    res = rule_results(_with_lengths(lambda r: np.array([], int)), 0.9, 1.0)  # never evaluated
+    assert res["sqrt"]["accuracy_len4"] is None and res["none"]["entropy_norm_len16"] is None
+
+
+def test_no_length_results_after_a_divergence():
+    snap = _with_lengths()
+    snap.diverged_step = np.array([-1, 0])
+    res = rule_results(snap, 0.9, 1.0)
+    assert res["none"]["accuracy_len4"] is None and res["none"]["entropy_norm_len16"] is None
+    assert res["sqrt"]["accuracy_len4"] == pytest.approx(0.4)

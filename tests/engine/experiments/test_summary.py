@@ -7,10 +7,12 @@ import math
 import pytest
 
 from engine.experiments.figures import figure_data, verdict
-from engine.experiments.point import mean_se, wilson_interval
+from engine.experiments.point import wilson_interval
 from engine.experiments.spec import Axis, ExperimentSpec, FigureSpec, VerdictSpec
 from engine.experiments.summary import (
+    Group,
     group_results,
+    metrics_columns,
     metrics_rows,
     points_columns,
     points_rows,
@@ -55,10 +57,12 @@ def test_groups_over_seeds_with_wilson_rates():
     groups = {(g.rule, g.values["lr"]): g for g in group_results(SPEC, _fake_results())}
     g = groups[("sqrt", 1e-3)]
     assert (g.stats.n, g.stats.successes, g.stats.median_steps) == (3, 3, 40)
-    assert (g.stats.rate_lo, g.stats.rate_hi) == pytest.approx(wilson_interval(3, 3))
+    # Wilson at k = n: lower end n / (n + z^2) = 3 / (3 + 1.959964^2), upper end 1
+    assert (g.stats.rate_lo, g.stats.rate_hi) == pytest.approx((0.438503, 1.0), abs=1e-6)
     g = groups[("none", 1e-2)]  # job 5 (seed 2) raised: two runs
     assert (g.stats.n, g.stats.successes, g.stats.median_steps) == (2, 1, 30)
-    assert g.means["final_loss"] == pytest.approx(mean_se([0.1, 2.0]))
+    # mean of 0.1 and 2.0, SE = sample SD / sqrt(2) = (1.9 / sqrt(2)) / sqrt(2) = 0.95
+    assert g.means["final_loss"] == pytest.approx((1.05, 0.95))
 
 
 def test_groups_count_diverged_and_collapsed_runs_apart():
@@ -145,3 +149,74 @@ def test_a_verdict_at_one_axis_value_uses_only_those_jobs():
     assert "none 1/2" in text and "sqrt 2/2" in text  # job 5 (lr 1e-2, seed 2) raised
     pooled = verdict(replace(spec, verdict=VerdictSpec("by_rule", "success")), _fake_results())
     assert "none 1/5" in pooled and "sqrt 5/5" in pooled
+
+
+def test_metrics_columns_are_job_the_axes_then_the_training_columns_with_the_lengths():
+    """metrics.csv's header, written out: a renamed ``job`` or the evaluation lengths dropped
+    would break every reader of the file."""
+    from dataclasses import replace
+
+    from engine.training.observe import CSV_COLUMNS
+
+    spec = replace(SPEC, base=SPEC.base.replace(eval_lengths=(4, 16)))
+    cols = metrics_columns(spec)
+    assert cols[:3] == ["job", "lr", "seed"]
+    assert cols[3:3 + len(CSV_COLUMNS)] == list(CSV_COLUMNS)
+    assert cols[3 + len(CSV_COLUMNS):] == ["accuracy_len4", "entropy_norm_len4",
+                                           "accuracy_len16", "entropy_norm_len16"]
+    assert metrics_columns(SPEC) == ["job", "lr", "seed", *CSV_COLUMNS]
+
+
+def test_rows_of_a_job_stored_without_rules_or_rows():
+    """A job that raised before training may be stored with neither ``rules`` nor ``rows``: its
+    summary rows keep the job, axes and rule with empty figures, and it logs no metrics rows."""
+    bare = {"index": 7, "key": "k", "values": {"lr": 0.5, "seed": 4}, "error": "boom"}
+    rows = summary_rows(SPEC, [bare])
+    assert [(r["job"], r["lr"], r["seed"], r["scaling"]) for r in rows] == [
+        (7, 0.5, 4, "none"), (7, 0.5, 4, "sqrt")]
+    assert all(r[name] == "" for r in rows for name in ("final_loss", "steps_to_target",
+                                                        "collapsed", "clip_events"))
+    assert metrics_rows([bare]) == []
+    full = _fake_results()[0]
+    assert metrics_rows([bare, full]) == metrics_rows([full])
+
+
+def test_a_group_label_names_its_point_with_short_floats():
+    """The CLI table's point column: floats in ``g`` format (0.1 + 0.2 prints 0.3, 1234567.0
+    prints 1.23457e+06), other values as they are, comma-separated, in axis order."""
+    from engine.experiments.point import PointStats
+
+    stats = PointStats(n=1, successes=0, rate=0.0, rate_lo=0.0, rate_hi=1.0,
+                       median_steps=None, median_steps_se=math.nan)
+    g = Group(rule="sqrt", values={"lr": 0.1 + 0.2, "width": 1234567.0, "seed": 3,
+                                   "init": "xavier"},
+              stats=stats, diverged=0, collapsed=0, means={})
+    assert g.label() == "lr=0.3, width=1.23457e+06, seed=3, init=xavier"
+    assert Group(rule="sqrt", values={}, stats=stats, diverged=0, collapsed=0,
+                 means={}).label() == ""
+
+
+def test_a_group_counts_only_the_jobs_that_hold_its_rule():
+    """A job stored with one rule's result (the other not run): that rule's point has one run
+    more than the other's, and the missing rule's figures come from its other seeds only."""
+    results = _fake_results()
+    del results[0]["rules"]["none"]  # lr 1e-3, seed 0
+    groups = {(g.rule, g.values["lr"]): g for g in group_results(SPEC, results)}
+    assert (groups[("none", 1e-3)].stats.n, groups[("sqrt", 1e-3)].stats.n) == (2, 3)
+    assert groups[("none", 1e-3)].means["final_loss"] == (2.0, 0.0)
+    assert (groups[("none", 1e-3)].diverged, groups[("none", 1e-3)].collapsed) == (0, 0)
+
+
+def test_a_divergence_at_step_0_is_counted_and_zeros_are_printed_not_blanked():
+    """``diverged_step`` 0 (the loss was not finite at the first step) is a divergence, and a
+    figure of 0 (an accuracy of 0.0, no clip events, not collapsed) is written as 0, not as the
+    blank that stands for a missing value."""
+    results = _fake_results()
+    r = results[0]["rules"]["sqrt"]  # lr 1e-3, seed 0
+    r.update(diverged_step=0, final_accuracy=0.0, clip_events=0)
+    g = next(g for g in group_results(SPEC, results) if (g.rule, g.values["lr"]) == ("sqrt", 1e-3))
+    assert g.diverged == 1
+    row = next(x for x in summary_rows(SPEC, results) if (x["job"], x["scaling"]) == (0, "sqrt"))
+    assert (row["diverged_step"], row["final_accuracy"], row["clip_events"],
+            row["collapsed"]) == (0, 0.0, 0, False)
+    assert row["steps_to_target"] == 30

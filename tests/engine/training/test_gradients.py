@@ -108,3 +108,41 @@ def test_logging_the_chain_changes_nothing_in_training() -> None:
         for (name, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items(),
                                      strict=True):
             assert torch.equal(x, y), name
+
+
+def test_each_masked_link_counts_visible_keys_only() -> None:
+    """GradTaps on its own: gradients that are not 0 at masked keys (here every entry's gradient
+    is its target) count only where the key is visible, for p, z and s alike; q has no key axis
+    and counts whole. Norms by hand: visible entries of a 1-batch, 1-head, 2 x 3 grid."""
+    mask = torch.tensor([[True, True, False], [True, False, False]]).view(1, 1, 2, 3)
+    grid = torch.tensor([[3.0, 4.0, 100.0], [12.0, 50.0, 60.0]], dtype=torch.float64)
+    tensors = [torch.zeros(1, 1, 2, 3, dtype=torch.float64, requires_grad=True) for _ in range(4)]
+    q, scores, logits, weights = tensors
+    taps = GradTaps(2, 1)
+    taps.watch(1, q, scores, logits, weights, mask)
+    loss = sum((t * grid.view(1, 1, 2, 3) * (i + 1)).sum() for i, t in enumerate(tensors))
+    loss.backward()
+    visible = 13.0  # sqrt(3^2 + 4^2 + 12^2)
+    whole = math.sqrt(3**2 + 4**2 + 100**2 + 12**2 + 50**2 + 60**2)
+    assert taps.norms["grad_norm_query"][1, 0] == pytest.approx(1 * whole, rel=1e-12)
+    assert taps.norms["grad_norm_scores"][1, 0] == pytest.approx(2 * visible, rel=1e-12)
+    assert taps.norms["grad_norm_logits"][1, 0] == pytest.approx(3 * visible, rel=1e-12)
+    assert taps.norms["grad_norm_attn"][1, 0] == pytest.approx(4 * visible, rel=1e-12)
+    assert not taps.norms["grad_norm_attn"][0].any()  # layer 0 untouched
+
+
+def test_the_gain_of_a_head_with_no_upstream_gradient_is_zero() -> None:
+    """|dL/dz| / |dL/dp| with |dL/dp| = 0 (muP's zero readout passes no gradient back at its
+    first step) is 0, not NaN or whatever memory held; elsewhere the plain ratio."""
+    taps = GradTaps(2, 2)
+    taps.norms["grad_norm_logits"][:] = [[3.0, 0.0], [1.0, 5.0]]
+    taps.norms["grad_norm_attn"][:] = [[2.0, 0.0], [4.0, 0.0]]
+    with np.errstate(all="raise"):
+        gain = taps.metrics()[GAIN]
+    np.testing.assert_array_equal(gain, [[1.5, 0.0], [0.25, 0.0]])
+    cfg = _cfg(param="mup", base_width=24, layers=1, scalings=("sqrt",))
+    trainer = Trainer(cfg)
+    trainer.advance()
+    snap = trainer.snapshot()
+    assert not snap.heads["grad_norm_attn"][0].any()
+    np.testing.assert_array_equal(snap.heads[GAIN][0], 0.0)

@@ -14,7 +14,7 @@ from engine.errors import ConfigError  # noqa: E402
 from engine.training.config import TrainingConfig  # noqa: E402
 from engine.training.model import AttentionModel  # noqa: E402
 from engine.training.numerics import training_numerics  # noqa: E402
-from engine.training.parametrization import parameter_plan  # noqa: E402
+from engine.training.parametrization import _plan, parameter_plan  # noqa: E402
 from engine.training.tasks import make_batch, stream_seed  # noqa: E402
 from engine.training.trainer import Trainer  # noqa: E402
 
@@ -27,6 +27,16 @@ AXES = {
 }
 HIDDEN = ("attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight", "attn.w_o.weight",
           "mlp.fc.weight", "mlp.proj.weight")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plans():
+    """``parameter_plan`` caches its plans: each test computes its own, so a test run in a
+    process that computed them before (mutmut forks its mutants' runs from one that ran the
+    tests clean) still runs the code it checks instead of reading the cache."""
+    _plan.cache_clear()
+    yield
+    _plan.cache_clear()
 
 
 def _cfg(axis: str, **kw) -> TrainingConfig:
@@ -226,11 +236,89 @@ def test_weight_decay_follows_the_mup_rules_written_out(axis, optimizer):
     assert {g["weight_decay"] for g in sp.opt.param_groups} == {0.1}
 
 
+#: muP with SGD (Yang et al. 2022, Table 3, relative to the base width m = width / base): input
+#: weights, biases and norms (one dimension grows: fan_out) lr x m; hidden weights lr x
+#: fan_out_mult / fan_in_mult (1: both grow alike here); output weights lr / m *effectively*,
+#: which in MuReadout's form (forward x 1/m) is lr x m on W: W / m moves by (lr_W / m^2) x the
+#: gradient of W / m. A bias or weight of which no dimension grows (the classifier's bias, every
+#: parameter but attention's on the d_k axis) keeps lr.
+def _table3_sgd_lr(name: str, axis: str, lr: float, m: float) -> float:
+    if axis == "d_model":
+        return lr if name.endswith(HIDDEN) or name == "head.bias" else lr * m
+    return lr * m if ".attn.w_" in name else lr  # W_Q, W_K, W_V input-like, W_O output
+
+
 @pytest.mark.parametrize("axis", ["d_model", "d_k"])
-def test_forward_multipliers_follow_the_paper(axis):
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("m", [2, 4])
+def test_a_step_of_weight_decay_shrinks_every_weight_as_at_the_base_width(axis, optimizer, m):
+    """muP's rule for the decay, by hand and without ``mup``: torch's decay is coupled to the
+    learning rate (AdamW: p <- p (1 - lr wd); SGD: p <- p - lr (g + wd p)), so a weight whose
+    learning rate muP scales by s must have its decay scaled by 1 / s for a step to shrink it by
+    the same lr x wd at every width (what mup's MuAdam, MuAdamW and MuSGD do). Checked on the
+    optimizer's real step with zero gradients (only the decay moves a weight), every parameter
+    set to 1, at m = 2 and 4 times the base width; the learning rates themselves from Table 3."""
+    cfg = _cfg(axis, scalings=("sqrt",), optimizer=optimizer, weight_decay=0.1, lr=0.01)
+    cfg = cfg.at_width(cfg.base_width * m)
+    run = Trainer(cfg, observe=False).runs[0]
+    model, opt = run.model, run.opt
+    table = _table3_adam_lr if optimizer == "adam" else _table3_sgd_lr
+    lrs = _lrs(opt, model)
+    assert len(lrs) == len(list(model.parameters()))
+    for name, (lr, _) in lrs.items():
+        assert lr == pytest.approx(table(name, axis, cfg.lr, m), rel=1e-12), name
+    # (something to tell apart: lr and lr x m^+-1; Adam on the d_k axis has no hidden matrix)
+    assert len({lr for lr, _ in lrs.values()}) == (1 if (axis, optimizer) == ("d_k", "adam") else 2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(1.0)
+            p.grad = torch.zeros_like(p)
+    opt.step()
+    for name, p in model.named_parameters():  # 1 - lr wd = 0.999 in float32: 1.3e-5 relative
+        shrink = 1.0 - p.detach().double()
+        assert shrink.min().item() == shrink.max().item(), name
+        assert shrink[(0,) * p.dim()].item() == pytest.approx(0.01 * 0.1, rel=1e-4), name
+
+
+def test_hidden_matrices_whose_dimensions_grow_apart_follow_fan_out_over_fan_in():
+    """A matrix whose fan_out grows x4 and fan_in x2 (no such layer in this model; the general
+    rule, written out): SGD lr x fan_out_mult / fan_in_mult = 2 and decay x 1/2; Adam lr x
+    1 / fan_in_mult = 1/2 and decay x 2; init unchanged. A readout-like one (fan_in x4 only)
+    starts x sqrt(4) = 2 and takes SGD's lr x 4 (its width multiplier), Adam's x 1."""
+    from engine.training.parametrization import _scaling
+
+    sgd = _scaling("w", (64, 16), (16, 8), True, False, "sgd")
+    adam = _scaling("w", (64, 16), (16, 8), True, False, "adam")
+    assert (sgd.kind, sgd.lr_scale, sgd.wd_scale, sgd.init_scale) == ("hidden", 2.0, 0.5, 1.0)
+    assert (adam.kind, adam.lr_scale, adam.wd_scale, adam.init_scale) == ("hidden", 0.5, 2.0, 1.0)
+    assert (sgd.fanout_mult, sgd.fanin_mult, sgd.width_mult) == (4.0, 2.0, 2.0)
+    out_sgd = _scaling("o", (10, 32), (None, 8), True, False, "sgd")
+    out_adam = _scaling("o", (10, 32), (None, 8), True, False, "adam")
+    assert (out_sgd.kind, out_sgd.lr_scale, out_sgd.wd_scale, out_sgd.init_scale) == \
+        ("readout", 4.0, 0.25, 2.0)
+    assert (out_adam.kind, out_adam.lr_scale, out_adam.wd_scale) == ("readout", 1.0, 1.0)
+    # the same shape as a parameter that is not a Linear's weight: vector-like, init kept
+    vec = _scaling("e", (10, 32), (None, 8), False, False, "sgd")
+    assert (vec.kind, vec.lr_scale, vec.init_scale) == ("vector", 4.0, 1.0)
+    # an input-like Linear weight (fan_out grows): vector-like, its width multiplier is fan_out's
+    inp = _scaling("i", (32, 10), (8, None), True, False, "sgd")
+    assert (inp.kind, inp.lr_scale, inp.width_mult, inp.init_scale) == ("vector", 4.0, 4.0, 1.0)
+    assert _scaling("z", (32, 10), (8, None), True, True, "sgd").init_scale == 0.0
+    fixed = _scaling("f", (5,), (None,), False, False, "sgd")
+    assert (fixed.kind, fixed.lr_scale, fixed.wd_scale, fixed.width_mult) == ("fixed", 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="3-d: more than 2 dimensions grow"):
+        _scaling("3-d", (4, 4, 4), (2, 2, 2), False, False, "adam")
+
+
+@pytest.mark.parametrize("axis", ["d_model", "d_k"])
+@pytest.mark.parametrize("narrower", [False, True])
+def test_forward_multipliers_follow_the_paper(axis, narrower):
     """Readout output x base/width (on the d_model axis), W_O's x base/width (on the d_k axis),
-    and the dk rule's logits = sqrt(d_k at the base width) * q.k / d_k."""
+    and the dk rule's logits = sqrt(d_k at the base width) * q.k / d_k; at 4x the base width and
+    at half of it (``narrower``: the readout's input x 2)."""
     cfg = _cfg(axis, scalings=("dk",))
+    if narrower:
+        cfg = cfg.replace(base_width=2 * cfg.width)
     m = cfg.width / cfg.base_width
     trainer = Trainer(cfg, observe=False)
     model = trainer.runs[0].model
@@ -296,6 +384,97 @@ def test_at_the_base_width_the_dk_rule_equals_sqrt():
     torch.testing.assert_close(logits[0], logits[1], rtol=1e-6, atol=1e-6)
     plan = parameter_plan(cfg, "dk")
     assert {sc.lr_scale for sc in plan.values()} == {1.0}
+
+
+def test_a_base_width_at_either_end_of_the_range_has_a_plan():
+    """The second width that tells growing dimensions from fixed ones must be a valid model at
+    both ends: base_width = heads on the d_model axis (one below would be d_model 0), and
+    base_width = 4096 (D_MODEL_MAX) on the d_k axis (one above is refused)."""
+    cfg = _cfg("d_model", d_model=32, base_width=2, layers=1, mlp=False)
+    plan = parameter_plan(cfg, "sqrt")
+    assert plan["blocks.0.attn.w_k.weight"].base_shape == (2, 2)
+    assert plan["blocks.0.attn.w_k.weight"].lr_scale == 2 / 32  # Adam: 1 / fanin_mult
+    assert plan["head.weight"].base_shape == (None, 2)
+    cfg = _cfg("d_k", d_k=1024, base_width=4096)
+    plan = parameter_plan(cfg.replace(optimizer="sgd"), "sqrt")
+    assert plan["blocks.0.attn.w_q.weight"].base_shape == (2 * 4096, None)
+    assert plan["blocks.0.attn.w_q.weight"].lr_scale == 1024 / 4096  # SGD: width_mult
+    assert plan["blocks.0.attn.w_o.weight"].base_shape == (None, 2 * 4096)
+    assert plan["embed.weight"].base_shape == (None, None)
+
+
+def test_a_base_width_just_under_the_memory_limit_has_a_plan():
+    """Bug fixed: the second width was one step above the base, so a base width whose model is
+    valid but one step short of the memory limit (d_model 1662: 3 rules x 33.3 million
+    parameters; 1664 is over 100 million) was refused as "no valid model"."""
+    cfg = TrainingConfig(task="recall", d_model=32, heads=2, layers=1, mlp=True, classes=16,
+                         pairs=4, scalings=("sqrt", "dk", "none"), param="mup",
+                         width_axis="d_model", base_width=1662, device="cpu")
+    cfg.at_width(1662)  # valid
+    with pytest.raises(ConfigError):
+        cfg.at_width(1664)
+    plan = parameter_plan(cfg, "sqrt")
+    assert plan["blocks.0.attn.w_k.weight"].base_shape == (1662, 1662)
+    assert plan["blocks.0.mlp.fc.weight"].base_shape == (4 * 1662, 1662)
+    assert plan["blocks.0.attn.w_k.weight"].lr_scale == 1662 / 32
+
+
+#: base widths whose model is valid but whose width twice as large (or 2 above) is not: the
+#: second width must not be base + heads on the d_k axis (32 -> 64 refused), nor on the d_model
+#: axis with d_k fixed, nor base + 2 (2 -> 4 refused with 64 heads, 4 layers, 8 rules)
+EDGE_BASES = [
+    dict(width_axis="d_k", d_model=4096, heads=32, d_k=16, base_width=32,
+         scalings=("sqrt", "dk", "none")),
+    dict(width_axis="d_model", d_model=16, heads=32, d_k=4096, base_width=32,
+         scalings=("sqrt", "dk", "none")),
+    dict(width_axis="d_k", d_model=4096, heads=64, d_k=1, base_width=2, layers=4,
+         scalings=("none", "sqrt", "dk", "temperature", "cosine", "qknorm", "logn", "ssmax")),
+]
+
+
+@pytest.mark.parametrize("kw", EDGE_BASES)
+def test_a_base_width_whose_double_is_over_the_memory_limit_has_a_plan(kw):
+    cfg = TrainingConfig(**{"task": "retrieval", "mlp": False, "layers": 1, "param": "mup",
+                            "device": "cpu", "batch": 1, "probe_size": 1, "items_min": 4,
+                            "items_max": 4, **kw})
+    base = kw["base_width"]
+    with pytest.raises(ConfigError):
+        cfg.at_width(2 * base)
+    plan = parameter_plan(cfg, "sqrt")
+    w_k = plan["blocks.0.attn.w_k.weight"]
+    assert w_k.base_shape == ((kw["heads"] * base, None) if kw["width_axis"] == "d_k"
+                              else (None, base))
+
+
+def test_a_base_width_that_gives_no_valid_model_is_refused_by_name():
+    """base_width 4096 with d_model growing: 200 million parameters at the base width, more
+    than the memory limit; the refusal names base_width and says why."""
+    cfg = _cfg("d_model", d_model=32, layers=1, mlp=True, base_width=4096)
+    with pytest.raises(ConfigError) as err:
+        parameter_plan(cfg, "sqrt")
+    assert err.value.field == "base_width"
+    assert err.value.message.startswith("4096 gives no valid model of this shape (d_model: ")
+    assert "parameters" in err.value.message
+
+
+def test_the_zero_initialized_parameters_are_the_readout_and_every_w_q():
+    from engine.training.parametrization import zero_init_names
+
+    assert zero_init_names(_cfg("d_model", layers=2)) == {
+        "head.weight", "head.bias", "blocks.0.attn.w_q.weight", "blocks.1.attn.w_q.weight"}
+    plan = parameter_plan(_cfg("d_model", layers=2), "sqrt")
+    assert all(sc.name == name for name, sc in plan.items())
+    assert {n for n, sc in plan.items() if sc.init_scale == 0.0} == zero_init_names(
+        _cfg("d_model", layers=2))
+
+
+def test_the_readout_hook_scales_only_the_input():
+    """A forward pre-hook gets every positional argument; only the first is scaled."""
+    from engine.training.parametrization import _ScaleInput
+
+    x = torch.ones(3)
+    out = _ScaleInput(0.5)(None, (x, "second", 3))
+    assert torch.equal(out[0], torch.full((3,), 0.5)) and out[1:] == ("second", 3)
 
 
 def test_evaluation_at_other_lengths_sees_the_multipliers():

@@ -158,6 +158,19 @@ def test_any_architecture_t5_audit_shows_blocks_and_features_and_whatif_says_its
     assert page.whatif_panel.std_lines[0].isVisible()
 
 
+def _exports_whole(page, plot_ids: tuple[str, ...]) -> None:
+    """Every export style (PNG/SVG, slide, paper) of the page's panels ``plot_ids``, each with
+    a result: nothing cut or crowded, every title whole (tests.ui.plot_layout)."""
+    from tests.ui.plot_layout import export_problems
+    from ui.plots.base import PlotPanel
+
+    panels = {p.plot_id: p for p in page.findChildren(PlotPanel)
+              if getattr(p, "_state", None) is not None}
+    assert set(plot_ids) <= set(panels), sorted(panels)
+    problems = [p for pid in plot_ids for p in export_problems(pid, panels[pid])]
+    assert not problems, "\n".join(problems)
+
+
 def _analyze(page, qtbot, text: str) -> None:
     page.text_edit.setPlainText(text)
     assert page.analyze()
@@ -189,7 +202,9 @@ def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_pat
 
     grid._on_click(Click())
     assert (page.layer, page.head) == (1, 2)
-    assert "layer 1, head 2" in page.scores_panel.raw_plot.titleLabel.text
+    # drawn now, or on the next redraw tick if the panel was not laid out yet (built lazily)
+    qtbot.waitUntil(lambda: "layer 1, head 2" in page.scores_panel.raw_plot.titleLabel.text,
+                    timeout=5_000)
     grid._on_move(scene_pos)
     ratio = page.table["std_ratio"][1, 2]
     assert f"std_ratio {ratio:.4g}" in grid.hover_label.text()
@@ -205,6 +220,9 @@ def test_analyze_click_a_head_and_export(page, qtbot, tiny_folder: Path, tmp_pat
     detail = page.view.detail
     assert detail.rule == "none" and detail.scale == 1.0
     np.testing.assert_allclose(detail.weights.sum(axis=1), 1.0, rtol=1e-12)
+
+    # every export style of the three per-head panels: titles whole ("‖J‖<sub>F</sub>"), nothing cut
+    _exports_whole(page, ("head_grids", "head_scores", "head_attention"))
 
     out = page.export_all(tmp_path)
     assert out is not None, page.last_message
@@ -411,6 +429,8 @@ def test_scale_audit_break_it_whatif_and_export(page, qtbot, tiny_folder: Path,
     wp.slider.setValue(wp.slider.maximum())
     assert wp.m_label.text() == "m = 8"
     assert wp.grid_images[0].image.mean() < at_one.mean()
+
+    _exports_whole(page, ("scale_audit", "whatif"))
 
     out = page.export_all(tmp_path)
     assert out is not None, page.last_message

@@ -57,3 +57,42 @@ def test_a_long_x_title_takes_two_lines(qtbot):
     margin = axis.label.document().documentMargin()
     text = axis.label.mapRectToItem(plot, axis.label.boundingRect()).adjusted(0, margin, 0, -margin)
     assert text.bottom() <= plot.boundingRect().bottom() + 1
+
+
+@pytest.mark.parametrize("height", [80, 110])
+def test_a_title_with_no_aside_takes_a_shorter_form_not_a_cut(qtbot, height):
+    """"probability density" beside a plot too short for it (the Real model page's stacked
+    histograms, the Simulation page's Top weight with every rule) read "prob…": it takes one of
+    its shorter forms, which fits; the whole title stays on hover."""
+    _w, plot = _plot(qtbot, (300, height), "probability density", "step")
+    axis = plot.getAxis("left")
+    assert axis._shown in ("density", "pdf")
+    assert _along(axis) <= axis._room() + 0.5
+    assert axis.label.toolTip() == "probability density"
+
+
+def test_an_html_title_is_whole_on_hover_without_its_tags(qtbot):
+    _w, plot = _plot(qtbot, (300, 90), "‖J‖<sub>F</sub> of the row", "step")
+    axis = plot.getAxis("left")
+    assert axis._shown == "‖J‖<sub>F</sub>"  # (the quantity, not "‖J‖<su…")
+    assert axis.label.toolTip() == "‖J‖F of the row"
+
+
+def test_presentation_type_measures_an_html_title_as_drawn(qtbot):
+    """Presentation mode's larger type shrinks a y title to its plot's length: "mean
+    ‖J‖<sub>F</sub>" was measured with its tags (as 24 characters, not 8) and drawn at the
+    floor; it takes the same size as the same text without tags."""
+    import re
+
+    from ui.plots import type_scale
+
+    sizes = {}
+    type_scale.set_factor(1.4, [])
+    try:
+        for text in ("mean ‖J‖<sub>F</sub>", "mean ‖J‖F"):
+            _w, plot = _plot(qtbot, (300, 140), text, "step")
+            html = plot.getAxis("left").labelString()
+            sizes[text] = re.search(r"font-size: ?([0-9.]+)", html).group(1)
+    finally:
+        type_scale.set_factor(1.0, [])
+    assert sizes["mean ‖J‖<sub>F</sub>"] == sizes["mean ‖J‖F"], sizes

@@ -650,7 +650,11 @@ class ExperimentsPage(LivePage):
 
 class _LineLabel(QLabel):
     """A status line that takes no room while it says nothing (26 px the grid and the figures
-    lacked at 1280x720 in presentation mode)."""
+    lacked at 1280x720 in presentation mode): hidden from the start, until it has something."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setVisible(False)
 
     def setText(self, text: str) -> None:  # Qt's name
         super().setText(text)

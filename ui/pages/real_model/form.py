@@ -50,13 +50,16 @@ class ModelTextForm:
         self.model_label.setWordWrap(True)
         self.model_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         mb.addWidget(self.model_label)
-        row = QHBoxLayout()
+        #: the two buttons side by side (one above the other in presentation mode)
+        self.model_buttons = row = QHBoxLayout()
         self.open_button = QPushButton("Open model folder…", model_box)
         self.open_button.setToolTip("A local Hugging Face model folder of any architecture "
                                     "transformers runs on text (no remote code). Nothing is ever "
                                     "downloaded.")
         self.open_button.clicked.connect(self._choose_folder)
-        self.bundled_button = QPushButton(f"Bundled {BUNDLED_NAME}", model_box)
+        # (its name on hover: "Bundled all-MiniLM-L6-v2" was cut in a 1280x720 window's form)
+        self.bundled_button = QPushButton("Bundled model", model_box)
+        self.bundled_button.setToolTip(f"Back to the bundled {BUNDLED_NAME}")
         self.bundled_button.clicked.connect(lambda: self.set_model_dir(None))
         row.addWidget(self.open_button)
         row.addWidget(self.bundled_button)

@@ -20,6 +20,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QScrollArea,
@@ -55,6 +56,9 @@ from ui.theme import ERROR_TEXT, themed_css
 
 TOKENS_DEBOUNCE_MS = 250
 FORM_WIDTH = 340  #: pixels of the form beside the plots when the page is first shown
+#: the form's width in presentation mode (its larger type cut the model's name at 340; wider,
+#: the per-head grids' titles ran past their plots)
+PRESENT_FORM_WIDTH = 380
 SETTINGS_KEY = "real_model/form"  #: the remembered memory budget and port file (QSettings)
 
 
@@ -133,6 +137,8 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         # the form's width in pixels, not from its size hint: a page first built in presentation
         # mode's larger type kept a wider form after it
         outer.setSizes([FORM_WIDTH, 1000])
+        self._outer = outer
+        self._normal_sizes: list[int] | None = None  #: the form's and plots' widths before
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(outer)
@@ -497,6 +503,25 @@ class RealModelPage(ModelTextForm, PerHeadTab, AuditTab, WhatIfTab, LivePage):
         return self._restore_per_head(view, what)
 
     # -- theme, export -------------------------------------------------------------------------
+    def presenting(self, on: bool) -> None:
+        """Presentation mode: the form wider, its two model buttons one above the other
+        (side by side at the larger type they were cut: "pen model folder", "dled all-Mini"),
+        and the head detail given three quarters of the per-head height (its two stacked
+        histograms kept 28 px of data: their y titles read "p…")."""
+        if on == self.presenting_now:
+            return
+        self.presenting_now = on
+        self.model_buttons.setDirection(QBoxLayout.Direction.TopToBottom if on
+                                        else QBoxLayout.Direction.LeftToRight)
+        if on:
+            self._normal_sizes = self._outer.sizes()
+            total = sum(self._normal_sizes)
+            wide = PRESENT_FORM_WIDTH
+            self._outer.setSizes([wide, max(1, total - wide)])
+        elif self._normal_sizes is not None:
+            self._outer.setSizes(self._normal_sizes)
+        self._per_head_heights()
+
     def themed_panels(self) -> list[Any]:
         port = self.lazy.built("port")
         return [*self.built_per_head_panels(), *self.audit_panels,

@@ -51,8 +51,10 @@ GRID_GROUPS: dict[str, tuple[str, tuple[GridSpec, ...]]] = {
     "saturated": ("Saturated fraction", tuple(
         GridSpec(f"saturated_frac_{r}", f"saturated rows, {PROBE_NAMES[r]}", "unit")
         for r in PROBE_COLORS)),
-    "jacobian": ("Jacobian size ||J||_F", tuple(
-        GridSpec(f"jacobian_fro_{r}", f"mean ||J||_F, {PROBE_NAMES[r]}") for r in PROBE_COLORS)),
+    # (plot titles are HTML: "‖J‖<sub>F</sub>"; "||J||_F" read as four bars around a J)
+    "jacobian": ("Jacobian size ‖J‖_F", tuple(
+        GridSpec(f"jacobian_fro_{r}", f"mean ‖J‖<sub>F</sub>, {PROBE_NAMES[r]}")
+        for r in PROBE_COLORS)),
 }
 
 
@@ -388,7 +390,8 @@ class HeadAttentionPanel(PlotPanel):
         # the legend gets its own row between the two plots: inside the plot it would cover curves
         self.jac_legend = pg.LegendItem(colCount=3, labelTextSize="8pt")
         self.glw.addItem(self.jac_legend, row=1, col=0)
-        self.jac_plot = self.add_plot(2, 0, "query token", "||J||_F of the row", legend=False)
+        self.jac_plot = self.add_plot(2, 0, "query token", "‖J‖<sub>F</sub> of the row",
+                                      legend=False)
         self.jac_curves = {}
         for rule, colour in PROBE_COLORS.items():
             curve = pg.PlotDataItem(pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=4,
@@ -396,7 +399,7 @@ class HeadAttentionPanel(PlotPanel):
             self.jac_plot.addItem(curve)
             self.jac_legend.addItem(curve, PROBE_NAMES[rule])
             self.jac_curves[rule] = curve
-        # ||J||_F of a softmax row never exceeds 1/2 (p = (1/2, 1/2))
+        # ‖J‖_F of a softmax row never exceeds 1/2 (p = (1/2, 1/2))
         self.jac_plot.setYRange(0.0, 0.52, padding=0)
         self.jac_plot.getViewBox().setMouseEnabled(x=True, y=False)
         self.glw.ci.layout.setRowStretchFactor(0, 3)

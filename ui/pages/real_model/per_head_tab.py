@@ -83,6 +83,20 @@ class PerHeadTab:
         # the per-head grids: 2:3, so that at 1280x720 its histograms keep a readable height
         return right
 
+    #: presentation mode is on (the page's ``presenting``)
+    presenting_now = False
+
+    def _per_head_heights(self) -> None:
+        """The grids over the head detail: 2:3 (1:3 in presentation mode's larger type)."""
+        right = self._per_head_right
+        if right.count() < 2:
+            return
+        grids = 1 if self.presenting_now else 2
+        right.setStretchFactor(0, grids)
+        right.setStretchFactor(1, 3)
+        total = max(1000, sum(right.sizes()))
+        right.setSizes([total * grids // (grids + 3), total * 3 // (grids + 3)])
+
     _PER_HEAD = (("grid", HeadGridPanel), ("scores", HeadScoresPanel),
                  ("attention", HeadAttentionPanel))
 
@@ -98,9 +112,7 @@ class PerHeadTab:
         if name == "grid":
             panel.head_clicked.connect(self.select_head)
             self._per_head_right.insertWidget(0, panel)
-            self._per_head_right.setStretchFactor(0, 2)
-            self._per_head_right.setStretchFactor(1, 3)
-            self._per_head_right.setSizes([400, 600])
+            self._per_head_heights()
             if self._per_head_group is not None:
                 panel.set_group(self._per_head_group)
             panel.show_empty(*self._per_head_shape)

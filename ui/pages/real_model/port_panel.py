@@ -74,7 +74,7 @@ class PortPanel(PlotPanel):
         outer = self.layout()
         outer.addWidget(self.status)
         outer.addWidget(self.table)
-        self.plot = self.add_plot(0, 0, "layer", "fitted scale × √d_k")
+        self.plot = self.add_plot(0, 0, "layer", "fitted scale × √d<sub>k</sub>")
         self.plot.setTitle("scale per layer: source and port")
         self.source_curve = self.plot.plot([], [], name="source model", symbol="o",
                                            pen=pg.mkPen("#1f77b4", width=2), symbolBrush="#1f77b4")

@@ -161,6 +161,12 @@ class TrainingPage(LivePage, PanelRedraw):
         return scroll
 
     # -- controls ------------------------------------------------------------------------------
+    def presenting(self, on: bool) -> None:
+        """Presentation mode: the form is left out (at the larger type its right half was cut:
+        the second column of rules read "sq", "te", "qk"), the plots take its room; Start,
+        Step and Stop stay above them."""
+        self.form_column.setVisible(not on)
+
     def start(self) -> None:
         """Train from step 0 with the form's config (any current run is discarded)."""
         try:

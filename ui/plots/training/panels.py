@@ -261,7 +261,7 @@ class LogitStdPanel(_HeadMetricPanel):
 class JacobianPanel(_HeadMetricPanel):
     plot_id = "train_jacobian"
     title = "Jacobian size per head"
-    y_label = "mean ‖diag(p) − ppᵀ‖_F"
+    y_label = "mean ‖diag(p) − ppᵀ‖<sub>F</sub>"
     metric = "jacobian_fro"
 
 
