@@ -264,3 +264,16 @@ def test_profile_kl_is_the_least_kl_over_s_at_a_fixed_cap() -> None:
         got = profile_kl(np.array([math.log(0.7)]), np.array([math.log(c)]), zv, pp, v, b, plogp)
         assert float(got[0]) == pytest.approx(_profile_c(p[0], z[0], vis, c, 0.8), rel=1e-6,
                                               abs=1e-15)
+
+
+def test_an_additive_term_is_added_after_the_cap_and_not_scaled() -> None:
+    """P = softmax(50 tanh(0.8 z / 50) + b) with a position bias b: the fit given b finds 0.8
+    and 50; without it, neither (the bias is read as part of the scale and cap)."""
+    z, _p, vis = _head(seed=5)
+    b = np.random.default_rng(5).normal(0, 2.0, z.shape)
+    p = _softmax(50.0 * np.tanh(0.8 * z[0] / 50.0) + b[0], vis)[None]
+    hf, cap = fit_capped(z, p, vis, b, 8, 50.0)
+    assert float(hf.scale[0]) == pytest.approx(0.8, rel=1e-8)
+    assert float(cap.cap[0]) == pytest.approx(50.0, rel=1e-8) and cap.declared_consistent[0]
+    plain, _cap = fit_capped(z, p, vis, None, 8, 50.0)
+    assert abs(float(plain.scale[0]) / 0.8 - 1) > 0.1 and float(plain.misfit[0]) > 0.1
