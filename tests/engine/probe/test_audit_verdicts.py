@@ -331,3 +331,24 @@ def test_the_config_refuses_bad_injections_naming_the_field() -> None:
     with pytest.raises(ConfigError) as e:
         AuditConfig(text="x", max_tokens=1)
     assert e.value.field == "max_tokens"
+
+
+def test_each_band_of_the_decision_holds_its_edge() -> None:
+    """At the edge itself, inside (the bands are '<='): a head's gap equal to its band, two
+    buckets apart by exactly their two bands, two 'other' heads apart by exactly twice the
+    widest band; a declared cap that a non-identifiable head cannot reproduce still counts."""
+    s, ref = np.array([0.3, 0.25]), np.array([0.25, 0.25])
+    site = _site(s)
+    fit = SiteFit(dataclasses.replace(site.head, tol_log=np.abs(np.log(s / ref))), site.layer,
+                  site.head_verdicts, STANDARD, None, None)
+    assert compare_declared(fit, _ref(ref)) == (True, "")
+    a = PositionBucket(0, 3, 1.0, 1.0, 1.0, 0.0)
+    b = PositionBucket(4, 7, 1.0, 1.0, 1.3, abs(math.log(1.0 / 1.3)))
+    assert not law_differs((a, b))
+    x = np.array([0.6, 0.9])
+    hf = _fit(x / 4, tol=math.log(x.max() / x.min()) / 2)
+    hv = [f"other: s * sqrt(d_k) = {v:.3g}" for v in x]
+    assert _layer_verdict(hf, _fit([0.7 / 4]), hv, 16, 64, None) == "other: s * sqrt(d_k) = 0.7"
+    cap = _cap([50.0, np.inf], consistent=(True, False), reach=(80.0, 3.0))
+    half = _site([0.25, 0.25], ident=[True, False], cap=cap)
+    assert compare_declared(half, _ref([0.25, 0.25]))[0] is False
