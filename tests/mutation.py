@@ -62,6 +62,9 @@ EXTRA_TESTS = {
     "engine/probe/softcap_fit.py": ("tests/engine/probe/test_bands.py",),
     "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",
                               "tests/engine/probe/test_audit_verdicts.py"),
+    "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
+    "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
+    "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
@@ -99,6 +102,22 @@ DESELECT = {
         "tests/engine/probe/test_bands.py::test_a_declared_cap_reproduces_p_inside_its_band",),
     "engine/probe/softcap_fit.py": _PROBE_SLOW,
     "engine/probe/audit.py": _PROBE_SLOW,
+    # each audits a tiny transformers model (2 to 20 s); test_declared_rules.py checks every rule
+    # on plain config objects, and the two DeepSeek tests left call declare() directly
+    "engine/probe/declared.py": tuple(f"tests/engine/probe/test_declared.py::test_{name}" for name in (
+        "esm_scales_q_before_rope_and_passes_1_and_is_as_declared",
+        "falcon_h1_key_multiplier_is_part_of_the_declared_scale",
+        "q_and_k_each_scaled_by_d_to_the_minus_quarter_is_no_false_alarm",
+        "a_planted_bug_is_found_where_the_declaration_is_unknown",
+        "longrope_attention_factor_on_cos_and_sin_is_declared",
+        "openai_privacy_filter_scales_q_and_k_by_its_scaling_attribute",
+        "gemma2_query_pre_attn_scalar_256_at_head_dim_16_is_not_scaled_twice",
+        "gemma3_is_not_scaled_by_one_over_sqrt_d_model",
+        "a_tiny_deepseek_v3_at_factor_40_measures_1874_as_declared",
+        "mscale_all_dim_outside_deepseeks_family_is_not_a_softmax_factor",
+        "deepseek_mla_layers_are_called_mla_not_qk_norm",
+        "clip_text_encoder_is_a_causal_encoder_not_a_decoder",
+    )),
     # a real job (4.5 s) and a subprocess that imports torch (4 s): neither reads more of the
     # fingerprint than the fast tests do
     "engine/experiments/fingerprint.py": tuple(

@@ -96,7 +96,8 @@ def score_stats(q: np.ndarray, k: np.ndarray, pair_mask: np.ndarray, bootstrap: 
                 seed: int = 0, cancelled: Callable[[], bool] | None = None) -> ScoreStats:
     """Pooled raw-score moments of every head vs. the i.i.d. prediction, with bootstrap SEs.
 
-    ``q``, ``k`` (L, H, n, d); ``pair_mask`` (n, n) bool, True where key j is visible to query i.
+    ``q``, ``k`` (L, H, n, d) (any leading axes: (H, n, d) and (n, d) work alike); ``pair_mask``
+    (n, n) bool, True where key j is visible to query i.
     """
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
@@ -174,7 +175,8 @@ class RowStats:
     """Per-query-row softmax diagnostics of every head under one scale: (L, H, n) arrays.
 
     Rows that see fewer than 2 keys (a causal model's first token) carry no information about
-    the softmax; ``row_ok`` (n,) marks the rows that count in the per-head means.
+    the softmax; ``row_ok`` (n,) marks the rows that count in the per-head means. The others
+    hold entropy 0, top weight 1, Jacobian 0 and a finite log10 of it, -300.
     """
 
     entropy_norm: np.ndarray  #: H / log(n_i), n_i = keys visible to row i
