@@ -57,12 +57,28 @@ EXTRA_TESTS = {
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
+    "engine/probe/scale_fit.py": ("tests/engine/probe/test_bands.py",
+                                  "tests/engine/probe/test_audit.py"),
+    "engine/probe/softcap_fit.py": ("tests/engine/probe/test_bands.py",),
+    "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",
+                              "tests/engine/probe/test_audit_verdicts.py"),
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
+#: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
+_PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
+    "test_audit.py::test_gpt2_saved_without_scaling_is_unscaled_in_every_layer",
+    "test_audit.py::test_gpt2_inverse_layer_idx_is_one_over_layer_plus_one",
+    "test_audit.py::test_injected_bugs_on_a_tiny_bert_and_the_scale_is_restored",
+    "test_audit.py::test_inject_refuses_a_layer_out_of_range_and_an_unknown_kind",
+    "test_audit.py::test_whatif_on_a_causal_model_gives_perplexity",
+    "test_audit.py::test_training_lab_weights_are_audited_by_rule",
+    "test_audit.py::test_after_softmax_and_twice_on_gpt2_change_the_output",
+    "test_bands.py::test_the_true_cap_is_as_declared_whatever_computes_the_tanh",
+))
 #: tests left out of a module's runs: each costs seconds to minutes per mutant (the whole shipped
 #: claims file read, about 8 s; a real training run, 13 s), and faster tests cover what they
 #: reach (tests/engine/test_claims_loading.py: small hand-written claims files, stub runs)
@@ -79,6 +95,13 @@ DESELECT = {
         "test_claims_experiment.py::test_jobs_that_ran_under_another_fingerprint_fail_their_claims",
         "test_claims_experiment.py::test_a_claim_that_does_not_hold_fails_and_one_that_does_passes",
     )),
+    # the probe's fits: the tests that build a transformers model (1-20 s each) and the 40-head
+    # soft-cap kernels test (13 s) reach every fit; the hand-made cases (test_scale_fit.py,
+    # test_softcap_fit.py) cover what they check; the declared cap's band (8 s) is the soft-cap's
+    "engine/probe/scale_fit.py": _PROBE_SLOW + (
+        "tests/engine/probe/test_bands.py::test_a_declared_cap_reproduces_p_inside_its_band",),
+    "engine/probe/softcap_fit.py": _PROBE_SLOW,
+    "engine/probe/audit.py": _PROBE_SLOW,
     # each audits a tiny transformers model (2 to 20 s); test_declared_rules.py checks every rule
     # on plain config objects, and the two DeepSeek tests left call declare() directly
     "engine/probe/declared.py": tuple(f"tests/engine/probe/test_declared.py::test_{name}" for name in (

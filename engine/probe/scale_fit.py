@@ -99,15 +99,20 @@ def _kl(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis:
 
 
 def _eval(log_s: np.ndarray, z: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
-          vis: np.ndarray, b: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
-    """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax."""
+          vis: np.ndarray, b: np.ndarray | float = 0.0, mass: np.ndarray | None = None
+          ) -> tuple[np.ndarray, ...]:
+    """KL, its gradient and Hessian in s (row means), and Q, from one log-softmax. ``mass``
+    (H, R): 0 for a row the model gave no weight (its KL is 0 at every s), None: every row 1."""
     s = np.exp(log_s)[:, None, None]
     logq, q = _log_softmax_q(_logits(s, z, b), vis)
     np.copyto(logq, 0.0, where=~vis)
     f = (plogp - (p * logq).sum(-1)).mean(-1)
     eq = (q * z).sum(-1)
+    var = (q * (z - eq[..., None]) ** 2).sum(-1)
+    if mass is not None:
+        eq, var = eq * mass, var * mass
     grad = (eq - ep).mean(-1)
-    hess = (q * (z - eq[..., None]) ** 2).sum(-1).mean(-1)
+    hess = var.mean(-1)
     return f, grad, hess, q
 
 
@@ -135,12 +140,12 @@ def _golden_search(zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, vis: np.nda
 
 
 def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray, ep: np.ndarray,
-            vis: np.ndarray, steps: int, bias: np.ndarray | float = 0.0
-            ) -> tuple[np.ndarray, ...]:
+            vis: np.ndarray, steps: int, bias: np.ndarray | float = 0.0,
+            mass: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Newton on s (gradient E_Q z - E_P z, Hessian Var_Q z) from ``log_s``; a step that does not
     lower the KL is halved (the KL is convex in s, so this converges quadratically).
     Returns log s, the KL, its Hessian in s and Q there."""
-    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis, bias)
+    f, grad, hess, q = _eval(log_s, zv, p, plogp, ep, vis, bias, mass)
     #: heads whose step failed every halving: their gradient and Hessian are unchanged, so the
     #: next step would retry the same candidates and fail again (skipping them saves passes)
     stuck = np.zeros(log_s.shape, dtype=bool)
@@ -155,7 +160,7 @@ def _newton(log_s: np.ndarray, zv: np.ndarray, p: np.ndarray, plogp: np.ndarray,
         for _half in range(4):
             s_new = s_cur - step
             cand = np.log(np.where(s_new > 0, s_new, s_cur))
-            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis, bias)
+            fc, gc, hc, qc = _eval(cand, zv, p, plogp, ep, vis, bias, mass)
             better = fc < f
             log_s = np.where(better, cand, log_s)
             f = np.where(better, fc, f)
@@ -196,6 +201,9 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     row_sum = p.sum(axis=-1)  # (H, R)
     weight_sum = row_sum.mean(axis=-1)
     p = p / np.where(row_sum > 0, row_sum, 1.0)[..., None]  # the fit compares shapes, not mass
+    # a row the model gave no weight at all adds nothing to the KL at any s: it must add nothing
+    # to Newton's gradient and curvature either (it pulled s off the minimum: 0.49998 for 0.5)
+    mass = None if (row_sum > 0).all() else (row_sum > 0).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         plogp = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # (H, R)
     zv = np.where(vis, z, 0.0)
@@ -205,7 +213,7 @@ def fit_scale(scores: np.ndarray, probs: np.ndarray, visible: np.ndarray,
     else:
         log_s = np.log(np.broadcast_to(np.asarray(start, dtype=np.float64), (h,))).copy()
     ep = (p * zv).sum(-1)
-    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton, b)
+    log_s, f, hess, q = _newton(log_s, zv, p, plogp, ep, vis, newton, b, mass)
     s = np.exp(log_s)
     curv = (s**2) * hess
     misfit = np.maximum(f, 0.0)
