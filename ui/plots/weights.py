@@ -14,7 +14,6 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox
 
-
 from engine.simulate import SimulationSnapshot
 from ui.plots.base import PlotPanel
 from ui.plots.finite import finite
