@@ -153,3 +153,30 @@ def test_the_caps_slope_needs_the_cap_and_the_pre_cap_logits():
         m = RULE_REGISTRY[name].row_metrics(logits, params, z)
         assert m.jacobian_fro[0] == pytest.approx(np.linalg.norm(jac), rel=1e-12)
         assert m.jacobian_max_abs[0] == pytest.approx(np.abs(jac).max(), rel=1e-12)
+
+
+def test_softcap_keeps_torch_gradients_and_the_slope_is_the_caps_alone():
+    """The cap on a torch tensor stays in torch (the training model's gradients flow through it:
+    d/dz c tanh(z / c) = 1 - tanh^2(z / c), by hand); a rule without a cap has no slope, and
+    the slope's log at a float's extreme is -inf without an overflow warning."""
+    import warnings
+
+    import torch
+
+    from engine.rules import log_sech2, softcap
+
+    z = torch.tensor([0.5, -3.0, 40.0], dtype=torch.float64, requires_grad=True)
+    out = softcap(z, 5.0)
+    assert isinstance(out, torch.Tensor)
+    out.sum().backward()
+    want = [1.0 - math.tanh(v / 5.0) ** 2 for v in (0.5, -3.0, 40.0)]
+    assert z.grad.tolist() == pytest.approx(want, rel=1e-12)
+
+    p = RuleParams(d_k=16, softcap=5.0)
+    zs = np.array([0.0, 5.0])
+    assert RULE_REGISTRY["sqrt"].log_slope(zs, p) is None
+    assert RULE_REGISTRY["softcap"].log_slope(zs, p) == pytest.approx(
+        [0.0, math.log(1.0 - math.tanh(1.0) ** 2)], rel=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert log_sech2(np.array([1e308, -1e308])).tolist() == [-math.inf, -math.inf]
