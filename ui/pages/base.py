@@ -69,9 +69,12 @@ class PanelRedraw:
         drawn: list[str] = []
         start = self._next_panel  # fixed for this pass: moving it mid-pass skipped a panel
         for k in range(len(ids)):
-            if len(drawn) >= budget:
-                break
             pid = ids[(start + k) % len(ids)]
+            if len(drawn) >= budget:
+                # not drawn this tick, but an export or a figure taken now shows these data
+                # (a panel's last drawn snapshot may be several ticks old)
+                self.panels[pid]._state = source
+                continue
             if self.panels[pid].refresh(source):
                 drawn.append(pid)
                 self._next_panel = (start + k + 1) % len(ids)
