@@ -23,7 +23,8 @@ MAX_BAR_KEYS = 64  #: bars beyond this rank are too thin to read; the CSV still 
 
 
 #: characters the heatmap's rule box shows ("softcap", "sigmoid"; "yarn_dynamic" is elided,
-#: whole in its list and tooltip): a box as wide as its longest item squeezed the third column
+#: whole in its list): fixed, so the box's width never depends on the run's rules; its label is
+#: "rule:" (was "heatmap:") to keep the page's third column as wide as before (267 px at 1280)
 RULE_BOX_CHARS = 7
 
 
@@ -43,7 +44,7 @@ class WeightsPanel(PlotPanel):
         self.row_box = QSpinBox(self)
         self.row_box.setRange(0, 63)
         self.row_box.setToolTip("Sample row (one query) shown in the bar chart, for every rule")
-        self.header.insertWidget(2, QLabel("heatmap:"))
+        self.header.insertWidget(2, QLabel("rule:"))  # (whose rows the heatmap shows)
         self.header.insertWidget(3, self.rule_box)
         self.header.insertWidget(4, QLabel("row:"))
         self.header.insertWidget(5, self.row_box)
