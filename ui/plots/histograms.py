@@ -82,14 +82,15 @@ def _metrics(px: float | None) -> tuple[Any, Any]:
 
 def _title_width(text: str, px: float | None = None) -> float:
     """Pixels ``text`` (HTML) takes at the titles' size (bold where it is bold)."""
-    import html as _html
     import re
+
+    from ui.plots.tidy_axis import plain_text
 
     plain, bold = _metrics(px)
     width = 0.0
     for chunk_bold, chunk in enumerate(re.split(r"</?b>", text)):
         metrics = bold if chunk_bold % 2 else plain
-        width += metrics.horizontalAdvance(_html.unescape(re.sub(r"<[^>]+>", "", chunk)))
+        width += metrics.horizontalAdvance(plain_text(chunk))
     return width
 
 

@@ -30,6 +30,7 @@ between two layouts for ever (a figure export never finished).
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -68,6 +69,12 @@ def split_lines(text: str, n: int) -> str:
             line = f"{line} {word}" if line else word
     lines.append(line)
     return "<br>".join(lines)
+
+
+def plain_text(text: str) -> str:
+    """The characters an HTML title shows: tags dropped, escapes read ("mean ‖J‖<sub>F</sub>"
+    -> "mean ‖J‖F", "&gt;0.99" -> ">0.99"): what its width is measured on, and its tooltip."""
+    return html.unescape(re.sub(r"<[^>]*>", "", text))
 
 
 #: shorter forms of titles that have no aside to drop ("prob…" and "fractio…" beside the short
@@ -148,9 +155,8 @@ class TidyAxis(pg.AxisItem):
         title = self.labelText or ""
         self._auto_shorter = tuple(dict.fromkeys(
             (*SHORT_FORMS.get(title, ()), *shorter_titles(title))))
-        plain = re.sub(r"<[^>]+>", "", title)
         if self.label is not None:
-            self.label.setToolTip(plain)
+            self.label.setToolTip(plain_text(title))
 
     def labelString(self) -> str:  # pyqtgraph's names from here on
         text = super().labelString()

@@ -12,7 +12,6 @@ window.
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from collections.abc import Iterator
@@ -70,7 +69,7 @@ def _label_string(self: pg.AxisItem) -> str:
                 font.setPixelSize(max(1, round(float(match.group(1)))))
             elif match is not None:
                 font.setPointSizeF(float(match.group(1)))
-            from ui.plots.tidy_axis import MAX_LABEL_LINES, split_lines
+            from ui.plots.tidy_axis import MAX_LABEL_LINES, plain_text, split_lines
 
             # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
             # the form the axis shows (a TidyAxis may show a shorter one: "density" where
@@ -79,8 +78,8 @@ def _label_string(self: pg.AxisItem) -> str:
             text = split_lines(shown, MAX_LABEL_LINES) \
                 if self.orientation in ("left", "right") else shown
             # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
-            longest = max(QFontMetricsF(font).horizontalAdvance(html.unescape(
-                re.sub(r"<[^>]*>", "", line))) for line in text.split("<br>"))
+            longest = max(QFontMetricsF(font).horizontalAdvance(plain_text(line))
+                          for line in text.split("<br>"))
             if longest > room - 4 > 0:
                 # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
                 # taller title has less room than it had; its y title must not run into it)
