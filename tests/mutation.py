@@ -56,6 +56,7 @@ EXTRA_TESTS = {
                                      "tests/engine/experiments/test_sensitivity.py"),
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
+    "engine/training/config.py": ("tests/engine/training/test_config_edges.py",),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
     "engine/probe/scale_fit.py": ("tests/engine/probe/test_bands.py",
                                   "tests/engine/probe/test_audit.py"),
