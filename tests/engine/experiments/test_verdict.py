@@ -4,6 +4,8 @@ ends represent the rest."""
 
 from __future__ import annotations
 
+import pytest
+
 from engine.experiments.figures import verdict
 from engine.experiments.spec import Axis, ExperimentSpec, VerdictSpec
 from engine.training.config import TrainingConfig
@@ -77,3 +79,90 @@ def test_a_monotone_metric_keeps_the_two_ends():
     assert text.startswith("final training loss, lr 0.0001 -> 0.1: none 2.01 ± 0.0058 (n=3) -> "
                            "0.21 ± 0.0058 (n=3); sqrt")
     assert "best" not in text and "not monotone" not in text
+
+
+# -- exact lines, where the best and the worst differ from the highest and lowest bounds ----------
+def _along(metric: str, values: dict[float, tuple[float, float]]) -> str:
+    """The ends_of_axis verdict of one rule (sqrt) over lr, two seeds, whose metric (a result, or
+    a metrics.csv column at step 0) is ``values[lr][seed]``."""
+    spec = ExperimentSpec("fake", TrainingConfig(scalings=("sqrt",)),
+                          (Axis("lr", tuple(values)), Axis("seed", (0, 1))),
+                          verdict=VerdictSpec("ends_of_axis", metric, "lr"))
+    out = []
+    for job in spec.jobs():
+        v = values[job.values["lr"]][job.values["seed"]]
+        out.append({"index": job.index, "key": job.key, "values": job.values, "error": None,
+                    "rules": {"sqrt": {"final_loss": v, "final_accuracy": v, "max_logit_abs": v,
+                                       "steps_to_target": None, "diverged_step": None}},
+                    "rows": [{"scaling": "sqrt", "step": 0, "loss": v, "accuracy": v}]})
+    return verdict(spec, out)
+
+
+#: means 3, 4, 7, 5, 2.5; the second and the third +- 3 (seeds 1, 7 and 4, 10): the lowest mean
+#: is at 0.1 but the lowest lower end at 0.001; the highest mean at 0.01, the highest lower end
+#: (5) at 0.03
+FIVE = {1e-4: (3, 3), 1e-3: (1, 7), 1e-2: (4, 10), 3e-2: (5, 5), 1e-1: (2.5, 2.5)}
+HIGH = "7 ± 3 (n=2) at lr 0.01"
+LOW = "2.5 ± 0 (n=2) at lr 0.1"
+ENDS = "ends 3 ± 0 (n=2) -> 2.5 ± 0 (n=2) (not monotone: the ends are not representative)"
+
+
+@pytest.mark.parametrize(("metric", "what", "line"), [
+    ("final_loss", "final training loss", f"best {LOW}, worst {HIGH}"),
+    ("loss@0", "training loss at init (step 0)", f"best {LOW}, worst {HIGH}"),
+    ("final_accuracy", "final training accuracy", f"best {HIGH}, worst {LOW}"),
+    ("accuracy@0", "training accuracy at init (step 0)", f"best {HIGH}, worst {LOW}"),
+    ("max_logit_abs", "largest |logit| over the run", f"highest {HIGH}, lowest {LOW}"),
+])
+def test_best_and_worst_by_the_mean_named_by_the_metrics_direction(metric, what, line):
+    assert _along(metric, FIVE) == f"{what}, lr 0.0001 -> 0.1: sqrt {line}; {ENDS}"
+
+
+def test_three_points_that_turn_are_each_named():
+    text = _along("final_loss", {1e-3: (1, 1), 1e-2: (3, 3), 1e-1: (2, 2)})
+    assert text == ("final training loss, lr 0.001 -> 0.1: sqrt 1 ± 0 (n=2) at lr 0.001, "
+                    "3 ± 0 (n=2) at lr 0.01, 2 ± 0 (n=2) at lr 0.1 (not monotone: the ends are "
+                    "not representative)")
+
+
+def test_monotone_means_keep_the_ends_whatever_their_lower_ends_do():
+    # means 1, 1.1, 1.2; the middle one +- 0.5: its lower end 0.6 is below both others
+    text = _along("final_loss", {1e-3: (1, 1), 1e-2: (0.6, 1.6), 1e-1: (1.2, 1.2)})
+    assert text == "final training loss, lr 0.001 -> 0.1: sqrt 1 ± 0 (n=2) -> 1.2 ± 0 (n=2)"
+
+
+def test_a_turn_inside_the_ends_span_is_within_the_uncertainty():
+    text = _along("final_loss", {1e-4: (1, 1), 1e-3: (1.5, 1.5), 1e-2: (1.2, 1.2),
+                                 1e-1: (2, 2)})
+    assert text == ("final training loss, lr 0.0001 -> 0.1: sqrt 1 ± 0 (n=2) at lr 0.0001, "
+                    "1.5 ± 0 (n=2) at lr 0.001, 1.2 ± 0 (n=2) at lr 0.01, 2 ± 0 (n=2) at lr 0.1 "
+                    "(not monotone, within the uncertainty)")
+
+
+def test_monotone_takes_ties_and_steps_below_one():
+    from engine.experiments.figures import _monotone
+
+    assert _monotone([0.2, 0.5, 0.7]) and _monotone([1.0, 1.0, 2.0])
+    assert _monotone([3.0, 2.0, 2.0]) and _monotone([0.7, 0.5, 0.2])
+    assert not _monotone([1.0, 2.0, 1.0]) and not _monotone([2.0, 1.0, 1.5])
+
+
+def _pts(*intervals):
+    return [(i, (y, lo, hi, 2), "") for i, (y, lo, hi) in enumerate(intervals)]
+
+
+def test_the_ends_represent_an_inner_interval_touching_their_span():
+    from engine.experiments.figures import _ends_represent
+
+    first, last = (1, 0.8, 1.2), (3, 2.8, 3.2)  # span [0.8, 3.2]
+    assert _ends_represent(_pts(first, (0.7, 0.6, 0.8), last))  # touches 0.8 from below
+    assert _ends_represent(_pts(first, (3.3, 3.2, 3.4), last))  # touches 3.2 from above
+    assert not _ends_represent(_pts(first, (0.5, 0.4, 0.79), last))
+    assert not _ends_represent(_pts(first, (3.4, 3.21, 3.6), last))
+    # an interval reaching past the span's top but starting inside it still overlaps
+    assert _ends_represent(_pts(first, (3.3, 3.1, 3.5), last))
+    # the span is the lowest lower end and the highest upper end, whichever end holds them
+    assert _ends_represent(_pts(first, (0.9, 0.7, 1.0), last))
+    assert _ends_represent(_pts(last, (0.9, 0.7, 1.0), first))
+    # every inner point counts, the one before the last too
+    assert not _ends_represent(_pts(first, (2, 1.9, 2.1), (5, 4.5, 5.5), last))
