@@ -98,13 +98,14 @@ def _along(metric: str, values: dict[float, tuple[float, float]]) -> str:
     return verdict(spec, out)
 
 
-#: means 3, 4, 7, 5, 2.5; the second and the third +- 3 (seeds 1, 7 and 4, 10): the lowest mean
-#: is at 0.1 but the lowest lower end at 0.001; the highest mean at 0.01, the highest lower end
-#: (5) at 0.03
-FIVE = {1e-4: (3, 3), 1e-3: (1, 7), 1e-2: (4, 10), 3e-2: (5, 5), 1e-1: (2.5, 2.5)}
+#: means 3, 5, 7, 5, 2.5 with their +- 1 SE intervals [3, 3], [-2, 12], [4, 10], [5, 5], [1, 4]:
+#: the highest mean (0.01) has neither the highest lower end (0.03) nor the highest upper end
+#: (0.001); the lowest mean (0.1) has neither the lowest lower end (0.001) nor the lowest upper
+#: end (0.0001)
+FIVE = {1e-4: (3, 3), 1e-3: (-2, 12), 1e-2: (4, 10), 3e-2: (5, 5), 1e-1: (1, 4)}
 HIGH = "7 ± 3 (n=2) at lr 0.01"
-LOW = "2.5 ± 0 (n=2) at lr 0.1"
-ENDS = "ends 3 ± 0 (n=2) -> 2.5 ± 0 (n=2) (not monotone: the ends are not representative)"
+LOW = "2.5 ± 1.5 (n=2) at lr 0.1"
+ENDS = "ends 3 ± 0 (n=2) -> 2.5 ± 1.5 (n=2) (not monotone: the ends are not representative)"
 
 
 @pytest.mark.parametrize(("metric", "what", "line"), [
