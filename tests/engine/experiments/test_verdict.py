@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine.experiments.figures import verdict
+from engine.experiments.sensitivity import Sensitivity
 from engine.experiments.spec import Axis, ExperimentSpec, VerdictSpec
 from engine.training.config import TrainingConfig
 
@@ -167,3 +168,120 @@ def test_the_ends_represent_an_inner_interval_touching_their_span():
     assert _ends_represent(_pts(last, (0.9, 0.7, 1.0), first))
     # every inner point counts, the one before the last too
     assert not _ends_represent(_pts(first, (2, 1.9, 2.1), (5, 4.5, 5.5), last))
+
+
+# -- the lr_sensitivity verdict: each rule against the first, at 2 combined SE -------------------
+def _sens(rule: str, mean: float, se: float, n: int = 2, best: float = 0.01) -> Sensitivity:
+    return Sensitivity(rule, mean, se, n, best, 0.5, 0.1, ())
+
+
+#: the reference: 3 +- 1; a rule's SE of 0.75 makes the combined SE hypot(0.75, 1) = 1.25 exactly
+REF = _sens("none", 3.0, 1.0)
+
+
+@pytest.mark.parametrize(("mean", "top", "top_ref", "line"), [
+    (0.4, None, None, "sqrt widens the basin (-2.6 ± 1.2)"),
+    (0.5, None, None, "sqrt does not change the basin measurably (-2.5 ± 1.2)"),  # (-2 SE: not)
+    (0.7, None, None, "sqrt does not change the basin measurably (-2.3 ± 1.2)"),
+    (5.0, None, None, "sqrt does not change the basin measurably (+2 ± 1.2)"),
+    (5.5, None, None, "sqrt does not change the basin measurably (+2.5 ± 1.2)"),
+    (5.6, None, None, "sqrt narrows the basin (+2.6 ± 1.2)"),
+    (5.6, (10.0, 0.75), None, "sqrt narrows the basin (+2.6 ± 1.2)"),
+    (0.4, None, (13.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2)"),
+    # the largest |logit|: bounded below 2 combined SE (1.25 again) of the reference's
+    (0.4, (10.0, 0.75), (13.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) and bounds the logit "
+     "(largest |logit| at lr 0.1 10 ± 0.75 vs 13 ± 1)"),
+    (0.4, (10.0, 0.75), (12.5, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
+     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 12.5 ± 1)"),
+    (0.4, (10.0, 0.75), (12.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
+     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 12 ± 1)"),
+    (0.4, (10.0, 0.75), (11.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
+     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 11 ± 1)"),
+    (2.0, (9.5, 0.75), (13.0, 1.0), "sqrt does not change the basin measurably (-1 ± 1.2): it "
+     "only bounds the logit (largest |logit| at lr 0.1 9.5 ± 0.75 vs 13 ± 1)"),
+    (2.0, (13.0, 0.75), (13.0, 1.0), "sqrt does not change the basin measurably (-1 ± 1.2) and "
+     "does not bound the logit (largest |logit| at lr 0.1 13 ± 0.75 vs 13 ± 1)"),
+])
+def test_a_rule_against_the_reference_at_two_combined_standard_errors(mean, top, top_ref, line):
+    from engine.experiments.figures import _basin_judgment
+
+    assert _basin_judgment("sqrt", _sens("sqrt", mean, 0.75), REF, top, top_ref,
+                           "lr 0.1") == line
+
+
+def _sensitivity_spec() -> ExperimentSpec:
+    return ExperimentSpec("fake", TrainingConfig(scalings=("none", "sqrt", "dk", "qknorm")),
+                          (Axis("lr", (1e-3, 1e-2, 1e-1)), Axis("seed", (0, 1))),
+                          verdict=VerdictSpec("lr_sensitivity", "final_accuracy", "lr"))
+
+
+def test_the_sensitivity_verdict_line(monkeypatch):
+    import engine.experiments.figures as figures
+
+    sens = {"none": REF, "sqrt": _sens("sqrt", 0.4, 0.75, best=0.1),
+            "dk": _sens("dk", 2.0, 0.75, n=3), "qknorm": None}
+
+    def stub(results, rule, over, metric="final_loss"):
+        assert (over, metric) == ("lr", "final_accuracy")
+        return sens[rule]
+
+    monkeypatch.setattr(figures, "lr_sensitivity", stub)
+    spec = _sensitivity_spec()
+    # the largest |logit| at lr 0.1 (the largest rate): none 13 +- 1, sqrt 10 +- 0.75, dk none;
+    # 100 at the other rates
+    at_top = {"none": (12.0, 14.0), "sqrt": (9.25, 10.75)}
+    results = []
+    for job in spec.jobs():
+        top = job.values["lr"] == 1e-1
+        rules = {r: {"final_loss": 1.0, "max_logit_abs": at_top[r][job.values["seed"]]
+                     if top else 100.0} for r in at_top}
+        rules["dk"] = {"final_loss": 1.0}
+        results.append({"index": job.index, "key": job.key, "values": job.values,
+                        "error": None, "rules": rules, "rows": []})
+    assert verdict(spec, results) == (
+        "learning-rate sensitivity (Wortsman et al.) of the final training accuracy over lr "
+        "0.001-0.1 (mean ± SE over 3 seeds; lower = a wider basin of good rates): none 3 ± 1 "
+        "(best lr 0.01: 0.5 ± 0.1); sqrt 0.4 ± 0.75 (best lr 0.1: 0.5 ± 0.1); dk 2 ± 0.75 "
+        "(best lr 0.01: 0.5 ± 0.1). Against none (a difference counts beyond 2 combined SE): "
+        "sqrt widens the basin (-2.6 ± 1.2) and bounds the logit (largest |logit| at lr 0.1 10 "
+        "± 0.75 vs 13 ± 1); dk does not change the basin measurably (-1 ± 1.2)")
+    # no rule with a curve: no seeds, no judgment
+    monkeypatch.setattr(figures, "lr_sensitivity", lambda *a, **k: None)
+    assert verdict(spec, results) == (
+        "learning-rate sensitivity (Wortsman et al.) of the final training accuracy over lr "
+        "0.001-0.1 (mean ± SE over 0 seeds; lower = a wider basin of good rates): ")
+
+
+# -- the transfer verdict's line, from stand-in curves and fits ---------------------------------
+def test_the_transfer_verdict_line(monkeypatch):
+    import engine.experiments.transfer as transfer
+    from engine.experiments.transfer import Optimum, Shift
+
+    spec = ExperimentSpec("fake", TrainingConfig(scalings=("dk", "sqrt", "none")),
+                          (Axis("d_model", (128, 32, 64)), Axis("lr", (1e-3, 1e-2, 1e-1)),
+                           Axis("seed", (0, 1))),
+                          verdict=VerdictSpec("transfer", "final_accuracy", "lr",
+                                              width="d_model"))
+
+    def curve(spec, results, rule, over, where, metric="final_loss"):
+        assert (over, metric) == ("lr", "final_accuracy")
+        width = where["d_model"]
+        return None if rule == "dk" and width == 128 else (rule, width)
+
+    def optimum(c):
+        rule, width = c  # (None is no curve)
+        return Optimum(-3.0 if width == 32 else -2.0, 0.1, -3.2, -2.8,
+                       not (rule == "none" and width == 128), 2)
+
+    monkeypatch.setattr(transfer, "curve", curve)
+    monkeypatch.setattr(transfer, "optimum", optimum)
+    # a shift of 1 in log10 lr, SE 0.5, on a grid of 0.5 per step: +2 +- 1 grid steps, x10
+    monkeypatch.setattr(transfer, "shift", lambda n, w: Shift(1.0, 0.5, 0.2, 1.8, 0.5))
+    monkeypatch.setattr(transfer, "fixed_lr_comparison", lambda n, w: (0.001, -0.05, 0.02))
+    assert verdict(spec, [{"index": 0, "key": "k", "values": {}, "error": None, "rules": {"sqrt": {}},
+                           "rows": []}]) == (
+        "best lr, d_model 32 -> 128 (parabola vertex in log lr of the final training accuracy; ± "
+        "bootstrap SE over seeds; widest at the narrowest's best lr: its final training accuracy "
+        "minus the narrowest's, ± SE): dk: not enough runs yet; sqrt 0.001 -> 0.01, +2.0 ± 1.0 "
+        "grid steps (x10), widest at 0.001 -0.05 ± 0.02; none 0.001 -> 0.01, +2.0 ± 1.0 grid "
+        "steps (x10) (at the grid's end: may move further), widest at 0.001 -0.05 ± 0.02")
