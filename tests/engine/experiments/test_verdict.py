@@ -191,12 +191,9 @@ REF = _sens("none", 3.0, 1.0)
     # the largest |logit|: bounded below 2 combined SE (1.25 again) of the reference's
     (0.4, (10.0, 0.75), (13.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) and bounds the logit "
      "(largest |logit| at lr 0.1 10 ± 0.75 vs 13 ± 1)"),
-    (0.4, (10.0, 0.75), (12.5, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
-     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 12.5 ± 1)"),
-    (0.4, (10.0, 0.75), (12.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
-     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 12 ± 1)"),
-    (0.4, (10.0, 0.75), (11.0, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
-     "logit (largest |logit| at lr 0.1 10 ± 0.75 vs 11 ± 1)"),
+    *((0.4, (10.0, 0.75), (ref, 1.0), "sqrt widens the basin (-2.6 ± 1.2) without bounding the "
+       f"logit (largest |logit| at lr 0.1 10 ± 0.75 vs {ref:g} ± 1)")
+      for ref in (12.5, 12.0, 11.0)),  # (-2.5 at -2 SE is not bounded; nor are -2 and -1)
     (2.0, (9.5, 0.75), (13.0, 1.0), "sqrt does not change the basin measurably (-1 ± 1.2): it "
      "only bounds the logit (largest |logit| at lr 0.1 9.5 ± 0.75 vs 13 ± 1)"),
     (2.0, (13.0, 0.75), (13.0, 1.0), "sqrt does not change the basin measurably (-1 ± 1.2) and "
