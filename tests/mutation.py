@@ -67,6 +67,8 @@ EXTRA_TESTS = {
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
     "engine/probe/summary.py": ("tests/engine/probe/test_summary_figures.py",),
     "engine/probe/coverage.py": ("tests/engine/probe/test_coverage_modules.py",),
+    "engine/probe/memory.py": ("tests/engine/probe/test_memory_counts.py",),
+    "engine/probe/position.py": ("tests/engine/probe/test_position_fits.py",),
     "engine/probe/accounting.py": ("tests/engine/probe/test_bands.py",
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)

@@ -86,6 +86,8 @@ def test_a_state_space_mixer_is_not_one_by_a_parameter_or_a_child(marker) -> Non
     else:
         mixer.register_parameter(marker, nn.Parameter(torch.zeros(4)))
     assert _names(nn.Sequential(mixer)) == []
+    # a hybrid (Jamba): the attention layer after a mixer is still listed
+    assert _names(nn.Sequential(mixer, Attn(q_proj=_lin(), k_proj=_lin()))) == ["1"]
     # a buffer of that name, or the marker one level down, does not make it a mixer
     other = Attn(in_proj=_lin())
     other.register_buffer(marker, torch.zeros(4))
