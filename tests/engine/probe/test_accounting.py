@@ -152,7 +152,25 @@ def test_a_declared_law_the_code_applies_is_as_declared_from_the_first_query() -
     np.testing.assert_allclose(ref.value, 0.5 * 0.25 * at3, rtol=1e-14)
     np.testing.assert_allclose(ref.row_factor, _law(np.arange(8)) / at3, rtol=1e-14)
     # measured without the factor at position 3: not what the declaration says
-    assert not reference(decl, record(q_ratio=(0.25, 0.25), q_position=f)).known
+    ref = reference(decl, record(q_ratio=(0.25, 0.25), q_position=f))
+    assert not ref.known
+    assert ref.why_unknown.endswith(f"; the declaration accounts for x{0.25 * at3:.4g}")
+
+
+def test_the_law_is_relative_to_the_first_query_not_the_second() -> None:
+    """A law that differs at every position (1 + 0.1 ln(1 + p)); no q at positions 0-2."""
+    law = PositionLaw("law", 0.1, 1.0, 0.0)
+    full = 1 + 0.1 * np.log1p(np.arange(8))
+    f = np.r_[np.nan, np.nan, np.nan, full[3:] / full[3]]
+    ref = reference(Declaration(0.5, 0.25, "decl", law=law),
+                    record(q_ratio=(0.25 * full[3], 0.25 * full[3]), q_position=f))
+    assert ref.known and ref.note == ""
+    np.testing.assert_allclose(ref.value, 0.5 * 0.25 * full[3], rtol=1e-14)
+    np.testing.assert_allclose(ref.row_factor, full / full[3], rtol=1e-14)
+    # with q at every position the law is relative to position 0
+    ref = reference(Declaration(0.5, 0.25, "decl", law=law),
+                    record(q_ratio=(0.25, 0.25), q_position=full))
+    assert ref.known and ref.note == "" and ref.value.tolist() == [0.125, 0.125]
 
 
 def test_a_declared_law_the_code_does_not_apply_is_noted() -> None:
@@ -192,15 +210,27 @@ def test_a_law_that_is_1_over_these_positions_needs_no_note() -> None:
     law = PositionLaw("small", 1.1 * PRE_TOL / math.log(2), 1.0, 0.0)
     ref = reference(Declaration(0.5, 0.25, "decl", law=law), record(q_ratio=(0.25, 0.25), nq=2))
     assert ref.note.startswith("q carries no factor with the position")
+    # a law just under 1 by PRE_TOL: 1 - law within it, |ln law| (2e-4 + 1e-8) a little beyond
+    law = PositionLaw("under", -(PRE_TOL - 1e-8) / math.log(2), 1.0, 0.0)
+    assert abs(law.factor(np.array([1.0]))[0] - 1) <= PRE_TOL < abs(math.log(law.factor(
+        np.array([1.0]))[0]))
+    ref = reference(Declaration(0.5, 0.25, "decl", law=law), record(q_ratio=(0.25, 0.25), nq=2))
+    assert ref.known and ref.note == ""
+    # a law of 1 here, but the code's q carries a factor: said
+    tiny = PositionLaw("tiny", 0.9 * PRE_TOL / math.log(2), 1.0, 0.0)
+    ref = reference(Declaration(0.5, 0.25, "decl", law=tiny),
+                    record(q_ratio=(0.25, 0.25), nq=2, q_position=[1.0, 1.5]))
+    assert ref.known and ref.note == ("q carries x1 to x1.5 with the position; the declared law "
+                                      "gives x1 to x1 over these positions")
 
 
 def test_a_position_factor_nothing_declares_is_unknown() -> None:
-    f = [np.nan, 1.0, 1.0, 1.0, 1.25, 1.25, 1.5, 2.0]
+    f = [np.nan, 1.0, 1.0, 1.0, 1.25, 1.25, 1.5, 1.5]
     rec = record(q_ratio=(0.25, 0.25), q_position=f)
     ref = reference(Declaration(0.5, 0.25, "decl"), rec)  # the pre-scale itself is as declared
     assert not ref.known and ref.source == CODE and ref.tol == PRE_TOL
     assert ref.why_unknown == ("the code multiplies q.k by x0.25 before the product (q x0.25), "
-                               "q by x1 to x2 with the position, which no config key declares; "
+                               "q by x1 to x1.5 with the position, which no config key declares; "
                                "the declaration accounts for x0.25")
-    assert ref.row_factor.tolist() == [1.0, 1.0, 1.0, 1.0, 1.25, 1.25, 1.5, 2.0]
+    assert ref.row_factor.tolist() == [1.0, 1.0, 1.0, 1.0, 1.25, 1.25, 1.5, 1.5]
     np.testing.assert_allclose(ref.value, 0.25 * 0.25)
