@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from engine.errors import ConfigError  # noqa: E402
+from engine.errors import ConfigError, FileFormatError  # noqa: E402
+from engine.probe import memory  # noqa: E402
 from engine.probe.memory import (  # noqa: E402
     BUDGET_MAX_GB,
     BUDGET_MIN_GB,
@@ -23,6 +24,7 @@ from engine.probe.memory import (  # noqa: E402
     _gb,
     _one_line,
     check_budget,
+    check_model_memory,
     count_tensors,
 )
 
@@ -74,7 +76,8 @@ def test_the_limits_as_numbers() -> None:
 
 @pytest.mark.parametrize("nbytes, text", [
     (0, "0.00 GB"), (1_234_567, "0.00 GB"), (5_555_000_000, "5.55 GB"),
-    (9_994_999_999, "9.99 GB"), (10_000_000_000, "10 GB"), (12_345_678_901_234, "12,346 GB")])
+    (9_994_999_999, "9.99 GB"), (10_000_000_000, "10 GB"), (12_345_678_901_234, "12,346 GB"),
+    (2_995_000_001, "3.00 GB"), (12_500_000_001, "13 GB")])  # (GB = 1e9 bytes, not 1e9 + 1)
 def test_sizes_as_the_refusal_prints_them(nbytes, text) -> None:
     assert _gb(nbytes) == text
 
@@ -100,3 +103,69 @@ def test_a_config_transformers_cannot_build_is_refused_naming_the_folder(tmp_pat
     msg = exc.value.message
     assert msg.startswith(f"cannot build the model {str(tmp_path)!r}'s config describes: ")
     assert "\n" not in msg and "no-such-model" in msg
+
+
+def test_a_tensor_that_is_a_parameter_and_a_buffer_is_counted_once() -> None:
+    net = nn.Module()
+    net.w = nn.Parameter(torch.zeros(10))
+    net.register_buffer("alias", net.w)  # the same tensor again, as a buffer
+    net.register_buffer("after", torch.zeros(3))
+    assert count_tensors(net) == ModelMemory(10, 3, 52, "w (10)")
+
+
+def _refusal(monkeypatch, mem: ModelMemory, n_params, budget) -> FileFormatError | None:
+    monkeypatch.setattr(memory, "model_memory", lambda folder: mem)
+    try:
+        assert check_model_memory(Path("f"), n_params, budget, "the/config.json") is mem
+    except FileFormatError as exc:
+        return exc
+    return None
+
+
+def test_the_refusals_edges_and_fields_on_a_counted_model(monkeypatch) -> None:
+    """A model of 4,000,000 parameters and 500 buffer numbers, 2,000,000,000 bytes: a budget of
+    2 GB holds it and one byte more is over it; weights of 1,000,000 numbers (half of it less
+    1,000,000) pass, 999,999 do not."""
+    mem = ModelMemory(4_000_000, 500, 2_000_000_000, "a.weight (2,000 x 2,000)")
+    assert _refusal(monkeypatch, mem, 1_000_000, 2.0) is None
+    assert _refusal(monkeypatch, mem, None, 2.0) is None
+    over = _refusal(monkeypatch, ModelMemory(4_000_000, 500, 2_000_000_001, mem.largest), None, 2.0)
+    assert (over.file, over.where, over.option) == ("the/config.json", "", "model")
+    assert over.problem == ("the model it describes needs 2.00 GB for its tensors (4,000,500 "
+                            "numbers; the largest a.weight (2,000 x 2,000)), more than the memory "
+                            "budget of 2 GB (refused before allocating; raise the budget to load "
+                            "it)")
+    assert str(over) == "the/config.json: " + over.problem
+    short = _refusal(monkeypatch, mem, 999_999, 2.0)
+    assert (short.file, short.where, short.option) == ("the/config.json", "", "model")
+    assert short.problem == ("the model it describes has 4,000,000 parameters (2.00 GB), but its "
+                             "weights files hold 999,999: the rest would be allocated and left "
+                             "random (the largest tensor: a.weight (2,000 x 2,000))")
+    assert str(short) == "the/config.json: " + short.problem
+    with pytest.raises(ConfigError) as exc:  # the budget is checked first
+        _refusal(monkeypatch, mem, 1_000_000, 0.05)
+    assert exc.value.field == "memory_budget"
+
+
+def test_the_config_is_read_locally_and_no_code_from_the_folder_runs(monkeypatch) -> None:
+    """The calls transformers gets: local files only, no remote code, eager attention (the
+    lab's own), on the meta device."""
+    transformers = pytest.importorskip("transformers")
+    calls = {}
+
+    def from_pretrained(path, **kwargs):
+        calls["config"] = (path, kwargs)
+        return "CFG"
+
+    def from_config(config, **kwargs):
+        calls["model"] = (config, kwargs, torch.empty(1).device.type)
+        return Net()
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(transformers.AutoModel, "from_config", from_config)
+    mem = memory.model_memory(Path("some/folder"))
+    assert calls["config"] == ("some/folder", {"local_files_only": True,
+                                               "trust_remote_code": False})
+    assert calls["model"] == ("CFG", {"trust_remote_code": False,
+                                      "attn_implementation": "eager"}, "meta")
+    assert mem.parameters == 12_000 + 15 + 7
