@@ -121,10 +121,50 @@ def _cos_pairs(a: np.ndarray, b: np.ndarray) -> float:
     return float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
 
 
+def test_the_rotated_flag_is_a_deviation_beyond_ten_times_the_tolerance() -> None:
+    """q turned by a small angle in every pair keeps its pair norms: still a match, rotated
+    when the largest deviation from c f block is beyond 10 x rel_tol x max|q|, not below."""
+    y = _outputs()
+    x = _q(y)
+    tol = 1e-4
+
+    def turned(theta: float) -> np.ndarray:
+        a, b = x[..., :D // 2], x[..., D // 2:]
+        return np.concatenate([a * math.cos(theta) - b * math.sin(theta),
+                               a * math.sin(theta) + b * math.cos(theta)], -1)
+
+    def times_tol(xt: np.ndarray) -> float:  # the deviation in units of tol x max|q|
+        return float(np.abs(xt - x).max() / (tol * np.abs(xt).max()))
+
+    unit = times_tol(turned(1e-4))
+    for target, rotated in ((9.5, False), (10.5, True), (0.5, False)):
+        xt = turned(1e-4 * target / unit)
+        assert target - 0.1 < times_tol(xt) < target + 0.1
+        got = match_position_factor(xt, [y], tol)
+        assert got is not None and got[2] is rotated
+
+
+def test_two_tokens_are_enough() -> None:
+    y = _outputs()
+    x = _q(y)[:, :2]
+    c, f, rotated = match_position_factor(x, [y[:2]], 1e-4)
+    np.testing.assert_allclose(c, C, rtol=1e-12)
+    np.testing.assert_allclose(f, F[:2], rtol=1e-12)
+    x = _q(y)[:, :3]
+    x[:, 0] = 0.0  # three tokens, two with a query
+    c, f, _r = match_position_factor(x, [y[:3]], 1e-4)
+    assert np.isnan(f[0]) and f[1] == 1.0 and f[2] == pytest.approx(F[2] / F[1], rel=1e-12)
+
+
 def test_shapes_that_cannot_carry_a_law() -> None:
     y = _outputs()
     x = _q(y)
     assert match_position_factor(x[..., :3], [y[:, :12]], 1e-4) is None  # d odd: no pairs
+    # d odd although q is exactly c f times a 3-wide block: no pairs, no law
+    y3 = y[:, :12]
+    blocks = y3.reshape(N, 4, 3).transpose(1, 0, 2)
+    x3 = np.stack([C[h] * F[:, None] * blocks[BLOCK_OF[h]] for h in range(H)])
+    assert match_position_factor(x3, [y3], 1e-4) is None
     assert match_position_factor(x[:, :1], [y[:1]], 1e-4) is None  # one token
     x[:, 1:] = 0.0
     assert match_position_factor(x, [y], 1e-4) is None  # one token with a query
@@ -205,6 +245,20 @@ def test_an_additive_term_is_passed_to_every_bucket(heads_of_bias) -> None:
     assert len(out) == 3
     for b in out:
         assert b.ratio == pytest.approx(1.0, rel=1e-7)
+        assert b.measured == pytest.approx(1.2, rel=1e-7)  # the plain fit has it too
+
+
+def test_more_keys_than_kept_rows() -> None:
+    """13 query rows after 3 cached keys (16 keys), with a bias: the arrays are (H, 13, 16)."""
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(2, 13, 16)) * 3
+    vis = np.tril(np.ones((13, 16), bool), k=3)
+    bias = -0.3 * np.abs(np.arange(13)[:, None] + 3 - np.arange(16)[None, :])[None]
+    p = _softmax(0.3 * z + bias, vis[None])
+    out = bucket_fits(z, p, vis, bias, np.arange(13), np.ones(13), 0.25, 16)
+    assert [(b.first, b.last) for b in out] == [(0, 4), (5, 8), (9, 12)]  # every row sees 4+
+    for b in out:
+        assert b.ratio == pytest.approx(1.2, rel=1e-7) and b.measured == pytest.approx(1.2, rel=1e-7)
 
 
 def test_a_bucket_whose_rows_see_one_key_is_left_out() -> None:
