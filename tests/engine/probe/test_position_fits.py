@@ -150,6 +150,7 @@ def test_two_tokens_are_enough() -> None:
     c, f, rotated = match_position_factor(x, [y[:2]], 1e-4)
     np.testing.assert_allclose(c, C, rtol=1e-12)
     np.testing.assert_allclose(f, F[:2], rtol=1e-12)
+    assert rotated is False
     x = _q(y)[:, :3]
     x[:, 0] = 0.0  # three tokens, two with a query
     c, f, _r = match_position_factor(x, [y[:3]], 1e-4)
