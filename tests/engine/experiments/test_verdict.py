@@ -282,3 +282,57 @@ def test_the_transfer_verdict_line(monkeypatch):
         "minus the narrowest's, ± SE): dk: not enough runs yet; sqrt 0.001 -> 0.01, +2.0 ± 1.0 "
         "grid steps (x10), widest at 0.001 -0.05 ± 0.02; none 0.001 -> 0.01, +2.0 ± 1.0 grid "
         "steps (x10) (at the grid's end: may move further), widest at 0.001 -0.05 ± 0.02")
+
+
+# -- the data of a vs_axis and an lr_sensitivity figure, whole ------------------------------------
+def test_a_vs_axis_and_a_sensitivity_figure_whole(monkeypatch):
+    import engine.experiments.figures as figures
+    from engine.experiments.figures import MEAN_ERROR, RATE_ERROR, FigureData, Series, figure_data
+    from engine.experiments.spec import FigureSpec
+
+    spec = ExperimentSpec(
+        "fake", TrainingConfig(scalings=("none", "sqrt")),
+        (Axis("heads", (1, 2)), Axis("layers", (2,)), Axis("lr", (1e-3, 1e-1)),
+         Axis("seed", (0, 1))),
+        figures=(FigureSpec("vs_axis", "final_loss", "Loss", x="lr", x_log=True, y_log=True),
+                 FigureSpec("vs_axis", "success", "Rate", x="lr"),
+                 FigureSpec("lr_sensitivity", "final_accuracy", "Sens", x="lr", y_log=True),
+                 FigureSpec("lr_sensitivity", "final_accuracy", "Own", x="lr", y_label="mine")))
+    # none's final loss: heads 1 at lr 0.001 seeds 0 and 10 (5 +- 5: its lower end 0 is drawn
+    # at the mean on the log axis), at 0.1 4 and 4; heads 2: 0.5 and 8; sqrt 1 everywhere
+    loss = {(1, 1e-3): (0.0, 10.0), (1, 1e-1): (4.0, 4.0), (2, 1e-3): (0.5, 0.5),
+            (2, 1e-1): (8.0, 8.0)}
+    results = []
+    for job in spec.jobs():
+        h, lr, seed = job.values["heads"], job.values["lr"], job.values["seed"]
+        results.append({"index": job.index, "key": job.key, "values": job.values, "error": None,
+                        "rows": [], "rules": {
+                            "none": {"final_loss": loss[h, lr][seed], "steps_to_target": None},
+                            "sqrt": {"final_loss": 1.0, "steps_to_target": 10}}})
+    sens = {"none": _sens("none", 0.5, 0.75), "sqrt": None}
+
+    def stub(results, rule, over, metric="final_loss"):
+        assert (over, metric) == ("lr", "final_accuracy")
+        return sens[rule]
+
+    monkeypatch.setattr(figures, "lr_sensitivity", stub)
+    loss_fig, rate_fig, sens_fig, own_fig = figure_data(spec, results)
+    one = (1e-3, 1e-1)
+    assert loss_fig == FigureData(
+        "fake_1_final_loss", "vs_axis", "Loss", "learning rate", "final training loss", True,
+        True, (Series("none, heads=1, layers=2", "none", one, (5.0, 4.0), (5.0, 4.0), (10.0, 4.0), (2, 2)),
+               Series("none, heads=2, layers=2", "none", one, (0.5, 8.0), (0.5, 8.0), (0.5, 8.0), (2, 2)),
+               Series("sqrt, heads=1, layers=2", "sqrt", one, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (2, 2)),
+               Series("sqrt, heads=2, layers=2", "sqrt", one, (1.0, 1.0), (1.0, 1.0), (1.0, 1.0), (2, 2))),
+        MEAN_ERROR)
+    assert (rate_fig.id, rate_fig.y_label, rate_fig.error, rate_fig.x_log, rate_fig.y_log) == \
+        ("fake_2_success", "reached the target (rate)", RATE_ERROR, False, False)
+    assert rate_fig.series[2].y == (1.0, 1.0) and rate_fig.series[0].y == (0.0, 0.0)
+    assert sens_fig == FigureData(
+        "fake_3_final_accuracy", "by_rule", "Sens", "scaling rule",
+        "learning-rate sensitivity (Wortsman et al.) of the final training accuracy", False, True,
+        (Series("none", "none", (0.0,), (0.5,), (0.5,), (1.25,), (2,)),  # (lower end -0.25: y)
+         Series("sqrt", "sqrt", (), (), (), (), ())),
+        MEAN_ERROR, ((0.0, "none"), (1.0, "sqrt")))
+    assert own_fig.y_label == "mine" and own_fig.y_log is False
+    assert own_fig.series[0].lo == (-0.25,)
