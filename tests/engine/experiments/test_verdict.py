@@ -336,3 +336,15 @@ def test_a_vs_axis_and_a_sensitivity_figure_whole(monkeypatch):
         MEAN_ERROR, ((0.0, "none"), (1.0, "sqrt")))
     assert own_fig.y_label == "mine" and own_fig.y_log is False
     assert own_fig.series[0].lo == (-0.25,)
+
+
+def test_graded_colours_spread_darkest_first_and_numbers_as_printed():
+    from engine.experiments.figures import _fmt, graded_colours
+
+    viridis = ["#440154", "#414487", "#2A788E", "#22A884", "#7AD151", "#B5DE2B"]
+    assert graded_colours(0) == [] and graded_colours(1) == ["#440154"]
+    assert graded_colours(2) == ["#440154", "#B5DE2B"]
+    assert graded_colours(3) == ["#440154", "#2A788E", "#B5DE2B"]  # (5 / 2 = 2.5 rounds to 2)
+    assert graded_colours(6) == viridis
+    assert [_fmt(v) for v in (100.0, 0.1 + 0.2, 1e-4, 3, "sp", True)] == \
+        ["100", "0.3", "0.0001", "3", "sp", "True"]
