@@ -216,14 +216,16 @@ def test_a_cancelled_future_is_not_a_result(stub, tmp_path):
 def test_resume_runs_only_the_missing_jobs_and_counts_the_others(stub, tmp_path):
     out = tmp_path / "e"
     ex = Executor()
-    stub(ex, [[0, ("raise", 1), 2]])
+    stub(ex, [[0, ("raise", 1), ("raise", 2)]])
     list(runner.run_experiment(SPEC, out, workers=1, executor=ex))
     (out / "jobs" / "job-00009.json").write_text("{}")  # not a job of this grid
     ex = Executor()
-    stub(ex, [[1]], dt=3.0)
+    stub(ex, [[1], [2]], dt=3.0)
     snaps = list(runner.run_experiment(SPEC, out, workers=1, executor=ex, resume=True))
-    assert [a[0]["seed"] for _, a, _, _ in ex.calls] == [1]
-    assert (snaps[0].resumed, snaps[0].done, snaps[0].eta_s) == (2, 3, 0.0)
+    assert [a[0]["seed"] for _, a, _, _ in ex.calls] == [1, 2]
+    # the ETA counts this run's jobs only: 3 s for one, one left (not 3 / 2: job 0 was resumed)
+    assert [(s.resumed, s.done, s.eta_s) for s in snaps] == [(1, 2, 3.0), (1, 3, 0.0),
+                                                             (1, 3, 0.0)]
     assert snaps[0].ignored == ("job-00009.json: not a job of this grid",)
     assert sorted(r["index"] for r in snaps[-1].results) == [0, 1, 2]
 
