@@ -239,3 +239,49 @@ def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
     assert all(len(panel.series[(0, name)].curve.xData) == 5 for name in seven)
     rounds = draw_all(_state(runs[1], 5))  # another configuration: whole plots
     assert all(len(r) == 1 and len(r[0][1]) == len(seven) for r in rounds)
+
+
+def test_the_page_makes_the_sweep_items_in_idle_ticks_before_the_first_point(qtbot, full_state):
+    """While the simulation streams and no panel changed, each redraw tick makes at most
+    PREPARED_PER_TICK of the sweep's curves for the rules of the run, with no data in them; the
+    first point then makes none (seven rules' items made at the first point were 30-50 ms
+    blocks); a tick that draws a panel makes none."""
+    from ui.pages.simulation.page import SimulationPage
+    from ui.plots.sweep import PREPARED_PER_TICK, THEORY
+
+    page = SimulationPage()
+    qtbot.addWidget(page)
+    page.resize(1200, 680)
+    page.show()
+    qtbot.waitExposed(page)
+    sweep = page.panels["sweep"]
+    rules = tuple(full_state.snapshot.rules)
+    before = LabState(full_state.config, full_state.snapshot, (), full_state.sweep_total,
+                      "simulation")
+    page.set_state(before)
+    while page.stale():  # the first ticks draw the changed panels and make nothing
+        made = len(sweep.series)
+        drawn = page.redraw()
+        assert drawn and len(sweep.series) == made
+    n_plots = len(sweep.plots)
+    wanted = n_plots * len(rules)
+    counts = []
+    for _ in range(wanted + 3):
+        made = len(sweep.series) + len(sweep.theory)
+        assert page.redraw() == []
+        counts.append(len(sweep.series) + len(sweep.theory) - made)
+    assert {(i, r) for i in range(n_plots) for r in rules} == set(sweep.series)
+    theory_plots = [i for i, m in enumerate(sweep.metrics) if m.key in THEORY]
+    assert {(i, r) for i in theory_plots for r in rules} == set(sweep.theory)
+    # per tick: one curve (~5 ms; with its theory line), none once all exist
+    assert PREPARED_PER_TICK == 1 and max(counts) <= 2 and counts[-1] == 0
+    assert sum(counts) == len(sweep.series) + len(sweep.theory)
+    assert all(s.curve.xData is None or len(s.curve.xData) == 0 for s in sweep.series.values())
+    made = dict(sweep.series)
+    page.set_state(_state(full_state, 1))
+    for _ in range(40):  # the first point: drawn into the items made above
+        page.redraw()
+        if not page.stale():
+            break
+    assert sweep.series == made
+    assert all(len(s.curve.xData) == 1 for s in sweep.series.values())

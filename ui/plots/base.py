@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QCoreApplication,
+    QEvent,
+    QIODevice,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QPainter, QPicture
 from PySide6.QtWidgets import (
     QAbstractScrollArea,
     QApplication,
@@ -48,6 +59,8 @@ SCREEN_FIGURE_SIZE = (1200, 750)
 #: redraw tick at most: a first draw of seven rules made them all at once, a 30-50 ms block of
 #: the GUI thread (bench/bench_gui.py --rules 7 --profile); two or three rules draw at once
 RULES_PER_TICK = 3
+#: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
+SETTLE_ROUNDS = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
 ZOOM_MODIFIER = Qt.KeyboardModifier.ControlModifier
 
@@ -80,6 +93,41 @@ class PanelView(pg.GraphicsLayoutWidget):
                 QApplication.sendEvent(bar, event)
             return True
         return super().viewportEvent(event)
+
+
+def record_axis(axis: pg.AxisItem) -> None:
+    """Record the axis's drawing now, as its paint would (pyqtgraph's AxisItem.paint): its tick
+    labels are measured then, and labels of another width resize the axis, which lays the plot
+    out again and paints it once more. Recorded in the redraw, a width change is laid out before
+    the paint (the drawing is kept only when the axis kept its size)."""
+    if axis.picture is not None or not axis.isVisible():
+        return
+    size = axis.size()
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        if axis.style["tickFont"]:
+            painter.setFont(axis.style["tickFont"])
+        specs = axis.generateDrawSpecs(painter)
+        if specs is not None:
+            axis.drawPicture(painter, *specs)
+    finally:
+        painter.end()
+    if axis.size() == size and axis.picture is None:
+        axis.picture = picture
+        axis.update()
+
+
+def static_display(plots: Any) -> None:
+    """Curves keep their display data when only the view range changes: pyqtgraph's
+    ``dynamicRangeLimit`` (clipping values beyond a million view heights, which an auto-ranged
+    plot never shows) made every range change at paint time set each curve's data again, which
+    moved the bounds, queued another auto-range and painted the panel two or three times in one
+    event-loop turn (bench/bench_gui.py --profile: a run's first second)."""
+    for plot in plots:
+        for item in plot.listDataItems():
+            if isinstance(item, pg.PlotDataItem) and item.opts.get("dynamicRangeLimit") is not None:
+                item.setDynamicRangeLimit(None)
 
 
 class PlotPanel(QFrame):
@@ -242,14 +290,26 @@ class PlotPanel(QFrame):
         if not force and (key == self._drawn_key or not self.is_on_screen()):
             return False
         if not force and not self.prepare(state, RULES_PER_TICK):
+            self.settle()
             return True  # its items made this tick (a tick's work), its data on a later one
         self.draw(state)
-        # settle auto-ranges now (pyqtgraph does it at paint time, and the range change then
-        # queues a second full repaint of the panel): one paint per redraw instead of two
-        self.glw.scene().prepareForPaint()
+        static_display(self.plot_items())
+        self.settle()
         self._drawn_key = key
         self.draw_count += 1
         return True
+
+    def settle(self) -> None:
+        """Lay the panel out and auto-range it now, in the redraw tick: pyqtgraph does both at
+        paint time, and each change then (a two-line title, a wider axis, a new range) queued
+        another paint; a run's first data painted a panel three or four times in one
+        event-loop turn (bench/bench_gui.py --profile)."""
+        for _ in range(SETTLE_ROUNDS):
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+            self.glw.scene().prepareForPaint()
+            for plot in self.plot_items():
+                for name in ("left", "bottom"):
+                    record_axis(plot.getAxis(name))
 
     def clear_data(self) -> None:
         """Empty every curve and image (after a reset), keeping the items for the next run; the

@@ -86,9 +86,12 @@ class SimulationPage(QScrollArea, PanelRedraw):
         if self.state is None:
             return []
         drawn = self.redraw_panels(budget)
+        snap = self.state.snapshot
+        if not drawn and not self.state.sweep and snap is not None:
+            # an idle tick before the sweep's first point: make a few of its curves now
+            self.panels["sweep"].prepare(tuple(snap.rules))
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
-        snap = self.state.snapshot
         if snap is not None and tuple(snap.rules) != self._strip_rules:
             self.show_rules(tuple(snap.rules))
         return drawn
