@@ -65,6 +65,7 @@ EXTRA_TESTS = {
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
+    "engine/probe/sweep.py": ("tests/engine/probe/test_sweep_edges.py",),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
