@@ -66,6 +66,10 @@ EXTRA_TESTS = {
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
     "engine/probe/sweep.py": ("tests/engine/probe/test_sweep_edges.py",),
+    # (no test_model_folder.py: the folder checks are tested with the loader's)
+    "engine/probe/model_folder.py": ("tests/engine/probe/test_loader.py",
+                                     "tests/engine/probe/test_model_folder_files.py",
+                                     "tests/engine/probe/test_model_folder_edges.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
