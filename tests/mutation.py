@@ -61,7 +61,8 @@ EXTRA_TESTS = {
                                   "tests/engine/probe/test_audit.py"),
     "engine/probe/softcap_fit.py": ("tests/engine/probe/test_bands.py",),
     "engine/probe/audit.py": ("tests/engine/probe/test_bands.py",
-                              "tests/engine/probe/test_audit_verdicts.py"),
+                              "tests/engine/probe/test_audit_verdicts.py",
+                              "tests/engine/probe/test_audit_sites.py"),
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
@@ -70,6 +71,12 @@ EXTRA_TESTS = {
     "engine/probe/model_folder.py": ("tests/engine/probe/test_loader.py",
                                      "tests/engine/probe/test_model_folder_files.py",
                                      "tests/engine/probe/test_model_folder_edges.py"),
+    "engine/probe/summary.py": ("tests/engine/probe/test_summary_figures.py",),
+    "engine/probe/coverage.py": ("tests/engine/probe/test_coverage_modules.py",),
+    "engine/probe/memory.py": ("tests/engine/probe/test_memory_counts.py",),
+    "engine/probe/position.py": ("tests/engine/probe/test_position_fits.py",),
+    "engine/probe/accounting.py": ("tests/engine/probe/test_bands.py",
+                                   "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
 }
@@ -107,6 +114,8 @@ DESELECT = {
         "tests/engine/probe/test_bands.py::test_a_declared_cap_reproduces_p_inside_its_band",),
     "engine/probe/softcap_fit.py": _PROBE_SLOW,
     "engine/probe/audit.py": _PROBE_SLOW,
+    "engine/probe/accounting.py": _PROBE_SLOW + (
+        "tests/engine/probe/test_bands.py::test_a_declared_cap_reproduces_p_inside_its_band",),
     # each audits a tiny transformers model (2 to 20 s); test_declared_rules.py checks every rule
     # on plain config objects, and the two DeepSeek tests left call declare() directly
     "engine/probe/declared.py": tuple(f"tests/engine/probe/test_declared.py::test_{name}" for name in (

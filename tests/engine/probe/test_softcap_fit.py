@@ -85,7 +85,7 @@ def _budget(misfit: float, d_k: int, logit_max: float) -> float:
 def test_the_budget_is_the_largest_of_misfit_kl_floor_and_logit_rounding() -> None:
     r = 0.5 * (8 * EPS32 * 100.0) ** 2  # d_k 64, logits to 100: 4.5e-9
     got = kl_budget(np.array([1e-6, 1e-20, 1e-10, 1e-10]), 64, np.array([100.0, 1e-9, 100.0, 1.0]))
-    assert got == pytest.approx([1e-6, KL_FLOOR, r, 1e-10], rel=1e-12)
+    assert got == pytest.approx([1e-6, KL_FLOOR, r, 1e-10], rel=1e-12, abs=0)
     assert kl_budget(np.array([0.0]), 1, np.array([2.0]))[0] == pytest.approx(2 * EPS32**2)
 
 
@@ -241,7 +241,8 @@ def test_a_declared_cap_beyond_the_logits_is_consistent_up_to_where_its_bend_sho
 def test_the_capped_logits_and_their_derivatives_match_finite_differences() -> None:
     """c tanh(s z / c) and its derivatives in log s and log c, on both sides of the series'
     switch at |s z / c| = 1e-3 (and near 0, where the series is exact to float64)."""
-    z = np.array([[[1e-6, 0.5e-3, 0.9e-3, 1.1e-3, 0.3, -2.0, 40.0]]]) * 50.0  # u = s z / c, s 1
+    # u = s z / c (s 1); at u = 1e-8 tanh u - u sech^2 u keeps no correct digit (8e-23 for 3e-23)
+    z = np.array([[[1e-9, 1e-8, 1e-6, 0.5e-3, 0.9e-3, 1.1e-3, 0.3, -2.0, 40.0]]]) * 50.0
     log_s, log_c = np.array([0.0]), np.array([math.log(50.0)])
     v, ds, dc = _logits(log_s, log_c, z)
     u = z / 50.0
@@ -252,7 +253,7 @@ def test_the_capped_logits_and_their_derivatives_match_finite_differences() -> N
     exact_dc = 50.0 * (np.tanh(u) - u / np.cosh(u) ** 2)  # c (tanh u - u sech^2 u)
     small = np.abs(u) < 1e-3
     assert dc[~small] == pytest.approx(exact_dc[~small], rel=1e-9)
-    assert dc[small] == pytest.approx(50.0 * 2.0 / 3.0 * u[small] ** 3, rel=1e-6)
+    assert dc[small] == pytest.approx(50.0 * 2.0 / 3.0 * u[small] ** 3, rel=1e-6, abs=0)
 
 
 def test_profile_kl_is_the_least_kl_over_s_at_a_fixed_cap() -> None:
@@ -277,3 +278,276 @@ def test_an_additive_term_is_added_after_the_cap_and_not_scaled() -> None:
     assert float(cap.cap[0]) == pytest.approx(50.0, rel=1e-8) and cap.declared_consistent[0]
     plain, _cap = fit_capped(z, p, vis, None, 8, 50.0)
     assert abs(float(plain.scale[0]) / 0.8 - 1) > 0.1 and float(plain.misfit[0]) > 0.1
+
+
+# -- a cap near the logits' size: s and c correlated, Fisher entries below 1 ----------------------
+
+def test_both_bands_profile_the_other_parameter_out_where_s_and_c_are_correlated() -> None:
+    """Cap 1, logits to ~2 (s 0.02): most logits sit in tanh's bend, where raising s and
+    lowering c move them alike (correlation^2 ~ 0.35), and the Fisher entries are below 1. The
+    band on log c (s re-fitted by scipy) and on log s (c re-fitted) hold at 0.95 and fail at
+    1.05, on both sides: the curvature without the other parameter profiled out (or profiled
+    with the wrong sign, or not below a Fisher entry of 1) misses by ~35 %."""
+    z, p, vis = _head(seed=0, s0=0.02, c0=1.0, noise=1e-3)
+    hf, cap = fit_capped(z, p, vis, None, 8, None)
+    s, c = float(hf.scale[0]), float(cap.cap[0])
+    assert s == pytest.approx(0.02, rel=0.05) and c == pytest.approx(1.0, rel=0.05)
+    best = _capped_kl(p[0], z[0], vis, s, c)
+    assert float(hf.misfit[0]) == pytest.approx(best, rel=1e-6)
+    assert _budget(best, 8, s * np.abs(np.where(vis, z[0], 0)).max()) == best
+    tol_c, tol_s = float(cap.tol_log[0]), float(hf.tol_log[0])
+    for sign in (-1, 1):
+        assert _profile_c(p[0], z[0], vis, c * math.exp(sign * 0.95 * tol_c), s) - best < best
+        assert _profile_c(p[0], z[0], vis, c * math.exp(sign * 1.05 * tol_c), s) - best > best
+        assert _profile_s(p[0], z[0], vis, s * math.exp(sign * 0.95 * tol_s), c) - best < best
+        assert _profile_s(p[0], z[0], vis, s * math.exp(sign * 1.05 * tol_s), c) - best > best
+
+
+# -- defaults, shapes, dtypes -----------------------------------------------------------------------
+
+def test_the_defaults_are_d_k_1_no_bias_no_declared_cap_and_every_field_is_per_head() -> None:
+    """d_k sets the logits' rounding term of the budget (exact data: the band is that term,
+    ~sqrt(d_k)): the defaults give d_k 1's bands, not d_k 2's. Every field is one value per
+    head (a one-head fit too), the verdicts bool."""
+    z, p, vis = _head(seed=2)
+    hf, cap = fit_capped(z, p, vis)
+    one_hf, one = fit_capped(z, p, vis, None, 1, None)
+    _two_hf, two = fit_capped(z, p, vis, None, 2, None)
+    assert float(cap.tol_log[0]) == float(one.tol_log[0])
+    assert float(hf.tol_log[0]) == float(one_hf.tol_log[0])
+    assert float(two.tol_log[0]) == pytest.approx(math.sqrt(2) * float(one.tol_log[0]), rel=1e-3)
+    assert cap.declared is None
+    for name in ("cap", "tol_log", "identifiable", "reach", "declared_consistent"):
+        assert getattr(cap, name).shape == (1,), name
+    assert cap.identifiable.dtype == bool and cap.declared_consistent.dtype == bool
+    assert cap.declared_consistent.tolist() == [True]  # nothing declared: nothing to contradict
+    for name in ("scale", "misfit", "curvature", "tol_log", "identifiable"):
+        assert getattr(hf, name).shape == (1,), name
+
+
+# -- the iterations: clipped steps, accepted only when the KL falls -------------------------------
+
+def _recording(monkeypatch) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every (log s, log c, KL) the fit's Levenberg-Marquardt loop evaluates, in order (the
+    first: the start)."""
+    import engine.probe.softcap_fit as sf
+
+    calls: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    real = sf._fisher
+
+    def fisher(log_s, log_c, *rest):
+        out = real(log_s, log_c, *rest)
+        calls.append((np.array(log_s, float), np.array(log_c, float), np.array(out[0])))
+        return out
+
+    real_profile = sf.profile_kl
+
+    def profile(*args, **kw):  # the declared cap's profile KL comes after the loop
+        n = len(calls)
+        try:
+            return real_profile(*args, **kw)
+        finally:
+            del calls[n:]
+
+    monkeypatch.setattr(sf, "_fisher", fisher)
+    monkeypatch.setattr(sf, "profile_kl", profile)
+    return calls
+
+
+def _steps(calls) -> list[tuple[float, float]]:
+    """Each candidate's step from the point held then (one head): the last one with a lower
+    KL than every point before it, as Levenberg-Marquardt keeps."""
+    held, out = calls[0], []
+    for cand in calls[1:]:
+        out.append((float(cand[0][0] - held[0][0]), float(cand[1][0] - held[1][0])))
+        if cand[2][0] < held[2][0]:
+            held = cand
+    return out
+
+
+def test_the_fits_steps_are_clipped_to_e_in_s_and_e_squared_in_c(monkeypatch) -> None:
+    """The iteration starts at the plain fit's s and the declared cap (else twice the plain
+    fit's reach). From a declared cap 1000x too small (0.05 for 50) the first steps hit the clips: +1 in
+    log s and +2 in log c, then -1 in log s; a cap of 5 read from a start at twice the reach
+    steps -2 in log c. No step is larger, and the fit still ends at s 0.8, c 50 or 5."""
+    calls = _recording(monkeypatch)
+    seen: set[float] = set()
+    for c0, declared in ((50.0, 0.05), (5.0, None), (3.0, None)):
+        calls.clear()
+        z, p, vis = _head(seed=2, c0=c0)
+        hf, cap = fit_capped(z, p, vis, None, 8, declared)
+        assert float(hf.scale[0]) == pytest.approx(0.8, rel=1e-7)
+        assert float(cap.cap[0]) == pytest.approx(c0, rel=1e-7)
+        steps = _steps(calls)
+        assert max(abs(s) for s, _c in steps) <= 1.0 + 1e-12
+        assert max(abs(c) for _s, c in steps) <= 2.0 + 1e-12
+        seen |= {round(s, 9) for s, _c in steps} | {round(2 * c, 9) / 2 for _s, c in steps}
+        # the start: the plain fit's s, the declared cap or twice the plain fit's reach
+        plain = float(fit_scale(z, p, vis, d_k=8).scale[0])
+        c_start = declared or 2 * plain * np.abs(np.where(vis, z[0], 0)).max()
+        assert float(calls[0][0][0]) == pytest.approx(math.log(plain), abs=1e-12)
+        assert float(calls[0][1][0]) == pytest.approx(math.log(c_start), abs=1e-12)
+        if declared is not None:
+            assert steps[0] == pytest.approx((1.0, 2.0), abs=1e-12)
+            assert steps[1] == pytest.approx((-1.0, 2.0), abs=1e-12)
+    assert {1.0, -1.0, 2.0, -2.0} <= seen
+
+
+def test_profile_kl_steps_at_most_a_factor_e_and_stops_after_12_steps(monkeypatch) -> None:
+    """Newton on log s from e^-20 below the best s: every step is the clip's +1 and the search
+    stops after its 12 steps (13 evaluations); from e^4 above an uncapped head's s, -1 each
+    until s itself (then no step lowers the KL by more than rounding)."""
+    from engine.probe.softcap_fit import _prepare
+
+    calls = _recording(monkeypatch)
+    z, p, vis = _head(seed=2)
+    zv, pp, v, b, plogp = _prepare(z, p, vis, None)
+    profile_kl(np.array([math.log(0.8) - 20]), np.array([math.log(50.0)]), zv, pp, v, b, plogp)
+    assert [float(c[0][0]) - math.log(0.8) for c in calls] == pytest.approx(
+        [-20.0 + k for k in range(13)], abs=1e-9)
+    calls.clear()
+    z, p, vis = _head(seed=3, s0=0.08, c0=1e9)
+    zv, pp, v, b, plogp = _prepare(z, p, vis, None)
+    got = profile_kl(np.array([math.log(0.08) + 4]), np.array([math.log(1e9)]), zv, pp, v, b,
+                     plogp)
+    assert [float(c[0][0]) - math.log(0.08) for c in calls][:5] == pytest.approx(
+        [4.0, 3.0, 2.0, 1.0, 0.0], abs=1e-6)
+    assert float(got[0]) == pytest.approx(_kl(p[0], 0.08 * z[0], vis), abs=1e-15)
+
+
+def test_profile_kl_from_a_far_start_reaches_the_least_kl_within_its_12_steps() -> None:
+    """From e^1.5 above the best s (the first steps not clipped: Newton's own, each needing the
+    curvature where it stands) and e^5 below, 12 steps reach scipy's minimum."""
+    from engine.probe.softcap_fit import _prepare
+
+    z, p, vis = _head(seed=2)
+    zv, pp, v, b, plogp = _prepare(z, p, vis, None)
+    want = _profile_c(p[0], z[0], vis, 50.0, 0.8)
+    for d in (1.5, -5.0):
+        got = profile_kl(np.array([math.log(0.8) + d]), np.array([math.log(50.0)]), zv, pp, v,
+                         b, plogp)
+        assert float(got[0]) == pytest.approx(want, abs=1e-12), d
+
+
+# -- several heads, each its own; rows of any level and mass ---------------------------------------
+
+def test_each_head_keeps_its_own_reach_probes_and_rows_of_any_level_or_mass() -> None:
+    """Head 0: cap 50 from q.k up to ~100; head 1: the same attention from q.k / 100 (s 80):
+    each head's reach is its s x its own largest visible |q.k| (below 1 for head 1's q.k: no
+    masked key counts), its residuals its own. Adding 1000 to one row's logits (a bias), or
+    or halving every weight changes no figure."""
+    z0, p0, vis = _head(seed=2)
+    z = np.concatenate([z0, z0 / 100.0])
+    p = np.concatenate([p0, p0])
+    hf, cap = fit_capped(z, p, vis, None, 8, None)
+    zmax = np.abs(np.where(vis, z0[0], 0.0)).max()
+    assert hf.scale == pytest.approx([0.8, 80.0], rel=1e-7)
+    assert cap.cap == pytest.approx([50.0, 50.0], rel=1e-7)
+    assert cap.reach == pytest.approx([0.8 * zmax, 0.8 * zmax], rel=1e-7)
+    for k, probe in enumerate((0.9, 1.1)):
+        q = _softmax(50.0 * np.tanh(probe * 0.8 * z0[0] / 50.0), vis)
+        assert hf.residual_probe[:, k] == pytest.approx([np.abs(p0[0] - q).max()] * 2, rel=1e-6)
+    assert hf.weight_sum == pytest.approx([1.0, 1.0], abs=1e-12)
+    assert hf.tol_log[0] == pytest.approx(hf.tol_log[1], rel=1e-3)
+    # a row of logits 1000 higher: the same P, the same fit
+    bias = np.zeros_like(z0)
+    bias[0, 5] = 1000.0
+    shifted, shifted_cap = fit_capped(z0, p0, vis, bias, 8, None)
+    assert float(shifted.scale[0]) == pytest.approx(0.8, rel=1e-7)
+    assert float(shifted_cap.cap[0]) == pytest.approx(50.0, rel=1e-7)
+    # weights that sum to 1/2 are normalized
+    half, half_cap = fit_capped(z0, 0.5 * p0, vis, None, 8, None)
+    assert float(half.scale[0]) == pytest.approx(0.8, rel=1e-7)
+    assert float(half_cap.cap[0]) == pytest.approx(50.0, rel=1e-7)
+
+
+def test_a_cap_above_1e4_over_the_reach_is_still_fitted() -> None:
+    """Cap 400 from logits that reach ~600 (s 6.4): c x reach is 2.4e5, far above 1e4; the
+    cap's search limit is 1e4 x the reach, so 400 is found."""
+    z, p, vis = _head(seed=2, s0=6.4, c0=400.0)
+    hf, cap = fit_capped(z, p, vis, None, 8, None)
+    assert float(hf.scale[0]) == pytest.approx(6.4, rel=1e-7)
+    assert float(cap.cap[0]) == pytest.approx(400.0, rel=1e-7)
+
+
+def test_an_additive_term_on_a_head_that_never_reaches_its_cap() -> None:
+    """Logits 0.08 q.k + b (cap 1e9, never reached): the head's scale is the plain fit's, which
+    must be given the additive term too: 0.08 exactly; without b it is not."""
+    z, _p, vis = _head(seed=3)
+    b = np.random.default_rng(7).normal(0, 2.0, z.shape)
+    p = _softmax(0.08 * z[0] + b[0], vis)[None]
+    hf, cap = fit_capped(z, p, vis, b, 8, None)
+    assert not cap.identifiable[0]
+    assert float(hf.scale[0]) == pytest.approx(0.08, rel=1e-8)
+    assert float(hf.misfit[0]) < 1e-12
+
+
+def test_float32_inputs_are_fitted_in_float64_without_warnings() -> None:
+    """float32 q.k, weights and bias give the fit of their float64 values to 1e-12 (the fit
+    works in float64), and the zero weights of masked keys raise no log(0) warning; the
+    budget of a float32 reach is a float64 figure."""
+    import warnings
+
+    z, _p, vis = _head(seed=5)
+    b = np.random.default_rng(5).normal(0, 2.0, z.shape)
+    z32, b32 = z.astype(np.float32), b.astype(np.float32)
+    p32 = _softmax(50.0 * np.tanh(0.8 * z32[0].astype(float) / 50.0) + b32[0], vis)[None].astype(
+        np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hf, cap = fit_capped(z32, p32, vis, b32, 8, None)
+    h64, c64 = fit_capped(z32.astype(float), p32.astype(float), vis, b32.astype(float), 8, None)
+    assert float(hf.scale[0]) == pytest.approx(float(h64.scale[0]), rel=1e-12)
+    assert float(cap.cap[0]) == pytest.approx(float(c64.cap[0]), rel=1e-12)
+    assert float(hf.misfit[0]) == pytest.approx(float(h64.misfit[0]), rel=1e-9)
+    for name in ("tol_log", "curvature", "residual_max_abs"):
+        assert float(getattr(hf, name)[0]) == pytest.approx(float(getattr(h64, name)[0]),
+                                                            rel=1e-12), name
+    for name in ("tol_log", "reach"):
+        assert float(getattr(cap, name)[0]) == pytest.approx(float(getattr(c64, name)[0]),
+                                                             rel=1e-12), name
+    reach = np.array([100.1], np.float32)  # its square needs more than float32's 24 bits
+    got = kl_budget(np.array([0.0]), 1, reach)
+    assert got.dtype == np.float64
+    want = 0.5 * (EPS32 * float(reach[0])) ** 2
+    assert float(got[0]) == pytest.approx(want, rel=1e-15, abs=0)
+
+
+def test_a_head_of_zero_logits_stops_after_one_step_without_warnings(monkeypatch) -> None:
+    """q.k = 0 everywhere: the weights are uniform whatever s and c, the Fisher matrix and the
+    gradient are 0, so the step is 0 (no division by a zero determinant) and the loop stops at
+    once: one candidate, 2 evaluations; the cap is not identifiable and its reach is 0."""
+    import warnings
+
+    calls = _recording(monkeypatch)
+    z0, _p, vis = _head(seed=2)
+    z = np.zeros_like(z0)
+    p = _softmax(z[0], vis)[None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _hf, cap = fit_capped(z, p, vis, None, 8, None)
+    assert len(calls) == 2
+    assert float(calls[1][0][0]) == float(calls[0][0][0])
+    assert float(calls[1][1][0]) == float(calls[0][1][0])
+    assert not cap.identifiable[0] and np.isinf(cap.cap[0]) and float(cap.reach[0]) == 0.0
+
+
+def test_each_heads_scale_is_identifiable_on_its_own_probes_and_residuals() -> None:
+    """Head 0 capped at 50 (logits to ~80); head 1 the same q.k / 1e8 (logits below 1e-6: 10 %
+    off in s moves the KL by less than float32 rounding of P). Head 0's scale is identifiable,
+    head 1's not, each by its own probes; each head's residuals are its own, computed here."""
+    z0, p0, vis = _head(seed=2)
+    z1, p1, _ = _head(seed=1, noise=1e-3)
+    tiny = _softmax(0.8 * z0[0] / 1e8, vis)[None]
+    hf, cap = fit_capped(np.concatenate([z0, z0 / 1e8]), np.concatenate([p0, tiny]), vis, None,
+                         8, None)
+    assert hf.identifiable.tolist() == [True, False]
+    assert cap.identifiable.tolist() == [True, False]
+    hf, cap = fit_capped(np.concatenate([z0, z1]), np.concatenate([p0, p1]), vis, None, 8, None)
+    for h, (z, p) in enumerate(((z0, p0), (z1, p1))):
+        s, c = float(hf.scale[h]), float(cap.cap[h])
+        for k, probe in enumerate((0.9, 1.1)):
+            q = _softmax(c * np.tanh(probe * s * z[0] / c), vis)
+            assert float(hf.residual_probe[h, k]) == pytest.approx(np.abs(p[0] - q).max(),
+                                                                   rel=1e-6)
+    assert hf.residual_probe[0, 0] < 0.6 * hf.residual_probe[1, 0]  # the heads differ

@@ -92,3 +92,64 @@ def test_the_default_text_comes_from_the_bundled_file_at_call_time(tmp_path: Pat
     with pytest.raises(FileFormatError) as info:
         default_text()
     assert str(info.value).startswith(f"{bad}: presets[0].text: must be a string")
+
+
+def _written(tmp_path: Path, doc) -> Path:
+    path = tmp_path / "texts.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _problem(path: Path) -> tuple[str, str]:
+    with pytest.raises(FileFormatError) as info:
+        load_text_presets(path)
+    return info.value.where, info.value.problem
+
+
+def test_the_limits_are_held_at_their_documented_values(tmp_path: Path) -> None:
+    """A name of 200 characters, a text of 500,000 and 100 presets are read; one more is not."""
+    name, text = "n" * 200, "t" * 500_000
+    path = _written(tmp_path, {"presets": [{"name": name, "text": text}] +
+                               [{"name": f"P{i}", "text": "x"} for i in range(99)]})
+    got = load_text_presets(path)
+    assert len(got) == 100 and got[0] == (name, text) and got[99] == ("P98", "x")
+    where, problem = _problem(_written(tmp_path, {"presets": [{"name": name + "n", "text": "x"}]}))
+    assert where == "presets[0].name" and "200" in problem, problem
+    where, problem = _problem(_written(tmp_path, {"presets": [{"name": "A", "text": text + "t"}]}))
+    assert where == "presets[0].text" and "500,000" in problem, problem
+    where, problem = _problem(_written(tmp_path, {"presets": [{"name": "A", "text": "x"}] * 101}))
+    assert where == "presets" and "100" in problem, problem
+
+
+def test_other_top_level_keys_are_kept_but_a_preset_takes_only_its_two(tmp_path: Path) -> None:
+    path = _written(tmp_path, {"about": "notes", "presets": [{"name": "A", "text": "x y"}]})
+    assert load_text_presets(path) == [("A", "x y")]
+    where, problem = _problem(_written(tmp_path, {"presets": [{"name": "A", "text": "x",
+                                                                "lang": "en"}]}))
+    assert where.startswith("presets[0]") and "lang" in where + problem, (where, problem)
+    where, problem = _problem(_written(tmp_path, {"presets": [{"text": "x"}]}))
+    assert (where, problem) == ("presets[0].name", "required, but missing")
+
+
+def test_the_blank_check_names_the_preset_and_a_blank_name_is_checked_before_its_text(
+        tmp_path: Path) -> None:
+    path = _written(tmp_path, {"presets": [{"name": "A", "text": "x"},
+                                           {"name": " ", "text": "\t"}]})
+    assert _problem(path) == ("presets[1].name", "must not be blank")
+
+
+def test_the_default_file_is_looked_up_at_call_time_and_a_huge_one_named_as_probe_texts(
+        tmp_path: Path, monkeypatch) -> None:
+    import engine.probe.texts as texts
+
+    path = _written(tmp_path, {"presets": [{"name": "Mine", "text": "first text"},
+                                           {"name": "B", "text": "second"}]})
+    monkeypatch.setattr(texts, "PRESETS_FILE", path)
+    assert load_text_presets() == [("Mine", "first text"), ("B", "second")]
+    assert default_text() == "first text"
+    monkeypatch.setattr(texts, "PRESETS_FILE_MAX", 10)
+    with pytest.raises(FileFormatError) as info:
+        load_text_presets()
+    assert info.value.file == str(path)
+    assert info.value.problem == (f"{path.stat().st_size:,} bytes, more than the 10 any probe "
+                                  "texts file needs (refused unread)")

@@ -4,7 +4,10 @@ the models' own attention weights and log-likelihoods (transformers' output, not
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
+import warnings
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -16,6 +19,7 @@ from engine.errors import Cancelled, ConfigError  # noqa: E402
 from engine.probe.whatif import (  # noqa: E402
     DEFAULT_MULTIPLIERS,
     WhatIfResult,
+    WhatIfSnapshot,
     _cosine,
     _perplexity,
     _site_stats,
@@ -49,7 +53,9 @@ def test_site_stats_by_hand() -> None:
     call = NS(weights=w, mask=mask)
     h1 = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)) / math.log(2)
     h2 = -(0.5 * math.log(0.5) + 0.5 * math.log(0.25)) / math.log(3)
-    ent, sat = _site_stats(call, 0.75)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0 ln 0 is 0, without a warning
+        ent, sat = _site_stats(call, 0.75)
     np.testing.assert_allclose(ent, [(h1 + h2) / 2, (1.0 + 0.0) / 2], rtol=1e-12)
     np.testing.assert_allclose(sat, [0.0, 0.5])  # 0.75 is not above 0.75; 1.0 is
     _, sat = _site_stats(call, 0.7499)
@@ -64,12 +70,35 @@ def test_site_stats_by_hand() -> None:
     assert ent.tolist() == [0.0, 0.0] and sat.tolist() == [0.0, 0.0]
 
 
+def test_site_stats_with_more_keys_than_queries() -> None:
+    """Two new queries after one cached key (nq = 2, nk = 3): rows see 2 and 3 keys."""
+    w = torch.zeros(1, 1, 2, 3)
+    w[0, 0, 0, :2] = torch.tensor([0.5, 0.5])
+    w[0, 0, 1] = torch.tensor([0.2, 0.2, 0.6], dtype=torch.float64)
+    mask = torch.tensor([[True, True, False], [True, True, True]])[None, None]
+    ent, sat = _site_stats(NS(weights=w, mask=mask), 0.55)
+    h2 = -(0.4 * math.log(0.2) + 0.6 * math.log(0.6)) / math.log(3)
+    np.testing.assert_allclose(ent, [(1.0 + h2) / 2], rtol=1e-6)  # (float32 weights)
+    np.testing.assert_allclose(sat, [0.5])  # top weights 0.5 and 0.6
+
+
 def test_cosine_by_hand() -> None:
     a = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, 0.0], [2.0, 2.0]])
     b = np.array([[4.0, 3.0], [-2.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
     np.testing.assert_allclose(_cosine(a, b), [24 / 25, -1.0, 0.0, 1.0], rtol=1e-15)
     big = np.array([[1e-3, 1.0 + 1e-16]])
     assert _cosine(big, big)[0] <= 1.0
+    # norms below 1 are norms too; a zero vector on either side gives 0
+    small = np.array([[0.3, 0.4], [0.0, 0.0], [0.06, 0.08]])
+    other = np.array([[0.0, 0.5], [0.6, 0.8], [0.0, 0.0]])
+    np.testing.assert_allclose(_cosine(small, other), [0.8, 0.0, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(_cosine(other, small), [0.8, 0.0, 0.0], rtol=1e-15)
+    # a vector with itself: the rounding of the sum over the norms' product goes either way
+    # (above 1 for about a quarter of these rows): clipped to exactly 1 and -1
+    x = np.random.default_rng(3).normal(size=(1000, 3))
+    n2 = np.linalg.norm(x, axis=-1) ** 2
+    assert ((x * x).sum(-1) / n2 > 1).any()  # the case the clip is for occurs here
+    assert _cosine(x, x).max() == 1.0 and _cosine(x, -x).min() == -1.0
 
 
 def test_perplexity_by_hand() -> None:
@@ -83,8 +112,13 @@ def test_perplexity_by_hand() -> None:
         nll.append(math.log(np.exp(logits).sum()) - logits[nxt])
     assert _perplexity(net, h, ids) == pytest.approx(math.exp(np.mean(nll)), rel=1e-12)
     huge = np.array([[1e4, 0.0], [0.0, 0.0], [0.0, 0.0]])  # exp(1e4) overflows: the largest float
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
         assert _perplexity(net, huge, [0, 1, 1]) == np.finfo(np.float64).max
+    # large logits the model predicts well: the shift by the largest keeps exp finite
+    sure = np.array([[800.0, 0.0], [0.0, 900.0], [0.0, 0.0]])  # next tokens 0 then 2
+    expected = math.exp((math.log(2.0) + math.log(2.0)) / 2)  # each next token ties with one other
+    assert _perplexity(net, sure, [0, 0, 2]) == pytest.approx(expected, rel=1e-12)
 
 
 # -- the result ------------------------------------------------------------------------------------
@@ -171,12 +205,44 @@ def test_the_sweep_on_a_causal_model(gpt2) -> None:
 
 
 def test_the_sweep_on_a_model_with_bugs_planted(gpt2) -> None:
+    start = time.perf_counter()
     r = run_whatif(whatif(gpt2, IDS, multipliers=(1.0,), bugs={1: "none"}))
+    assert 0 < r.sweep_s <= time.perf_counter() - start  # the sweep's own time, not a clock's
+    assert r.threshold == 0.99  # the default
     assert r.injected == {1: "none"} and r.model_state.startswith("model with injected bugs")
     assert r.output_cosine[0] == pytest.approx(1.0, abs=1e-12)  # against the same buggy model
     intact = _hf_entropy(gpt2, IDS)
     np.testing.assert_allclose(r.entropy_norm[0, 0], intact[0], rtol=1e-5)
     assert np.all(r.entropy_norm[0, 1] < intact[1])  # unscaled: sharper than 1/sqrt(d_k)
+
+
+def test_layer_0_alone_and_the_heads_of_the_sites_not_the_config(gpt2) -> None:
+    """Layer 0 is a layer; the arrays are as wide as the sites' heads (a config may say
+    otherwise), and the config's count when no site was recorded."""
+    other = dataclasses.replace(gpt2, info=dataclasses.replace(gpt2.info, n_heads=7))
+    r = run_whatif(whatif(other, IDS, multipliers=(2.0,), layer=0))
+    assert r.layer == 0 and r.entropy_norm.shape == r.saturated.shape == (1, 2, 4)
+    none = dataclasses.replace(gpt2, site_heads=[])
+    assert run_whatif(whatif(none, IDS, multipliers=(2.0,))).entropy_norm.shape == (1, 2, 4)
+
+
+def test_a_cancel_during_a_forward_pass_stops_it(gpt2) -> None:
+    """The flag is checked at every site, not only between multipliers: raised during the
+    unmodified model's pass, no multiplier is reached."""
+    calls = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    with pytest.raises(Cancelled):
+        next(whatif(gpt2, IDS, multipliers=(1.0,), cancelled=cancelled))
+
+
+def test_a_sweep_that_ends_without_a_result_says_it_is_the_what_if_sweep() -> None:
+    with pytest.raises(RuntimeError) as err:
+        run_whatif(iter([WhatIfSnapshot("x", 0.5)]))
+    assert str(err.value) == "the what-if sweep ended without a result"
 
 
 def test_an_encoder_gives_the_pooled_cosine(make_bert) -> None:
@@ -186,7 +252,23 @@ def test_an_encoder_gives_the_pooled_cosine(make_bert) -> None:
     assert r.pooled_cosine[1] == pytest.approx(1.0, abs=1e-12)
     with torch.inference_mode():
         base = bert.model(input_ids=torch.as_tensor([IDS])).last_hidden_state[0].double().numpy()
+        # m = 0.5 by hand: every query projection halved (exact in binary), the model rerun
+        queries = [layer.attention.self.query for layer in bert.model.encoder.layer]
+        for q in queries:
+            q.weight.mul_(0.5), q.bias.mul_(0.5)
+        try:
+            half = bert.model(input_ids=torch.as_tensor([IDS])).last_hidden_state[0]
+        finally:
+            for q in queries:
+                q.weight.mul_(2.0), q.bias.mul_(2.0)
+    half = half.double().numpy()
     assert base.shape[0] == len(IDS) and r.pooled_cosine[0] < 1 - 1e-9
+    a, b = half.mean(0), base.mean(0)  # the pooled embeddings' cosine, not the tokens' mean
+    assert r.pooled_cosine[0] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b),
+                                               abs=1e-7)
+    per_token = (half * base).sum(-1) / np.linalg.norm(half, axis=-1) / np.linalg.norm(base, axis=-1)
+    assert r.output_cosine[0] == pytest.approx(per_token.mean(), abs=1e-7)
+    assert abs(per_token.mean() - r.pooled_cosine[0]) > 1e-3  # the two differ here (by 5e-3)
 
 
 @pytest.mark.parametrize("kwargs, field, words", [
