@@ -399,3 +399,105 @@ def test_a_folder_that_cannot_be_listed(tmp_path):
         mf.check_library_files(not_dir)
     assert err.value.field == "model"
     assert err.value.message == f"cannot list {str(not_dir)!r}: Not a directory"
+
+
+# -- what the first run left (fields, spellings, sizes of 1) ------------------------------------
+
+def test_refusals_name_the_model_option_and_the_file(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError) as err:
+        mf.inspect_model_dir(empty)
+    assert err.value.field == "model"
+    with pytest.raises(ConfigError) as err:
+        mf._weights(empty)
+    assert err.value.field == "model"
+    folder = _dir(tmp_path, GPT2, {"h.0.w": [1]})
+    with pytest.raises(FileFormatError) as err:
+        mf.inspect_model_dir(folder)
+    assert err.value.file == str(folder / "config.json")  # the layers' refusal
+    folder = _dir(tmp_path, {**GPT2, "n_embd": 48}, {"wte.weight": [10, 32]}, sub="w")
+    with pytest.raises(FileFormatError) as err:
+        mf.inspect_model_dir(folder)
+    assert err.value.file == str(folder / "config.json")  # the widths' refusal
+    st = tmp_path / "d" / "model.safetensors"
+    st.mkdir(parents=True)  # a folder where the weights should be
+    with pytest.raises(FileFormatError) as err:
+        mf._header_tensors(st)
+    assert err.value.option == "model" and err.value.where == ""
+
+
+def test_positions_spellings_sizes_of_1_and_names(tmp_path):
+    for i, key in enumerate(("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx")):
+        info = mf.inspect_model_dir(_dir(tmp_path, {**GPT2, key: 77}, sub=f"p{i}"))
+        assert info.max_positions == 77, key
+    info = mf.inspect_model_dir(_dir(tmp_path, {**GPT2, "n_positions": 1, "n_layer": 1,
+                                                "_name_or_path": None}, {"h.0.w": [1]}, sub="one"))
+    assert (info.max_positions, info.n_layers, info.name) == (1, 1, "one")
+    assert mf._weights(tmp_path / "one")[1] == 1  # layer 0 alone is one layer
+    msg = _refused(_dir(tmp_path, {"model_type": "x", "text_config": {"num_hidden_layers": 0}},
+                        sub="sec"))
+    assert msg.endswith(": text_config.num_hidden_layers: 0 is out of range 1 to 1,000")
+    msg = _refused(_dir(tmp_path, {"model_type": "x", "vocab_size": "a"}, sub="top"))
+    assert "config.json: vocab_size: " in msg
+    with pytest.raises(FileFormatError) as err:
+        mf._size(("f.json", "", {}), "layers", ("a", "b"))
+    assert str(err.value).endswith("(the number of layers; also read as b)")
+
+
+def test_a_config_over_its_size_is_refused_as_the_models_config(tmp_path):
+    folder = tmp_path / "big"
+    folder.mkdir()
+    _sparse(folder / "config.json", 4_000_001)
+    msg = _refused(folder)
+    assert "4,000,001 bytes, more than the 4,000,000 any model's config.json needs" in msg
+
+
+def test_header_edges_the_first_run_left(tmp_path):
+    path = tmp_path / "a.safetensors"
+    # metadata first, then a tensor: the tensor is read; an empty tensor at the data's end
+    raw = json.dumps({"__metadata__": {"f": "pt"}, "e": {"dtype": "F32", "shape": [0],
+                                                          "data_offsets": [4, 4]},
+                      "t": {"dtype": "I8", "shape": [4], "data_offsets": [0, 4]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4))
+    assert mf._header_tensors(path) == [("e", (0,)), ("t", (4,))]
+    # a length with the top bit set is a huge unsigned number, not a negative one
+    path.write_bytes(struct.pack("<Q", 2**63 + 5) + raw)
+    with pytest.raises(FileFormatError) as err:
+        mf._header_tensors(path)
+    assert f"header length {2**63 + 5:,} does not fit" in str(err.value)
+    assert err.value.where == ""
+    path.write_bytes(b"\x01\x00")
+    with pytest.raises(FileFormatError) as err:
+        mf._header_tensors(path)
+    assert err.value.where == ""
+    raw = b'{"t": {"a": {"b": {"c": {"d": 1}}}}}'
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(FileFormatError) as err:
+        mf._header_tensors(path)
+    assert err.value.where == "header.t.a.b.c" and err.value.problem == "nested more than 4 levels deep"
+
+
+def test_a_weights_file_that_cannot_be_read(tmp_path):
+    class Broken(type(tmp_path)):
+        def open(self, *a, **k):
+            raise OSError(5, "Input/output error")
+
+    path = tmp_path / "a.safetensors"
+    path.write_bytes(bytes(16))
+    with pytest.raises(FileFormatError) as err:
+        mf._header_tensors(Broken(path))
+    assert str(err.value) == f"{path}: cannot read: Input/output error"
+    assert err.value.where == "" and err.value.option == "model"
+
+
+def test_the_memory_check_passes_its_sizes_and_rounds_gb(tmp_path, monkeypatch):
+    info = mf.ModelInfo(tmp_path, "n", "t", (), 2, 4, 8, 512)
+    seen = []
+    monkeypatch.setattr(mf, "estimate_bytes", lambda *a: seen.append(a) or 1_050_000_000)
+    monkeypatch.setattr(mf, "available_bytes", lambda: 1_050_000_000)
+    with pytest.raises(FileFormatError) as err:
+        mf.check_memory(info, 3, 99, 64, "f.json")
+    assert seen == [(info, 3, 99, 64)] and err.value.where == ""
+    assert str(err.value) == ("f.json: the model needs about 1.1 GB to load and audit 64 tokens; "
+                              "1.1 GB are available")
