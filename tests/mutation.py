@@ -56,6 +56,12 @@ EXTRA_TESTS = {
                                      "tests/engine/experiments/test_sensitivity.py"),
     "engine/experiments/sensitivity.py": ("tests/engine/experiments/test_logit_control.py",),
     "engine/training/qk_clip.py": ("tests/engine/training/test_scale_controls_training.py",),
+    "engine/training/config.py": ("tests/engine/training/test_config_edges.py",),
+    "engine/experiments/folder.py": ("tests/engine/experiments/test_folder_files.py",),
+    # the figures and verdicts from hand-made results (the length sweep's, the sensitivity's,
+    # the transfer's and the summary's cases reach them too)
+    "engine/experiments/figures.py": tuple(f"tests/engine/experiments/test_{name}.py" for name in (
+        "verdict", "summary", "sensitivity", "transfer", "length", "recall_length")),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
     "engine/probe/scale_fit.py": ("tests/engine/probe/test_bands.py",
                                   "tests/engine/probe/test_audit.py"),
@@ -139,6 +145,16 @@ DESELECT = {
             "test_a_job_records_the_kernels_it_ran_on_and_its_fingerprint",
             "test_torch_that_already_ran_is_reported_not_hidden",
         )),
+    # a real experiment run and a resume per case (13 s in all): test_folder_files.py reads
+    # hand-written job files and experiment.json files instead
+    "engine/experiments/folder.py": tuple(
+        f"tests/engine/experiments/test_folder.py::{name}" for name in (
+            "test_a_bad_job_file_is_ignored_with_its_reason_and_rerun",
+            "test_resume_refuses_a_bad_experiment_json_before_running",
+        )),
+    # a real length sweep (20 s); the hand-made results of the same file stay
+    "engine/experiments/figures.py": (
+        "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
