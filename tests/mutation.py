@@ -72,6 +72,11 @@ EXTRA_TESTS = {
     "engine/probe/stats.py": ("tests/engine/probe/test_stats_edges.py",),
     "engine/probe/declared.py": ("tests/engine/probe/test_declared_rules.py",),
     "engine/probe/training_audit.py": ("tests/engine/probe/test_training_weights.py",),
+    "engine/probe/sweep.py": ("tests/engine/probe/test_sweep_edges.py",),
+    # (no test_model_folder.py: the folder checks are tested with the loader's)
+    "engine/probe/model_folder.py": ("tests/engine/probe/test_loader.py",
+                                     "tests/engine/probe/test_model_folder_files.py",
+                                     "tests/engine/probe/test_model_folder_edges.py"),
     "engine/probe/summary.py": ("tests/engine/probe/test_summary_figures.py",),
     "engine/probe/coverage.py": ("tests/engine/probe/test_coverage_modules.py",),
     "engine/probe/memory.py": ("tests/engine/probe/test_memory_counts.py",),
