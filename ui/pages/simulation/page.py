@@ -87,8 +87,10 @@ class SimulationPage(QScrollArea, PanelRedraw):
             return []
         drawn = self.redraw_panels(budget)
         snap = self.state.snapshot
-        if not drawn and not self.state.sweep and snap is not None:
-            # an idle tick before the sweep's first point: make a few of its curves now
+        if not self.state.sweep and snap is not None:
+            # before the sweep's first point, one of its curves a tick (~3 ms): made at the
+            # first point, they were the sweep's longest blocks (a simulation streaming its
+            # snapshots leaves few ticks with no panel to draw)
             self.panels["sweep"].prepare(tuple(snap.rules))
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
