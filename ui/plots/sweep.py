@@ -152,7 +152,7 @@ SERIES_PER_REFRESH = 3
 #: point shorter (~3 ms each, plus the y auto-range and the paint): a plot of seven rules set at
 #: once made a tick and its paint ~45 ms of the GUI thread's CPU (bench_gui.py --rules 7)
 RULES_PER_REFRESH = 4
-#: rule curves made per redraw tick ahead of a sweep (``SweepPanel.prepare``)
+#: rule curves made per redraw tick ahead of a sweep (``SweepPanel.make_items_ahead``)
 PREPARED_PER_TICK = 1
 
 
@@ -408,7 +408,7 @@ class SweepPanel(PlotPanel):
                 self.theory[(i, name)] = item
         return True
 
-    def prepare(self, rules: tuple[str, ...], most: int = PREPARED_PER_TICK) -> bool:
+    def make_items_ahead(self, rules: tuple[str, ...], most: int = PREPARED_PER_TICK) -> bool:
         """Make up to ``most`` of the items a sweep of ``rules`` will draw into, a few each tick
         while the simulation before the sweep streams: a new rule set's items made
         at its first point were the sweep's longest blocks (seven rules, bench_gui.py --rules 7

@@ -91,7 +91,7 @@ class SimulationPage(QScrollArea, PanelRedraw):
             # before the sweep's first point, one of its curves a tick (~3 ms): made at the
             # first point, they were the sweep's longest blocks (a simulation streaming its
             # snapshots leaves few ticks with no panel to draw)
-            self.panels["sweep"].prepare(tuple(snap.rules))
+            self.panels["sweep"].make_items_ahead(tuple(snap.rules))
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
         if snap is not None and tuple(snap.rules) != self._strip_rules:
