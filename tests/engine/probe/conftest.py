@@ -45,3 +45,22 @@ def make_bert():
 @pytest.fixture
 def make_gpt2():
     return tiny_gpt2
+
+
+@pytest.fixture
+def folder_at_write(monkeypatch):
+    """folder_at_write(module, writer, folder): a list that receives ``folder``'s entry names,
+    sorted, each time ``module.writer`` is called (how an export is staged while it writes)."""
+
+    def spy_on(module, writer: str, folder) -> list[list[str]]:
+        seen: list[list[str]] = []
+        real = getattr(module, writer)
+
+        def spy(*args, **kwargs):
+            seen.append(sorted(p.name for p in folder.iterdir()))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, writer, spy)
+        return seen
+
+    return spy_on

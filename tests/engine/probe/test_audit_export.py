@@ -304,17 +304,10 @@ def test_every_row_holds_exactly_its_files_columns() -> None:
 
 
 def test_audit_json_says_the_method_and_the_files_are_staged_hidden(tmp_path: Path,
-                                                                     monkeypatch) -> None:
+                                                                     folder_at_write) -> None:
     import engine.probe.audit_export as audit_export
 
-    seen = []
-    real = audit_export.write_json
-
-    def spy(path, data):
-        seen.append(sorted(p.name for p in tmp_path.iterdir()))
-        return real(path, data)
-
-    monkeypatch.setattr(audit_export, "write_json", spy)
+    seen = folder_at_write(audit_export, "write_json", tmp_path)
     write_audit_outputs(tmp_path, [audit_result()])
     assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith(".audit-model-"), seen
     meta = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))

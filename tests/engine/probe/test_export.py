@@ -178,18 +178,11 @@ def test_token_ids_are_int64_whatever_integers_they_come_as(tmp_path: Path) -> N
 
 
 def test_the_files_are_staged_in_a_hidden_probe_model_folder(tmp_path: Path,
-                                                             monkeypatch) -> None:
+                                                             folder_at_write) -> None:
     """While writing, ``out`` holds one hidden folder named for the command, nothing else."""
     import engine.probe.export as export
 
-    seen = []
-    real = export.write_npz
-
-    def spy(path, arrays):
-        seen.append(sorted(p.name for p in tmp_path.iterdir()))
-        return real(path, arrays)
-
-    monkeypatch.setattr(export, "write_npz", spy)
+    seen = folder_at_write(export, "write_npz", tmp_path)
     write_outputs(probe_result(), tmp_path)
     assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith(".probe-model-"), seen
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PROBE_FILES)
