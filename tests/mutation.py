@@ -61,7 +61,8 @@ EXTRA_TESTS = {
     # the figures and verdicts from hand-made results (the length sweep's, the sensitivity's,
     # the transfer's and the summary's cases reach them too)
     "engine/experiments/figures.py": tuple(f"tests/engine/experiments/test_{name}.py" for name in (
-        "verdict", "summary", "sensitivity", "transfer", "length", "recall_length")),
+        "verdict", "summary", "sensitivity", "transfer", "length", "recall_length",
+        "figures_builders")),
     "engine/readers/json_file.py": ("tests/engine/readers/test_schema.py",),
     "engine/probe/scale_fit.py": ("tests/engine/probe/test_bands.py",
                                   "tests/engine/probe/test_audit.py"),
@@ -85,6 +86,10 @@ EXTRA_TESTS = {
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
+    # the loop against a plain torch loop and its bookkeeping on tiny configs, and the gradient
+    # norms against autograd
+    "engine/training/trainer.py": ("tests/engine/training/test_trainer_loop.py",
+                                   "tests/engine/training/test_trainer_grad_norms.py"),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -152,9 +157,23 @@ DESELECT = {
             "test_a_bad_job_file_is_ignored_with_its_reason_and_rerun",
             "test_resume_refuses_a_bad_experiment_json_before_running",
         )),
+    # the science runs of the presets and the reproducibility runs (1 to 8 s each, about 25 s
+    # in all): test_trainer_loop.py checks the same loop on tiny configs, its own runs shared
+    "engine/training/trainer.py": tuple(f"tests/engine/training/test_trainer.py::test_{name}" for name in (
+        "entropy_at_step0_is_ordered_none_sqrt_dk_at_large_dk", "the_gap_grows_with_head_width",
+        "same_seed_same_metrics_and_other_seed_differs",
+        "pause_resume_and_reset_reproduce_the_uninterrupted_run",
+        "snapshot_shapes_logs_and_csv_rows", "a_diverged_run_stops_and_the_others_go_on",
+        "entropy_collapse_is_marked_for_the_saturated_head", "the_two_bugs_at_step0",
+        "an_inf_gradient_at_a_log_step_marks_the_run_diverged",
+        "sgd_trains_from_the_same_start_as_adam", "the_fixed_logit_bins_resolve_every_rule_at_step0",
+        "evaluation_at_other_lengths_is_logged_and_changes_nothing_else",
+    )),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
-        "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",),
+        "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",
+        # a real recall grid (14 s); test_figures_builders.py feeds hand-made results instead
+        "tests/engine/experiments/test_recall_length.py::test_a_recall_grid_with_eval_every_keeps_the_last_evaluation",),
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
