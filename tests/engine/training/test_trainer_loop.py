@@ -28,7 +28,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 #: logs at 0, 3 and 5: windows of 1, 3 and 2 training batches; warmup over the first 2 updates
 TINY = TrainingConfig(d_model=16, heads=2, layers=2, items_min=3, items_max=5, key_dim=4,
                       classes=4, batch=8, probe_size=6, steps=5, log_every=3, warmup=2,
-                      lr=0.02, hist_bins=16, scalings=("sqrt", "cosine", "ssmax", "sink"),
+                      lr=0.02, hist_bins=16, softcap=1.5,
+                      scalings=("sqrt", "cosine", "ssmax", "sink", "softcap"),
                       eval_lengths=(6,), eval_size=8, eval_every=2, device="cpu")
 
 
@@ -79,7 +80,9 @@ def _by_hand(cfg: TrainingConfig, models: list) -> dict:
                 per["stats"] = [head_stats(
                     c.logits.double().numpy(), c.mask.numpy(), probe.lengths.numpy(), edges,
                     cfg.saturation_threshold, model.rule,
-                    sink=None if c.sink is None else c.sink.double().numpy()) for c in capture]
+                    sink=None if c.sink is None else c.sink.double().numpy(),
+                    pre_logits=None if c.pre_logits is None else c.pre_logits.double().numpy(),
+                    softcap=1.5) for c in capture]
                 per["temperature"] = [None if b.attn.log_t is None else
                                       b.attn.log_t.detach().exp().view(-1).double().numpy()
                                       for b in model.blocks]
@@ -100,18 +103,25 @@ def _by_hand(cfg: TrainingConfig, models: list) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    """(trainer's snapshots at each yield, the hand loop's records) of TINY."""
+def test_the_loop_matches_a_plain_torch_loop():
+    """One run of TINY beside the hand loop, every check on it (one test, not a fixture shared
+    by several: mutmut attributes a shared fixture's calls to the first test alone)."""
     with torch.random.fork_rng():
         t = Trainer(TINY)
         models = [copy.deepcopy(run.model) for run in t.runs]  # the initial weights
         snaps = list(t.iterate())
         ref = _by_hand(TINY, models)
-    return t, snaps, ref
+    tiny = (t, snaps, ref)
+    for check in (_the_logged_means_are_those_of_each_window_of_batches,
+                  _the_gradient_norms_and_taps_are_those_of_the_log_steps_batch,
+                  _the_head_statistics_are_those_of_the_probe_with_each_layers_weights,
+                  _the_lengths_are_evaluated_every_other_log_and_at_the_end,
+                  _the_weights_after_the_run_are_those_of_adam_with_the_warmup,
+                  _each_snapshot_is_taken_after_its_log_with_the_updates_done):
+        check(tiny)
 
 
-def test_the_logged_means_are_those_of_each_window_of_batches(tiny):
+def _the_logged_means_are_those_of_each_window_of_batches(tiny):
     _, snaps, ref = tiny
     snap = snaps[-1]
     assert snap.log_steps.tolist() == [0, 3, 5] and snap.valid.all()
@@ -122,7 +132,7 @@ def test_the_logged_means_are_those_of_each_window_of_batches(tiny):
     assert np.allclose(snap.scalars["probe_accuracy"] * 6, np.round(snap.scalars["probe_accuracy"] * 6))
 
 
-def test_the_gradient_norms_and_taps_are_those_of_the_log_steps_batch(tiny):
+def _the_gradient_norms_and_taps_are_those_of_the_log_steps_batch(tiny):
     _, snaps, ref = tiny
     snap = snaps[-1]
     for i in range(3):
@@ -136,7 +146,7 @@ def test_the_gradient_norms_and_taps_are_those_of_the_log_steps_batch(tiny):
     assert np.all(snap.heads["grad_norm_q"] > 0)
 
 
-def test_the_head_statistics_are_those_of_the_probe_with_each_layers_weights(tiny):
+def _the_head_statistics_are_those_of_the_probe_with_each_layers_weights(tiny):
     _, snaps, ref = tiny
     snap = snaps[-1]
     fields = {"entropy_norm": "entropy_norm", "logit_mean": "logit_mean",
@@ -175,14 +185,14 @@ def test_the_head_statistics_are_those_of_the_probe_with_each_layers_weights(tin
             np.testing.assert_allclose(snap.probe_weights[r, layer],
                                        ref["heads"][2][r]["stats"][layer].probe_weights, rtol=1e-5,
                                        atol=1e-5)
-    assert snap.has_temperature.tolist() == [False, True, False, False]
+    assert snap.has_temperature.tolist() == [False, True, False, False, False]
     # the learned parameters moved: a log taken before the updates would not see it
     assert not np.allclose(snap.heads["temperature"][2, 1], snap.heads["temperature"][0, 1])
     assert not np.allclose(snap.heads["ssmax_s"][2, 2], snap.heads["ssmax_s"][0, 2])
     assert not np.allclose(snap.heads["sink_logit"][2, 3], snap.heads["sink_logit"][0, 3])
 
 
-def test_the_lengths_are_evaluated_every_other_log_and_at_the_end(tiny):
+def _the_lengths_are_evaluated_every_other_log_and_at_the_end(tiny):
     _, snaps, ref = tiny
     snap = snaps[-1]
     assert snap.length_evaluated.tolist() == [True, False, True]
@@ -196,7 +206,7 @@ def test_the_lengths_are_evaluated_every_other_log_and_at_the_end(tiny):
     assert snap.length_logs(0).tolist() == [0, 2]
 
 
-def test_the_weights_after_the_run_are_those_of_adam_with_the_warmup(tiny):
+def _the_weights_after_the_run_are_those_of_adam_with_the_warmup(tiny):
     t, _, ref = tiny
     for run, state in zip(t.runs, ref["weights"], strict=True):  # 5 updates, none after the end
         for key, value in run.model.state_dict().items():
@@ -206,20 +216,28 @@ def test_the_weights_after_the_run_are_those_of_adam_with_the_warmup(tiny):
         assert type(run.opt) is torch.optim.Adam and run.opt.defaults["foreach"] is True
 
 
-def test_each_snapshot_is_taken_after_its_log_with_the_updates_done(tiny):
+def _each_snapshot_is_taken_after_its_log_with_the_updates_done(tiny):
     t, snaps, _ = tiny
     assert [s.step for s in snaps] == [1, 4, 5]  # the update after the log is done
     assert [s.log_steps.tolist() for s in snaps] == [[0], [0, 3], [0, 3, 5]]
     assert [s.done for s in snaps] == [False, False, True]
     assert [s.progress for s in snaps] == [pytest.approx(0.2), pytest.approx(0.8), 1.0]
-    assert snaps[0].valid.shape == (1, 4) and snaps[0].scalars["loss"].shape == (1, 4)
+    assert snaps[0].valid.shape == (1, 5) and snaps[0].scalars["loss"].shape == (1, 5)
     last = snaps[-1]
     assert last.rules == TINY.scalings and last.device == "cpu" and last.config is TINY
     assert last.elapsed_s > 0 and last.steps_per_s * last.elapsed_s == pytest.approx(6)
     assert t.step == 5 and t.done and t.next_iter == 6
-    assert last.diverged_step.tolist() == [-1] * 4 and last.diverged_step.dtype == np.int64
-    assert last.collapse_step.tolist() == np.full((4, 2, 2), -1).tolist()
-    assert last.clipped_per_step.shape == (4, 5) and not last.clipped_per_step.any()
+    assert last.diverged_step.tolist() == [-1] * 5 and last.diverged_step.dtype == np.int64
+    assert last.collapse_step.tolist() == np.full((5, 2, 2), -1).tolist()
+    assert last.clipped_per_step.shape == (5, 5) and not last.clipped_per_step.any()
+    assert last.clipped_per_step.dtype == np.int64
+    dtypes = {"log_steps": np.int64, "valid": bool, "logit_hist": np.int32,
+              "logit_outside": np.int64, "logit_percentiles": np.float64,
+              "collapse_step": np.int64, "length_evaluated": bool}
+    assert {k: getattr(last, k).dtype for k in dtypes} == {k: np.dtype(v) for k, v in dtypes.items()}
+    assert {a.dtype for a in (*last.scalars.values(), *last.heads.values())} == {np.dtype(np.float64)}
+    assert t.flush_denormal and Trainer(TINY, flush_denormal=False).flush_denormal is False
+    np.testing.assert_array_equal(last.hist_edges, logit_edges(TINY.hist_range, TINY.hist_bins))
     # the earlier snapshots' arrays are not changed by later logs
     assert snaps[0].scalars["loss"][0].tolist() == last.scalars["loss"][0].tolist()
     assert not t.advance() and t.next_iter == 6  # done: nothing more
@@ -281,19 +299,26 @@ def test_an_unobserved_trainer_logs_nothing_but_trains_the_same():
 
 
 def test_a_run_that_diverges_later_keeps_its_earlier_logs_and_stops_updating():
-    cfg = _small(scalings=("sqrt", "none"), steps=6, log_every=2)
+    cfg = _small(scalings=("none", "sqrt"), steps=6, log_every=2)
     t = Trainer(cfg)
+    healthy = Trainer(cfg)
     for _ in range(3):  # iterations 0, 1, 2 (logs at 0 and 2), updates 0, 1, 2 done
         t.advance()
     with torch.no_grad():
-        t.runs[1].model.head.weight.fill_(float("nan"))
-    frozen = {k: v.clone() for k, v in t.runs[1].model.state_dict().items()}
+        t.runs[0].model.head.weight.fill_(float("nan"))
+    frozen = {k: v.clone() for k, v in t.runs[0].model.state_dict().items()}
     snap = list(t.iterate())[-1]
-    assert snap.diverged_step.tolist() == [-1, 3]
-    assert snap.valid[:, 1].tolist() == [True, True, False, False]
-    assert snap.valid[:, 0].all() and snap.done and snap.step == 6
-    for k, v in t.runs[1].model.state_dict().items():
+    assert snap.diverged_step.tolist() == [3, -1]
+    assert snap.valid[:, 0].tolist() == [True, True, False, False]
+    assert snap.valid[:, 1].all() and snap.done and snap.step == 6
+    for k, v in t.runs[0].model.state_dict().items():
         assert torch.equal(v, frozen[k]) or torch.isnan(v).all(), k
+    # the run after it trained on every batch: as it does beside a healthy run (paired runs
+    # share the batches, not the weights)
+    ref = list(healthy.iterate())[-1]
+    np.testing.assert_array_equal(snap.scalars["loss"][:, 1], ref.scalars["loss"][:, 1])
+    for a, b in zip(t.runs[1].model.parameters(), healthy.runs[1].model.parameters(), strict=True):
+        assert torch.equal(a, b)
     only = Trainer(_small(scalings=("none",)))
     with torch.no_grad():
         only.runs[0].model.head.weight.fill_(float("nan"))
@@ -596,3 +621,101 @@ def test_the_weights_file_holds_the_config_the_step_and_every_runs_weights(tmp_p
         t.runs[0].model.head.weight.add_(1.0)
     assert not torch.equal(copy_["sqrt"]["head.weight"], t.runs[0].model.head.weight)
     assert list(tmp_path.iterdir()) == [path]  # (written in one go: no temporary left)
+
+
+def test_a_weight_without_a_gradient_has_norms_of_zero_and_batches_go_to_the_device(monkeypatch):
+    import engine.training.trainer as trainer
+
+    t = Trainer(_small(layers=2))
+    norms = t._grad_norms(t.runs[0].model)  # no backward yet: every .grad is None
+    assert set(norms) == {"grad_norm_q", "grad_norm_k", "grad_norm_v", "grad_norm_o"}
+    for value in norms.values():
+        assert value.shape == (2, 2) and not value.any()
+    devices = []
+    real = trainer.make_batch
+
+    def spy(cfg, size, gen):
+        batch = real(cfg, size, gen)
+        real_to = batch.to
+
+        def to(device):
+            devices.append(device)
+            return real_to(device)
+
+        batch.to = to
+        return batch
+
+    monkeypatch.setattr(trainer, "make_batch", spy)
+    t = Trainer(_small(steps=1))
+    t.advance()
+    assert devices == ["cpu", "cpu"]  # the probe, then the first training batch
+
+
+def test_the_rate_is_iterations_over_the_time_spent_in_them(monkeypatch):
+    """A scripted clock: each reading is 0.5 s after the one before, so each iteration (a start
+    and an end reading) lasts 0.5 s whatever the machine does."""
+    import engine.training.trainer as trainer
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            self.now += 0.5
+            return self.now
+
+    monkeypatch.setattr(trainer, "time", Clock())
+    t = Trainer(_small(steps=3))
+    assert t.snapshot().steps_per_s == 0.0 and t.snapshot().elapsed_s == 0.0
+    for _ in range(3):
+        t.advance()
+    snap = t.snapshot()
+    assert (snap.elapsed_s, snap.steps_per_s) == (1.5, 2.0)
+
+
+def _diverge_at_log_2(monkeypatch, t, how):
+    """Make run 1 ("none") turn non-finite at the log of step 2 in one of the three ways the
+    trainer checks: the probe's loss, a captured logit, a per-head statistic."""
+    import engine.training.trainer as trainer
+
+    real_probe, real_stats = t._probe, trainer.head_stats
+
+    def probe(run):
+        p_loss, p_acc, capture = real_probe(run)
+        if run is t.runs[1] and t.next_iter == 2:
+            if how == "loss":
+                p_loss = math.nan
+            elif how == "logit":
+                capture[0].logits[0, 0, 0, 0] = math.inf
+        return p_loss, p_acc, capture
+
+    def stats(*args, **kw):
+        st = real_stats(*args, **kw)
+        if how == "stat" and args[5] == "none" and t.next_iter == 2:
+            st.entropy_norm[0] = math.nan
+        return st
+
+    monkeypatch.setattr(t, "_probe", probe)
+    monkeypatch.setattr(trainer, "head_stats", stats)
+
+
+@pytest.mark.parametrize("how", ["loss", "logit", "stat"])
+def test_a_run_turning_non_finite_at_a_log_diverges_there_and_is_blanked(monkeypatch, how):
+    t = Trainer(_small(scalings=("sqrt", "none"), steps=4, log_every=2))
+    _diverge_at_log_2(monkeypatch, t, how)
+    snap = list(t.iterate())[-1]
+    assert snap.diverged_step.tolist() == [-1, 2]
+    assert snap.valid.tolist() == [[True, True], [True, False], [True, False]]
+    assert not snap.heads["entropy_norm"][1, 1].any() and snap.heads["entropy_norm"][1, 0].all()
+    assert all(np.isfinite(a).all() for a in (*snap.scalars.values(), *snap.heads.values()))
+
+
+def test_the_lengths_are_evaluated_on_the_trainers_device(monkeypatch):
+    import engine.training.trainer as trainer
+
+    seen = []
+    real = trainer.evaluate_lengths
+    monkeypatch.setattr(trainer, "evaluate_lengths",
+                        lambda model, cfg, device: seen.append(device) or real(model, cfg, device))
+    t = Trainer(_small(steps=1, eval_lengths=(4,), eval_size=4))
+    list(t.iterate())
+    assert seen == ["cpu", "cpu"]  # steps 0 and 1
