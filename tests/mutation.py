@@ -85,6 +85,13 @@ EXTRA_TESTS = {
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
+    # attention calls written by hand (no transformers model: test_capture.py's tiny models take
+    # 1-20 s each, and they reach record_call only through a whole forward pass)
+    "engine/probe/sites.py": ("tests/engine/probe/test_sites_records.py",),
+    # the toy model of tests/engine/probe/toy_attention.py (milliseconds to build)
+    "engine/probe/tap.py": ("tests/engine/probe/test_tap_calls.py",),
+    "engine/probe/capture.py": ("tests/engine/probe/test_capture_records.py",),
+    "engine/probe/backends.py": ("tests/engine/probe/test_backends_toy.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -152,6 +159,12 @@ DESELECT = {
             "test_a_bad_job_file_is_ignored_with_its_reason_and_rerun",
             "test_resume_refuses_a_bad_experiment_json_before_running",
         )),
+    # tiny transformers models (1-20 s a test, 60 s the file): test_capture_records.py packs
+    # hand-made records and routes the toy model of toy_attention.py through the capture
+    "engine/probe/capture.py": ("tests/engine/probe/test_capture.py",),
+    # zoo models (Llama, Gemma 2, GPT-Neo: seconds each); test_backends_toy.py compares the
+    # toy model under backends registered by the test
+    "engine/probe/backends.py": ("tests/engine/probe/test_backends.py",),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",),
