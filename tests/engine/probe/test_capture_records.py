@@ -258,8 +258,8 @@ def test_capture_refuses_a_bad_mask_no_token_and_mixed_shapes(monkeypatch) -> No
 # -- the toy model through prepare and capture_sites ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def toy_loaded():
+@pytest.fixture
+def toy_loaded():  # (per test: a mutation run credits a fixture's code to the tests that ran it)
     net = Toy()
     tap = prepare(net, "toy")
     return SimpleNamespace(model=net, tap=tap, sites=tap.sites, qk_norm_sites=frozenset({1}),

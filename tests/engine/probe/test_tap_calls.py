@@ -26,17 +26,33 @@ from engine.probe.tap import (  # noqa: E402
     eager_function,
     register,
 )
-from tests.engine.probe.toy_attention import HEADS, WIDTH, D, Toy, ToyAttention  # noqa: E402
+from tests.engine.probe.toy_attention import (  # noqa: E402
+    HEADS,
+    WIDTH,
+    D,
+    Toy,
+    ToyAttention,
+    eager_attention_forward,
+)
 
 IDS = torch.tensor([[3, 1, 4, 1, 5]])
 N = IDS.shape[1]
 
 
-@pytest.fixture(scope="module")
-def toy():
-    """The toy on the capture, sites discovered (shared by the tests: they do not change it)."""
-    net = Toy()
+def _fresh_register() -> None:
+    """Register the capture anew in this process (a process that registered it already, as a
+    forked mutation run, would keep its first wrapper and its cached eager functions)."""
+    tap_mod._registered.discard(IMPLEMENTATION)
+    tap_mod._eager_cache.clear()
     register()
+
+
+@pytest.fixture
+def toy():
+    """The toy on the capture, sites discovered (per test: a mutation run credits a fixture's
+    code to the tests that ran it, and the toy takes milliseconds)."""
+    net = Toy()
+    _fresh_register()
     net.set_attn_implementation(IMPLEMENTATION)
     tap = Tap(net)
     sites = tap.discover(lambda: net(IDS))
@@ -231,7 +247,7 @@ def test_without_an_active_tap_the_wrapper_calls_the_eager_function(toy) -> None
 
 def test_close_removes_every_hook_and_discovery_removes_its_own() -> None:
     net = Toy()
-    register()
+    _fresh_register()
     net.set_attn_implementation(IMPLEMENTATION)
     tap = Tap(net)
     assert len(net._forward_pre_hooks) == 1
@@ -248,7 +264,7 @@ def test_close_removes_every_hook_and_discovery_removes_its_own() -> None:
 
 def test_projection_hooks_come_first_and_see_the_projections_own_output() -> None:
     net = Toy()
-    register()
+    _fresh_register()
     net.set_attn_implementation(IMPLEMENTATION)
     # an adapter's hook, registered before discovery, that plants a factor in q_proj's output
     net.shared.q_proj.register_forward_hook(lambda _m, _a, out: out * 2.0)
@@ -267,11 +283,34 @@ def test_register_is_once_per_name_and_the_mask_function_follows_inner() -> None
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-    assert register() == IMPLEMENTATION and IMPLEMENTATION in tap_mod._registered
+    _fresh_register()
+    assert IMPLEMENTATION in tap_mod._registered
     assert ALL_MASK_ATTENTION_FUNCTIONS[IMPLEMENTATION] is ALL_MASK_ATTENTION_FUNCTIONS["eager"]
     fn = AttentionInterface._global_mapping[IMPLEMENTATION]
     assert register() == IMPLEMENTATION
     assert AttentionInterface._global_mapping[IMPLEMENTATION] is fn  # not registered again
+    # inner: the registered function the wrapper calls, and its mask format
+    seen = []
+
+    def marked(module, query, key, value, attention_mask, **kw):
+        seen.append(kw.get("scaling"))
+        return eager_attention_forward(module, query, key, value, attention_mask, **kw)
+
+    AttentionInterface.register("lab_test_inner", marked)
+    ALL_MASK_ATTENTION_FUNCTIONS.register("lab_test_inner", ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    inner = "attention_lab_test_inner"
+    try:
+        register(inner, "lab_test_inner")
+        mod = ToyAttention(scaling=0.5).requires_grad_(False)
+        mod.impl = inner
+        mod(torch.randn(1, 3, WIDTH))
+        assert seen == [0.5]
+        assert ALL_MASK_ATTENTION_FUNCTIONS[inner] is ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
+    finally:
+        tap_mod._registered.discard(inner)
+        for m in (AttentionInterface._global_mapping, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping):
+            m.pop(inner, None)
+            m.pop("lab_test_inner", None)
     name = "attention_lab_test_sdpa"
     try:
         assert register(name, "sdpa") == name
@@ -294,16 +333,28 @@ class _Stray(torch.nn.Module):
     pass
 
 
+_Stray.__module__ = "engine.errors"  # a file without an eager_attention_forward
+
+
 def test_the_eager_function_is_the_modules_files_own_or_a_base_classes() -> None:
     from tests.engine.probe import toy_attention
 
+    tap_mod._eager_cache.clear()
     assert eager_function(ToyAttention()) is toy_attention.eager_attention_forward
-    sub = type("Sub", (ToyAttention,), {"__module__": __name__})
+    assert tap_mod._eager_cache[ToyAttention] is toy_attention.eager_attention_forward
+    # the cache is read: a class found once is not looked up again
+    tap_mod._eager_cache[ToyAttention] = len
+    try:
+        assert eager_function(ToyAttention()) is len
+    finally:
+        tap_mod._eager_cache.clear()
+    sub = type("Sub", (ToyAttention,), {"__module__": "engine.errors"})
     assert eager_function(sub()) is toy_attention.eager_attention_forward
     with pytest.raises(ConfigError) as err:
         eager_function(_Stray())
-    assert err.value.field == "model" and "_Stray" in err.value.message
-    assert "eager_attention_forward" in err.value.message
+    assert err.value.field == "model"
+    assert err.value.message == ("_Stray calls the attention interface but its file has no "
+                                 "eager_attention_forward to wrap")
     assert _Stray not in tap_mod._eager_cache
 
 
@@ -321,3 +372,37 @@ def test_a_projection_is_a_linear_or_gpt2s_conv1d() -> None:
     other.weight = torch.nn.Parameter(torch.zeros(2, 3))
     assert not _is_projection(other)
     assert not _is_projection(type("Conv1D", (torch.nn.Module,), {})())
+
+
+def test_projections_are_kept_per_call_only_inside_an_observing_block() -> None:
+    class One(torch.nn.Module):
+        def __init__(self, att):
+            super().__init__()
+            self.att = att
+
+        def forward(self, x):
+            return self.att(x)
+
+    net = Toy()
+    _fresh_register()
+    net.set_attn_implementation(IMPLEMENTATION)
+    one = One(net.shared)
+    tap = Tap(one)
+    # discovery by calling the attention module itself (not the model): counted from zero
+    e = net.embed(IDS)
+    sites = tap.discover(lambda: one.att(e))
+    assert [(s.name, s.call) for s in sites] == [("att", 0)]
+    # a projection run outside its module's call is not part of the module's next call
+    calls = []
+    with tap.active(calls.append):
+        net.shared.q_proj(e)
+        one(e)
+    assert len(calls) == 1 and len(calls[0].projections) == 3
+    assert tap._proj == {}
+    # nothing is kept outside a block, nor inside a block without an observer
+    net.shared.q_proj(e)
+    one(e)
+    assert tap._proj == {}
+    with tap.active(None):
+        one(e)
+        assert tap._proj == {}

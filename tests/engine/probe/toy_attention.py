@@ -37,6 +37,7 @@ class ToyAttention(nn.Module):
         self.q_proj = nn.Linear(WIDTH, WIDTH, bias=False)
         self.k_proj = nn.Linear(WIDTH, WIDTH, bias=False)
         self.v_proj = nn.Linear(WIDTH, WIDTH, bias=False)
+        self.q_norm = nn.Identity()  # a module inside that is no projection
         self.scaling, self.positional, self.softcap = scaling, positional, softcap
         self.impl = "eager"
         self.is_causal = False  # (SDPA's default is causal)
@@ -44,7 +45,7 @@ class ToyAttention(nn.Module):
     def forward(self, hidden, key_value_states=None, attention_mask=None):
         src = hidden if key_value_states is None else key_value_states
         b, n, _ = hidden.shape
-        q = self.q_proj(hidden).view(b, n, HEADS, D).transpose(1, 2)
+        q = self.q_norm(self.q_proj(hidden)).view(b, n, HEADS, D).transpose(1, 2)
         k = self.k_proj(src).view(b, src.shape[1], HEADS, D).transpose(1, 2)
         v = self.v_proj(src).view(b, src.shape[1], HEADS, D).transpose(1, 2)
         if self.impl == "eager":
