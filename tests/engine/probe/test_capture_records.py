@@ -51,6 +51,10 @@ def test_forward_kwargs_of_a_decoder_with_and_without_a_cache_argument() -> None
     assert kw["attention_mask"].dtype == torch.long
     kw = forward_kwargs(_net(fwd), [5, 6, 7], [1, 1, 0])
     assert kw["attention_mask"].tolist() == [[1, 1, 0]] and kw["attention_mask"].dtype == torch.long
+    # NumPy ids and a boolean mask reach the model as int64 all the same
+    kw = forward_kwargs(_net(fwd), np.array([5, 6], np.int32), [True, False])
+    assert kw["input_ids"].dtype == torch.long and kw["attention_mask"].dtype == torch.long
+    assert kw["attention_mask"].tolist() == [[1, 0]]
 
     def plain(input_ids, attention_mask=None):
         pass
@@ -146,13 +150,16 @@ def _rec(site: int, h: int = 2, hkv: int = 1, n: int = 4, d: int = 2, scaling=No
 
 
 def _loaded(records, monkeypatch, seen=None):
-    def fake(loaded, ids, mask=None, modifiers=None, max_rows=MAX_FIT_ROWS, cancelled=None):
+    loaded = SimpleNamespace()
+
+    def fake(got, ids, mask=None, modifiers=None, max_rows=MAX_FIT_ROWS, cancelled=None):
+        assert got is loaded
         if seen is not None:
             seen.append((list(ids), mask, max_rows))
         return records, 0.125, None
 
     monkeypatch.setattr(cap_mod, "capture_sites", fake)
-    return SimpleNamespace()
+    return loaded
 
 
 def test_capture_packs_q_k_per_query_head_and_the_scale_per_site(monkeypatch) -> None:
@@ -192,6 +199,9 @@ def test_capture_packs_q_k_per_query_head_and_the_scale_per_site(monkeypatch) ->
 def test_padding_is_dropped_and_the_weight_on_it_reported(monkeypatch) -> None:
     n = 5
     recs = [_rec(0, n=n), _rec(1, n=n)]
+    seen = []
+    capture(_loaded(recs, monkeypatch, seen), [1, 0, 2, 3, 4], [1, 0, 1, 1, 1])
+    assert seen == [([1, 0, 2, 3, 4], [1, 0, 1, 1, 1], None)]  # the mask reaches the model
     # the model puts 0.3 on key 1 of row 3 at site 1 (a padding key it should have hidden)
     vis = np.tril(np.ones((n, n), bool))
     vis[:, 1] = False
@@ -227,6 +237,10 @@ def test_bias_is_stacked_per_site_zero_where_a_site_has_none(monkeypatch) -> Non
     for head in range(2):
         np.testing.assert_array_equal(c.bias[0, head], b0[0][pos][:, pos])
     np.testing.assert_array_equal(c.bias[1], np.zeros((2, 3, 3)))
+    assert c.bias.dtype == np.float32
+    # one site with a bias
+    c = capture(_loaded([_rec(0, bias=b0)], monkeypatch), [1, 2, 3, 4])
+    assert c.bias.shape == (1, 2, 4, 4) and c.bias.dtype == np.float32
 
 
 def test_a_position_factor_is_put_back_on_q(monkeypatch) -> None:
@@ -240,13 +254,22 @@ def test_a_position_factor_is_put_back_on_q(monkeypatch) -> None:
 
 def test_capture_refuses_a_bad_mask_no_token_and_mixed_shapes(monkeypatch) -> None:
     loaded = _loaded([_rec(0), _rec(1, h=4, hkv=4)], monkeypatch)
-    with pytest.raises(ValueError, match="one entry per token"):
+    with pytest.raises(ValueError, match=r"^attention_mask must have one entry per token$"):
         capture(loaded, [1, 2, 3], [1, 1])
-    with pytest.raises(ValueError, match="no valid token"):
+    with pytest.raises(ValueError, match=r"^no valid token$"):
         capture(loaded, [1, 2], [0, 0])
     with pytest.raises(ConfigError) as err:
         capture(loaded, [1, 2, 3, 4])
-    assert err.value.field == "model" and "differ in heads" in err.value.message
+    assert err.value.field == "model"
+    assert err.value.message == ("its attention sites differ in heads, head width or length; the "
+                                 "probe's per-layer grids need one shape (the audit handles it)")
+    # the query length alone, or the key length alone, differing
+    r = _rec(1)
+    for change in ({"q": np.concatenate([r.q, r.q[:, :1]], axis=1)},
+                   {"k": np.concatenate([r.k, r.k[:, :1]], axis=1)}):
+        with pytest.raises(ConfigError):
+            capture(_loaded([_rec(0), SiteRecord(**{**r.__dict__, **change})], monkeypatch),
+                    [1, 2, 3, 4])
     for other in (_rec(1, d=4), _rec(1, n=5)):
         with pytest.raises(ConfigError):
             capture(_loaded([_rec(0), other], monkeypatch), [1, 2, 3, 4])
@@ -315,6 +338,17 @@ def test_capture_sites_records_every_site_from_the_projections(toy_loaded) -> No
     assert records[1].rows.tolist() == list(range(n))
 
 
+def test_capture_sites_passes_the_mask_times_the_pass_and_needs_no_mla_set(toy_loaded,
+                                                                          monkeypatch) -> None:
+    clock = iter([10.0, 10.5])
+    monkeypatch.setattr(cap_mod, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    loaded = SimpleNamespace(**{k: v for k, v in toy_loaded.__dict__.items() if k != "mla_sites"})
+    records, elapsed, _out = capture_sites(loaded, [3, 1, 4], [1, 1, 0])
+    assert elapsed == 0.5 and len(records) == 4
+    assert toy_loaded.model.seen[1].tolist() == [[1, 1, 0]]
+    assert not any(MLA in r.features for r in records)
+
+
 def test_capture_sites_applies_modifiers_and_stops_when_cancelled(toy_loaded) -> None:
     ids = [3, 1, 4, 1]
     plain, _t, _o = capture_sites(toy_loaded, ids)
@@ -334,10 +368,13 @@ def test_capture_sites_applies_modifiers_and_stops_when_cancelled(toy_loaded) ->
     assert err.value.field == "model" and "site 3 did not run" in err.value.message
 
 
-def test_run_forward_is_without_gradients() -> None:
+def test_run_forward_is_without_gradients_and_passes_the_mask() -> None:
     net = Toy().requires_grad_(True)
-    out = run_forward(net, [1, 2])
+    out = run_forward(net, [1, 2], [1, 0])
     assert not out.last_hidden_state.requires_grad
+    assert net.seen[0].tolist() == [[1, 2]] and net.seen[1].tolist() == [[1, 0]]
+    run_forward(net, [1, 2])
+    assert net.seen[1].tolist() == [[1, 1]]
 
 
 def test_prepare_refuses_by_model_type() -> None:
@@ -347,13 +384,22 @@ def test_prepare_refuses_by_model_type() -> None:
     assert "linear recurrence" in err.value.message
     net = Toy()
     net.main_input_name = "pixel_values"
-    with pytest.raises(ConfigError, match="toy reads pixel_values"):
+    with pytest.raises(ConfigError) as err:
         prepare(net, "toy")
-    # no way to switch the implementation
+    assert err.value.field == "model"
+    assert err.value.message == ("toy reads pixel_values (audio or images), not token ids; the "
+                                 "audit runs text models")
+    # no way to switch the implementation: a setter set to None, or none at all
     net = Toy()
     net.set_attn_implementation = None
-    with pytest.raises(ConfigError, match="toy cannot switch its attention implementation"):
+    with pytest.raises(ConfigError) as err:
         prepare(net, "toy")
+    assert err.value.field == "model"
+    assert err.value.message == "toy cannot switch its attention implementation"
+    no_switch = type("NoSwitch", (Toy,), {"set_attn_implementation": property(_no_attr)})()
+    with pytest.raises(ConfigError) as err:
+        prepare(no_switch, "toy")
+    assert err.value.message == "toy cannot switch its attention implementation"
 
     # the switch itself refused: its first line, and transformers' logging level restored
     from transformers.utils import logging as hf_logging
@@ -368,13 +414,16 @@ def test_prepare_refuses_by_model_type() -> None:
         prepare(net, "toy")
     assert err.value.message == ("toy: cannot route its attention through the lab's capture "
                                  "(not supported here)")
+    assert err.value.field == "model"
     assert hf_logging.get_verbosity() == level
     # a forward pass that fails on token ids
     net = Toy()
     net.forward = lambda input_ids, attention_mask=None: 1 / 0
     with pytest.raises(ConfigError) as err:
         prepare(net, "toy")
-    assert err.value.message.startswith("toy: a forward pass on token ids failed (division by")
+    assert err.value.field == "model"
+    assert err.value.message == ("toy: a forward pass on token ids failed (division by zero); "
+                                 "the audit runs text models")
 
 
 def test_prepare_refuses_a_model_whose_attention_the_tap_cannot_see() -> None:
@@ -382,6 +431,7 @@ def test_prepare_refuses_a_model_whose_attention_the_tap_cannot_see() -> None:
     net.set_attn_implementation = lambda name: None  # stays on its own eager code
     with pytest.raises(ConfigError) as err:
         prepare(net, "toy")
+    assert err.value.field == "model"
     assert err.value.message == ("toy computes attention inside its own modules, outside "
                                  "transformers' attention interface, and the lab has no adapter "
                                  "for it: its q.k cannot be seen")
@@ -406,7 +456,9 @@ def test_prepare_refuses_a_model_whose_attention_the_tap_cannot_see() -> None:
     assert not has_attention(Mixer())
     with pytest.raises(ConfigError) as err:
         prepare(Mixer(), "mamba")
-    assert err.value.message.startswith("mamba has no attention (no attention module")
+    assert err.value.field == "model"
+    assert err.value.message == ("mamba has no attention (no attention module, no query and key "
+                                 "projections): there is no attention scale to audit")
 
 
 def test_an_attention_module_is_known_by_its_projections_or_its_class_name() -> None:
@@ -420,3 +472,29 @@ def test_an_attention_module_is_known_by_its_projections_or_its_class_name() -> 
     named = torch.nn.Sequential(type("SelfAttn", (torch.nn.Module,), {})())
     assert has_attention(named)
     assert not has_attention(torch.nn.Sequential(Bare()))
+
+
+def _no_attr(self):
+    raise AttributeError("set_attn_implementation")
+
+
+def test_prepare_uses_the_architectures_adapter_and_discovers_on_four_tokens(monkeypatch) -> None:
+    from engine.probe import adapters
+    from engine.probe.tap import register
+
+    seen = []
+
+    def install(tap, net):
+        seen.append((tap, net))
+        register()
+        net.set_attn_implementation(IMPLEMENTATION)  # (the adapter's own routing)
+        tap.mark_adapter(net.a, "toy adapter")
+        return 1
+
+    monkeypatch.setattr(adapters, "adapter_for", lambda t: install if t == "toy" else None)
+    net = Toy()
+    tap = prepare(net, "toy")
+    assert seen == [(tap, net)]
+    assert [s.adapter for s in tap.sites] == ["toy adapter", None, None, None]
+    # the discovery pass: token ids 1 to DISCOVERY_TOKENS
+    assert net.seen[0].tolist() == [[1, 2, 3, 4]]

@@ -163,6 +163,11 @@ def test_modifiers_scale_q_and_the_weights_and_drop_the_soft_cap(toy) -> None:
     np.testing.assert_allclose(got[1].weights.numpy()[0], w / w.sum(-1, keepdims=True),
                                rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(got[0].weights, base[0].weights)  # site 0 untouched
+    # w x 2 at site 2: weights and output doubled there
+    got = []
+    with tap.active(got.append, {2: Modifier(w_factor=2.0)}):
+        net(IDS)
+    torch.testing.assert_close(got[2].weights, 2 * base[2].weights)
     # w x 0.5 at site 3 (the last): weights and output halved there
     got = []
     with tap.active(got.append, {3: Modifier(w_factor=0.5)}):
@@ -229,8 +234,10 @@ def test_a_new_attention_call_after_discovery_is_refused(toy) -> None:
     with pytest.raises(ConfigError) as err, tap.active(None):
         e = net.embed(IDS)
         net.shared(net.shared(net.shared(e)))  # a third call of the shared module
-    assert err.value.field == "model" and "ToyAttention" in err.value.message
-    assert "first pass did not see" in err.value.message
+    assert err.value.field == "model"
+    assert err.value.message == ("an attention module (ToyAttention) ran that the first pass did "
+                                 "not see; this model's attention changes between passes and "
+                                 "cannot be audited")
     # a pass started by the model resets the count: the same model runs again
     with tap.active(None):
         net(IDS)
@@ -406,3 +413,96 @@ def test_projections_are_kept_per_call_only_inside_an_observing_block() -> None:
     with tap.active(None):
         one(e)
         assert tap._proj == {}
+
+
+def test_positional_arguments_reach_the_function_by_name_and_weights_may_be_none() -> None:
+    """A module passing dropout and scaling positionally; an inner function (SDPA's kind) that
+    returns no weights, under a weight factor; a position bias passed on to the call."""
+    from transformers import AttentionInterface
+
+    seen = []
+
+    def inner_fn(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
+        seen.append((dropout, scaling, kw.get("position_bias")))
+        out, _w = eager_attention_forward(module, query, key, value, attention_mask, 0.0,
+                                          scaling, **kw)
+        return out, None
+
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    AttentionInterface.register("lab_test_noweights", inner_fn)
+    ALL_MASK_ATTENTION_FUNCTIONS.register("lab_test_noweights", ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    name = "attention_lab_test_noweights"
+    try:
+        register(name, "lab_test_noweights")
+        att = ToyAttention(scaling=0.5, positional=True).requires_grad_(False)
+        att.impl = name
+        x = torch.randn(1, 3, WIDTH)
+        bias = torch.randn(1, HEADS, 3, 3)
+        att.position_bias = bias
+        calls = []
+        tap = Tap(att)
+        tap.discover(lambda: att(x))
+        with tap.active(calls.append, {0: Modifier(w_factor=0.5)}):
+            att(x)
+        assert seen[-1][0] == 0.0 and seen[-1][1] == 0.5 and seen[-1][2] is bias
+        assert calls[0].weights is None and calls[0].bias is bias
+        assert calls[0].extra["position_bias"] is bias and calls[0].extra["scaling"] == 0.5
+        # dropout passed positionally reaches the function as dropout
+        real = att.forward
+
+        def fwd(hidden):
+            b, n, _ = hidden.shape
+            q = att.q_proj(hidden).view(b, n, HEADS, D).transpose(1, 2)
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+            return ALL_ATTENTION_FUNCTIONS[name](att, q, q, q, None, 0.25, 0.125)
+
+        att.forward = fwd
+        att(x)
+        assert seen[-1][:2] == (0.25, 0.125)
+        att.forward = real
+    finally:
+        tap_mod._registered.discard(name)
+        for m in (AttentionInterface._global_mapping, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping):
+            m.pop(name, None)
+            m.pop("lab_test_noweights", None)
+
+
+def test_a_site_is_named_by_its_path_or_its_class_and_marked_with_its_adapter() -> None:
+    class Bare(torch.nn.Module):
+        """Attention of the input itself: no projection inside."""
+
+        def forward(self, x):
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+            q = x.view(1, -1, HEADS, D).transpose(1, 2)
+            return ALL_ATTENTION_FUNCTIONS[IMPLEMENTATION](self, q, q, q, None)[0]
+
+    Bare.__module__ = ToyAttention.__module__  # (its eager function is the toy's)
+
+    class Holder(torch.nn.Module):
+        """Calls one attention module and the other by forward() (its hooks do not run)."""
+
+        def __init__(self, first, direct):
+            super().__init__()
+            self.first = first
+            self.direct = direct
+
+        def forward(self, x):
+            return self.direct.forward(self.first(x)).reshape(x.shape)
+
+    _fresh_register()
+    a, b = ToyAttention().requires_grad_(False), Bare()
+    a.impl = IMPLEMENTATION
+    model = Holder(a, b)
+    tap = Tap(model)
+    tap.mark_adapter(b, "toy adapter")
+    x = torch.randn(1, 3, WIDTH)
+    sites = tap.discover(lambda: model(x))
+    assert [(s.name, s.adapter) for s in sites] == [("first", None), ("direct", "toy adapter")]
+    calls = []
+    with tap.active(calls.append):
+        model(x)
+    assert len(calls[0].projections) == 3  # a's hooks ran
+    assert calls[1].projections == []  # b ran by forward(), no projection: an empty list

@@ -16,15 +16,18 @@ D = WIDTH // HEADS
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                            softcap=None, **kwargs):
-    """softmax(scaling q.k (soft-capped) + mask) v, batch first; (output, weights)."""
+                            softcap=None, position_bias=None, **kwargs):
+    """softmax(scaling q.k (soft-capped) + bias + mask) v, batch first; (output, weights).
+    Like transformers' own, it reads the module (dropout only while training)."""
     s = query.shape[-1] ** -0.5 if scaling is None else scaling
     z = query @ key.transpose(-1, -2) * s
     if softcap is not None:
         z = softcap * torch.tanh(z / softcap)
+    if position_bias is not None:
+        z = z + position_bias
     if attention_mask is not None:
         z = z + attention_mask
-    w = torch.softmax(z, dim=-1)
+    w = torch.nn.functional.dropout(torch.softmax(z, dim=-1), p=dropout, training=module.training)
     return (w @ value).transpose(1, 2).contiguous(), w
 
 
@@ -41,6 +44,7 @@ class ToyAttention(nn.Module):
         self.scaling, self.positional, self.softcap = scaling, positional, softcap
         self.impl = "eager"
         self.is_causal = False  # (SDPA's default is causal)
+        self.position_bias = None  # passed as position_bias when set (T5's relative bias)
 
     def forward(self, hidden, key_value_states=None, attention_mask=None):
         src = hidden if key_value_states is None else key_value_states
@@ -55,6 +59,8 @@ class ToyAttention(nn.Module):
 
             fn = ALL_ATTENTION_FUNCTIONS[self.impl]
         kw = {} if self.softcap is None else {"softcap": self.softcap}
+        if self.position_bias is not None:
+            kw["position_bias"] = self.position_bias
         if self.positional:
             out, _w = fn(self, q, k, v, attention_mask, 0.0, self.scaling, **kw)
         else:
@@ -63,9 +69,8 @@ class ToyAttention(nn.Module):
 
 
 class Toy(nn.Module):
-    """embed -> a (positional args, causal mask) -> shared twice -> cross over the embeddings."""
-
-    main_input_name = "input_ids"
+    """embed -> a (positional args, causal mask) -> shared twice -> cross over the embeddings.
+    (No main_input_name: the capture's default, token ids, applies.)"""
 
     def __init__(self, seed: int = 0, softcap: float | None = 3.0) -> None:
         super().__init__()
@@ -86,6 +91,7 @@ class Toy(nn.Module):
         self.config._attn_implementation = name
 
     def forward(self, input_ids, attention_mask=None):
+        self.seen = (input_ids, attention_mask)
         e = self.embed(input_ids)
         n = input_ids.shape[1]
         causal = torch.full((n, n), torch.finfo(torch.float32).min).triu(1)[None, None]
