@@ -498,3 +498,13 @@ def test_prepare_uses_the_architectures_adapter_and_discovers_on_four_tokens(mon
     assert [s.adapter for s in tap.sites] == ["toy adapter", None, None, None]
     # the discovery pass: token ids 1 to DISCOVERY_TOKENS
     assert net.seen[0].tolist() == [[1, 2, 3, 4]]
+
+
+def test_keys_are_expanded_to_their_query_heads_in_groups(monkeypatch) -> None:
+    """4 query heads over 2 key heads: heads 0, 1 read key head 0, heads 2, 3 key head 1."""
+    rec = _rec(0, h=4, hkv=2)
+    np.testing.assert_array_equal(rec.kv_head, [0, 0, 1, 1])
+    c = capture(_loaded([rec], monkeypatch), [1, 2, 3, 4])
+    for head, kv in enumerate([0, 0, 1, 1]):
+        np.testing.assert_array_equal(c.k[0, head], rec.k[kv])
+    assert not np.array_equal(c.k[0, 0], c.k[0, 2])

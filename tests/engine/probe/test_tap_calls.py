@@ -506,3 +506,22 @@ def test_a_site_is_named_by_its_path_or_its_class_and_marked_with_its_adapter() 
         model(x)
     assert len(calls[0].projections) == 3  # a's hooks ran
     assert calls[1].projections == []  # b ran by forward(), no projection: an empty list
+
+
+def test_every_later_call_of_a_shared_module_shares_with_its_first() -> None:
+    class Thrice(torch.nn.Module):
+        def __init__(self, att):
+            super().__init__()
+            self.att = att
+
+        def forward(self, x):
+            return self.att(self.att(self.att(x)))
+
+    _fresh_register()
+    att = ToyAttention().requires_grad_(False)
+    att.impl = IMPLEMENTATION
+    model = Thrice(att)
+    tap = Tap(model)
+    sites = tap.discover(lambda: model(torch.randn(1, 3, WIDTH)))
+    assert [(s.index, s.call, s.shares_with) for s in sites] == [(0, 0, None), (1, 1, 0),
+                                                                 (2, 2, 0)]
