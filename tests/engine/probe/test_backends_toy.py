@@ -225,3 +225,44 @@ def test_the_report_rows_and_the_flagged_sites() -> None:
                        "input_rel_diff": 0.0, "tolerance_rel": 1e-4, "flagged": True}
     assert all(tuple(r) == COLUMNS for r in rows)
     assert [r["block"] for r in rep.rows()] == ["", "", ""]
+
+
+def test_the_largest_logit_per_site_reads_grouped_keys_and_the_scaling() -> None:
+    """_max_logits on calls written by hand: 4 query heads over 2 key heads at scaling 0.5, a
+    call without scaling (1/sqrt(d)), a site that never ran (0)."""
+    import contextlib
+
+    from engine.probe.backends import _max_logits
+    from engine.probe.tap import SiteCall
+
+    rng = np.random.default_rng(0)
+    q0, k0 = rng.normal(0, 1, (1, 4, 3, 2)), rng.normal(0, 1, (1, 2, 3, 2))
+    q1, k1 = rng.normal(0, 1, (1, 2, 3, 4)), rng.normal(0, 1, (1, 2, 3, 4))
+    calls = [SiteCall(0, None, torch.from_numpy(q0), torch.from_numpy(k0), None, None, None,
+                      None, {"scaling": -0.5}),
+             SiteCall(1, None, torch.from_numpy(q1), torch.from_numpy(k1), None, None, None,
+                      None, {"scaling": None})]
+
+    class Tap_:
+        @contextlib.contextmanager
+        def active(self, observe):
+            for c in calls:
+                observe(c)
+            yield
+
+    class Net:
+        config = SimpleNamespace()
+
+        def forward(self, input_ids, attention_mask=None):
+            pass
+
+        def __call__(self, **kw):
+            return None
+
+    got = _max_logits(SimpleNamespace(tap=Tap_(), model=Net(), n_sites=3), [1, 2, 3])
+    want0 = max(abs(q0[0, h, i] @ k0[0, h // 2, j]) for h in range(4) for i in range(3)
+                for j in range(3)) * 0.5
+    want1 = max(abs(q1[0, h, i] @ k1[0, h, j]) for h in range(2) for i in range(3)
+                for j in range(3)) * 4**-0.5
+    assert got == pytest.approx([want0, want1, 0.0], rel=1e-12)
+    assert got[2] == 0.0
