@@ -90,6 +90,13 @@ EXTRA_TESTS = {
     # norms against autograd
     "engine/training/trainer.py": ("tests/engine/training/test_trainer_loop.py",
                                    "tests/engine/training/test_trainer_grad_norms.py"),
+    # attention calls written by hand (no transformers model: test_capture.py's tiny models take
+    # 1-20 s each, and they reach record_call only through a whole forward pass)
+    "engine/probe/sites.py": ("tests/engine/probe/test_sites_records.py",),
+    # the toy model of tests/engine/probe/toy_attention.py (milliseconds to build)
+    "engine/probe/tap.py": ("tests/engine/probe/test_tap_calls.py",),
+    "engine/probe/capture.py": ("tests/engine/probe/test_capture_records.py",),
+    "engine/probe/backends.py": ("tests/engine/probe/test_backends_toy.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -169,6 +176,12 @@ DESELECT = {
         "sgd_trains_from_the_same_start_as_adam", "the_fixed_logit_bins_resolve_every_rule_at_step0",
         "evaluation_at_other_lengths_is_logged_and_changes_nothing_else",
     )),
+    # tiny transformers models (1-20 s a test, 60 s the file): test_capture_records.py packs
+    # hand-made records and routes the toy model of toy_attention.py through the capture
+    "engine/probe/capture.py": ("tests/engine/probe/test_capture.py",),
+    # zoo models (Llama, Gemma 2, GPT-Neo: seconds each); test_backends_toy.py compares the
+    # toy model under backends registered by the test
+    "engine/probe/backends.py": ("tests/engine/probe/test_backends.py",),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",
