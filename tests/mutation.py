@@ -85,6 +85,10 @@ EXTRA_TESTS = {
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
+    # every rule's attention, the whole model and its streamed pass against a loop over rows
+    "engine/training/model.py": ("tests/engine/training/test_model_math.py",),
+    # tiny transformers models in memory, a saved folder, stand-in tokenizers and configs
+    "engine/probe/loader.py": ("tests/engine/probe/test_loader_models.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
