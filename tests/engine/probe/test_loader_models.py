@@ -565,6 +565,7 @@ def test_the_site_survey_declares_with_the_modules_own_config_and_adapter(monkey
     bloom = _tiny("bloom", vocab_size=64, hidden_size=32, n_layer=1, n_head=4)
     assert not hasattr(bloom.tap.modules()[0], "config")
     assert [s[0] for s in seen] == [bloom.model.config]
+    assert seen[0][3] == bloom.sites[0].adapter and seen[0][3] is not None  # its adapter's name
 
 
 def test_wrap_model_hands_the_tap_the_model_type() -> None:

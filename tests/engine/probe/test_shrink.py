@@ -394,9 +394,11 @@ def test_default_config_is_the_registered_class_defaults(monkeypatch):
         def __init__(self):
             raise TypeError("  needs\n   a vision_config  ")
 
-    monkeypatch.setattr(transformers, "CONFIG_MAPPING", {"x": NoDefaults})
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    monkeypatch.setitem(CONFIG_MAPPING._extra_content, "no-defaults", NoDefaults)  # registered
     with pytest.raises(ConfigError) as err:
-        shrink.default_config("x")
+        shrink.default_config("no-defaults")
     assert (err.value.field, err.value.message) == (
         "model_type", "its config class has no defaults (needs a vision_config)")
 

@@ -628,6 +628,6 @@ def test_the_streamed_pass_computes_each_query_row_once(monkeypatch):
 def test_only_learned_positions_are_parameters(positions):
     cfg = TrainingConfig(task="recall", d_model=16, heads=2, pairs=3, classes=3,
                          positions=positions)
-    m = AttentionModel(cfg, "sqrt", input_features(cfg), vocab_size(cfg))
-    assert m.pos is None and m.embed is None
+    m = AttentionModel(cfg, "dk", input_features(cfg), vocab_size(cfg))
+    assert m.pos is None and m.embed is None and m.rule == "dk"  # (muP's plan reads the rule)
     assert sum(p.numel() for p in m.parameters()) == cfg.n_params
