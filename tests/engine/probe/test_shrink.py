@@ -418,7 +418,10 @@ def _autos(monkeypatch, errors):
     calls = []
     for name in ("AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM",
                  "AutoModelForMaskedLM"):
-        monkeypatch.setattr(transformers, name, _Auto(name, calls, errors.get(name)))
+        # (each auto class's from_config replaced: transformers' lazy module may hand out the
+        # class itself whatever is set on the module)
+        fake = _Auto(name, calls, errors.get(name))
+        monkeypatch.setattr(getattr(transformers, name), "from_config", fake.from_config)
     return calls
 
 
