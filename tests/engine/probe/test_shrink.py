@@ -486,3 +486,17 @@ def test_one_line_of_an_error():
     assert shrink._one_line(ValueError("x" * 201)) == "x" * 200 + "…"
     assert shrink._one_line(ValueError("x" * 30), limit=10) == "x" * 10 + "…"
     assert shrink._one_line(KeyError()) == "KeyError"
+
+
+def test_positions_of_a_config_without_any_rope_table_are_cut():
+    assert _shrunk(max_position_embeddings=131072) == {"max_position_embeddings": 512}
+
+
+def test_a_hybrid_of_linear_attention_only_gets_a_softmax_layer():
+    """Linear attention is no softmax over q.k: a list of it alone gets a full-attention layer."""
+    assert _shrunk(num_hidden_layers=8, num_attention_heads=8,
+                   layer_types=["linear_attention"] * 8)["layer_types"] == [
+        "linear_attention", "full_attention"]
+    assert _shrunk(num_hidden_layers=8, num_attention_heads=8,
+                   layer_types=["Linear_Attention", "mamba"] * 4)["layer_types"] == [
+        "Linear_Attention", "mamba", "full_attention"]
