@@ -97,6 +97,10 @@ EXTRA_TESTS = {
     "engine/probe/tap.py": ("tests/engine/probe/test_tap_calls.py",),
     "engine/probe/capture.py": ("tests/engine/probe/test_capture_records.py",),
     "engine/probe/backends.py": ("tests/engine/probe/test_backends_toy.py",),
+    # every rule's attention, the whole model and its streamed pass against a loop over rows
+    "engine/training/model.py": ("tests/engine/training/test_model_math.py",),
+    # tiny transformers models in memory, a saved folder, stand-in tokenizers and configs
+    "engine/probe/loader.py": ("tests/engine/probe/test_loader_models.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (

@@ -147,14 +147,16 @@ def _shrink_attention(config: Any, keys: set[str]) -> None:
     for key in _HEADS:
         if key in keys and _get_int(config, key):
             _set(config, key, HEADS)
-    if heads:  # a default of None that the full-size model fills elsewhere (Ministral, Nemotron)
-        for key in ("head_dim", "num_key_value_heads"):
-            if key in keys and config.__dict__.get(key) is None:
-                _set(config, key, HEAD_DIM if key == "head_dim" else HEADS)
     for key in _KV:
         v = _get_int(config, key)
         if key in keys and v:
             _set(config, key, 1 if v == 1 else (HEADS if heads and v >= heads else 2))
+    if heads:  # a default of None that the full-size model fills elsewhere (Ministral,
+        # Nemotron: as many key heads as query heads; filled after the key heads' shrink, which
+        # would read the 4 as fewer than the full model's heads and group them)
+        for key in ("head_dim", "num_key_value_heads"):
+            if key in keys and config.__dict__.get(key) is None:
+                _set(config, key, HEAD_DIM if key == "head_dim" else HEADS)
     for key in _HIDDEN:
         if key in keys and _get_int(config, key):
             _set(config, key, HIDDEN)
