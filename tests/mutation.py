@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the code behind every verdict and published number
 SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/claims.py",
          "engine/training/*.py", "engine/experiments/*.py", "engine/readers/*.py",
-         "engine/probe/*.py")
+         "engine/probe/*.py", "engine/probe/port/*.py")
 #: tests beyond the module's own tests/engine/.../test_NAME.py
 EXTRA_TESTS = {
     "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
@@ -85,6 +85,13 @@ EXTRA_TESTS = {
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
+    # the GGUF side of the port audit: hand-made metadata, configs, source fits and small files
+    # written by the gguf package (test_gguf_audit.py's tiny models: 2 to 20 s each)
+    "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit_rows.py",),
+    "engine/probe/port/fused_fit.py": ("tests/engine/probe/port/test_fused_fit_bands.py",
+                                       "tests/engine/probe/port/test_onnx_fused.py"),
+    "engine/probe/port/fused_ops.py": ("tests/engine/probe/port/test_fused_ops_layouts.py",
+                                       "tests/engine/probe/port/test_onnx_fused.py"),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -152,6 +159,9 @@ DESELECT = {
             "test_a_bad_job_file_is_ignored_with_its_reason_and_rerun",
             "test_resume_refuses_a_bad_experiment_json_before_running",
         )),
+    # tiny transformers models exported and audited (45 s a run): test_gguf_audit_rows.py
+    # checks each row and the audit's stages on hand-made metadata, configs and source fits
+    "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit.py",),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",),
