@@ -88,6 +88,8 @@ EXTRA_TESTS = {
     # the GGUF side of the port audit: hand-made metadata, configs, source fits and small files
     # written by the gguf package (test_gguf_audit.py's tiny models: 2 to 20 s each)
     "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit_rows.py",),
+    "engine/probe/port/gguf_weights.py": ("tests/engine/probe/port/test_gguf_weights_bounds.py",),
+    "engine/probe/port/llama_cpp.py": ("tests/engine/probe/port/test_llama_cpp_texts.py",),
     "engine/probe/port/fused_fit.py": ("tests/engine/probe/port/test_fused_fit_bands.py",
                                        "tests/engine/probe/port/test_onnx_fused.py"),
     "engine/probe/port/fused_ops.py": ("tests/engine/probe/port/test_fused_ops_layouts.py",

@@ -59,6 +59,16 @@ def test_the_scale_band_is_the_source_fits_own_on_both_sides() -> None:
         assert row.factor == pytest.approx(math.exp(-off / 2), rel=1e-12)
 
 
+def test_a_layer_exactly_at_its_band_edge_agrees() -> None:
+    """|log(s / measured)| equal to tol_log is inside the band (the band is closed)."""
+    measured = 0.125 * 1.07
+    gap = float(np.abs(np.log(0.125 / np.array([measured])))[0])
+    rows = compare_meta(_meta("llama", **LLAMA), None, _source([measured], gap))
+    assert _findings(rows) == []
+    rows = compare_meta(_meta("llama", **LLAMA), None, _source([measured], np.nextafter(gap, 0)))
+    assert len(_findings(rows)) == 1
+
+
 def test_the_factor_is_the_median_over_layers_and_the_text_names_it() -> None:
     """Three layers at 1, 1.05 and 1.2 x 1/8 (tol 0.01): layers 1 and 2 are off; the factor is the
     median ratio 1/1.05 (the mean would be 1/1.082)."""
@@ -166,6 +176,17 @@ def test_the_rotary_band_is_same_rel_on_both_sides(rel, flagged) -> None:
     row = _ds_rotary(cfg)
     assert row.factor == pytest.approx(1 + rel, rel=1e-12)
     assert bool(row.finding) is flagged
+
+
+def test_a_config_with_rope_scaling_only() -> None:
+    """Older configs have no rope_parameters attribute at all."""
+    row = _ds_rotary(SimpleNamespace(rope_scaling={"rope_type": "yarn", "factor": 40.0}))
+    assert row.factor == pytest.approx((1 + 0.1 * LN40) ** -2, rel=1e-12)
+    row = _rope("yarn", 4.0)
+    rows = compare_meta(_meta("qwen2", **LLAMA, rope__scaling__type="yarn",
+                              rope__scaling__factor=4.0),
+                        SimpleNamespace(rope_scaling={"rope_type": "yarn", "factor": 4.0}), None)
+    assert _row(rows, "rope.scaling").finding == "" and row.finding
 
 
 @pytest.mark.parametrize("rope, src", [
@@ -462,17 +483,18 @@ def test_token_ids_from_the_reference_tokenizer(tmp_path, monkeypatch) -> None:
     calls = []
 
     def tokenize(loaded, text, max_tokens):
+        assert loaded is model
         calls.append((text, max_tokens))
         return SimpleNamespace(ids=(5, 6), tokens=("a", "b"))
 
     monkeypatch.setattr(loader, "tokenize", tokenize)
     monkeypatch.setattr(texts, "default_text", lambda: "the default")
     path = _write(tmp_path / "a.gguf", attention__key_length=16)
-    res = list(audit_gguf(PortConfig(str(path), text="hello", max_tokens=7),
-                          _loaded(tokenizer=object())))[-1].result
+    model = _loaded(tokenizer=object())
+    res = list(audit_gguf(PortConfig(str(path), text="hello", max_tokens=7), model))[-1].result
     assert calls == [("hello", 7)] and seen["tokens"] == ((5, 6), ("a", "b"), {})
     assert (res.tokens, res.id_source, res.n_tokens) == (("a", "b"), "the reference's tokenizer", 2)
-    list(audit_gguf(PortConfig(str(path)), _loaded(tokenizer=object())))
+    list(audit_gguf(PortConfig(str(path)), model))
     assert calls[-1] == ("the default", None)
     with pytest.raises(ConfigError) as err:
         list(audit_gguf(PortConfig(str(path)), _loaded()))
