@@ -345,6 +345,10 @@ def test_rope_scaling_rows() -> None:
     assert (row.source, row.finding) == ("linear x2", "")
     row = _rope(None, None, {"rope_type": "default", "factor": 8.0})
     assert (row.source, row.finding) == ("none", "")
+    # "none" on both sides: factors left in either are not compared
+    row = _rope("none", 4.0, {"rope_type": "default", "factor": 8.0})
+    assert (row.file, row.source, row.finding) == ("none x4", "none", "")
+    assert math.isnan(row.factor)
     row = _rope("", None, {"rope_type": None})
     assert (row.file, row.source, row.finding) == ("none", "none", "")
     # a factor missing on either side is not compared
@@ -355,6 +359,7 @@ def test_rope_scaling_rows() -> None:
                              rope__scaling__factor=4.0), None, None)[-1]
     assert (row.key, row.file, row.source, row.effect, row.finding) == (
         "rope.scaling", "yarn x4", "", "", "")
+    assert math.isnan(row.factor)
 
 
 @pytest.mark.parametrize("rel, flagged", [(2e-6, True), (-2e-6, True), (5e-7, False),
@@ -423,11 +428,13 @@ def _stubbed(monkeypatch, weights_findings=("w",)):
 
     def tokens(loaded, ids, toks, bugs, cancelled):
         seen["tokens"] = (ids, toks, bugs)
+        seen["tokens_args"] = (loaded, cancelled)
         yield _Snap(stage="forward pass", fraction=0.5, result=None)
         yield _Snap(stage="done", fraction=1.0, result=source)
 
     def weights(meta, loaded, ids, src, cancelled):
         seen["weights"] = (ids, src)
+        seen["weights_args"] = (meta.arch, meta.path.name, loaded, cancelled)
         return ["row"], list(weights_findings), {"compared": True}
 
     monkeypatch.setattr(audit, "audit_tokens", tokens)
@@ -447,7 +454,10 @@ def test_with_a_source_the_stages_findings_and_token_ids(tmp_path, monkeypatch) 
 
     seen, source = _stubbed(monkeypatch)
     path = _write(tmp_path / "a.gguf", attention__key_length=16, attention__head_count=4)
-    snaps = list(audit_gguf(PortConfig(str(path)), _loaded(), ids=[3, 1, 2]))
+    model, never = _loaded(), lambda: False
+    snaps = list(audit_gguf(PortConfig(str(path)), model, never, ids=[3, 1, 2]))
+    assert seen["tokens_args"] == (model, never)
+    assert seen["weights_args"] == ("llama", "a.gguf", model, never)
     assert [(s.stage, s.fraction) for s in snaps] == [
         ("reading the file", 0.0), ("source: forward pass", pytest.approx(0.3)),
         ("source: done", pytest.approx(0.5)), ("the file's weights in the source architecture", 0.6),
@@ -461,6 +471,36 @@ def test_with_a_source_the_stages_findings_and_token_ids(tmp_path, monkeypatch) 
         ["row"], source, 3, "token ids given", "tiny")
     assert res.meta == {"architecture": "llama", "weights": {"compared": True}}
     assert _row(res.metadata, "attention scale").factor == pytest.approx(1.0)
+
+
+def test_the_source_model_is_loaded_from_the_reference(tmp_path, monkeypatch) -> None:
+    from engine.probe import loader
+    from engine.probe.port.gguf_audit import audit_gguf
+    from engine.probe.port.onnx_audit import PortConfig
+
+    seen, _ = _stubbed(monkeypatch)
+    model = _loaded(heads=4)
+    calls = []
+    monkeypatch.setattr(loader, "load_model", lambda *a: calls.append(a) or model)
+    path = _write(tmp_path / "a.gguf", attention__key_length=16, attention__head_count=4)
+    snaps = list(audit_gguf(PortConfig(str(path), reference=str(tmp_path), memory_budget=3.0),
+                            ids=[1, 2]))
+    assert calls == [(str(tmp_path), 3.0)]
+    assert [(s.stage, s.fraction) for s in snaps[:2]] == [("reading the file", 0.0),
+                                                         ("loading the source model", 0.05)]
+    assert seen["tokens_args"][0] is model and snaps[-1].result.source_name == "tiny"
+    # a model given is not loaded again
+    list(audit_gguf(PortConfig(str(path), reference=str(tmp_path)), model, ids=[1, 2]))
+    assert len(calls) == 1
+
+
+def test_a_missing_file_is_refused_under_the_gguf_field(tmp_path) -> None:
+    from engine.probe.port.gguf_audit import audit_gguf
+    from engine.probe.port.onnx_audit import PortConfig
+
+    with pytest.raises(ConfigError) as err:
+        list(audit_gguf(PortConfig(str(tmp_path / "none.gguf"))))
+    assert err.value.field == "gguf" and "is not a file" in err.value.message
 
 
 def test_cancel_before_the_weights(tmp_path, monkeypatch) -> None:
