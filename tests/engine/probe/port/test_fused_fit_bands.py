@@ -213,3 +213,130 @@ def test_one_scale_for_all_heads() -> None:
     probe = [np.abs(_out(mixed.scale[0] * 1.1, z[a:a + 1], vis, None, v[a:a + 1])
                     - o2[a:a + 1]).max() for a in range(3)]
     assert mixed.residual_probe[0, 1] == pytest.approx(max(probe), rel=1e-6)
+
+
+def test_float32_inputs_are_fitted_in_float64() -> None:
+    """An operator's float32 tensors: the fit is the one of the same values in float64."""
+    z, vis, v = _heads(h=2, r=5, n=5, seed=12)
+    bias = np.random.default_rng(13).normal(size=(2, 5, 5))
+    o = _out(np.array([0.6, 1.7]), z, vis, bias, v)
+    z32, v32, o32, b32 = (a.astype(np.float32) for a in (z, v, o, bias))
+    got = fit_output(z32, vis, b32, v32, o32, d_k=8)
+    want = fit_output(*(a.astype(np.float64) for a in (z32,)), vis, b32.astype(np.float64),
+                      v32.astype(np.float64), o32.astype(np.float64), d_k=8)
+    np.testing.assert_array_equal(got.scale, want.scale)
+    np.testing.assert_array_equal(got.tol_log, want.tol_log)
+    np.testing.assert_array_equal(got.misfit, want.misfit)
+
+
+def _rounding(s, z, vis, d_k):
+    """Per head: sqrt(d_k) eps max|z| (visible keys of counted rows) / the weights' std of z."""
+    rows = vis.sum(-1) >= 2
+    out = []
+    for a in range(z.shape[0]):
+        x = np.where(vis[rows], (s[a] if np.ndim(s) else s) * z[a, rows], -np.inf)
+        p = np.exp(x - x.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        zz = np.where(vis[rows], z[a, rows], 0.0)
+        ez = (p * zz).sum(-1)
+        var = (p * (zz - ez[:, None]) ** 2).sum(-1).mean()
+        out.append(math.sqrt(d_k) * EPS32 * np.abs(zz).max() / math.sqrt(var))
+    return np.array(out)
+
+
+def test_the_logits_rounding_band_is_each_head_s_own() -> None:
+    """At d_k = 1e8 the logits' rounding is the band: per head, from that head's largest visible
+    |z| and its spread (heads of spread 0.4 and 0.8; a masked key's |z| of 9 does not count)."""
+    z, vis, v = _heads(h=2, r=6, n=6, seed=14)
+    z = z / 4 * np.array([0.4, 0.8])[:, None, None]
+    z = np.where(vis, z, 9.0)
+    s = np.array([3.0, 2.0])
+    o = _out(s, z, vis, None, v)
+    fit = fit_output(z, vis, None, v, o, d_k=10**8)
+    want = _rounding(s, z, vis, 10**8)
+    assert want[1] / want[0] > 1.05 or want[0] / want[1] > 1.05
+    np.testing.assert_allclose(fit.tol_log, want, rtol=1e-6)
+
+
+def test_the_floor_is_each_head_s_own() -> None:
+    """Two heads with values 1 and 100 times larger: each band from its own head's floor."""
+    z, vis, v = _heads(h=2, r=5, n=5, seed=15)
+    v = v * np.array([1.0, 100.0])[:, None, None]
+    s = np.array([0.7, 0.7])
+    o = _out(s, z, vis, None, v)
+    fit = fit_output(z, vis, None, v, o, d_k=1)
+    for a in range(2):
+        floor = 5 * (EPS32 * np.abs(v[a]).max()) ** 2
+        want = max(math.sqrt(2 * floor / fit.curvature[a]), _rounding(s, z[a:a + 1], vis, 1)[0])
+        assert fit.tol_log[a] == pytest.approx(want, rel=1e-6)
+
+
+def test_the_curvature_is_central() -> None:
+    """Against a central difference at 2e-3 (a one-sided one is off by about h f''' / 3f'')."""
+    z, vis, v = _heads(h=1, r=6, n=6, seed=16, causal=False)
+    o = _out(2.5, z, vis, None, v)
+    fit = fit_output(z, vis, None, v, o, d_k=1)
+    ls, h = math.log(fit.scale[0]), 2e-3
+    want = (_mse(ls + h, z, vis, None, v, o) + _mse(ls - h, z, vis, None, v, o)
+            - 2 * _mse(ls, z, vis, None, v, o)) / h**2
+    assert fit.curvature[0] == pytest.approx(want, rel=1e-4)
+
+
+def test_probes_over_a_misfit_and_identifiability_per_head() -> None:
+    """With noise (misfit > 0) the probes' worsening is the increase over the misfit; a head that
+    is identified beside one that is not keeps its own verdict."""
+    z, vis, v = _heads(h=2, r=5, n=5, seed=17, causal=False)
+    z[1] = 1.5  # head 1: tied logits, the output does not depend on s
+    o = _out(np.array([0.9, 0.9]), z, vis, None, v)
+    o = o + np.random.default_rng(18).normal(size=o.shape) * 1e-3
+    fit = fit_output(z, vis, None, v, o, d_k=4)
+    assert fit.identifiable.tolist() == [True, False]
+    assert math.isfinite(fit.tol_log[0]) and math.isinf(fit.tol_log[1])
+    ls = math.log(fit.scale[0])
+    assert fit.misfit[0] > 1e-7
+    for i, k in enumerate((0.9, 1.1)):
+        assert fit.worse_probe[0, i] == pytest.approx(
+            _mse(ls + math.log(k), z[:1], vis, None, v[:1], o[:1]) - fit.misfit[0], rel=1e-6)
+
+
+def test_tied_and_zero_heads_raise_no_warning() -> None:
+    """Tied logits (no spread) and all-zero logits: no division warning, the band infinite."""
+    import warnings
+
+    z, vis, v = _heads(h=2, r=4, n=4, seed=19, causal=False)
+    z[0], z[1] = 2.0, 0.0
+    o = _out(np.array([1.0, 1.0]), z, vis, None, v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_output(z, vis, None, v, o, d_k=4)
+    assert np.all(np.isinf(fit.tol_log))
+
+
+def test_the_joint_fit_has_one_band() -> None:
+    z, vis, v = _heads(h=3, r=5, n=5, seed=20)
+    fit = fit_output(z, vis, None, v, _out(0.8, z, vis, None, v), d_k=10**8, joint=True)
+    assert fit.tol_log.shape == (1,) and fit.identifiable.shape == (1,)
+    assert fit.scale[0] == pytest.approx(0.8, rel=1e-6)
+
+
+def test_the_refusal_in_full() -> None:
+    z, vis, v = _heads(h=1, r=3, n=3)
+    with pytest.raises(ValueError) as err:
+        fit_output(z, np.eye(3, dtype=bool), None, v, np.zeros((1, 3, 3)), d_k=4)
+    assert str(err.value) == "no query row sees two or more keys; nothing to fit"
+
+
+@pytest.mark.parametrize("seed", [22, 25])
+def test_two_basins_the_deeper_one_wins(seed) -> None:
+    """Rows made at s = 0.05 and at s = 20 in one head: with these seeds the difference has two
+    local minima (0.27 and 1.14; 0.66 and 19.5, from a 300-point scan); the grid finds the deeper
+    one before the golden section narrows it."""
+    z, vis, v = _heads(h=1, r=5, n=6, seed=seed, causal=False)
+    o = np.concatenate([_out(0.05, z[:, :2], vis[:2], None, v),
+                        _out(20.0, z[:, 2:], vis[2:], None, v)], axis=1)
+    fit = fit_output(z, vis, None, v, o, d_k=4)
+    grid = np.exp(np.linspace(math.log(1e-5), math.log(1e4), 400))
+    errs = [_mse(math.log(g), z, vis, None, v, o) for g in grid]
+    best = grid[int(np.argmin(errs))]
+    assert fit.scale[0] == pytest.approx(best, rel=0.05)
+    assert fit.misfit[0] <= min(errs) * (1 + 1e-9)

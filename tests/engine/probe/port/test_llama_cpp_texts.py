@@ -72,6 +72,12 @@ def test_rope_kinds_and_their_words() -> None:
         assert r.rope == pytest.approx(1.0), values
     assert _lc("qwen2", attention__key_length=64, rope__scaling__type="yarn",
                rope__scaling__factor=-2.0).rope_how == "rotary cos/sin x1 (YaRN x1)"
+    # a factor below 1 is kept as the file has it (llama.cpp's get_mscale gives 1 there)
+    assert _lc("qwen2", attention__key_length=64, rope__scaling__type="yarn",
+               rope__scaling__factor=0.5).rope_how == "rotary cos/sin x1 (YaRN x0.5)"
+    # an empty list is no factor
+    assert _lc("qwen2", attention__key_length=64, rope__scaling__type="yarn",
+               rope__scaling__factor=[]).rope_how == "rotary cos/sin x1 (YaRN x1)"
     # a boolean is not a number
     assert _lc("qwen2", attention__key_length=64, rope__scaling__type="yarn",
                rope__scaling__factor=True).rope == pytest.approx(1.0)
@@ -105,6 +111,11 @@ def test_deepseek2_in_words() -> None:
     # attn_factor_org = 1 and mscale = 1 + 0.2 ln f; the cos/sin carry 1
     assert ds1.kq == pytest.approx((1 + 0.2 * ln40) ** 2 / math.sqrt(192), rel=1e-9)
     assert ds1.rope == pytest.approx(1.0, rel=1e-9)
+    # "none": the factor left in the file is not used (f = 1), even by deepseek2's mscale
+    ds3 = _lc("deepseek2", attention__key_length=192, rope__dimension_count=64,
+              rope__scaling__type="none", rope__scaling__factor=40.0,
+              rope__scaling__yarn_log_multiplier=0.1)
+    assert ds3.kq == pytest.approx(1 / math.sqrt(192), rel=1e-12)
     # no YaRN: mscale = attn_factor
     ds2 = _lc("deepseek2", attention__key_length=192, rope__dimension_count=64)
     assert ds2.kq == pytest.approx(1 / math.sqrt(192))
@@ -129,7 +140,8 @@ def test_soft_cap_words() -> None:
 def test_get_mscale() -> None:
     assert get_mscale(1.0, 5.0) == 1.0 and get_mscale(0.5, 5.0) == 1.0
     assert get_mscale(math.e, 2.0) == pytest.approx(1.2)
-    assert get_mscale(1.0 + 1e-9, 1.0) == pytest.approx(1.0 + 1e-10)
+    assert get_mscale(1.5, 1.0) == pytest.approx(1 + 0.1 * math.log(1.5), rel=1e-12)
+    assert get_mscale(1.0 + 1e-6, 1.0) - 1.0 == pytest.approx(1e-7, rel=1e-6)
 
 
 def test_the_refusal_names_the_file_and_the_keys() -> None:
