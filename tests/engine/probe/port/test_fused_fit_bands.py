@@ -320,7 +320,7 @@ def test_the_joint_fit_has_one_band() -> None:
 
 
 def test_the_refusal_in_full() -> None:
-    z, vis, v = _heads(h=1, r=3, n=3)
+    z, _, v = _heads(h=1, r=3, n=3)
     with pytest.raises(ValueError) as err:
         fit_output(z, np.eye(3, dtype=bool), None, v, np.zeros((1, 3, 3)), d_k=4)
     assert str(err.value) == "no query row sees two or more keys; nothing to fit"

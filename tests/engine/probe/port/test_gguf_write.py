@@ -30,6 +30,10 @@ def test_llama_keys() -> None:
         "feed_forward_length": 48, "attention.head_count": 4, "attention.head_count_kv": 2,
         "attention.key_length": 8, "attention.value_length": 8,
         "attention.layer_norm_rms_epsilon": 1e-6, "rope.dimension_count": 8}
+    # a config without the attribute at all (older models): as many key heads as query heads
+    bare = _config()
+    del bare.num_key_value_heads
+    assert metadata(bare)["attention.head_count_kv"] == 4
     # no key heads given: as many as query heads; an explicit head_dim is the key length
     m = metadata(_config(num_key_value_heads=None, head_dim=16))
     assert m["attention.head_count_kv"] == 4
@@ -98,6 +102,7 @@ def _net(model_type: str = "llama", heads: int = 2, kv: int | None = 1):
     state = {"layers.0.self_attn.q_proj.weight": rows.clone(),
              "layers.0.self_attn.k_proj.weight": rows[:4 * (kv or heads)].clone(),
              "layers.0.self_attn.v_proj.weight": torch.linspace(-1, 1, 4 * 32).reshape(4, 32),
+             "layers.0.self_attn.v_proj.bias": torch.full((4,), 0.125),
              "layers.0.input_layernorm.weight": torch.full((8,), 0.5),
              "norm.weight": torch.full((8,), 0.25),
              "not.a.tensor.llama.reads": torch.ones(3)}
@@ -124,7 +129,8 @@ def test_written_keys_types_and_llama_s_q_k_order(tmp_path) -> None:
     assert keys["llama.rope.scaling.type"] == ("yarn", "STRING")
     assert "llama.context_length" not in keys and keys["llama.embedding_length"][0] == 8
     assert set(tensors) == {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight",
-                            "blk.0.attn_norm.weight", "output_norm.weight"}
+                            "blk.0.attn_v.bias", "blk.0.attn_norm.weight", "output_norm.weight"}
+    np.testing.assert_array_equal(tensors["blk.0.attn_v.bias"].data, np.full(4, 0.125))
     assert all(t.tensor_type.name == "F32" for t in tensors.values())
     q = np.asarray(tensors["blk.0.attn_q.weight"].data)[:, 0]
     k = np.asarray(tensors["blk.0.attn_k.weight"].data)[:, 0]
@@ -159,6 +165,7 @@ def test_q8_0_for_whole_blocks_only(tmp_path) -> None:
     types = {n: t.tensor_type.name for n, t in tensors.items()}
     assert types == {"blk.0.attn_q.weight": "Q8_0", "blk.0.attn_k.weight": "Q8_0",
                      "blk.0.attn_v.weight": "Q8_0", "blk.0.attn_output.weight": "F32",
+                     "blk.0.attn_v.bias": "F32",
                      "blk.0.attn_norm.weight": "F32", "output_norm.weight": "F32"}
     q8 = gguf.GGMLQuantizationType.Q8_0
     v = gguf.quants.dequantize(tensors["blk.0.attn_v.weight"].data, q8)
