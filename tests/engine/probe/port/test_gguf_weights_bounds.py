@@ -150,3 +150,29 @@ def test_supported_architectures(monkeypatch) -> None:
     assert not supported(_meta("no-such-arch"))
     monkeypatch.setitem(sys.modules, "transformers.integrations.ggml", None)
     assert not supported(_meta("llama"))
+
+
+def test_q8_0_bound_of_a_vector_and_of_float32_values() -> None:
+    """A 1-D tensor of whole blocks has a bound per block; float32 values are bounded in float64
+    (the same bound as their float64 copies)."""
+    row = np.concatenate([np.full(32, 1.27), np.full(32, 2.54)])
+    got = tolerance("Q8_0", row)
+    assert got.shape == (64,)
+    np.testing.assert_allclose(got[:32], 0.005 + 127 * abs(0.01 - float(np.float16(0.01)))
+                               + 0.01 * 2**-10, rtol=1e-12)
+    rng = np.random.default_rng(2)
+    x32 = rng.normal(size=(3, 64)).astype(np.float32)
+    for qtype in ("Q8_0", "F32", "F16"):
+        got = tolerance(qtype, x32)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, tolerance(qtype, x32.astype(np.float64)))
+
+
+def test_ties_keep_the_first_tensor_and_other_tensors_are_not_compared() -> None:
+    one = np.ones((1, 32))
+    names = ("layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight",
+             "layers.0.mlp.up_proj.weight")
+    src = {n: _t(one) for n in names}
+    state = {names[0]: _t(one), names[1]: _t(one), names[2]: _t(one + 100.0)}
+    worst = weight_diffs(state, src, {n: "F32" for n in names})
+    assert worst == {0: (names[0], 0.0, "F32")}
