@@ -179,3 +179,55 @@ def test_contrib_attention_projects_inside() -> None:
                {"q": x, "o": _arr(1, 3, 2), "mi": np.array([1, 1, 0])}, {"weights": _arr(2, 6)})
     assert (err.value.field, err.value.message) == (
         "onnx", "node7: mask_index of shape (3,); the audit reads the (batch, tokens) 1/0 form")
+
+
+def _cases():
+    """(site, arrays, weights) of each operator, 2 query heads of width 2, 3 tokens."""
+    gq = {"q": _arr(1, 3, 4), "k": _arr(1, 3, 2), "v": _arr(1, 3, 2), "o": _arr(1, 3, 4)}
+    mh = {"q": _arr(1, 3, 4), "k": _arr(1, 3, 4), "v": _arr(1, 3, 4), "o": _arr(1, 3, 4)}
+    return {ONNX: (_site(ONNX, {"q_num_heads": 2, "kv_num_heads": 1}), gq, None),
+            GQA: (_site(GQA, {"num_heads": 2, "kv_num_heads": 1}), gq, None),
+            MHA: (_site(MHA, {"num_heads": 2}), mh, None),
+            MSA: (_site(MSA, {"num_heads": 2}), {"q": _arr(1, 3, 2), "o": _arr(1, 3, 4)},
+                  {"weights": _arr(2, 12)})}
+
+
+@pytest.mark.parametrize("kind", [ONNX, GQA, MHA, MSA])
+def test_every_field_of_every_operator(kind) -> None:
+    site, arrays, weights = _cases()[kind]
+    d = unpack(site, arrays, weights)
+    assert d.q.shape == (2, 3, 2) and d.out.shape == (2, 3, 2)
+    assert d.v.shape[1:] == (3, 2) and d.k.shape[1:] == (3, 2)
+    assert d.out[1, 2, 1] == arrays["o"][0, 2, 3]
+    assert (d.scale, d.scale_source) == (pytest.approx(2**-0.5), "scale attribute absent: 1/sqrt(d)")
+    if kind != MSA:
+        assert d.v[-1, 2, 1] == arrays["v"][0, 2, arrays["v"].shape[-1] - 1]
+    # each input of another batch is refused naming it
+    names = {"q": "query", "k": "key", "v": "value", "o": "output"}
+    for key in [k for k in names if k in arrays]:
+        bad = dict(arrays, **{key: np.zeros((2, 3, arrays[key].shape[-1]), np.float32)})
+        with pytest.raises(ConfigError) as err:
+            unpack(site, bad, weights)
+        assert err.value.message.startswith(f"the fused operator's {names[key]} has shape "
+                                            "(2, 3, "), key
+    # no head count for 3-D inputs: refused (a default of one head would misread them)
+    with pytest.raises(ConfigError):
+        unpack(_site(kind, {}), arrays, weights)
+
+
+def test_gqa_reads_tokens_and_keys_from_their_axes_and_a_window_of_one() -> None:
+    arrays = {"q": _arr(1, 2, 12), "k": _arr(1, 5, 6), "v": _arr(1, 5, 6), "o": _arr(1, 2, 12)}
+    d = unpack(_site(GQA, {"num_heads": 2, "kv_num_heads": 1, "local_window_size": 1}), arrays)
+    assert d.q.shape == (2, 2, 6) and d.visible.shape == (2, 5)
+    np.testing.assert_array_equal(d.visible, [[0, 0, 0, 1, 0], [0, 0, 0, 0, 1]])
+    assert d.out.shape == (2, 2, 6)
+
+
+def test_contrib_attention_with_unequal_q_and_k_widths() -> None:
+    x = _arr(1, 3, 2)
+    w = _arr(2, 10) / 7
+    d = unpack(_site(MSA, {"num_heads": 2, "qkv_hidden_sizes": [4, 2, 4]}),
+               {"q": x, "o": _arr(1, 3, 4)}, {"weights": w})
+    qkv = np.asarray(x[0], np.float64) @ np.asarray(w, np.float64)
+    assert (d.q.shape, d.k.shape, d.v.shape) == ((2, 3, 2), (2, 3, 1), (2, 3, 2))
+    assert d.k[1, 2, 0] == qkv[2, 5] and d.v[0, 1, 1] == qkv[1, 7]
