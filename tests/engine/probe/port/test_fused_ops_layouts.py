@@ -78,6 +78,9 @@ def test_masks_boolean_and_additive() -> None:
     np.testing.assert_array_equal(vis, [[True, True, False], [False, False, True]])
     assert bias.shape == (2, 2, 3)
     np.testing.assert_array_equal(bias[1], [[0.0, -2.0, 0.0], [0.0, 0.0, 1.5]])
+    # exactly MASKED_BELOW (float64) is masked
+    vis, _ = _mask_terms(np.array([[-1e30, 0.0, 0.0]]), (1, 1, 3))
+    assert vis.tolist() == [[False, True, True]]
     vis, bias = _mask_terms(np.zeros((2, 3)), (2, 2, 3))
     assert vis.all() and bias is None  # only zeros: no additive term
     vis, bias = _mask_terms(np.array([[0.0, -np.inf, 0.0]]), (1, 2, 3))
