@@ -234,3 +234,24 @@ def test_contrib_attention_with_unequal_q_and_k_widths() -> None:
     qkv = np.asarray(x[0], np.float64) @ np.asarray(w, np.float64)
     assert (d.q.shape, d.k.shape, d.v.shape) == ((2, 3, 2), (2, 3, 1), (2, 3, 2))
     assert d.k[1, 2, 0] == qkv[2, 5] and d.v[0, 1, 1] == qkv[1, 7]
+
+
+@pytest.mark.parametrize("kind", [ONNX, GQA])
+def test_a_missing_key_head_count_is_refused(kind) -> None:
+    site, arrays, _w = _cases()[kind]
+    heads = {"q_num_heads": 2} if kind == ONNX else {"num_heads": 2}
+    with pytest.raises(ConfigError) as err:
+        unpack(_site(kind, heads), arrays)
+    assert err.value.message.startswith("the fused operator's key has shape")
+    with pytest.raises(ConfigError) as err:
+        unpack(_site(kind, {"kv_num_heads": 1}), arrays)
+    assert err.value.message.startswith("the fused operator's query has shape")
+
+
+def test_contrib_attention_names_its_key_and_value_widths() -> None:
+    x = {"q": _arr(1, 3, 2), "o": _arr(1, 3, 4)}
+    for sizes, name in (([4, 3, 4], "key"), ([4, 4, 3], "value")):
+        with pytest.raises(ConfigError) as err:
+            unpack(_site(MSA, {"num_heads": 2, "qkv_hidden_sizes": sizes}), x,
+                   {"weights": _arr(2, 11)})
+        assert err.value.message.startswith(f"the fused operator's {name} has shape (1, 3, 3)")
