@@ -238,7 +238,7 @@ def test_contrib_attention_with_unequal_q_and_k_widths() -> None:
 
 @pytest.mark.parametrize("kind", [ONNX, GQA])
 def test_a_missing_key_head_count_is_refused(kind) -> None:
-    site, arrays, _w = _cases()[kind]
+    _, arrays, _ = _cases()[kind]
     heads = {"q_num_heads": 2} if kind == ONNX else {"num_heads": 2}
     with pytest.raises(ConfigError) as err:
         unpack(_site(kind, heads), arrays)
