@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the code behind every verdict and published number
 SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/claims.py",
          "engine/training/*.py", "engine/experiments/*.py", "engine/readers/*.py",
-         "engine/probe/*.py")
+         "engine/probe/*.py", "engine/probe/port/*.py")
 #: tests beyond the module's own tests/engine/.../test_NAME.py
 EXTRA_TESTS = {
     "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
@@ -101,6 +101,14 @@ EXTRA_TESTS = {
     "engine/training/model.py": ("tests/engine/training/test_model_math.py",),
     # tiny transformers models in memory, a saved folder, stand-in tokenizers and configs
     "engine/probe/loader.py": ("tests/engine/probe/test_loader_models.py",),
+    # the GGUF side of the port audit: hand-made metadata, configs, source fits and small files
+    # written by the gguf package (test_gguf_audit.py's tiny models: 2 to 20 s each)
+    "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit_rows.py",),
+    "engine/probe/port/gguf_weights.py": ("tests/engine/probe/port/test_gguf_weights_bounds.py",),
+    "engine/probe/port/llama_cpp.py": ("tests/engine/probe/port/test_llama_cpp_texts.py",),
+    # (test_onnx_fused.py runs real ONNX graphs, 3 s a mutant: the fast files cover more)
+    "engine/probe/port/fused_fit.py": ("tests/engine/probe/port/test_fused_fit_bands.py",),
+    "engine/probe/port/fused_ops.py": ("tests/engine/probe/port/test_fused_ops_layouts.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -186,6 +194,9 @@ DESELECT = {
     # zoo models (Llama, Gemma 2, GPT-Neo: seconds each); test_backends_toy.py compares the
     # toy model under backends registered by the test
     "engine/probe/backends.py": ("tests/engine/probe/test_backends.py",),
+    # tiny transformers models exported and audited (45 s a run): test_gguf_audit_rows.py
+    # checks each row and the audit's stages on hand-made metadata, configs and source fits
+    "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit.py",),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",
