@@ -37,7 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the code behind every verdict and published number
 SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/claims.py",
          "engine/training/*.py", "engine/experiments/*.py", "engine/readers/*.py",
-         "engine/probe/*.py")
+         "engine/probe/*.py", "engine/probe/port/*.py")
+#: the fast tests of the ONNX port audit (tests/engine/probe/port/)
+_ONNX_FAST = tuple(f"tests/engine/probe/port/test_{name}.py" for name in (
+    "onnx_audit", "onnx_fused", "onnx_unfused", "compare", "result", "onnx_graph", "onnx_sites",
+    "onnx_run"))
 #: tests beyond the module's own tests/engine/.../test_NAME.py
 EXTRA_TESTS = {
     "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
@@ -85,6 +89,11 @@ EXTRA_TESTS = {
                                    "tests/engine/probe/test_audit_verdicts.py"),
     # (the per-rule results from hand-made snapshots)
     "engine/experiments/job.py": ("tests/engine/experiments/test_job_results.py",),
+    # the ONNX port audit: hand-built graphs (onnx.helper) and hand-made fits, each well under a
+    # second; the round trips of exported zoo models are left out (DESELECT)
+    **{f"engine/probe/port/{name}.py": _ONNX_FAST for name in (
+        "onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run", "export",
+        "roundtrip")},
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -155,6 +164,15 @@ DESELECT = {
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",),
+    # the ONNX port audit: the round trips export four zoo models with torch.onnx.export (35 s
+    # for the module's fixture, 1-2 s per audit); the hand-built graphs of the fast tests reach
+    # the same code (each prefix deselects every case of that test)
+    **{f"engine/probe/port/{name}.py": tuple(
+        f"tests/engine/probe/port/test_onnx_audit.py::test_{t}" for t in (
+            "an_export_reads_as_its_source", "an_edited_scale_constant", "one_head_scaled",
+            "a_factor_on_q_before_the_product"))
+       for name in ("onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run",
+                    "export", "roundtrip")},
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
