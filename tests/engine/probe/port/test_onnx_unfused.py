@@ -425,16 +425,22 @@ def test_a_packed_attention_without_constant_weights_is_refused(tmp_path) -> Non
     assert err.value.field == "onnx" and "weights are not a constant of the graph" in str(err.value)
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"path": ""}, "path"), ({"path": "  "}, "path"), ({"path": 3}, "path"),
-    ({"format": "tflite"}, "format"), ({"reference": " "}, "reference"),
-    ({"reference": 5}, "reference"), ({"text": " \n"}, "text"), ({"text": 5}, "text"),
-    ({"max_tokens": 1}, "max_tokens"), ({"max_tokens": 1_000_001}, "max_tokens"),
-    ({"memory_budget": -1.0}, "memory_budget")])
-def test_a_port_config_refuses_a_bad_field(kwargs, field) -> None:
+@pytest.mark.parametrize(("kwargs", "field", "words"), [
+    ({"path": ""}, "path", "must be an .onnx or .gguf file"),
+    ({"path": "  "}, "path", "must be an .onnx or .gguf file"),
+    ({"path": 3}, "path", "must be an .onnx or .gguf file"),
+    ({"format": "tflite"}, "format", "must be onnx or gguf, got 'tflite'"),
+    ({"reference": " "}, "reference", "must be a model folder path (or left out)"),
+    ({"reference": 5}, "reference", "must be a model folder path (or left out)"),
+    ({"text": " \n"}, "text", "must contain at least one non-blank character"),
+    ({"text": 5}, "text", "must contain at least one non-blank character"),
+    ({"max_tokens": 1}, "max_tokens", ""), ({"max_tokens": 1_000_001}, "max_tokens", ""),
+    ({"memory_budget": -1.0}, "memory_budget", "")])
+def test_a_port_config_refuses_a_bad_field(kwargs, field, words) -> None:
     with pytest.raises(ConfigError) as err:
         PortConfig(**{"path": "m.onnx", **kwargs})
     assert err.value.field == field
+    assert str(err.value) == f"{field}: {words}" if words else str(err.value).startswith(field)
 
 
 def test_a_port_config_reads_its_kind_from_the_file_name() -> None:
@@ -445,3 +451,58 @@ def test_a_port_config_reads_its_kind_from_the_file_name() -> None:
     cfg = PortConfig("m.onnx", reference="/r", text="hi", max_tokens=2)
     assert (cfg.reference, cfg.text, cfg.max_tokens) == ("/r", "hi", 2)
     assert PortConfig("m.onnx", max_tokens=1_000_000).max_tokens == 1_000_000
+
+
+def test_the_runs_times_and_the_outputs_difference_are_reported(tmp_path, monkeypatch) -> None:
+    """ONNX Runtime's runs timed at 0.25 s as shipped and 1 s tapped (two tapped runs for three
+    sites), the fit's clock ticking 1 s a read (one fit span per run), and the tapped runs'
+    output 1.5 times the shipped one: 2 s tapped, 2 s of fits, a relative difference of 0.5."""
+    from engine.probe.port import onnx_run
+
+    real = onnx_run.run
+
+    def run(sess, feed, names):
+        out, _secs = real(sess, feed, names)
+        tapped = len(names) > 1
+        if tapped:
+            out = {**out, "y": out["y"] * 1.5}
+        return out, 1.0 if tapped else 0.25
+
+    ticks = iter(range(100))
+    monkeypatch.setattr(onnx_run, "run", run)
+    monkeypatch.setattr(onnx_audit, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    path = tmp_path / "g.onnx"
+    _graph(path, (1.0, 1.0, 1.0))
+    res = _audit(path)
+    assert res.timings == {"forward_as_shipped": 0.25, "forward_tapped": 2.0, "fit": 2.0,
+                           "runs": 2}
+    assert res.meta["output_rel_diff_tapped_vs_shipped"] == pytest.approx(0.5, rel=1e-6)
+    assert [r.port_x for r in res.layers] == pytest.approx([1.0] * 3, rel=1e-4)
+
+
+def test_a_tokenizer_next_to_the_graph_gives_the_ids(tmp_path) -> None:
+    """A word-level tokenizer saved beside the graph (no source folder): its ids for the text;
+    a tokenizer file it cannot read leaves seeded ids."""
+    tokenizers = pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
+    import json
+
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate("abcdefghijklmn")}}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    folder = tmp_path / "port"
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8")
+    path = folder / "g.onnx"
+    _graph(path, (1.0,))
+    text = " ".join("abcdefghijklmn")
+    res = _audit(path, ids=None, text=text)
+    assert res.id_source == "the tokenizer in the graph's folder"
+    assert res.n_tokens == N and res.tokens == tuple("abcdefghijkl")
+    assert res.layers[0].port_x == pytest.approx(1.0, rel=1e-4)
+    (folder / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    res = _audit(path, ids=None)
+    assert res.id_source == f"{N} seeded random token ids (no tokenizer)"
+    assert onnx_audit._folder_tokenizer(tmp_path) is None  # no tokenizer file there
