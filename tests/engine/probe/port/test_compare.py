@@ -115,7 +115,7 @@ def test_weights_scaled_after_the_softmax_on_one_side_is_a_mismatch(who) -> None
     port = _side([0.25] * 2, verdict=after if who == "port" else "1/sqrt(d_k)")
     source = _side([0.25] * 2, verdict=after if who == "source" else "1/sqrt(d_k)")
     c = compare(port, source, 6)
-    assert c.matches is False
+    assert c.matches is False and c.ratio == pytest.approx(1.0)
     assert c.finding == (f"layer 6: the {who} scales the weights after the softmax, the other "
                          "does not")
     # both sides after the softmax (with other sums): compared as any other layer
@@ -137,7 +137,7 @@ def test_the_joint_fit_decides_when_no_head_is_identifiable() -> None:
     assert pair(math.exp(0.029)) == LayerComparison(True, pytest.approx(math.exp(0.029)), "")
     for r in (math.exp(0.031), math.exp(-0.031), math.sqrt(2)):
         c = pair(r)
-        assert c.matches is False
+        assert c.matches is False and c.ratio == pytest.approx(r, rel=1e-12)
         assert c.finding == (f"layer 7: the port applies x{r:.4g} the source's scale (the "
                              "heads jointly)")
     assert pair(math.exp(-0.029)).matches is True
@@ -159,3 +159,14 @@ def test_state_words() -> None:
     assert state(LayerComparison(True, 1.0, "")) == "as the source"
     assert state(LayerComparison(False, 2.0, "x")) == "MISMATCH"
     assert state(LayerComparison(None, 1.0, "")) == NOT_AUDITABLE
+
+
+def test_the_joint_band_includes_its_edge() -> None:
+    """No head identifiable; layers at x2 with bands log 2 and 0 (exact in floats): at the edge
+    is consistent, a hair beyond is not."""
+    def joint(port_layer):
+        return compare(_side([1.0], layer=port_layer, ident=False, layer_tol=math.log(2)),
+                       _side([1.0], layer=1.0, ident=False, layer_tol=0.0), 0)
+
+    assert joint(2.0).matches is True
+    assert joint(2.0001).matches is False
