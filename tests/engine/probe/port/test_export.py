@@ -97,3 +97,13 @@ def test_a_failed_write_leaves_the_folder_as_it_was(tmp_path, monkeypatch) -> No
         write_port_outputs(out, _audit([_layer(0)]))
     assert [p.name for p in out.iterdir()] == ["port.csv"]
     assert (out / "port.csv").read_text(encoding="utf-8") == "old"
+
+
+def test_the_files_are_staged_in_a_hidden_audit_model_folder(tmp_path, folder_at_write) -> None:
+    """While writing, ``out`` holds one hidden folder named for the command, nothing else."""
+    import engine.probe.port.export as export
+
+    seen = folder_at_write(export, "write_json", tmp_path)
+    write_port_outputs(tmp_path, _audit([_layer(0)]))
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith(".audit-model-"), seen
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["port.csv", "port.json"]
