@@ -48,12 +48,14 @@ def test_an_unreadable_file_is_refused_in_one_line(tmp_path) -> None:
         open_onnx(text)
     msg = str(err.value)
     assert err.value.field == "onnx" and f"{str(text)!r} is not an ONNX model (" in msg
+    assert "onnx.ModelProto" in msg  # protobuf's own words, first line
     assert "\n" not in msg
     empty = tmp_path / "empty.onnx"
     _save(empty, [("x", 1, [1])], nodes=[])
     with pytest.raises(ConfigError) as err:
         open_onnx(empty)
     assert str(err.value).endswith(f"{str(empty)!r} holds no graph nodes")
+    assert err.value.field == "onnx"
 
 
 def test_without_the_deploy_extra_the_hint_is_given(monkeypatch) -> None:
@@ -88,7 +90,7 @@ def test_the_inputs_and_outputs_read(tmp_path) -> None:
     ([("input_ids", 7, [1, 16])], 16), ([("decoder_input_ids", 7, [1, 9])], 9),
     ([("input_ids", 7, [1, "seq"])], None), ([("input_ids", 7, [1, 0])], None),
     ([("input_ids", 7, [16])], None), ([("input_ids", 7, [1, 16, 1])], None),
-    ([("ids", 7, [1, 16])], None),
+    ([("ids", 7, [1, 16])], None), ([("input_ids", 7, [1, 1])], 1),
     ([("attention_mask", 7, [1, 5]), ("input_ids", 7, [1, 6])], 6)])
 def test_the_fixed_length_of_the_token_ids(inputs, want) -> None:
     model = OnnxModel(None, None, [(n, t, tuple(d)) for n, t, d in inputs], [])
@@ -108,6 +110,7 @@ def test_the_feeds_of_one_text() -> None:
     assert got["position_ids"].tolist() == [[0, 1, 2]]
     assert got["decoder_input_ids"].tolist() == [[2, 5, 6]]  # shifted right after the start
     assert got["decoder_attention_mask"].dtype == np.bool_
+    assert got["decoder_attention_mask"].tolist() == [[True] * 3]
     assert feeds(model, [5, 6, 7])["decoder_input_ids"].tolist() == [[0, 5, 6]]
     types = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16,
              11: np.float64}
@@ -122,9 +125,12 @@ def test_an_input_the_audit_cannot_fill_is_refused_naming_it() -> None:
     msg = str(err.value)
     assert "graph input 'past_key_values.0' is not one the audit can fill" in msg
     assert "input_ids, attention_mask" in msg and "without a KV cache" in msg
+    assert err.value.field == "onnx"
     with pytest.raises(ConfigError) as err:
         feeds(OnnxModel(None, None, [("input_ids", 8, ())], []), [1, 2])
-    assert "graph input 'input_ids' has element type 8" in str(err.value)
+    assert str(err.value) == ("onnx: graph input 'input_ids' has element type 8, not an integer "
+                              "or float tensor")
+    assert err.value.field == "onnx"
 
 
 def test_a_session_adds_outputs_on_a_copy_and_runs(tmp_path) -> None:
@@ -144,7 +150,56 @@ def test_a_session_adds_outputs_on_a_copy_and_runs(tmp_path) -> None:
     with pytest.raises(ConfigError) as err:
         run(sess, {"x": np.ones(3, np.int64)}, ["y"])
     assert str(err.value).startswith("onnx: ONNX Runtime failed on the token ids: ")
+    assert "tensor(int64)" in str(err.value)  # the runtime's own words
     assert "\n" not in str(err.value)
+
+
+def test_a_run_is_timed_on_the_monotonic_clock(tmp_path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    path = _save(tmp_path / "m.onnx", [("x", 1, [2])])
+    sess = session(open_onnx(path))
+    ticks = iter([10.0, 12.5])
+    monkeypatch.setattr(onnx_run, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    _out, secs = run(sess, {"x": np.ones(2, np.float32)}, ["y"])
+    assert secs == 2.5
+
+
+def test_weights_kept_beside_the_graph_are_read_by_the_runtime(tmp_path) -> None:
+    """The graph is handed to ONNX Runtime as bytes without its external data: the runtime is
+    told the folder the weights file sits in."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(8, 8), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              str(folder / "m.onnx"), save_as_external_data=True, location="m.weights",
+              size_threshold=0)
+    assert (folder / "m.weights").is_file()
+    model = open_onnx(folder / "m.onnx")
+    (init,) = model.proto.graph.initializer  # the weights stay on disk
+    assert init.data_location == onnx.TensorProto.EXTERNAL and not init.raw_data
+    out, _secs = run(session(model, ["y"]), {"x": np.ones((1, 8), np.float32)}, ["y"])
+    np.testing.assert_array_equal(out["y"], np.arange(64.0).reshape(8, 8).sum(axis=0)[None])
+
+
+def test_the_session_runs_on_the_cpu_and_logs_errors_only(tmp_path, monkeypatch) -> None:
+    import onnxruntime as ort
+
+    seen = {}
+    real = ort.InferenceSession
+
+    def spy(model_bytes, opts=None, providers=None, **kw):
+        seen.update(level=opts.log_severity_level, providers=providers)
+        return real(model_bytes, opts, providers=providers, **kw)
+
+    monkeypatch.setattr(ort, "InferenceSession", spy)
+    session(open_onnx(_save(tmp_path / "m.onnx", [("x", 1, [2])])))
+    assert seen == {"level": 3, "providers": ["CPUExecutionProvider"]}
 
 
 def test_a_graph_the_runtime_refuses_is_one_line(tmp_path) -> None:
@@ -156,6 +211,7 @@ def test_a_graph_the_runtime_refuses_is_one_line(tmp_path) -> None:
         session(open_onnx(path))
     msg = str(err.value)
     assert msg.startswith(f"onnx: ONNX Runtime cannot run {str(path)!r}: ") and "\n" not in msg
+    assert "NoSuchOp" in msg  # the runtime's own words
 
 
 @pytest.mark.parametrize(("sizes", "budget", "want"), [
