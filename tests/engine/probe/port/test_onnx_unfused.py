@@ -133,8 +133,8 @@ def source_audit(monkeypatch):
     """The source's audit replaced by a hand-made one (its stages at 0, 0.5 and 1)."""
     seen = {}
 
-    def fake(loaded, ids, tokens, bugs, cancelled=lambda: False):
-        seen.update(loaded=loaded, ids=ids, tokens=tokens, bugs=bugs)
+    def fake(loaded, ids, tokens, bugs, cancelled=None):
+        seen.update(loaded=loaded, ids=ids, tokens=tokens, bugs=bugs, cancelled=cancelled)
         yield SimpleNamespace(stage="forward pass", fraction=0.0, result=None)
         yield SimpleNamespace(stage="fitting", fraction=0.5, result=None)
         yield SimpleNamespace(stage="done", fraction=1.0, result=seen["source"])
@@ -173,9 +173,14 @@ def test_a_port_at_the_sources_scale_reads_as_the_source(tmp_path, source_audit)
     _graph(path, (1.0, 1.0))
     source_audit["source"] = _source(2, blocks=("decoder",))
     loaded = _loaded()
-    res = _audit(path, loaded)
+
+    def never():
+        return False
+
+    res = _audit(path, loaded, cancelled=never)
     assert source_audit["loaded"] is loaded and source_audit["ids"] == IDS
-    assert source_audit["bugs"] == {}
+    assert source_audit["bugs"] == {} and source_audit["tokens"] == ()
+    assert source_audit["cancelled"] is never
     assert res.findings == () and res.source is source_audit["source"]
     assert res.source_name == "tiny source"
     assert [r.state for r in res.layers] == ["as the source"] * 2
@@ -226,6 +231,25 @@ def test_a_single_site_is_read_in_one_run(tmp_path) -> None:
     assert [s.stage for s in snaps] == ["reading the graph", "port: one forward pass as shipped",
                                         "port: site 1 of 1", "done"]
     assert snaps[-1].result.timings["runs"] == 1
+    two = tmp_path / "two.onnx"  # two sites: the first alone, then the other
+    _graph(two, (1.0, 1.0))
+    assert _audit(two).timings["runs"] == 2
+
+
+def test_the_decoder_starts_from_the_sources_start_token(tmp_path, source_audit,
+                                                          monkeypatch) -> None:
+    from engine.probe.port import onnx_run
+
+    starts = []
+    real = onnx_run.feeds
+    monkeypatch.setattr(onnx_run, "feeds",
+                        lambda model, ids, start=0: starts.append(start) or real(model, ids, start))
+    path = tmp_path / "g.onnx"
+    _graph(path, (1.0,))
+    source_audit["source"] = _source(1)
+    _audit(path, _loaded(start=7))
+    _audit(path)
+    assert starts == [7, 0]
 
 
 def test_cancel_is_asked_before_every_run_and_every_site(tmp_path) -> None:
@@ -337,7 +361,8 @@ def test_seeded_ids_fill_a_graph_without_a_tokenizer(tmp_path) -> None:
     assert len(onnx_audit.token_ids(open_onnx(path), None, None, 5)[0]) == N
     with pytest.raises(ConfigError) as err:
         onnx_audit.token_ids(open_onnx(path), None, "some text", None)
-    assert err.value.field == "text" and "needs a tokenizer" in str(err.value)
+    assert str(err.value) == ("text: needs a tokenizer: give the source folder (--reference) or "
+                              "put the tokenizer files next to the .onnx file")
 
 
 def test_the_vocabulary_of_seeded_ids(tmp_path) -> None:
@@ -422,7 +447,34 @@ def test_a_packed_attention_without_constant_weights_is_refused(tmp_path) -> Non
                             path=tmp_path / "m.onnx")
     with pytest.raises(ConfigError) as err:
         onnx_audit._initializers(model, ["w", "b"])
-    assert err.value.field == "onnx" and "weights are not a constant of the graph" in str(err.value)
+    assert str(err.value) == ("onnx: com.microsoft.Attention's weights are not a constant of the "
+                              "graph; the audit cannot read its projections")
+
+
+def test_packed_weights_and_bias_are_read_from_beside_the_graph(tmp_path) -> None:
+    """The weights and the bias of com.microsoft.Attention, kept in a file beside the graph
+    (open_onnx does not load them): read from there, each under its own name."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engine.probe.port.onnx_run import open_onnx
+
+    w = np.arange(12, dtype=np.float32).reshape(2, 6)
+    b = np.arange(6, dtype=np.float32) - 2.5
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    folder = tmp_path / "port"
+    folder.mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              str(folder / "m.onnx"), save_as_external_data=True, location="m.weights",
+              size_threshold=0)
+    got = onnx_audit._initializers(open_onnx(folder / "m.onnx"), ["w", "b"])
+    assert sorted(got) == ["bias", "weights"]
+    np.testing.assert_array_equal(got["weights"], w)
+    np.testing.assert_array_equal(got["bias"], b)
+    assert sorted(onnx_audit._initializers(open_onnx(folder / "m.onnx"), ["w", ""])) == ["weights"]
 
 
 @pytest.mark.parametrize(("kwargs", "field", "words"), [
@@ -506,3 +558,37 @@ def test_a_tokenizer_next_to_the_graph_gives_the_ids(tmp_path) -> None:
     res = _audit(path, ids=None)
     assert res.id_source == f"{N} seeded random token ids (no tokenizer)"
     assert onnx_audit._folder_tokenizer(tmp_path) is None  # no tokenizer file there
+
+
+def test_a_tokenizer_file_either_way_is_loaded_from_local_files_only(tmp_path,
+                                                                     monkeypatch) -> None:
+    """tokenizer.json alone or tokenizer_config.json alone is enough to try the folder (never
+    the network); neither file: no try. The tokenizer's limit is not the graph's: a dynamic
+    graph reads the whole 100-token text."""
+    pytest.importorskip("transformers")
+    import transformers
+
+    from engine.probe.port.onnx_run import open_onnx
+
+    class Tok:
+        def __call__(self, text, add_special_tokens=True, truncation=False, max_length=None):
+            ids = [len(w) for w in text.split()]
+            return {"input_ids": ids[:max_length] if truncation else ids}
+
+        def convert_ids_to_tokens(self, ids):
+            return [str(i) for i in ids]
+
+    calls = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda folder, **kw: calls.append((folder, kw)) or Tok())
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).write_text("{}", encoding="utf-8")
+        path = folder / "g.onnx"
+        _graph(path, (1.0,), fixed=False)
+        text = " ".join(["ab"] * 100)
+        ids, _labels, where = onnx_audit.token_ids(open_onnx(path), None, text, None)
+        assert where == "the tokenizer in the graph's folder" and ids == (2,) * 100
+        assert calls[-1] == (str(folder), {"local_files_only": True})
+    assert onnx_audit._folder_tokenizer(tmp_path) is None and len(calls) == 2
