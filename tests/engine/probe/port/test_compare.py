@@ -78,7 +78,7 @@ def test_a_gap_exactly_at_the_band_is_consistent() -> None:
 def test_the_factor_named_is_the_median_of_the_flagged_heads_only() -> None:
     """Port/source per head 1, 2, 2, 8: heads 1-3 are flagged; their median is x2 (the geometric
     mean would be x3.175, the median over every head x2 too, so a second case: 1, 1.5, 4, 8 gives
-    heads 1-3 with median x4, over all heads x2.75)."""
+    heads 1-3 with median x4, their geometric mean x3.63, the median over all heads x2.45)."""
     src = _side([0.1] * 4)
     c = compare(_side(np.array([1, 2, 2, 8]) * 0.1), src, 1)
     assert c.finding == "layer 1: the port applies x2 the source's scale (heads 1, 2, 3)"

@@ -52,6 +52,7 @@ def test_heads_drop_the_batch_and_refuse_other_shapes() -> None:
         _heads(x[0, 0])
     assert "an attention tensor has shape (3, 4), not (batch, heads, tokens, width)" in \
         str(err.value)
+    assert err.value.field == "onnx"
 
 
 def test_projection_outputs_of_one_batch() -> None:
@@ -77,6 +78,7 @@ def test_broadcast_drops_batches_of_one_only() -> None:
     with pytest.raises(ConfigError) as err:
         _broadcast(np.ones((2, 1, 3, 3)), (2, 3, 3))
     assert "a mask of shape (2, 1, 3, 3) has a batch larger than one" in str(err.value)
+    assert err.value.field == "onnx"
 
 
 def test_the_mask_from_terms_and_wheres() -> None:
@@ -141,6 +143,7 @@ def test_shapes_that_are_not_q_by_k_transposed_are_refused() -> None:
         with pytest.raises(ConfigError) as err:
             unfused_record(_site(), {**arrays, "kt": kt})
         assert "sm: the score MatMul multiplies" in str(err.value)
+        assert err.value.field == "onnx"
 
 
 @pytest.mark.parametrize(("axis", "ok"), [(-1, True), (3, True), (2, False), (1, False)])
@@ -151,7 +154,7 @@ def test_the_softmax_must_run_over_the_keys(axis, ok) -> None:
     else:
         with pytest.raises(ConfigError) as err:
             unfused_record(site, _arrays())
-        assert str(err.value).endswith(f"sm: the Softmax is not over the keys (axis {axis})")
+        assert str(err.value) == f"onnx: sm: the Softmax is not over the keys (axis {axis})"
 
 
 @pytest.mark.parametrize("factor", [1.0, math.sqrt(2)])
