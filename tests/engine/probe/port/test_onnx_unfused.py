@@ -592,3 +592,18 @@ def test_a_tokenizer_file_either_way_is_loaded_from_local_files_only(tmp_path,
         assert where == "the tokenizer in the graph's folder" and ids == (2,) * 100
         assert calls[-1] == (str(folder), {"local_files_only": True})
     assert onnx_audit._folder_tokenizer(tmp_path) is None and len(calls) == 2
+
+
+def test_the_sites_are_grouped_by_the_first_sites_bytes(tmp_path, monkeypatch) -> None:
+    """The first site's tensors, counted by hand: q and k^T (1, 4, 12, 8) and the weights
+    (1, 4, 12, 12) in float32, the q and k projections (1, 12, 32): 4 x (384 + 384 + 576 + 384 +
+    384) = 8,448 bytes, once for each of the other two sites."""
+    from engine.probe.port import onnx_run
+
+    seen = []
+    real = onnx_run.groups
+    monkeypatch.setattr(onnx_run, "groups", lambda sizes: seen.append(list(sizes)) or real(sizes))
+    path = tmp_path / "g.onnx"
+    _graph(path, (1.0, 1.0, 1.0))
+    _audit(path)
+    assert seen == [[8448, 8448]]
