@@ -103,6 +103,15 @@ def test_a_fused_operator_is_measured_not_read(tmp_path, op) -> None:
     assert wrong.layers[0].declared_source == "scale attribute 1"
     if op == "GroupQueryAttention":  # 4 query heads share 2 key heads, causally
         assert ok.layers[0].features == ("causal", "GQA 4q/2kv")
+    # every head's verdict, one joint fit of the layer beside the per-head ones; q and k are
+    # the projections' (com.microsoft.Attention's are inside it)
+    for res, want in ((ok, "1/sqrt(d_k)"), (wrong, "unscaled")):
+        fit = res.sites[0].fit
+        assert fit.head_verdicts == [want] * HEADS
+        assert fit.head.scale.shape == (HEADS,) and fit.layer.scale.shape == (1,)
+        assert "q/k not a projection's output" not in res.layers[0].features
+    assert ok.layers[0].features[0] == ("bidirectional" if op == "MultiHeadAttention"
+                                        else "causal")
 
 
 def test_a_fused_operator_against_its_declared_attribute(tmp_path) -> None:
