@@ -427,6 +427,8 @@ def test_the_decoder_start_token() -> None:
     assert onnx_audit._decoder_start(_loaded(start=None, pad=3)) == 3
     assert onnx_audit._decoder_start(_loaded(start=None, pad=None)) == 0
     assert onnx_audit._decoder_start(_loaded(start=0, pad=3)) == 0
+    bare = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace()))  # neither attribute
+    assert onnx_audit._decoder_start(bare) == 0
 
 
 def test_the_outputs_difference_is_relative_to_the_largest_output() -> None:
@@ -438,6 +440,7 @@ def test_the_outputs_difference_is_relative_to_the_largest_output() -> None:
     assert onnx_audit._rel_diff(plain, tapped, ["z", "i", "o"]) == 0.0  # shape, ints skipped
     assert onnx_audit._rel_diff(plain, tapped, ["s"]) == pytest.approx(0.25)  # over 1 when 0
     assert onnx_audit._rel_diff(plain, tapped, ["s", "y", "o"]) == pytest.approx(0.25)
+    assert onnx_audit._rel_diff(plain, tapped, ["i", "z", "y"]) == pytest.approx(0.125)
     nan = {"y": np.array([np.nan, 1.0])}
     assert onnx_audit._rel_diff({"y": np.array([1.0, 1.0])}, nan, ["y"]) == math.inf
 
@@ -607,3 +610,20 @@ def test_the_sites_are_grouped_by_the_first_sites_bytes(tmp_path, monkeypatch) -
     _graph(path, (1.0, 1.0, 1.0))
     _audit(path)
     assert seen == [[8448, 8448]]
+
+
+def test_a_graph_that_is_not_there_or_without_attention_names_the_onnx_field(tmp_path) -> None:
+    from onnx import TensorProto, helper
+
+    with pytest.raises(ConfigError) as err:
+        _audit(tmp_path / "none.onnx")
+    assert err.value.field == "onnx"
+    path = tmp_path / "plain.onnx"
+    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["y"])], "g",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    with pytest.raises(ConfigError) as err:
+        _audit(path)
+    assert err.value.field == "onnx"
+    assert str(err.value).startswith(f"onnx: found no attention in {str(path)!r}: looked for ")
