@@ -38,6 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCOPE = ("engine/rules.py", "engine/softmax.py", "engine/theory.py", "engine/claims.py",
          "engine/training/*.py", "engine/experiments/*.py", "engine/readers/*.py",
          "engine/probe/*.py", "engine/probe/port/*.py")
+#: the fast tests of the ONNX port audit (tests/engine/probe/port/)
+_ONNX_FAST = tuple(f"tests/engine/probe/port/test_{name}.py" for name in (
+    "onnx_audit", "onnx_fused", "onnx_unfused", "compare", "result", "onnx_graph", "onnx_sites",
+    "onnx_run"))
 #: tests beyond the module's own tests/engine/.../test_NAME.py
 EXTRA_TESTS = {
     "engine/softmax.py": ("tests/engine/test_softmax_edges.py",),
@@ -109,6 +113,11 @@ EXTRA_TESTS = {
     # (test_onnx_fused.py runs real ONNX graphs, 3 s a mutant: the fast files cover more)
     "engine/probe/port/fused_fit.py": ("tests/engine/probe/port/test_fused_fit_bands.py",),
     "engine/probe/port/fused_ops.py": ("tests/engine/probe/port/test_fused_ops_layouts.py",),
+    # the ONNX port audit: hand-built graphs (onnx.helper) and hand-made fits, each well under a
+    # second; the round trips of exported zoo models are left out (DESELECT)
+    **{f"engine/probe/port/{name}.py": _ONNX_FAST for name in (
+        "onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run", "export",
+        "roundtrip")},
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -202,6 +211,15 @@ DESELECT = {
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",
         # a real recall grid (14 s); test_figures_builders.py feeds hand-made results instead
         "tests/engine/experiments/test_recall_length.py::test_a_recall_grid_with_eval_every_keeps_the_last_evaluation",),
+    # the ONNX port audit: the round trips export four zoo models with torch.onnx.export (35 s
+    # for the module's fixture, 1-2 s per audit); the hand-built graphs of the fast tests reach
+    # the same code (each prefix deselects every case of that test)
+    **{f"engine/probe/port/{name}.py": tuple(
+        f"tests/engine/probe/port/test_onnx_audit.py::test_{t}" for t in (
+            "an_export_reads_as_its_source", "an_edited_scale_constant", "one_head_scaled",
+            "a_factor_on_q_before_the_product"))
+       for name in ("onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run",
+                    "export", "roundtrip")},
 }
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")

@@ -266,10 +266,10 @@ def _rel_diff(plain: dict[str, np.ndarray], tapped: dict[str, np.ndarray], names
     """Largest relative difference of the graph's own outputs with and without the taps."""
     worst = 0.0
     for n in names:
-        a = np.asarray(plain[n], dtype=np.float64)
-        b = np.asarray(tapped[n], dtype=np.float64)
+        a, b = np.asarray(plain[n]), np.asarray(tapped[n])
         if a.shape != b.shape or not np.issubdtype(a.dtype, np.floating):
-            continue
+            continue  # (token ids, a mask: not what the taps could change)
+        a, b = a.astype(np.float64), b.astype(np.float64)
         scale = float(np.abs(a).max()) or 1.0
         d = float(np.abs(a - b).max()) / scale
         worst = max(worst, d if math.isfinite(d) else math.inf)

@@ -59,7 +59,7 @@ class OnnxSite:
     terms: list[tuple[str, float]] = field(default_factory=list)  #: additive terms (name, sign)
     where: list[tuple[str, bool]] = field(default_factory=list)  #: (condition, keep when true)
     scale_consts: list[float] = field(default_factory=list)  #: Mul/Div constants on the path
-    softcap: float | None = None  #: the constant after a Tanh on the path
+    softcap: float | None = None  #: the constant the Tanh's output is multiplied by
     tanh: bool = False
     extra: dict[str, str] = field(default_factory=dict)  #: fused: mask, bias, weights inputs
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +163,9 @@ def _unfused(graph: Graph, softmax: Any, index: int) -> OnnxSite | None:
     site = OnnxSite(index, "unfused", softmax.name or softmax.output[0], softmax,
                     q=product.input[0], k=product.input[1], probs=softmax.output[0],
                     attrs=attributes(softmax))
+    # the chain runs from the Softmax down to the product: the soft-cap c of c * tanh(z / c) is
+    # the Mul met last before the Tanh (the one right after it in the graph)
+    cap = None
     for node, on_path in chain:
         others = [i for i in node.input if i and i != on_path]
         op = node.op_type
@@ -174,12 +177,13 @@ def _unfused(graph: Graph, softmax: Any, index: int) -> OnnxSite | None:
             c = graph.scalar(others[0])
             if c is not None and c != 0:
                 site.scale_consts.append(c if op == "Mul" else 1.0 / c)
-            if site.tanh and site.softcap is None and op == "Mul" and c is not None:
-                site.softcap = abs(c)
+                if op == "Mul" and not site.tanh:
+                    cap = abs(c)
         elif op == "Where":
             site.where.append((node.input[0], node.input[1] == on_path))
-        elif op == "Tanh":
+        elif op == "Tanh" and not site.tanh:
             site.tanh = True
+            site.softcap = cap
     return site
 
 

@@ -33,7 +33,7 @@ def _weights(rng, rows: int, cols: int, name: str):
 
 
 def _fused_graph(path, op: str, scale: float | None, seed: int = 0, q_factor: float = 1.0,
-                 **extra) -> None:
+                 bias: float = 0.0, **extra) -> None:
     """input_ids -> embedding -> q, k, v projections (or the packed weights of
     com.microsoft.Attention) -> one fused attention operator; ``q_factor`` multiplies q between
     its projection and the operator."""
@@ -69,7 +69,8 @@ def _fused_graph(path, op: str, scale: float | None, seed: int = 0, q_factor: fl
                                       num_heads=HEADS, kv_num_heads=KV_HEADS, **attrs))
     elif op == "ms.Attention":  # q|k|v = x @ W + b inside the operator
         inits += [_weights(rng, width, 3 * width, "wqkv"),
-                  numpy_helper.from_array(np.zeros(3 * width, np.float32), "bqkv")]
+                  numpy_helper.from_array((rng.normal(size=3 * width) * bias).astype(np.float32),
+                                          "bqkv")]
         nodes.append(helper.make_node("Attention", ["x", "wqkv", "bqkv"], ["y"], domain=MS,
                                       num_heads=HEADS, unidirectional=1, **attrs))
     else:
@@ -103,6 +104,15 @@ def test_a_fused_operator_is_measured_not_read(tmp_path, op) -> None:
     assert wrong.layers[0].declared_source == "scale attribute 1"
     if op == "GroupQueryAttention":  # 4 query heads share 2 key heads, causally
         assert ok.layers[0].features == ("causal", "GQA 4q/2kv")
+    # every head's verdict, one joint fit of the layer beside the per-head ones; q and k are
+    # the projections' (com.microsoft.Attention's are inside it)
+    for res, want in ((ok, "1/sqrt(d_k)"), (wrong, "unscaled")):
+        fit = res.sites[0].fit
+        assert fit.head_verdicts == [want] * HEADS
+        assert fit.head.scale.shape == (HEADS,) and fit.layer.scale.shape == (1,)
+        assert "q/k not a projection's output" not in res.layers[0].features
+    assert ok.layers[0].features[0] == ("bidirectional" if op == "MultiHeadAttention"
+                                        else "causal")
 
 
 def test_a_fused_operator_against_its_declared_attribute(tmp_path) -> None:
@@ -139,3 +149,12 @@ def test_group_query_attention_with_rotary_inside_is_refused_in_one_line(tmp_pat
     msg = str(err.value)
     assert "GroupQueryAttention rotates q and k inside the operator (do_rotary=1)" in msg
     assert "\n" not in msg
+
+
+def test_a_packed_attention_is_measured_with_its_bias(tmp_path) -> None:
+    """q|k|v = x W + b inside com.microsoft.Attention, b of size 1: the audit adds the graph's
+    bias as the operator does (without it q and k are not the operator's) and reads 1/sqrt(d)."""
+    path = tmp_path / "bias.onnx"
+    _fused_graph(path, "ms.Attention", None, bias=1.0)
+    row = _audit(path).layers[0]
+    assert row.port_x == pytest.approx(1.0, rel=1e-4) and row.port_verdict == "1/sqrt(d_k)"
