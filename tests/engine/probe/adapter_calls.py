@@ -14,6 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 LOW = -3.4028234663852886e38
+#: a tiny BERT-like config's sizes (d = 32 / 4 = 8)
+BERT_SIZES = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=64)
 
 
 def calls(loaded: Any, inputs: dict[str, Any], modifiers: dict[int, Any] | None = None,
@@ -51,8 +54,8 @@ def seen_in_pass(loaded: Any, inputs: dict[str, Any], watch: dict[Any, Any],
                 seen[key] = (args[0] if args else kw["hidden_states"]).detach().clone()
 
         def post(_m: Any, _a: Any, out: Any) -> None:
-            if key not in seen:
-                seen[key] = out.detach().clone()
+            if key not in seen:  # (I-BERT's quantizers return (output, scale))
+                seen[key] = (out[0] if isinstance(out, tuple) else out).detach().clone()
         return pre if inputs_of else post
 
     hooks = [(m.register_forward_pre_hook(keep(key), with_kwargs=True, prepend=True)
@@ -112,3 +115,25 @@ def assert_softmax(call: Any, factor: float = 1.0, weight: float = 1.0, atol: fl
     err = (got - want).abs().max().item()
     assert err < atol, f"probabilities {err:.3g} from the softmax of the reported q.k"
     assert torch.isfinite(got).all()
+
+
+def factor_on_q(loaded: Any, inputs: dict[str, Any], exact: bool = True,
+                rows: Any = None) -> tuple[list[Any], Any, list[Any]]:
+    """(the plain reports, the plain output, the reports with q.k x 2 at site 0): the reported
+    q and k are those before the factor, and (``exact``) the probabilities the softmax of
+    2 x the reported logits."""
+    import torch
+
+    plain, plain_out, _ = calls(loaded, inputs)
+    got, _o, _ = calls(loaded, inputs, {0: _modifier(q_factor=2.0)})
+    torch.testing.assert_close(got[0].query, plain[0].query)  # (q before the factor)
+    torch.testing.assert_close(got[0].key, plain[0].key)
+    if exact:
+        assert_softmax(got[0], factor=2.0, rows=rows)
+    return plain, plain_out, got
+
+
+def _modifier(**kw: float) -> Any:
+    from engine.probe.tap import Modifier
+
+    return Modifier(**kw)

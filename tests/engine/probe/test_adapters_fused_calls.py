@@ -28,11 +28,10 @@ PAD = [[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]]
 SLOPES = [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8]
 KINDS = {
     "falcon multi-query": lambda: transformers.FalconConfig(**FALCON),
-    "falcon multi-head": lambda: transformers.FalconConfig(**FALCON, multi_query=False),
     "falcon new decoder": lambda: transformers.FalconConfig(
         **FALCON, new_decoder_architecture=True, num_kv_heads=2),
-    "falcon ALiBi": lambda: transformers.FalconConfig(**FALCON, alibi=True),
-    "mpt": lambda: transformers.MptConfig(**MPT),
+    # (multi-head: the per-head interleaved layout)
+    "falcon ALiBi": lambda: transformers.FalconConfig(**FALCON, alibi=True, multi_query=False),
     "mpt scale clip": lambda: transformers.MptConfig(
         **MPT, attn_config={"softmax_scale": 0.1, "clip_qkv": 0.3}),
 }
@@ -69,10 +68,10 @@ def _fused_inputs(loaded, inputs):
 def _split(kind, fused):
     """(q, k) as (batch, heads, tokens, 8) from a fused output, by each layout's definition."""
     b, n, _ = fused.shape
-    if kind in ("falcon multi-query", "falcon ALiBi"):  # (multi_query is Falcon's default)
+    if kind == "falcon multi-query":
         q = fused[..., :32].reshape(b, n, 4, 8)
         k = fused[..., 32:40].reshape(b, n, 1, 8)
-    elif kind == "falcon multi-head":
+    elif kind == "falcon ALiBi":
         per = fused.reshape(b, n, 4, 24)  # (q_i, k_i, v_i) per head
         q, k = per[..., :8], per[..., 8:16]
     elif kind == "falcon new decoder":
@@ -178,10 +177,10 @@ def test_the_column_factors_split_as_the_module_splits(model) -> None:
     kind, loaded = model
     site = next(h.__self__ for h in loaded.tap.unique_modules()[0]._forward_hooks.values()
                 if hasattr(h, "__self__") and hasattr(h.__self__, "column_factor"))
-    width = {"falcon multi-query": 48, "falcon ALiBi": 48, "falcon new decoder": 64}.get(kind, 96)
+    width = {"falcon multi-query": 48, "falcon new decoder": 64}.get(kind, 96)
     q_cols = torch.zeros(width, dtype=torch.bool)
     v_cols = torch.zeros(width, dtype=torch.bool)
-    if kind in ("falcon multi-query", "falcon ALiBi"):
+    if kind == "falcon multi-query":
         q_cols[:32], v_cols[40:] = True, True
     elif kind == "falcon new decoder":
         for g in (0, 32):
