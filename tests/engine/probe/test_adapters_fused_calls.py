@@ -102,6 +102,35 @@ def _visible(n=7):
     return (j <= i)[None] & torch.tensor(PAD, dtype=torch.bool)[:, None, :]
 
 
+# (first: each model's first test is the one mutmut finds reaching the sites' __init__)
+def test_the_column_factors_split_as_the_module_splits(model) -> None:
+    """f on exactly q's columns (or v's), 1 elsewhere, cached per width and part."""
+    import torch
+
+    kind, loaded = model
+    site = next(h.__self__ for h in loaded.tap.unique_modules()[0]._forward_hooks.values()
+                if hasattr(h, "__self__") and hasattr(h.__self__, "column_factor"))
+    width = {"falcon multi-query": 48, "falcon new decoder": 64}.get(kind, 96)
+    q_cols = torch.zeros(width, dtype=torch.bool)
+    v_cols = torch.zeros(width, dtype=torch.bool)
+    if kind == "falcon multi-query":
+        q_cols[:32], v_cols[40:] = True, True
+    elif kind == "falcon new decoder":
+        for g in (0, 32):
+            q_cols[g:g + 16], v_cols[g + 24:g + 32] = True, True
+    elif kind.startswith("mpt"):
+        q_cols[:32], v_cols[64:] = True, True
+    else:
+        for h in range(4):
+            q_cols[24 * h:24 * h + 8], v_cols[24 * h + 16:24 * h + 24] = True, True
+    for part, cols in (("q", q_cols), ("v", v_cols)):
+        f = site.column_factor(width, part, 3.0)
+        assert f.shape == (width,)
+        want = torch.where(cols, 3.0, 1.0)
+        assert torch.equal(f.float(), want), part
+        assert torch.equal(site._columns[(width, part)], cols)
+
+
 def test_each_call_reports_the_fused_q_k_and_the_models_probabilities(model) -> None:
     import torch
 
@@ -142,8 +171,11 @@ def test_each_call_reports_the_fused_q_k_and_the_models_probabilities(model) -> 
         if c.key.shape[1] == 1:  # (multi-query: one key head for the 4 queries)
             assert k.shape[1] == 1
         torch.testing.assert_close(c.key.double(), k.double(), rtol=1e-5, atol=1e-5)
-        vis = (c.mask[:, 0] > LOW / 2) if c.mask.dtype != torch.bool else c.mask[:, 0]
-        assert torch.equal(vis, _visible()), kind
+        assert c.mask.dtype == torch.float32  # (additive: 0 where seen, float32's minimum not)
+        assert torch.equal(c.mask[:, 0] > LOW / 2, _visible()), kind
+        assert c.mask.min().item() == LOW
+        if kind != "falcon ALiBi":  # (transformers folds alibi / sqrt(d) into Falcon's mask)
+            assert (c.mask[:, 0][_visible()] == 0).all()
         assert_softmax(c)
         assert torch.equal(c.output, outs[id(mod)][0])
 
@@ -170,34 +202,6 @@ def test_a_factor_on_q_reaches_q_k_only_and_one_on_the_weights_the_values(model)
     torch.testing.assert_close(got[0].key, plain[0].key)
 
 
-def test_the_column_factors_split_as_the_module_splits(model) -> None:
-    """f on exactly q's columns (or v's), 1 elsewhere, cached per width and part."""
-    import torch
-
-    kind, loaded = model
-    site = next(h.__self__ for h in loaded.tap.unique_modules()[0]._forward_hooks.values()
-                if hasattr(h, "__self__") and hasattr(h.__self__, "column_factor"))
-    width = {"falcon multi-query": 48, "falcon new decoder": 64}.get(kind, 96)
-    q_cols = torch.zeros(width, dtype=torch.bool)
-    v_cols = torch.zeros(width, dtype=torch.bool)
-    if kind == "falcon multi-query":
-        q_cols[:32], v_cols[40:] = True, True
-    elif kind == "falcon new decoder":
-        for g in (0, 32):
-            q_cols[g:g + 16], v_cols[g + 24:g + 32] = True, True
-    elif kind.startswith("mpt"):
-        q_cols[:32], v_cols[64:] = True, True
-    else:
-        for h in range(4):
-            q_cols[24 * h:24 * h + 8], v_cols[24 * h + 16:24 * h + 24] = True, True
-    for part, cols in (("q", q_cols), ("v", v_cols)):
-        f = site.column_factor(width, part, 3.0)
-        assert f.shape == (width,)
-        want = torch.where(cols, 3.0, 1.0)
-        assert torch.equal(f.float(), want), part
-        assert torch.equal(site._columns[(width, part)], cols)
-
-
 def test_the_hooks_change_nothing_outside_the_tap(model) -> None:
     import torch
 
@@ -210,3 +214,47 @@ def test_the_hooks_change_nothing_outside_the_tap(model) -> None:
         after = loaded.model(**inputs).last_hidden_state
     assert torch.equal(before, after)
     assert math.isfinite(float(after.abs().max()))
+
+
+def _direct(loaded, module, *args, **kwargs):
+    """The report of one call of an attention module made directly (a new pass)."""
+    import torch
+
+    seen = []
+    loaded.tap._new_pass()
+    with torch.no_grad(), loaded.tap.active(seen.append):
+        module(*args, **kwargs)
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_the_alibi_term_and_mask_given_positionally_or_by_name_are_read(model) -> None:
+    """A caller may pass MPT's position bias and Falcon's ALiBi and mask positionally: the same
+    report; MPT without a position bias or mask reports none."""
+    import torch
+
+    kind, loaded = model
+    if kind not in ("mpt scale clip", "falcon ALiBi"):
+        pytest.skip("rotary Falcon takes its rotation by name")
+    attn = loaded.tap.unique_modules()[0]
+    x = torch.randn(1, 5, 32, generator=torch.Generator().manual_seed(2))
+    slopes = torch.tensor(SLOPES)
+    if kind.startswith("mpt"):
+        pb = slopes[:, None, None] * (torch.arange(64.0) - 63)  # (heads, 1, max_seq_len)
+        by_pos = _direct(loaded, attn, x, pb)
+        by_name = _direct(loaded, attn, x, position_bias=pb[..., -5:])  # (exactly 5 keys)
+        want = (slopes[:, None, None] * (torch.arange(5.0) - 4)).expand(1, 4, 5, 5)
+        none = _direct(loaded, attn, x, None)
+        assert none.bias is None and none.mask is None
+        assert_softmax(none)
+    else:
+        alibi = (slopes[:, None] * torch.arange(5.0)).reshape(4, 1, 5)  # (batch x heads, 1, n)
+        mask = torch.triu(torch.full((5, 5), LOW), 1)[None, None]
+        by_pos = _direct(loaded, attn, x, alibi, mask)
+        by_name = _direct(loaded, attn, x, alibi=alibi, attention_mask=mask)
+        want = (8**-0.5 * slopes[:, None, None] * torch.arange(5.0)).expand(1, 4, 5, 5)
+        assert torch.equal(by_pos.mask, mask)
+    for c in (by_pos, by_name):
+        torch.testing.assert_close(c.bias.float(), want)
+        assert_softmax(c)
+    torch.testing.assert_close(by_pos.weights, by_name.weights)

@@ -48,7 +48,13 @@ def model(request):
 
 
 def _inputs(net, asked=False):
-    kw = forward_kwargs(net, IDS, MASK)
+    """Two texts (a batch of 2: FSMT's time-first layout differs from batch-first only then),
+    both padded at the end."""
+    import torch
+
+    one, two = forward_kwargs(net, IDS, MASK), forward_kwargs(net, IDS[::-1], MASK)
+    kw = {k: torch.cat([v, two[k]]) if isinstance(v, torch.Tensor) else v
+          for k, v in one.items()}
     return {**kw, "output_attentions": asked}
 
 
@@ -108,7 +114,7 @@ def test_each_call_reports_q_k_and_the_models_probabilities(model) -> None:
             assert c.extra == {"scaling": pytest.approx(SCALE),
                                "bias_kind": "relative position bias"}
             n = c.query.shape[2]  # (CPM-Ant puts its prompt tokens before the text)
-            assert n >= 9 and c.bias.shape == (1, 4, n, n)
+            assert n >= 9 and c.bias.shape == (2, 4, n, n)
             assert c.mask.dtype == torch.float32
         assert scale > 0
         assert_softmax(c)
