@@ -73,3 +73,18 @@ def test_a_new_configuration_without_points_clears_every_plot(panel, states) -> 
     for plot in panel.plots:
         assert all(item.yData is None or len(item.yData) == 0 for item in plot.listDataItems())
     assert "no points yet" in panel.info_label.full_text
+
+
+def test_empty_plots_are_titled_for_the_configuration_they_wait_for(panel, states) -> None:
+    """Before a configuration's first point the empty target plot is titled for it: at ρ = 0
+    "no target", never the ρ > 0 title the panel was built with (seen before any point came)."""
+    from dataclasses import replace
+
+    no_target, target = states
+    i = _target(panel)
+    while panel.refresh(replace(no_target, sweep=())):
+        pass
+    assert panel.plots[i].titleLabel.text == NO_TARGET_TITLE
+    while panel.refresh(replace(target, sweep=())):
+        pass
+    assert panel.plots[i].titleLabel.text.startswith("target weight")

@@ -354,8 +354,11 @@ class SweepPanel(PlotPanel):
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
+        # (the correlation too: an empty sweep is the same () for every configuration, and its
+        # plots' titles follow the correlation)
         return (id(state.sweep), len(state.sweep),
-                (snap.config.d_k, snap.config.n_keys) if snap is not None else None)
+                (snap.config.d_k, snap.config.n_keys, snap.config.correlation)
+                if snap is not None else None)
 
     def view_state(self) -> dict[str, Any]:
         """What the sweep ran along ("d_k" or "n_keys"): the window sets it again on opening."""
@@ -547,6 +550,9 @@ class SweepPanel(PlotPanel):
                 for item in plot.listDataItems():
                     item.setData([], [])
             self.info_label.set_text("no points yet for these parameters")
+            if snap is not None:  # the empty plots are titled for the configuration they wait
+                # for (at ρ = 0 the target plot said "target weight (key 0)" until a point came)
+                self._show_titles(snap.config.correlation)
             return False
         rules = tuple(points[0].snapshot.rules)
         self._rules = rules
