@@ -118,7 +118,7 @@ def test_planted_factors_reach_q_k_and_the_weights(version) -> None:
     # (p2c, k's term, carries the factor on q.k: the reported bias does)
     plain, plain_out, got = ac.factor_on_q(loaded, inputs)
     assert not torch.allclose(got[0].weights, plain[0].weights, atol=1e-3)
-    for f in (0.5, 3.0):  # (probabilities x f on their way to the values: the output x f)
+    for f in (0.5, 2.0, 3.0):  # (probabilities x f on their way to the values: output x f)
         got, _o, _ = calls(loaded, inputs, {0: Modifier(w_factor=f)})
         torch.testing.assert_close(got[0].weights, f * plain[0].weights)
         torch.testing.assert_close(got[0].query, plain[0].query)
