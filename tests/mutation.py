@@ -118,6 +118,10 @@ EXTRA_TESTS = {
     **{f"engine/probe/port/{name}.py": _ONNX_FAST for name in (
         "onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run", "export",
         "roundtrip")},
+    # the adapters: what each call reports, checked by hand on one tiny model per layout
+    "engine/probe/adapters_fused.py": ("tests/engine/probe/test_adapters_fused_calls.py",),
+    "engine/probe/adapters_seq.py": ("tests/engine/probe/test_adapters_seq_calls.py",),
+    "engine/probe/adapters_bert.py": ("tests/engine/probe/test_adapters_bert_calls.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -221,6 +225,10 @@ DESELECT = {
        for name in ("onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run",
                     "export", "roundtrip")},
 }
+# the adapters' own tests audit a tiny model per case (fits and bootstrap: 20 to 60 s a file);
+# the *_calls.py tests check what each call reports, by hand, on models built once per file
+DESELECT.update({f"engine/probe/{name}.py": (f"tests/engine/probe/test_{name}.py",)
+                 for name in ("adapters_fused", "adapters_seq", "adapters_bert")})
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"

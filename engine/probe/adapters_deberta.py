@@ -11,7 +11,8 @@ DeBERTa-v2's shared position keys), read the probabilities at the attention drop
 module's own ``disentangled_att_bias`` / ``disentangled_attention_bias`` for the two relative
 terms, given the q and k the product used: that is the additive term the audit sees. A factor on
 q (a planted bug, the what-if) is applied to k, which DeBERTa does not pre-scale; the p2c term,
-k times the position queries, carries it as a bug in the code would. Talking heads (v1's
+k times the position queries, carries it as a bug in the code would. A factor on the weights
+multiplies the values (v1: its ``v_bias`` too, added after ``in_proj``). Talking heads (v1's
 ``head_logits_proj`` mixes the heads' logits) are refused: no per-head softmax of q.k is left.
 """
 
@@ -100,7 +101,11 @@ class _DebertaSite:
         d = heads.shape[-1] // 3
         col = torch.ones(3 * d, dtype=out.dtype)
         col[d:2 * d], col[2 * d:] = fq, fw
-        return (heads * col).transpose(1, 2).reshape(b, n, -1)
+        scaled = heads * col
+        if fw != 1.0:  # (v1 adds v_bias after in_proj: the values must be fw (v + v_bias))
+            vb = m.transpose_for_scores(m.v_bias[None, None, :])
+            scaled[..., 2 * d:] = scaled[..., 2 * d:] + (fw - 1.0) * vb
+        return scaled.transpose(1, 2).reshape(b, n, -1)
 
     def part(self, which: str) -> Any:
         def hook(_m: Any, _args: Any, out: Any) -> Any:
