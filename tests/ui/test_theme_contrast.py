@@ -41,7 +41,15 @@ from ui.theme import AA_CONTRAST, DARK, LIGHT, RULE_COLORS, contrast, rule_text_
 
 PAGES = ("Simulation", "Score inspector", "Training", "Real model", "Experiments")
 THEMES = {"light": LIGHT, "dark": DARK}
-_COLOUR = re.compile(r"color:\s*(#[0-9a-fA-F]{6})")
+#: a coloured span and what it holds (up to the next tag's end)
+_SPAN = re.compile(r"color:\s*(#[0-9a-fA-F]{6})[^>]*>(.*?)</span>", re.S)
+
+
+def _is_line_sample(body: str) -> bool:
+    """A rule strip's sample of a plot line ("━━━", "┈┈┈", "━ · ━"): it repeats the curve's
+    own colour, as a plot legend's sample does; the rule's name beside it is the text."""
+    plain = re.sub(r"<[^>]*>", "", body).replace("&nbsp;", " ")
+    return bool(plain.strip()) and set(plain) <= set("━┈· ")
 
 
 def _settle(qtbot) -> None:
@@ -90,7 +98,8 @@ def text_colours(w: QWidget) -> list[tuple[str, str, str]]:
         bg = _background(w)
         pairs = [("text", fg, bg)]
         if isinstance(w, QLabel) and "<" in w.text():  # rich text: every coloured span
-            pairs += [(f"span {c}", c.upper(), bg) for c in _COLOUR.findall(w.text())]
+            pairs += [(f"span {c}", c.upper(), bg) for c, body in _SPAN.findall(w.text())
+                      if not _is_line_sample(body)]
     return pairs
 
 

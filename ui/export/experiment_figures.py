@@ -262,6 +262,10 @@ class ExperimentFigurePanel(PlotPanel):
         pen = pg.mkPen(colour, width=2.0, style=style) if kind != "by_rule" else None
         curve = plot.plot([], [], pen=pen, name=name, symbol=_SYMBOLS[k % len(_SYMBOLS)],
                           symbolSize=8, symbolBrush=colour, symbolPen=colour)
+        # the legend draws its sample from the scatter's own options, which pyqtgraph sets only
+        # with the first data: before a job finished every rule's sample was the same grey dot
+        curve.scatter.setBrush(colour)
+        curve.scatter.setPen(colour)
         if kind == "vs_step":
             curve.setSymbol(None)
             c = pg.mkColor(colour)

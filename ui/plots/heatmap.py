@@ -32,7 +32,20 @@ def _tidy_bar_axis(bar: pg.ColorBarItem) -> None:
     from ui.plots.tidy_axis import TidyAxis
 
     side = "bottom" if bar.horizontal else "right"
-    bar.setAxisItems({side: TidyAxis(side)})
+    # the bar's title is on its other side ("left": pyqtgraph puts it there) and on a TidyAxis
+    # too, so that it wraps or takes a shorter form where the bar is short: presentation mode's
+    # larger type cut "fraction per bin" to "fraction per b" at the top of a 1280x720 panel
+    titled = "bottom" if bar.horizontal else "left"
+    label = bar.getAxis(titled).labelText
+    bar.setAxisItems({side: TidyAxis(side), titled: TidyAxis(titled)} if titled != side
+                     else {side: TidyAxis(side)})
+    if titled != side:
+        frame = bar.getAxis(titled)
+        frame.setZValue(0.5)
+        frame.setTicks([])
+        frame.setStyle(showValues=False)
+    if label:
+        bar.getAxis(titled).setLabel(label)
     axis = bar.getAxis(side)
     axis.setZValue(0.5)
     if not bar.horizontal:

@@ -37,6 +37,9 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontInfo
 
+from ui.plots import type_scale
+from ui.plots.type_scale import AXIS_FLOOR
+
 #: space between two tick labels, in parts of their height (less, and the later one is left
 #: out): labels that only touch ("642,048") read as one number
 GAP = 0.4
@@ -82,6 +85,10 @@ def plain_text(text: str) -> str:
 SHORT_FORMS: dict[str, tuple[str, ...]] = {
     "probability density": ("density", "pdf"),
     "fraction saturated": ("saturated",),
+    # (the Training page's short plots in presentation mode: the quantity with its unit)
+    "cross-entropy loss (nats)": ("loss (nats)",),
+    "pre-softmax logit std": ("logit std",),
+    "mean ‖diag(p) − ppᵀ‖<sub>F</sub>": ("mean ‖J‖<sub>F</sub>", "‖J‖<sub>F</sub>"),
 }
 
 
@@ -91,7 +98,8 @@ def shorter_titles(text: str) -> tuple[str, ...]:
     final training loss" -> "learning-rate sensitivity of the final training loss"), then the
     quantity alone ("learning-rate sensitivity"). The full title stays on hover and in exports."""
     out: list[str] = []
-    bare = re.sub(r"\s*\([^()]*\)", "", text).strip()
+    # (an aside follows a space: "loss (nats)"; "diag(p)" and "log(n)" are part of the quantity)
+    bare = re.sub(r"\s+\([^()]*\)", "", text).strip()
     for form in (bare, re.split(r" (?:of the|of|at|after|over the|over|per|in) ", bare)[0]):
         form = form.strip(" ,;:")
         if form and form != text and form not in out:
@@ -116,6 +124,8 @@ class TidyAxis(pg.AxisItem):
     _wanted = 0  #: labels pyqtgraph would draw at the last layout
 
     _picture: Any = None
+    #: the least presentation mode's larger type may shrink this title to (ui.plots.type_scale)
+    type_floor = AXIS_FLOOR
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -215,12 +225,20 @@ class TidyAxis(pg.AxisItem):
             return self.label.boundingRect().width() - 2 * margin <= room
 
         done = False
-        for form in (None, *(self.shorter or self._auto_shorter)):
-            self._shown = form
-            for lines in range(1, most + 1):
-                self._lines = lines
-                if fits():
-                    done = True
+        # presentation mode's type shrinks a title to fit its room: first no smaller than the
+        # normal size, where a shorter form may take over ("cross-entropy loss" at full size,
+        # not "cross-entropy loss (nats)" at three quarters), then down to AXIS_FLOOR
+        floors = (1.0, AXIS_FLOOR) if type_scale.factor() > 1.0 else (AXIS_FLOOR,)
+        for floor in floors:
+            self.type_floor = floor
+            for form in (None, *(self.shorter or self._auto_shorter)):
+                self._shown = form
+                for lines in range(1, most + 1):
+                    self._lines = lines
+                    if fits():
+                        done = True
+                        break
+                if done:
                     break
             if done:
                 break

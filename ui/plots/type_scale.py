@@ -45,6 +45,10 @@ _axis_label_string = pg.AxisItem.labelString
 def _set_text(self: pg.LabelItem, text: str, **args: Any) -> None:
     if "size" in args:
         self._lab_size = args["size"]  # the size asked for (drawn scaled)
+    elif not hasattr(self, "_lab_size") and "size" in getattr(self, "opts", {}):
+        # a size given to the constructor (a legend's entries: LabelItem(name, size=...)),
+        # which pyqtgraph keeps in its options and never passes here: legends stayed 8 pt
+        self._lab_size = self.opts["size"]
     base = getattr(self, "_lab_size", None)
     if base is not None:
         args["size"] = _scaled(base, _factor)
@@ -78,12 +82,18 @@ def _label_string(self: pg.AxisItem) -> str:
             text = split_lines(shown, MAX_LABEL_LINES) \
                 if self.orientation in ("left", "right") else shown
             # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
-            longest = max(QFontMetricsF(font).horizontalAdvance(plain_text(line))
-                          for line in text.split("<br>"))
+            # (with what pyqtgraph writes after the title, a space and any units: measured
+            # without it, "query position" was drawn 5 px wider than its room and cut "query…")
+            drawn = plain_text(_axis_label_string(self))
+            title = plain_text(self.labelText or "")
+            suffix = drawn[drawn.rfind(title) + len(title):] if title in drawn else ""
+            lines = [plain_text(line) for line in text.split("<br>")]
+            lines[-1] += suffix
+            longest = max(QFontMetricsF(font).horizontalAdvance(line) for line in lines)
             if longest > room - 4 > 0:
                 # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
                 # taller title has less room than it had; its y title must not run into it)
-                f = max(AXIS_FLOOR, f * (room - 4) / longest)
+                f = max(getattr(self, "type_floor", AXIS_FLOOR), f * (room - 4) / longest)
         style["font-size"] = _scaled(size, f)
         return _axis_label_string(self)
     finally:

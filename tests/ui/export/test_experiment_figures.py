@@ -68,3 +68,26 @@ def test_a_compact_panel_shows_its_title_once_and_a_short_error_caption(qapp):
     finally:
         panel.close()
         panel.deleteLater()
+
+
+def test_each_legend_sample_has_its_rule_colour_before_any_data(qapp):
+    """A figure with no finished job yet: each legend entry's marker is drawn in its rule's
+    colour (pyqtgraph's sample reads the scatter's options, set only with the first data: every
+    rule was the same grey dot)."""
+    import pyqtgraph as pg
+
+    from ui.export.experiment_figures import ExperimentFigurePanel
+    from ui.theme import rule_color
+
+    figs = figure_data(SPEC, [])
+    panel = ExperimentFigurePanel(figs[0], compact=True)
+    try:
+        panel.refresh(figs[0], force=True)
+        legend = panel.plot.legend
+        assert [label.text for _s, label in legend.items] == ["none", "sqrt"]
+        for sample, label in legend.items:
+            brush = pg.mkBrush(sample.item.scatter.opts["brush"])
+            assert brush.color().name() == pg.mkColor(rule_color(label.text)).name(), label.text
+    finally:
+        panel.close()
+        panel.deleteLater()

@@ -384,6 +384,11 @@ def test_a_running_job_shows_its_step_progress_bar(show_widget):
     assert got[1][1].endswith(" 37 %") and "█" in got[1][1] and got[0][1] == ""
     table = show_widget(JobTable())
     table.set_spec(spec)
+    # the detail column's header is whole in its column; what it holds per status on hover
+    head = table.horizontalHeaderItem(3)
+    assert head.text() == "detail" and "final loss per rule" in head.toolTip()
+    assert table.horizontalHeader().fontMetrics().horizontalAdvance(head.text()) \
+        < table.columnWidth(3)
     assert table.set_statuses(got) == 2
     assert table.item(1, 3).text().endswith("37 %")
     later = job_statuses(spec, SimpleNamespace(results=(), running=2, workers=2,

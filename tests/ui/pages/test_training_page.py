@@ -93,6 +93,16 @@ def test_a_short_run_streams_to_every_plot(page, qtbot):
     assert page.panels["train_probe_attention"].image.image is not None
 
 
+def test_before_a_run_the_strip_names_the_rules_start_will_train(page):
+    """The rule strip (the plots' on-screen legend) is not blank before the first step: it
+    names the checked rules in their colours, and follows the form."""
+    _use(page, TINY)
+    text = page.rule_strip.text()
+    assert all(rule in text for rule in ("none", "sqrt", "cosine")) and "qknorm" not in text
+    page.controls.rule_checks["cosine"].setChecked(False)
+    assert "cosine" not in page.rule_strip.text() and "sqrt" in page.rule_strip.text()
+
+
 def test_bad_parameters_disable_start_and_name_the_field(page):
     page.controls.widgets["heads"].setValue(3)  # 256 is not divisible by 3
     assert not page.buttons["start"].isEnabled()
@@ -124,8 +134,12 @@ def test_pause_resume_step_stop_reset(page, qtbot):
     assert page.status == "stopped" and not page.worker.is_running()
     assert not page.controls.locked and page.controls.widgets["lr"].isEnabled()
     assert page.buttons["export"].isEnabled()
+    # the strip is the legend of the curves drawn: a rule checked after the run is not in it
+    page.controls.rule_checks["dk"].setChecked(True)
+    assert "dk" not in page.rule_strip.text() and "cosine" in page.rule_strip.text()
     page.reset()
     assert page.status == "idle" and page.trainer is None and page.snapshot is None
+    assert "dk" in page.rule_strip.text()  # no run: the rules Start will train
     # the old run's curves, images and titles are gone from every plot
     for pid, panel in page.panels.items():
         for plot in panel.plot_items():

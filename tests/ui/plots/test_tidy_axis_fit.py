@@ -96,3 +96,40 @@ def test_presentation_type_measures_an_html_title_as_drawn(qtbot):
     finally:
         type_scale.set_factor(1.0, [])
     assert sizes["mean ‖J‖<sub>F</sub>"] == sizes["mean ‖J‖F"], sizes
+
+
+@pytest.mark.parametrize(("title", "forms"), [
+    ("cross-entropy loss (nats)", ("cross-entropy loss",)),
+    (LONG, ("learning-rate sensitivity of the final training loss", "learning-rate sensitivity")),
+    # a function's argument is part of the quantity, never an aside to drop
+    ("mean ‖diag(p) − ppᵀ‖<sub>F</sub>", ()),
+    ("entropy / log(n)", ()),
+    ("accuracy (eval. sets) per length", ("accuracy per length", "accuracy")),
+])
+def test_shorter_forms_drop_asides_not_arguments(title, forms):
+    from ui.plots.tidy_axis import shorter_titles
+
+    assert shorter_titles(title) == forms
+
+
+def test_presentation_prefers_a_shorter_form_at_full_type_to_the_whole_title_shrunk(qtbot):
+    """Presentation mode's type shrinks a y title to its room: a title with a shorter form that
+    fits at the normal size or more shows that form ("density"), not the whole title in small
+    type (it was "probability density" at three quarters of the normal size)."""
+    import re
+
+    from PySide6.QtGui import QFontInfo
+
+    from ui.plots import type_scale
+
+    type_scale.set_factor(1.4, [])
+    try:
+        _w, plot = _plot(qtbot, (300, 110), "probability density", "step")
+        axis = plot.getAxis("left")
+        axis.resizeEvent()
+        drawn = re.search(r"font-size: ?([0-9.]+)px", axis.labelString())
+        normal = QFontInfo(axis.label.font()).pixelSize()
+        assert axis._shown in ("density", "pdf")
+        assert drawn is not None and float(drawn.group(1)) >= normal - 1e-9, (drawn, normal)
+    finally:
+        type_scale.set_factor(1.0, [])

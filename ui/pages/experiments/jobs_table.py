@@ -62,7 +62,10 @@ class JobTable(QTableWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 4, parent)
-        self.setHorizontalHeaderLabels(["job", "values", "status", DETAIL_HEADER])
+        # the detail column's header is its name, what it holds per status on hover: the whole
+        # sentence was cut at both ends in a 1280x720 window ("done: seconds, final loss per")
+        self.setHorizontalHeaderLabels(["job", "values", "status", "detail"])
+        self.horizontalHeaderItem(3).setToolTip(DETAIL_HEADER)
         self.setWordWrap(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)

@@ -54,6 +54,9 @@ COLUMNS = 4
 #: the last column's share of the width against COLUMN_STRETCH for each other column
 COLUMN_STRETCH, LAST_COLUMN_STRETCH = 8, 11
 PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
+#: ... and in presentation mode, whose larger type makes the bar, status line and rule strip
+#: taller (three rows of 170 left the bottom row 11 px below a 1280x720 screen's edge)
+PRESENT_MIN_HEIGHT = 140
 
 
 class TrainingPage(LivePage, PanelRedraw):
@@ -164,8 +167,11 @@ class TrainingPage(LivePage, PanelRedraw):
     def presenting(self, on: bool) -> None:
         """Presentation mode: the form is left out (at the larger type its right half was cut:
         the second column of rules read "sq", "te", "qk"), the plots take its room; Start,
-        Step and Stop stay above them."""
+        Step and Stop stay above them; the rows may be lower (PRESENT_MIN_HEIGHT) and still
+        fill the height there is."""
         self.form_column.setVisible(not on)
+        for panel in self.panels.values():
+            panel.setMinimumHeight(PRESENT_MIN_HEIGHT if on else PANEL_MIN_HEIGHT)
 
     def start(self) -> None:
         """Train from step 0 with the form's config (any current run is discarded)."""
@@ -225,7 +231,7 @@ class TrainingPage(LivePage, PanelRedraw):
         self.view = None
         for panel in self.panels.values():
             panel.clear_data()
-        self._show_rules(())
+        self._show_form_rules()
         self._set_status("idle")
 
     # -- the API other pages use (through the window) -------------------------------------------
@@ -422,6 +428,14 @@ class TrainingPage(LivePage, PanelRedraw):
         self._strip_rules = rules
         show_parts(self.rule_strip, rule_parts(rules), rule_parts(rules, short=True))
 
+    def _show_form_rules(self) -> None:
+        """Before a run (nothing drawn yet) the strip names the rules Start will train, each
+        in the colour and line its curves will take: it stood empty, two blank lines above
+        empty plots, and its legend appeared only with the first step."""
+        if self.snapshot is None:
+            self._show_rules(tuple(r for r, cb in self.controls.rule_checks.items()
+                                   if cb.isChecked()))
+
     # -- status --------------------------------------------------------------------------------
     def _validate(self) -> None:
         try:
@@ -435,6 +449,7 @@ class TrainingPage(LivePage, PanelRedraw):
         self.start_reason.setToolTip(reason)
         self.start_reason.setVisible(bool(reason))
         self._update_buttons()
+        self._show_form_rules()
 
     def _set_status(self, status: str, message: str = "") -> None:
         self.status = status
