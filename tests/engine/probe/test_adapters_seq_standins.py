@@ -113,6 +113,7 @@ class _GPTAttn(torch.nn.Module):
         super().__init__()
         self.c_attn = torch.nn.Linear(W, 3 * W)
         self.scale = scale
+        self.pass_asked = True  # (False: _attn called without output_attentions)
         self.register_buffer("bias", torch.tril(torch.ones(n_ctx, n_ctx)).view(1, 1, n_ctx, n_ctx))
 
     def _attn(self, q: Any, k: Any, v: Any, attention_mask: Any = None,
@@ -129,8 +130,8 @@ class _GPTAttn(torch.nn.Module):
 
     def forward(self, x: Any, attention_mask: Any = None, output_attentions: bool = False) -> list[Any]:
         q, k, v = self.c_attn(x).split(W, dim=2)
-        outs = self._attn(split(q), split(k).transpose(-1, -2), split(v), attention_mask,
-                          output_attentions)
+        asked = (output_attentions,) if self.pass_asked else ()
+        outs = self._attn(split(q), split(k).transpose(-1, -2), split(v), attention_mask, *asked)
         return [merge(outs[0])] + outs[1:]
 
 
@@ -230,19 +231,19 @@ def _batch_mask(nk: int = NQ) -> Any:
     ("xglm", "XGLMAttention"), ("mvp", "MvpAttention"), ("trocr", "TrOCRAttention"),
     ("led", "LEDDecoderAttention")])
 def test_a_batch_first_call_reports_the_scaled_q_its_k_mask_and_weights(kind: str, name: str) -> None:
-    """Site 0 with q x 2, site 1 with the weights x 0.5: q as the product receives it (the
+    """Site 0 with q x 2, site 1 with the weights x 2: q as the product receives it (the
     module's 0.75 on q_proj's output, before the planted factor), the mask as float32, the
-    weights the softmax of 2 q.k + mask (0.5 x it), the output out_proj((0.5 P) v)."""
+    weights the softmax of 2 q.k + mask (2 x it), the output out_proj((2 P) v)."""
     x, kv = torch.randn(B, NQ, W), torch.randn(B, NK, W)
     kw = {"key_value_states": kv, "attention_mask": _batch_mask(NK)}
     net, tap, count = _tapped(kind, _named(_BatchAttn, name)(), _named(_BatchAttn, name)(),
                               args=(x,), kw=kw)
     assert count == 2
     assert [(s.index, s.adapter) for s in tap.sites] == [(0, kind), (1, kind)]
-    mods = {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=0.5)}
+    mods = {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=2.0)}
     seen, out = _run(net, tap, (x,), kw, mods)
     assert [c.site for c in seen] == [0, 1]
-    for c, layer, o, f, w in zip(seen, net.layers, out, (2.0, 1.0), (1.0, 0.5)):
+    for c, layer, o, f, w in zip(seen, net.layers, out, (2.0, 1.0), (1.0, 2.0)):
         q = split(lin(layer.q_proj, x)) * SCALING
         k, v = split(lin(layer.k_proj, kv)), split(lin(layer.v_proj, kv))
         p = probs(f * (q @ k.transpose(-1, -2)), _batch_mask(NK))
@@ -393,6 +394,7 @@ def test_openai_gpt_reports_q_k_the_causal_band_and_its_scale_flag(padded: bool)
                               _named(_GPTAttn, "Attention")(False), args=(x, pad))
     assert count == 2 and [s.adapter for s in tap.sites] == ["openai-gpt"] * 2
     seen, out = _run(net, tap, (x, pad), {}, {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=0.5)})
+    assert [c.site for c in seen] == [0, 1]
     for c, layer, o, scale, f, w in zip(seen, net.layers, out, (5**-0.5, 1.0), (2.0, 1.0),
                                         (1.0, 0.5)):
         q, k, v = (split(t) for t in lin(layer.c_attn, x).split(W, dim=2))
@@ -409,17 +411,22 @@ def test_openai_gpt_reports_q_k_the_causal_band_and_its_scale_flag(padded: bool)
     seen, out = _run(net, tap, (x, pad), {"output_attentions": True})
     assert len(seen) == 2 and [len(o) for o in out] == [2, 2]
     assert out[1][1] is seen[1].weights
+    net.layers[0].pass_asked = False  # (the helper's own default: no weights)
+    seen, out = _run(net, tap, (x, pad), {"output_attentions": True})
+    assert len(seen) == 2 and [len(o) for o in out] == [1, 2]
 
 
 def test_openai_gpt_outside_the_tap_is_the_modules_own_call() -> None:
     x = torch.randn(B, NQ, W)
     net, _tap, _ = _tapped("openai-gpt", _named(_GPTAttn, "Attention")(True), args=(x,))
     layer = net.layers[0]
+    pad = torch.zeros(B, 1, 1, NQ)
+    pad[0, ..., -1] = LOW
     with torch.no_grad():
         q, k, v = (split(t) for t in layer.c_attn(x).split(W, dim=2))
         for asked in (False, True):
-            got = layer._attn(q, k.transpose(-1, -2), v, None, asked)
-            want = type(layer)._attn(layer, q, k.transpose(-1, -2), v, None, asked)
+            got = layer._attn(q, k.transpose(-1, -2), v, pad, asked)
+            want = type(layer)._attn(layer, q, k.transpose(-1, -2), v, pad, asked)
             assert len(got) == len(want) == 1 + asked
             for a, b in zip(got, want):
                 assert torch.equal(a, b)
@@ -442,7 +449,9 @@ def test_gpt_neox_japanese_reports_q_k_its_mask_and_one_over_norm_factor() -> No
                               _named(_NeoXJpAttn, "GPTNeoXJapaneseAttention")(), args=(x, mask))
     assert count == 2 and tap.sites[1].adapter == "gpt_neox_japanese"
     seen, out = _run(net, tap, (x, mask), {}, {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=0.5)})
+    assert [c.site for c in seen] == [0, 1]
     for c, layer, o, f, w in zip(seen, net.layers, out, (2.0, 1.0), (1.0, 0.5)):
+        assert c.module is layer
         q, k, v = (split(t) for t in lin(layer.query_key_value, x).split(W, dim=2))
         p = probs(f * 0.5 * (q @ k.transpose(-1, -2)), mask)
         _close(c.query, q)
@@ -467,7 +476,8 @@ def test_gpt_neox_japanese_reports_q_k_its_mask_and_one_over_norm_factor() -> No
 
 def test_cpmant_reports_q_k_the_boolean_mask_the_position_bias_and_the_weights() -> None:
     """4 queries on 6 keys; the bias (1, heads, 4, 6) in float64 expanded to the batch as
-    float32; the mask LOW where the boolean mask is 0; a factor on the weights at the softmax."""
+    float32; the mask LOW where the boolean mask is 0; a factor 2 on the weights at the
+    softmax (the output (2 P) v)."""
     x, kv = torch.randn(B, NQ, W), torch.randn(B, NK, W)
     keep = torch.ones(B, NQ, NK, dtype=torch.int64)
     keep[0, :, -1] = 0
@@ -478,8 +488,10 @@ def test_cpmant_reports_q_k_the_boolean_mask_the_position_bias_and_the_weights()
     net, tap, count = _tapped("cpmant", _named(_CpmAntAttn, "CpmAntAttention")(),
                               _named(_CpmAntAttn, "CpmAntAttention")(), args=args)
     assert count == 2 and [s.adapter for s in tap.sites] == ["cpmant"] * 2
-    seen, out = _run(net, tap, args, {}, {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=0.5)})
-    for c, layer, o, f, w in zip(seen, net.layers, out, (2.0, 1.0), (1.0, 0.5)):
+    seen, out = _run(net, tap, args, {}, {0: Modifier(q_factor=2.0), 1: Modifier(w_factor=2.0)})
+    assert [c.site for c in seen] == [0, 1]
+    for c, layer, o, f, w in zip(seen, net.layers, out, (2.0, 1.0), (1.0, 2.0)):
+        assert c.module is layer
         q, k, v = split(lin(layer.project_q, x)), split(lin(layer.project_k, kv)), \
             split(lin(layer.project_v, kv))
         p = probs(f * D**-0.5 * (q @ k.transpose(-1, -2)) + bias, want)
