@@ -116,7 +116,7 @@ EXTRA_TESTS = {
     # the ONNX port audit: hand-built graphs (onnx.helper) and hand-made fits, each well under a
     # second; the round trips of exported zoo models are left out (DESELECT); onnx_graph.py and
     # roundtrip.py run with their own file only (the graph walk's hand-built graphs; stand-ins
-    # for the zoo and the exporter), the files above take 30 s a mutant there
+    # for the zoo and the exporter), the files above take 35 to 65 s a run on a shared machine
     **{f"engine/probe/port/{name}.py": _ONNX_FAST for name in (
         "onnx_audit", "compare", "result", "onnx_sites", "onnx_run", "export")},
     # the adapters: what each call reports, checked by hand on one tiny model per layout
