@@ -211,7 +211,7 @@ DESELECT = {
     # tiny transformers models exported and audited (45 s a run): test_gguf_audit_rows.py
     # checks each row and the audit's stages on hand-made metadata, configs and source fits
     "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit.py",),
-    # a tiny Llama written as Q8_0 and audited (10 s a test): test_gguf_weights_audit.py feeds
+    # a zoo Llama written as Q8_0 and audited (about 20 s): test_gguf_weights_audit.py feeds
     # weights_audit a hand-made net, file tensors and fits instead
     "engine/probe/port/gguf_weights.py": tuple(
         f"tests/engine/probe/port/test_gguf_weights.py::test_{name}" for name in (
