@@ -108,16 +108,18 @@ EXTRA_TESTS = {
     # the GGUF side of the port audit: hand-made metadata, configs, source fits and small files
     # written by the gguf package (test_gguf_audit.py's tiny models: 2 to 20 s each)
     "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit_rows.py",),
-    "engine/probe/port/gguf_weights.py": ("tests/engine/probe/port/test_gguf_weights_bounds.py",),
+    "engine/probe/port/gguf_weights.py": ("tests/engine/probe/port/test_gguf_weights_bounds.py",
+                                          "tests/engine/probe/port/test_gguf_weights_audit.py"),
     "engine/probe/port/llama_cpp.py": ("tests/engine/probe/port/test_llama_cpp_texts.py",),
     # (test_onnx_fused.py runs real ONNX graphs, 3 s a mutant: the fast files cover more)
     "engine/probe/port/fused_fit.py": ("tests/engine/probe/port/test_fused_fit_bands.py",),
     "engine/probe/port/fused_ops.py": ("tests/engine/probe/port/test_fused_ops_layouts.py",),
     # the ONNX port audit: hand-built graphs (onnx.helper) and hand-made fits, each well under a
-    # second; the round trips of exported zoo models are left out (DESELECT)
+    # second; the round trips of exported zoo models are left out (DESELECT); onnx_graph.py and
+    # roundtrip.py run with their own file only (the graph walk's hand-built graphs; stand-ins
+    # for the zoo and the exporter), the files above take 35 to 65 s a run on a shared machine
     **{f"engine/probe/port/{name}.py": _ONNX_FAST for name in (
-        "onnx_audit", "compare", "result", "onnx_sites", "onnx_graph", "onnx_run", "export",
-        "roundtrip")},
+        "onnx_audit", "compare", "result", "onnx_sites", "onnx_run", "export")},
     # the adapters: what each call reports, checked by hand on one tiny model per layout
     "engine/probe/adapters_fused.py": ("tests/engine/probe/test_adapters_fused_calls.py",),
     # (and hand-made stand-ins of each attention class: the calls' tiny models take seconds each)
@@ -212,6 +214,12 @@ DESELECT = {
     # tiny transformers models exported and audited (45 s a run): test_gguf_audit_rows.py
     # checks each row and the audit's stages on hand-made metadata, configs and source fits
     "engine/probe/port/gguf_audit.py": ("tests/engine/probe/port/test_gguf_audit.py",),
+    # a zoo Llama written as Q8_0 and audited (about 20 s): test_gguf_weights_audit.py feeds
+    # weights_audit a hand-made net, file tensors and fits instead
+    "engine/probe/port/gguf_weights.py": tuple(
+        f"tests/engine/probe/port/test_gguf_weights.py::test_{name}" for name in (
+            "an_intact_q8_0_file_has_no_weights_finding",
+            "a_row_swap_in_a_q8_0_file_is_found_in_its_layer")),
     # a real length sweep (20 s); the hand-made results of the same file stay
     "engine/experiments/figures.py": (
         "tests/engine/experiments/test_length.py::test_the_length_columns_are_in_the_experiment_csv_files",

@@ -8,6 +8,7 @@ Jacobian bars, limit lines) take their colour from the :class:`Theme`.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -80,9 +81,12 @@ def contrast(a: str, b: str) -> float:
     return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
 
 
+@functools.lru_cache(maxsize=512)
 def readable(colour: str, backgrounds: tuple[str, ...], ratio: float = AA_CONTRAST) -> str:
     """``colour``, darkened on light backgrounds or lightened on dark ones (its hue kept) until
-    its contrast with every one of ``backgrounds`` reaches ``ratio``."""
+    its contrast with every one of ``backgrounds`` reaches ``ratio``. Cached: a search of up to
+    100 steps, and the rule strip asks for every rule's colour whenever the rules change (15 ms
+    of the GUI thread's first redraw tick with seven rules, bench/bench_gui.py --profile)."""
     from PySide6.QtGui import QColor
 
     dark_bg = max(luminance(b) for b in backgrounds) < 0.2

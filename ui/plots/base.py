@@ -57,8 +57,9 @@ from ui.theme import LIGHT, Theme
 SCREEN_FIGURE_SIZE = (1200, 750)
 #: rules whose plot items (curves, markers, legend entries: 3-7 ms a rule) a panel makes per
 #: redraw tick at most: a first draw of seven rules made them all at once, a 30-50 ms block of
-#: the GUI thread (bench/bench_gui.py --rules 7 --profile); two or three rules draw at once
-RULES_PER_TICK = 3
+#: the GUI thread (bench/bench_gui.py --rules 7 --profile); three a tick were still 20 ms with
+#: the tick's other work; two rules draw at once
+RULES_PER_TICK = 2
 #: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
 SETTLE_ROUNDS = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
@@ -79,6 +80,13 @@ class PanelView(pg.GraphicsLayoutWidget):
 
     def sizeHint(self) -> QSize:  # Qt's name
         return self.minimumSize().expandedTo(QSize(1, 1))
+
+    def close(self) -> bool:
+        """pyqtgraph's (its scene cleared), after the layouts still waiting to settle: a view
+        closed while a title's refit had queued one (a panel built and closed in the same
+        event-loop turn) crashed Qt when clearing the scene resized an item already deleted."""
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        return super().close()
 
     def viewportEvent(self, event: Any) -> bool:  # Qt's name
         """The wheel scrolls the page a plot is on, as over any other widget; with Ctrl (the

@@ -89,6 +89,11 @@ SHORT_FORMS: dict[str, tuple[str, ...]] = {
     "cross-entropy loss (nats)": ("loss (nats)",),
     "pre-softmax logit std": ("logit std",),
     "mean ‖diag(p) − ppᵀ‖<sub>F</sub>": ("mean ‖J‖<sub>F</sub>", "‖J‖<sub>F</sub>"),
+    # (the Real model's head detail in presentation mode: the row's Jacobian norm)
+    "‖J‖<sub>F</sub> of the row": ("‖J‖<sub>F</sub>",),
+    # (Training's gradient norms in presentation mode, beside its line-style key: L the loss,
+    # as the gradient chain's ‖∂L/∂x‖ next to it)
+    "‖∂loss/∂W‖": ("‖∂L/∂W‖",),
 }
 
 
@@ -188,7 +193,10 @@ class TidyAxis(pg.AxisItem):
         self.update()
 
     def resizeEvent(self, ev: Any = None) -> None:
-        if self.label is not None and " " in (self.labelText or "") and self.label.isVisible():
+        # (a one-word title has no lines to wrap, but may have a shorter form: ‖∂loss/∂W‖)
+        text = self.labelText or ""
+        if self.label is not None and self.label.isVisible() and \
+                (" " in text or self.shorter or self._auto_shorter):
             self._fit_label()
         super().resizeEvent(ev)
 
@@ -242,7 +250,11 @@ class TidyAxis(pg.AxisItem):
                     break
             if done:
                 break
-        if not done:
+        if not done and " " not in self.labelText:
+            # a one-word title is never cut ("‖…" names nothing): its shortest form, whole
+            self._lines, self._shown = 1, (self.shorter or self._auto_shorter)[-1]
+            fits()
+        elif not done:
             self._lines = most
             words = self.labelText.split(" ")
             first = words[0]

@@ -133,3 +133,16 @@ def test_presentation_prefers_a_shorter_form_at_full_type_to_the_whole_title_shr
         assert drawn is not None and float(drawn.group(1)) >= normal - 1e-9, (drawn, normal)
     finally:
         type_scale.set_factor(1.0, [])
+
+
+@pytest.mark.parametrize(("height", "shown"), [(40, "‖∂L/∂W‖"), (115, "‖∂L/∂W‖"), (400, None)])
+def test_a_one_word_title_takes_its_shorter_form_only_where_it_does_not_fit(qtbot, height, shown):
+    """A title with no space ("‖∂loss/∂W‖", Training's gradient norms) has no lines to wrap
+    but has a shorter form: beside a short plot it was never refitted and shrank to the floor
+    in presentation mode; beside a tall one it stays whole."""
+    _w, plot = _plot(qtbot, (300, height), "‖∂loss/∂W‖", "step")
+    axis = plot.getAxis("left")
+    assert axis._shown == shown  # (never cut: "‖…" names nothing)
+    if height > 40:
+        assert _along(axis) <= axis._room() + 0.5
+    assert axis.label.toolTip() == "‖∂loss/∂W‖"

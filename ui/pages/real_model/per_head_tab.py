@@ -35,6 +35,11 @@ from ui.pages.real_model.panels import (
     ProbeView,
 )
 
+#: the per-head grids' least height: as every panel's (ui.plots.base), and in presentation mode,
+#: where they give the head detail below them three quarters of the height
+GRID_MIN_HEIGHT = 200
+PRESENT_GRID_MIN_HEIGHT = 150
+
 
 class PerHeadTab:
     """Part of :class:`ui.pages.real_model.page.RealModelPage` (a base class of it): the per-head
@@ -87,11 +92,17 @@ class PerHeadTab:
     presenting_now = False
 
     def _per_head_heights(self) -> None:
-        """The grids over the head detail: 2:3 (1:3 in presentation mode's larger type)."""
+        """The grids over the head detail: 2:3 (1:3 in presentation mode's larger type, where
+        the grids may shrink below their usual minimum: at 1280x720 the head detail's two
+        stacked histograms kept 30 px of data each)."""
         right = self._per_head_right
         if right.count() < 2:
             return
         grids = 1 if self.presenting_now else 2
+        grid = self._per_head.get("grid")
+        if grid is not None:  # (its usual minimum, 200 px, held it at 2:3 at 1280x720)
+            grid.glw.setMinimumHeight(PRESENT_GRID_MIN_HEIGHT if self.presenting_now
+                                      else GRID_MIN_HEIGHT)
         right.setStretchFactor(0, grids)
         right.setStretchFactor(1, 3)
         total = max(1000, sum(right.sizes()))

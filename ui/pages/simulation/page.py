@@ -8,6 +8,7 @@ on the next tick).
 from __future__ import annotations
 
 import html
+import time
 from typing import Any
 
 from PySide6.QtWidgets import QGraphicsOpacityEffect, QScrollArea, QWidget
@@ -33,6 +34,10 @@ PANEL_MIN_HEIGHT = 170
 OUTDATED_OPACITY = 0.35  #: plots that no longer show the parameters set now are dimmed to this
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
 PANELS_PER_TICK = 1
+#: the sweep's items are made ahead only in a tick whose panel took less than this much of the
+#: GUI thread's CPU: one of its curves is 5-10 ms, and a panel's first draw (its new rules'
+#: curves and legend entries) plus that curve made the longest tick of a seven-rule run (40 ms)
+AHEAD_IF_UNDER_S = 0.008
 
 
 def strip_entries(rules: tuple[str, ...], theme: Theme, short: bool = False) -> list[str]:
@@ -85,9 +90,11 @@ class SimulationPage(QScrollArea, PanelRedraw):
         turns (round robin) so one tick never pays for painting all six; returns the ids drawn."""
         if self.state is None:
             return []
+        started = time.thread_time()
         drawn = self.redraw_panels(budget)
         snap = self.state.snapshot
-        if not self.state.sweep and snap is not None:
+        if (not self.state.sweep and snap is not None
+                and time.thread_time() - started < AHEAD_IF_UNDER_S):
             # before the sweep's first point, one of its curves a tick (~3 ms): made at the
             # first point, they were the sweep's longest blocks (a simulation streaming its
             # snapshots leaves few ticks with no panel to draw)

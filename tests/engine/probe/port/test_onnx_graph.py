@@ -282,3 +282,98 @@ def test_attributes_by_name() -> None:
 
     node = helper.make_node("Softmax", ["a"], ["b"], axis=1)
     assert attributes(node) == {"axis": 1}
+
+
+def test_consumers_list_every_node_reading_a_tensor() -> None:
+    model = _model([_node("Identity", ["x"], ["a"]), _node("Mul", ["a", "x"], ["y"])])
+    g = Graph(model)
+    assert g.consumers == {"x": [model.graph.node[0], model.graph.node[1]],
+                           "a": [model.graph.node[1]]}
+
+
+def test_sites_are_numbered_in_node_order_and_keep_their_node() -> None:
+    """A Softmax that is no attention (a router over x @ W) and other nodes come first: the
+    walk goes on past them, and the two sites after them are numbered 0 and 1."""
+    from onnx import helper
+
+    nodes = [_node("MatMul", ["x", "w"], ["r"]), _node("Softmax", ["r"], ["route"]),
+             _node("MatMul", ["q", "k"], ["s"]), _node("Softmax", ["s"], ["p"], name="sm"),
+             helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"],
+                              domain="com.microsoft", num_heads=2, name="mha")]
+    model = _model(nodes, {"w": np.ones((2, 2))}, inputs=("x", "q", "k", "v"))
+    sites = find_sites(model)
+    assert [(s.index, s.name) for s in sites] == [(0, "sm"), (1, "mha")]
+    assert sites[0].node is model.graph.node[3] and sites[1].node is model.graph.node[4]
+
+
+def test_a_path_of_casts_and_identities_has_no_tanh() -> None:
+    (site,) = find_sites(_scores(["Identity", "Cast", ("Add", 1.0)]))
+    assert not site.tanh and site.softcap is None and site.scale_consts == []
+
+
+def test_group_query_attention_rotates_only_when_asked() -> None:
+    """No do_rotary attribute is do_rotary=0; an unnamed operator that rotates is named by its
+    output in the refusal."""
+    from onnx import helper
+
+    from engine.errors import ConfigError
+
+    (s,) = find_sites(_fused_model("GroupQueryAttention", "com.microsoft",
+                                   ["q", "k", "v", "", "", "sl", "tl"], num_heads=2))
+    assert s.kind == "com.microsoft.GroupQueryAttention" and (s.q, s.k, s.v) == ("q", "k", "v")
+    model = _model([helper.make_node("GroupQueryAttention", ["q", "k", "v"], ["out", "pk", "pv"],
+                                     domain="com.microsoft", do_rotary=1)],
+                   inputs=("q", "k", "v"))
+    with pytest.raises(ConfigError) as err:
+        find_sites(model)
+    assert str(err.value) == ("onnx: out: GroupQueryAttention rotates q and k inside the operator "
+                              "(do_rotary=1); the audit needs them as tensors")
+
+
+def test_the_packed_attention_operator_has_no_projections_of_its_own() -> None:
+    """com.microsoft.Attention projects inside: its input coming out of a linear layer is not
+    reported as q's projection."""
+    from onnx import helper
+
+    model = _model([_node("MatMul", ["x", "w0"], ["h"]),
+                    helper.make_node("Attention", ["h", "w", "", ""], ["y"],
+                                     domain="com.microsoft", num_heads=2)],
+                   {"w0": np.ones((4, 4)), "w": np.ones((4, 12))})
+    assert projections(Graph(model), "h") == ["h"]
+    (s,) = find_sites(model)
+    assert s.kind == "com.microsoft.Attention" and s.proj_q == [] and s.proj_k == []
+
+
+def test_a_gemm_of_two_tensors_is_no_linear_layer_whatever_its_bias() -> None:
+    model = _model([_node("Gemm", ["a", "b", "c"], ["g"]), _node("Identity", ["g"], ["y"])],
+                   {"c": np.ones((2, 2))}, inputs=("a", "b"))
+    assert projections(Graph(model), "y") == []
+
+
+def test_an_add_with_one_operand_is_no_bias() -> None:
+    model = _model([_node("MatMul", ["x", "w"], ["p"]), _node("Add", ["p", ""], ["a"]),
+                    _node("Identity", ["a"], ["y"])], {"w": np.ones((4, 4))})
+    assert projections(Graph(model), "y") == ["p"]
+
+
+def test_the_walk_goes_on_past_inputs_other_ops_and_each_projection_found() -> None:
+    """Concat(Relu(x), r, x @ W2, x @ W1 + b, x @ W3, x @ W2): an op off the list, a graph
+    input, plain and biased projections, one of them twice, in the walk's (breadth-first)
+    order."""
+    model = _model([_node("Relu", ["x"], ["u"]), _node("MatMul", ["x", "w1"], ["p1"]),
+                    _node("Add", ["p1", "b"], ["pb"]), _node("MatMul", ["x", "w2"], ["p2"]),
+                    _node("MatMul", ["x", "w3"], ["p3"]),
+                    _node("Concat", ["u", "r", "p2", "pb", "p3", "p2"], ["y"], axis=0)],
+                   {"w1": np.ones((4, 4)), "w2": np.ones((4, 4)), "w3": np.ones((4, 4)),
+                    "b": np.ones(4)}, inputs=("x", "r"))
+    assert projections(Graph(model), "y") == ["p2", "pb", "p3"]
+
+
+def test_constants_do_not_count_towards_the_walk_limit() -> None:
+    """A chain of Mul nodes by one shared constant holds as many tensors as one of Identity
+    nodes: at WALK_LIMIT - 2 nodes the projection is still found."""
+    n = WALK_LIMIT - 2
+    nodes = [_node("MatMul", ["x", "w"], ["i0"])]
+    nodes += [_node("Mul", [f"i{j}", "c"], [f"i{j + 1}"]) for j in range(n)]
+    g = Graph(_model(nodes, {"w": np.ones((4, 4)), "c": 2.0}))
+    assert projections(g, f"i{n}") == ["i0"]
