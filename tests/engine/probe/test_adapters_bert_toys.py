@@ -29,7 +29,6 @@ LOW = torch.finfo(torch.float32).min
 
 def _split(x: torch.Tensor) -> torch.Tensor:
     """(batch, heads, tokens, d) of (batch, tokens, width) by hand: head i is columns 3i..3i+2."""
-    _b, _n, _ = x.shape
     return torch.stack([x[:, :, i * D:(i + 1) * D] for i in range(H)], dim=1)
 
 
@@ -116,10 +115,10 @@ class _Xlm(_Toy):
     """XLM's layout: a 1/0 mask (1: the key is seen) as the second argument, probabilities
     handed back only when asked (functional dropout)."""
 
-    def forward(self, input, mask, kv=None, cache=None, output_attentions=False):
+    def forward(self, input, mask, kv=None, cache=None, output_attentions=False, times=1.0):
         add = torch.where(_expand(mask, input.shape[1]) != 0, 0.0, LOW)
         ctx, p = self.attend(input, add, None)
-        return (ctx, p) if output_attentions else (ctx,)
+        return (times * ctx, p) if output_attentions else (times * ctx,)
 
 
 def _expand(mask: torch.Tensor, n: int) -> torch.Tensor:
@@ -243,7 +242,7 @@ def test_a_factor_on_q_k_reaches_the_product_not_the_reported_q_and_k(f) -> None
     torch.testing.assert_close(out[0].double(), ctx, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("f", [0.5, 3.0])
+@pytest.mark.parametrize("f", [0.5, 2.0, 3.0])
 @pytest.mark.parametrize("pairs", [False, True])
 def test_a_factor_on_the_weights_scales_them_and_the_output(f, pairs) -> None:
     tap, _mod, _ = _site(pairs=pairs)
@@ -262,15 +261,28 @@ def test_a_projection_returning_a_pair_keeps_its_second_item(f) -> None:
     tap, mod, _ = _site(pairs=True)
     x = _x()
     q, k, _v = _by_hand(mod, x)
-    got = []
+    got, values = [], []
     mod.key.register_forward_hook(lambda _m, _a, out: got.append(out))
+    mod.value.register_forward_hook(lambda _m, _a, out: values.append(out))
     seen, _ = _run(tap, x, mods={0: Modifier(q_factor=f, w_factor=f)})
     assert isinstance(got[0], tuple) and len(got[0]) == 2 and float(got[0][1]) == 0.5
+    assert isinstance(values[0], tuple) and len(values[0]) == 2 and float(values[0][1]) == 0.5
+    torch.testing.assert_close(values[0][0],
+                               f * (x @ mod.value.proj.weight.T + mod.value.proj.bias))
     torch.testing.assert_close(got[0][0], f * (x @ mod.key.proj.weight.T + mod.key.proj.bias))
     torch.testing.assert_close(seen[0].query, q)
     torch.testing.assert_close(seen[0].key, k)
     torch.testing.assert_close(seen[0].weights.double(), f * _softmax(q, k, f=f), atol=1e-6,
                                rtol=0)
+
+
+def test_a_projection_under_the_tap_before_any_call_of_its_module_is_left_alone() -> None:
+    tap, mod, site = _site()
+    x = _x()
+    with torch.no_grad(), tap.active(lambda c: None, {0: Modifier(q_factor=2.0, w_factor=3.0)}):
+        torch.testing.assert_close(mod.key(x), x @ mod.key.weight.T + mod.key.bias)
+        torch.testing.assert_close(mod.value(x), x @ mod.value.weight.T + mod.value.bias)
+    assert site.state == {}
 
 
 def test_outside_the_tap_nothing_changes_and_nothing_is_reported() -> None:
@@ -318,14 +330,18 @@ def test_two_layers_are_two_sites_in_call_order() -> None:
 # -- XLM: probabilities only when asked, a 1/0 mask ------------------------------------------------
 
 @pytest.mark.parametrize("asked", [False, True])
-@pytest.mark.parametrize("how", ["keyword", "positional"])
+@pytest.mark.parametrize("how", ["keyword", "positional", "after", "fourth"])
 def test_xlm_asks_for_the_probabilities_and_strips_them(asked, how) -> None:
+    """(``after``: an argument after output_attentions, positional too; ``fourth``: the four
+    before it positional, output_attentions by keyword.)"""
     tap, mod, _ = _site(XLM, cls=_Xlm)
     x = _x()
     keep = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     q, k, _v = _by_hand(mod, x)
-    args, kw = ((x, keep, None, None, asked), {}) if how == "positional" else \
-        ((x, keep), {"output_attentions": asked})
+    args, kw = {"positional": ((x, keep, None, None, asked), {}),
+                "after": ((x, keep, None, None, asked, 2.0), {}),
+                "fourth": ((x, keep, None, None), {"output_attentions": asked}),
+                "keyword": ((x, keep), {"output_attentions": asked})}[how]
     seen, out = _run(tap, *args, **kw)
     assert len(out) == (2 if asked else 1)
     c = seen[0]
@@ -340,6 +356,7 @@ def test_xlm_asks_for_the_probabilities_and_strips_them(asked, how) -> None:
     with torch.no_grad():  # (the plain module: the same output)
         plain = mod(*args, **kw)
     assert torch.equal(plain[0], out[0]) and len(plain) == len(out)
+    assert torch.equal(out[0], seen[0].output)
 
 
 def test_xlm_with_a_factor_on_the_weights_hands_back_the_scaled_ones() -> None:
@@ -488,8 +505,10 @@ def test_funnel_terms_by_hand(f) -> None:
     torch.testing.assert_close(got[3], want)
     assert got[2].shape == (1, 1, 1, 4)
     assert got[2][0, 0, 0].tolist() == [0.0, 0.0, LOW, 0.0]
-    assert ab._funnel_terms(m, {"attention_inputs": ("P", "T", None, "C")}, q, k, None, w)[2] \
-        is None
+    plain = ab._funnel_terms(m, {"attention_inputs": ("P", "T", None, "C")}, q, k, None, w)
+    assert plain[2] is None
+    if f == 1.0:  # (the factor's default: none)
+        torch.testing.assert_close(plain[3], want)
 
 
 def test_longformers_band_unfolds_into_the_matrix_with_its_mask() -> None:
@@ -660,7 +679,7 @@ def test_big_birds_block_sparse_attention_is_refused_under_the_tap_only() -> Non
         net(_x())
     with pytest.raises(ConfigError) as err:
         _run(tap, _x())
-    assert err.value.message == (
+    assert err.value.field == "model" and err.value.message == (
         "big_bird's block-sparse attention (a text longer than its full-attention limit) mixes "
         "random key blocks; the audit reads its full attention only: audit a shorter text")
 
@@ -674,3 +693,30 @@ def test_heads_split_by_hand() -> None:
     got = ab._heads(c, H, D, True)
     assert got.shape == (2, H, 3, D)
     assert got[1, 1, 2].tolist() == [c[1, 3, 2].item(), c[1, 4, 2].item(), c[1, 5, 2].item()]
+
+
+def test_the_terms_get_the_call_and_the_factor_on_q_k() -> None:
+    """A family's terms see the module, the bound arguments, q and k as heads, the mask, the
+    weights (already times a factor on them) and the factor on q.k; what they return is reported."""
+    got: dict = {}
+    bias = torch.zeros(2, 2, 4, 4)
+
+    def terms(m, args, q, k, mask, w, f=1.0):
+        got.update(m=m, args=args, q=q, k=k, mask=mask, w=w, f=f)
+        return q, k, mask, bias, w * 0.5, "a term"
+
+    fam = ab.Family("Toy", "toy-terms", terms=terms)
+    tap, mod, _ = _site(fam)
+    x, add = _x(), _pad_mask()
+    q, k, _v = _by_hand(mod, x)
+    plain, _o = _run(tap, x, add)
+    seen, _o = _run(tap, x, add, mods={0: Modifier(q_factor=2.0, w_factor=3.0)})
+    assert got["m"] is mod and got["mask"] is add and got["f"] == 2.0
+    assert set(got["args"]) == {"hidden_states", "attention_mask"} and got["args"]["hidden_states"] is x
+    torch.testing.assert_close(got["q"], q)
+    torch.testing.assert_close(got["k"], k)
+    torch.testing.assert_close(got["w"].double(), 3.0 * _softmax(q, k, add, f=2.0), atol=1e-5, rtol=0)
+    c = seen[0]
+    assert c.bias is bias and c.extra == {"scaling": 1 / math.sqrt(3), "bias_kind": "a term"}
+    torch.testing.assert_close(c.weights, 0.5 * got["w"])
+    assert plain[0].extra["bias_kind"] == "a term"
