@@ -125,7 +125,8 @@ EXTRA_TESTS = {
     # (and hand-made stand-ins of each attention class: the calls' tiny models take seconds each)
     "engine/probe/adapters_seq.py": ("tests/engine/probe/test_adapters_seq_calls.py",
                                      "tests/engine/probe/test_adapters_seq_standins.py"),
-    "engine/probe/adapters_bert.py": ("tests/engine/probe/test_adapters_bert_calls.py",),
+    "engine/probe/adapters_bert.py": ("tests/engine/probe/test_adapters_bert_calls.py",
+                                      "tests/engine/probe/test_adapters_bert_toys.py"),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -244,6 +245,13 @@ DESELECT.update({f"engine/probe/{name}.py": (f"tests/engine/probe/test_{name}.py
 DESELECT["engine/probe/adapters_seq.py"] += tuple(
     f"tests/engine/probe/test_adapters_seq_calls.py::test_{name}" for name in (
         "each_call_reports", "the_probabilities_come_back", "planted_factors_reach"))
+# (and the bert calls' per-family tests and refusals: 15 tiny models, 90 s a run on a shared
+# machine; test_adapters_bert_toys.py hands stand-in modules of each layout to the hooks)
+DESELECT["engine/probe/adapters_bert.py"] += tuple(
+    f"tests/engine/probe/test_adapters_bert_calls.py::test_{name}" for name in (
+        "each_call_reports_q_k_and_the_models_probabilities",
+        "the_output_is_the_modules_and_the_probabilities_come_back_when_asked",
+        "planted_factors_reach_q_k_and_the_weights", "what_the_adapter_does_not_read_is_refused"))
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
