@@ -540,6 +540,10 @@ def test_a_port_config_reads_its_kind_from_the_file_name() -> None:
     cfg = PortConfig("m.onnx", reference="/r", text="hi", max_tokens=2)
     assert (cfg.reference, cfg.text, cfg.max_tokens) == ("/r", "hi", 2)
     assert PortConfig("m.onnx", max_tokens=1_000_000).max_tokens == 1_000_000
+    # the checked values replace the given ones: 5.0 tokens as the int 5, a budget of 2 as 2.0
+    cfg = PortConfig("m.onnx", max_tokens=5.0, memory_budget=2)
+    assert type(cfg.max_tokens) is int and cfg.max_tokens == 5
+    assert type(cfg.memory_budget) is float and cfg.memory_budget == 2.0
 
 
 def test_the_runs_times_and_the_outputs_difference_are_reported(tmp_path, monkeypatch) -> None:
