@@ -197,7 +197,8 @@ def test_d_model_decides_between_one_over_sqrt_d_model_and_other() -> None:
 
 def test_an_unfused_site_needs_both_projections() -> None:
     """q twice its projection's output, k its own: both found, q is read relative to its
-    projection (ratio 2); with only q's found, neither is (q and k as the graph has them)."""
+    projection (ratio 2); with only one of them found, neither is (q and k as the graph has
+    them)."""
     arrays = _arrays()
     q, kt = arrays["q"], arrays["kt"]
     arrays |= {"pq": _flat(q[0] / 2.0), "pk": _flat(np.swapaxes(kt[0], -1, -2))}
@@ -221,7 +222,6 @@ def test_an_unfused_sliding_window_is_named() -> None:
     assert rec.features == ("sliding window 3", "q/k not a projection's output")
 
 
-
 def test_an_unfused_bias_is_kept_per_head_in_float32() -> None:
     """A per-head additive bias (ALiBi-like: -0.5 |i - j| and -0.25 |i - j|) on the rows."""
     i, j = np.indices((6, 6))
@@ -231,8 +231,10 @@ def test_an_unfused_bias_is_kept_per_head_in_float32() -> None:
     np.testing.assert_array_equal(rec.bias, alibi.astype(np.float32))
     assert rec.features == ("bidirectional", "q/k not a projection's output", "additive bias")
 
+
 @pytest.mark.parametrize("which", ["q", "kt"])
 def test_an_unfused_q_or_k_rotated_from_its_projection_is_rope(which) -> None:
+    """Only one of q and k turned from its projection's output (as RoPE does): "RoPE"."""
     arrays = _arrays()
     arrays |= {"pq": _flat(arrays["q"][0]), "pk": _flat(np.swapaxes(arrays["kt"][0], -1, -2))}
     if which == "q":
