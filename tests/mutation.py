@@ -16,8 +16,9 @@ tests run past ``--timeout-multiplier`` times their clean duration (plus a secon
 counts as a timeout; torch and its BLAS run single-threaded there (``OMP_NUM_THREADS=1``): a thread
 pool started before mutmut forks the test process hung it on a lock (0 % CPU) in past runs.
 
-The score is killed / (mutants - those judged equivalent), where a timeout counts as killed (the
-mutant changed behaviour) and a mutant no test reaches as survived. Equivalent mutants (the code
+The score is killed / (mutants - those judged equivalent), where a timeout or an abort (SIGABRT,
+e.g. ONNX Runtime aborting the test process) counts as killed (the mutant changed behaviour) and
+a mutant no test reaches as survived. Equivalent mutants (the code
 behaves the same, e.g. ``x[:40]`` for ``x[:41]`` on a string cut for display only) are listed with
 the reason in ``tests/mutation_equivalent.txt``.
 """
@@ -255,7 +256,9 @@ DESELECT["engine/probe/adapters_bert.py"] += tuple(
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
-KILLED = {1, 3, 24, -24, 36, 152, 255}  # failed, pytest error, or timed out (SIGXCPU)
+#: failed, pytest error, timed out (SIGXCPU), or aborted (SIGABRT: -6 from the fork, 134 from
+#: a shell; e.g. ONNX Runtime aborting the process on a mutated session option)
+KILLED = {1, 3, 24, -24, 36, 152, 255, -6, 134}
 
 
 def in_scope(module: str) -> bool:

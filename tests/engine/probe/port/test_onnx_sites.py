@@ -1,6 +1,8 @@
 """What ONNX Runtime returned for one site, turned into the fit's record: hand-made arrays (q,
 k^T, the Softmax's weights computed here at a chosen scale, masks and biases with their signs),
-so the record's rows, mask, bias and features and the fitted scale are known in advance."""
+so the record's rows, mask, bias and features and the fitted scale are known in advance. A fused
+operator's site is fitted from hand-made operands too (a stand-in for ``fused_ops.unpack``: no
+ONNX Runtime run), its output computed here head by head."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import numpy as np
 import pytest
 
 from engine.errors import ConfigError
+from engine.probe.port import fused_ops
+from engine.probe.port.fused_ops import FusedData
 from engine.probe.port.onnx_graph import OnnxSite
 from engine.probe.port.onnx_sites import (
     _broadcast,
@@ -17,6 +21,7 @@ from engine.probe.port.onnx_sites import (
     _heads,
     _mask,
     _projection_outputs,
+    fit_fused,
     fit_unfused,
     unfused_record,
 )
@@ -48,6 +53,7 @@ def test_heads_drop_the_batch_and_refuse_other_shapes() -> None:
     x = np.arange(24.0).reshape(1, 2, 3, 4)
     assert _heads(x).shape == (2, 3, 4) and _heads(x).dtype == np.float64
     assert _heads(x[0]).shape == (2, 3, 4)
+    assert _heads(x.astype(np.float32)).dtype == np.float64  # ONNX Runtime's float32 too
     with pytest.raises(ConfigError) as err:
         _heads(x[0, 0])
     assert "an attention tensor has shape (3, 4), not (batch, heads, tokens, width)" in \
@@ -102,6 +108,11 @@ def test_the_mask_from_terms_and_wheres() -> None:
     visible, bias = _mask(site, {"cond": cond}, shape)
     assert visible.tolist() == [[False, False, False], [False, True, False]]
     assert bias is None
+    # two conditions: a pair is kept only where both keep it
+    other = np.array([[False, True, True], [True, True, True]])
+    site = _site(where=[("cond", True), ("other", True)])
+    visible, _ = _mask(site, {"cond": cond, "other": other}, shape)
+    assert visible.tolist() == [[False, True, True], [True, False, True]]
 
 
 def test_a_record_of_the_softmax_weights() -> None:
@@ -182,3 +193,186 @@ def test_d_model_decides_between_one_over_sqrt_d_model_and_other() -> None:
     assert fit_unfused(_site(), arrays, 0).fit.layer_verdict != "scaled by 1/sqrt(d_model)"
     arrays = _arrays(scale=1 / 4)  # 1/sqrt(16)
     assert fit_unfused(_site(), arrays, 0).fit.layer_verdict == "scaled by 1/sqrt(d_model)"
+
+
+def test_an_unfused_site_needs_both_projections() -> None:
+    """q twice its projection's output, k its own: both found, q is read relative to its
+    projection (ratio 2); with only one of them found, neither is (q and k as the graph has
+    them)."""
+    arrays = _arrays()
+    q, kt = arrays["q"], arrays["kt"]
+    arrays |= {"pq": _flat(q[0] / 2.0), "pk": _flat(np.swapaxes(kt[0], -1, -2))}
+    both = unfused_record(_site(proj_q=["pq"], proj_k=["pk"]), arrays)
+    np.testing.assert_allclose(both.q_ratio, [2.0] * H)
+    np.testing.assert_allclose(both.k_ratio, [1.0] * H)
+    np.testing.assert_allclose(both.q, (q[0] / 2.0).astype(np.float32), rtol=1e-6)
+    for proj in ({"proj_q": ["pq"]}, {"proj_k": ["pk"]}):
+        one = unfused_record(_site(**proj), arrays)
+        assert one.q_ratio is None and one.k_ratio is None
+        np.testing.assert_array_equal(one.q, q[0].astype(np.float32))
+
+
+def test_an_unfused_sliding_window_is_named() -> None:
+    """Each query sees itself and the 2 keys before it: causal, window 3."""
+    i, j = np.indices((6, 6))
+    band = np.where((j <= i) & (j > i - 3), 0.0, -np.inf)
+    rec = unfused_record(_site(terms=[("m", 1.0)]), {**_arrays(bias=band), "m": band})
+    assert rec.causal and rec.window == 3
+    assert rec.bias is None  # (0 where visible: no bias)
+    assert rec.features == ("sliding window 3", "q/k not a projection's output")
+
+
+def test_an_unfused_bias_is_kept_per_head_in_float32() -> None:
+    """A per-head additive bias (ALiBi-like: -0.5 |i - j| and -0.25 |i - j|) on the rows."""
+    i, j = np.indices((6, 6))
+    alibi = -np.abs(i - j) * np.array([0.5, 0.25])[:, None, None]
+    rec = unfused_record(_site(terms=[("b", 1.0)]), {**_arrays(bias=alibi), "b": alibi})
+    assert rec.bias.dtype == np.float32
+    np.testing.assert_array_equal(rec.bias, alibi.astype(np.float32))
+    assert rec.features == ("bidirectional", "q/k not a projection's output", "additive bias")
+
+
+@pytest.mark.parametrize("which", ["q", "kt"])
+def test_an_unfused_q_or_k_rotated_from_its_projection_is_rope(which) -> None:
+    """Only one of q and k turned from its projection's output (as RoPE does): "RoPE"."""
+    arrays = _arrays()
+    arrays |= {"pq": _flat(arrays["q"][0]), "pk": _flat(np.swapaxes(arrays["kt"][0], -1, -2))}
+    if which == "q":
+        arrays["q"] = _rotated(arrays["q"])
+    else:
+        arrays["kt"] = np.swapaxes(_rotated(np.swapaxes(arrays["kt"], -1, -2)), -1, -2)
+    rec = unfused_record(_site(proj_q=["pq"], proj_k=["pk"]), arrays)
+    assert rec.rotated is True and rec.site == 0
+    assert rec.features == ("bidirectional", "RoPE")
+
+
+# the fused operator's fit on hand-made operands: softmax(s q.k + bias) v, head by head
+
+FH, FKV, FD, FDV, FS = 4, 2, 8, 4, 6
+
+
+def _fused_data(factors=(1.0,) * FH, nq=FS, bias=None, softcap=None, q_times=1.0, seed=1,
+                causal=False, kv=FKV):
+    """q (H, nq, d) = q_times * a random q0 (its projection), k and v over FKV heads shared by
+    pairs of query heads; out_h = softmax(factor_h / sqrt(d) * q_h.k + bias) v."""
+    rng = np.random.default_rng(seed)
+    q0 = rng.normal(size=(FH, nq, FD))
+    k = rng.normal(size=(kv, FS, FD))
+    v = rng.normal(size=(kv, FS, FDV))
+    out = np.zeros((FH, nq, FDV))
+    for h in range(FH):
+        j = h // (FH // kv)
+        for i in range(nq):
+            z = factors[h] / math.sqrt(FD) * (q_times * q0[h, i] @ k[j].T)
+            if softcap:
+                z = softcap * np.tanh(z / softcap)
+            if bias is not None:
+                z = z + bias[0, i]
+            w = np.exp(z - z.max())
+            out[h, i] = (w / w.sum()) @ v[j]
+    return FusedData(q=q_times * q0, k=k, v=v, out=out, visible=np.ones((nq, FS), bool),
+                     bias=bias, softcap=softcap, scale=0.25, scale_source="scale attribute 0.25",
+                     causal=causal)
+
+
+def _fit_fused(monkeypatch, data, kind="com.microsoft.MultiHeadAttention", d_model=0,
+               arrays=None, **site):
+    monkeypatch.setattr(fused_ops, "unpack", lambda s, a, w: data)
+    return fit_fused(OnnxSite(3, kind, "mha", None, **site), arrays or {}, d_model)
+
+
+def test_a_fused_site_fits_every_head_and_the_layer(monkeypatch) -> None:
+    port = _fit_fused(monkeypatch, _fused_data(causal=True))
+    assert (port.name, port.kind, port.n_heads, port.d_k) == ("mha", "com.microsoft."
+                                                             "MultiHeadAttention", FH, FD)
+    assert port.declared == 0.25 and port.declared_source == "scale attribute 0.25"
+    assert port.causal is True and port.cross is False
+    assert port.features == ("causal", "q/k not a projection's output", "GQA 4q/2kv")
+    np.testing.assert_allclose(port.fit.head.scale * math.sqrt(FD), 1.0, rtol=1e-5)
+    assert port.fit.layer.scale.shape == (1,)
+    assert float(port.fit.layer.scale[0]) * math.sqrt(FD) == pytest.approx(1.0, rel=1e-5)
+    assert port.fit.head_verdicts == ["1/sqrt(d_k)"] * FH
+    assert port.fit.layer_verdict == "1/sqrt(d_k)"
+
+
+def test_one_fused_head_off_makes_the_layer_mixed(monkeypatch) -> None:
+    port = _fit_fused(monkeypatch, _fused_data(factors=(1.0, 1.0, 1.0, math.sqrt(FD))))
+    assert port.fit.head_verdicts == ["1/sqrt(d_k)"] * 3 + ["unscaled"]
+    assert port.fit.layer_verdict == "mixed: 1/sqrt(d_k); unscaled"
+    assert float(port.fit.head.scale[3]) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_a_fused_site_cross_attention_bias_and_soft_cap(monkeypatch) -> None:
+    """4 queries over 6 keys, an additive bias and a soft-cap of 3: each named, and the scale
+    read through them."""
+    bias = np.random.default_rng(5).normal(size=(1, 4, FS))
+    port = _fit_fused(monkeypatch, _fused_data(nq=4, bias=bias, softcap=3.0))
+    assert port.cross is True and port.causal is False
+    assert port.features == ("bidirectional", "q/k not a projection's output", "additive bias",
+                             "soft-cap 3", "GQA 4q/2kv")
+    np.testing.assert_allclose(port.fit.head.scale * math.sqrt(FD), 1.0, rtol=1e-5)
+    assert float(port.fit.layer.scale[0]) * math.sqrt(FD) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_fused_verdicts_read_d_model_and_the_head_count(monkeypatch) -> None:
+    """s = 1/sqrt(32) on 4 heads of 8: 1/sqrt(d_model) with d_model unknown (0: the heads' 32);
+    s = 1/sqrt(16) with d_model 64 is 1/sqrt(d_model / heads) (64 / 4 = 16 is not d_k)."""
+    port = _fit_fused(monkeypatch, _fused_data(factors=(0.5,) * FH))
+    assert port.fit.head_verdicts == ["scaled by 1/sqrt(d_model)"] * FH
+    assert port.fit.layer_verdict == "scaled by 1/sqrt(d_model)"
+    port = _fit_fused(monkeypatch, _fused_data(factors=(math.sqrt(0.5),) * FH), d_model=64)
+    assert port.fit.head_verdicts == ["scaled by 1/sqrt(d_model / heads)"] * FH
+    assert port.fit.layer_verdict == "scaled by 1/sqrt(d_model / heads)"
+
+
+def _flat(x):
+    """(H, n, d) as the projection's (1, n, H * d) output."""
+    return np.ascontiguousarray(np.swapaxes(x, 0, 1).reshape(1, x.shape[1], -1))
+
+
+def test_a_fused_site_is_measured_against_its_projections(monkeypatch) -> None:
+    """q = 2 x its projection's output at the operator: the operator's 0.5/sqrt(d) on q.k is
+    1/sqrt(d) on the projections'; with only q's projection found, the operator's own q and
+    k are used (0.5) and the feature says so."""
+    data = _fused_data(factors=(0.5,) * FH, q_times=2.0)
+    arrays = {"pq": _flat(data.q / 2.0), "pk": _flat(data.k)}
+    both = _fit_fused(monkeypatch, data, arrays=arrays, proj_q=["pq"], proj_k=["pk"])
+    np.testing.assert_allclose(both.fit.head.scale * math.sqrt(FD), 1.0, rtol=1e-5)
+    assert both.features == ("bidirectional", "GQA 4q/2kv")
+    for proj in ({"proj_q": ["pq"]}, {"proj_k": ["pk"]}):
+        one = _fit_fused(monkeypatch, data, arrays=arrays, **proj)
+        np.testing.assert_allclose(one.fit.head.scale * math.sqrt(FD), 0.5, rtol=1e-5)
+        assert "q/k not a projection's output" in one.features
+
+
+def test_the_packed_operator_projects_inside(monkeypatch) -> None:
+    """com.microsoft.Attention computes q and k from its own weights: they are projections."""
+    port = _fit_fused(monkeypatch, _fused_data(), kind="com.microsoft.Attention")
+    assert port.features == ("bidirectional", "GQA 4q/2kv")
+    # as many key heads as query heads: no GQA
+    port = _fit_fused(monkeypatch, _fused_data(kv=FH), kind="com.microsoft.Attention")
+    assert port.features == ("bidirectional",)
+    assert port.fit.head_verdicts == ["1/sqrt(d_k)"] * FH
+
+
+def _rotated(x, seed=2):
+    """Each token's (d) vector turned by its own angle in each pair of columns: the norms stay."""
+    theta = np.random.default_rng(seed).uniform(0.3, 2.0, size=(x.shape[-2], x.shape[-1] // 2))
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * np.cos(theta) - b * np.sin(theta)
+    out[..., 1::2] = a * np.sin(theta) + b * np.cos(theta)
+    return out
+
+
+@pytest.mark.parametrize("which", ["q", "k"])
+def test_q_or_k_rotated_from_its_projection_is_rope(monkeypatch, which) -> None:
+    """Only one of q and k turned from its projection's output (as RoPE does): "RoPE"."""
+    data = _fused_data()
+    arrays = {"pq": _flat(data.q), "pk": _flat(data.k)}
+    if which == "q":
+        data.q = _rotated(data.q)
+    else:
+        data.k = _rotated(data.k)
+    port = _fit_fused(monkeypatch, data, arrays=arrays, proj_q=["pq"], proj_k=["pk"])
+    assert port.features == ("bidirectional", "RoPE", "GQA 4q/2kv")

@@ -37,8 +37,10 @@ def _graph(path, factors=(1.0,), mask: str = "", softcap: float | None = None,
     rng = np.random.default_rng(seed)
     width = HEADS * D
     inits = [numpy_helper.from_array(rng.normal(size=(VOCAB, width)).astype(np.float32), "emb"),
-             numpy_helper.from_array(np.array([1, N, HEADS, D], np.int64), "split"),
-             numpy_helper.from_array(np.array([1, N, width], np.int64), "merge")]
+             numpy_helper.from_array(np.array([1, N if fixed else -1, HEADS, D], np.int64),
+                                     "split"),
+             numpy_helper.from_array(np.array([1, N if fixed else -1, width], np.int64),
+                                     "merge")]
     if gather:
         nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["x0"])]
     else:  # the ids reach the embedding through a Cast: its size is not read off the graph
@@ -365,6 +367,22 @@ def test_seeded_ids_fill_a_graph_without_a_tokenizer(tmp_path) -> None:
                               "put the tokenizer files next to the .onnx file")
 
 
+def test_the_audit_seeds_its_ids_from_the_source_and_max_tokens(tmp_path, source_audit) -> None:
+    """No ids given and no tokenizer: the audit's ids are seeded over the source config's
+    vocabulary (7: this graph has no embedding Gather), and as many as max_tokens on a graph of
+    free length."""
+    path = tmp_path / "g.onnx"
+    _graph(path, (1.0,), gather=False)
+    source_audit["source"] = _source(1)
+    res = _audit(path, _loaded(vocab=7), ids=None)
+    want = tuple(int(i) for i in np.random.default_rng(0).integers(1, 7, size=N))
+    assert source_audit["ids"] == want
+    assert res.id_source == f"{N} seeded random token ids (no tokenizer)"
+    free = tmp_path / "free.onnx"
+    _graph(free, (1.0,), fixed=False)
+    res = _audit(free, ids=None, max_tokens=5)
+    assert res.n_tokens == 5 and res.id_source == "5 seeded random token ids (no tokenizer)"
+
 def test_the_vocabulary_of_seeded_ids(tmp_path) -> None:
     """The embedding's rows when a Gather reads input_ids, else the source config's
     vocab_size, else 100."""
@@ -480,6 +498,22 @@ def test_packed_weights_and_bias_are_read_from_beside_the_graph(tmp_path) -> Non
     assert sorted(onnx_audit._initializers(open_onnx(folder / "m.onnx"), ["w", ""])) == ["weights"]
 
 
+def test_each_site_is_fitted_with_the_sources_d_model(monkeypatch) -> None:
+    """_fit hands d_model (the source's, 128 here) to the fused fit as to the unfused one, and
+    weights only to com.microsoft.Attention (a spy on both fits: what reaches them)."""
+    from engine.probe.port import onnx_sites
+    from engine.probe.port.onnx_graph import OnnxSite
+
+    seen = []
+    monkeypatch.setattr(onnx_sites, "fit_fused", lambda site, arrays, d_model, weights=None:
+                        seen.append(("fused", d_model, weights)) or "fused fit")
+    monkeypatch.setattr(onnx_sites, "fit_unfused", lambda site, arrays, d_model:
+                        seen.append(("unfused", d_model)) or "unfused fit")
+    mha = OnnxSite(0, "com.microsoft.MultiHeadAttention", "mha", None)
+    assert onnx_audit._fit(None, mha, {}, 128) == "fused fit"
+    assert onnx_audit._fit(None, OnnxSite(1, "unfused", "sm", None), {}, 96) == "unfused fit"
+    assert seen == [("fused", 128, None), ("unfused", 96)]
+
 @pytest.mark.parametrize(("kwargs", "field", "words"), [
     ({"path": ""}, "path", "must be an .onnx or .gguf file"),
     ({"path": "  "}, "path", "must be an .onnx or .gguf file"),
@@ -506,6 +540,10 @@ def test_a_port_config_reads_its_kind_from_the_file_name() -> None:
     cfg = PortConfig("m.onnx", reference="/r", text="hi", max_tokens=2)
     assert (cfg.reference, cfg.text, cfg.max_tokens) == ("/r", "hi", 2)
     assert PortConfig("m.onnx", max_tokens=1_000_000).max_tokens == 1_000_000
+    # the checked values replace the given ones: 5.0 tokens as the int 5, a budget of 2 as 2.0
+    cfg = PortConfig("m.onnx", max_tokens=5.0, memory_budget=2)
+    assert type(cfg.max_tokens) is int and cfg.max_tokens == 5
+    assert type(cfg.memory_budget) is float and cfg.memory_budget == 2.0
 
 
 def test_the_runs_times_and_the_outputs_difference_are_reported(tmp_path, monkeypatch) -> None:
