@@ -122,6 +122,9 @@ EXTRA_TESTS = {
     "engine/probe/adapters_fused.py": ("tests/engine/probe/test_adapters_fused_calls.py",),
     "engine/probe/adapters_seq.py": ("tests/engine/probe/test_adapters_seq_calls.py",),
     "engine/probe/adapters_bert.py": ("tests/engine/probe/test_adapters_bert_calls.py",),
+    # a hand-made stand-in of DeBERTa's attention, hooked in every test (the tiny models of
+    # test_adapters_deberta.py are built once per file: each hook reached only its first test)
+    "engine/probe/adapters_deberta.py": ("tests/engine/probe/test_adapters_deberta_hooks.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -229,6 +232,13 @@ DESELECT = {
 # the *_calls.py tests check what each call reports, by hand, on models built once per file
 DESELECT.update({f"engine/probe/{name}.py": (f"tests/engine/probe/test_{name}.py",)
                  for name in ("adapters_fused", "adapters_seq", "adapters_bert")})
+# (its tiny models: 1 to 5 s a test; the stand-in's tests cover what they check)
+DESELECT["engine/probe/adapters_deberta.py"] = tuple(
+    f"tests/engine/probe/test_adapters_deberta.py::test_{name}" for name in (
+        "each_call_reports_q_k_the_relative_terms_and_the_models_probabilities",
+        "planted_factors_reach_q_k_and_the_weights",
+        "the_relative_terms_are_the_ones_the_product_used_with_a_factor_on_q",
+        "talking_heads_are_refused"))
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"

@@ -500,3 +500,60 @@ def test_a_hybrid_of_linear_attention_only_gets_a_softmax_layer():
     assert _shrunk(num_hidden_layers=8, num_attention_heads=8,
                    layer_types=["Linear_Attention", "mamba"] * 4)["layer_types"] == [
         "Linear_Attention", "mamba", "full_attention"]
+
+
+# -- keys left alone (the survivors of the mutation run) -------------------------------------------
+
+def test_sizes_stored_as_zero_or_none_are_left():
+    """Only a stored positive whole number is a size: 0 and None stay under every family's
+    names (a None beside no expert width, no heads, no vocabulary default)."""
+    keys = dict(n_head=0, embed_dim=None, d_kv=0, ffn_dim=0, mlp_dim=None, expert_dim=0,
+                moe_ffn_hidden_size=None, num_experts=0, num_local_experts=None, n_layer=0,
+                num_layers=None, mamba_d_state=0, chunk_size=None, kv_lora_rank=0,
+                topk_group=None)
+    assert _shrunk(**keys) == keys
+
+
+class _ClassSizes(transformers.PretrainedConfig):
+    """Sizes the class holds (not stored in the config): not the config's own keys."""
+
+    n_head, n_embd, d_kv, ffn_dim, expert_dim, num_experts = 16, 64, 16, 128, 64, 8
+
+
+def test_sizes_only_the_class_holds_are_not_written():
+    cfg = _as(_ClassSizes, num_attention_heads=32, hidden_size=4096)
+    shrink_config(cfg)
+    assert (cfg.num_attention_heads, cfg.hidden_size) == (4, 32)
+    for key in ("n_head", "n_embd", "d_kv", "ffn_dim", "expert_dim", "num_experts"):
+        assert key not in cfg.__dict__, key
+
+
+def test_a_stored_zero_beside_an_expert_width_is_no_missing_expert_count():
+    """Only None is filled beside moe_intermediate_size: 0 experts and 0 shared experts stay 0
+    (the filled shared experts are 1 either way: the group keys are set to 1 after)."""
+    assert _shrunk(moe_intermediate_size=1408, num_experts=0, n_routed_experts=None,
+                   n_shared_experts=0) == {"moe_intermediate_size": 32, "num_experts": 0,
+                                           "n_routed_experts": 4, "n_shared_experts": 0}
+
+
+class _Shadowed(transformers.PretrainedConfig):
+    """A stored value beside a property of the same name (the stored one is the config's)."""
+
+    @property
+    def hidden_size(self):
+        return 4096
+
+
+def test_a_stored_key_is_read_before_a_property_of_its_name():
+    cfg = _as(_Shadowed, hidden_size=64)
+    assert shrink._get_int(cfg, "hidden_size") == 64
+    cfg.__dict__["hidden_size"] = None  # (None stored: the property's value)
+    assert shrink._get_int(cfg, "hidden_size") == 4096
+
+
+def test_build_gives_an_object_without_architectures_an_empty_list(monkeypatch):
+    import types
+
+    calls = _autos(monkeypatch, {})
+    cfg = types.SimpleNamespace()
+    assert shrink.build(cfg) == "AutoModel" and cfg.architectures == [] and calls[0][1] == []
