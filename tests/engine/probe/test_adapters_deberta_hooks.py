@@ -331,8 +331,9 @@ def test_talking_heads_are_refused_only_under_the_tap():
         net(**inputs)  # (no tap: nothing to refuse)
     with pytest.raises(ConfigError) as err:
         tap.discover(lambda: net(**inputs))
-    assert err.value.message == ("this DeBERTa uses talking heads (head_logits_proj mixes the "
-                                 "heads' logits): no per-head softmax of q.k to audit")
+    assert (err.value.field, err.value.message) == (
+        "model", "this DeBERTa uses talking heads (head_logits_proj mixes the heads' logits): no "
+        "per-head softmax of q.k to audit")
 
 
 @pytest.mark.parametrize("v1", [True, False], ids=["v1", "v2"])

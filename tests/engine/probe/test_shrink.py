@@ -557,3 +557,56 @@ def test_build_gives_an_object_without_architectures_an_empty_list(monkeypatch):
     calls = _autos(monkeypatch, {})
     cfg = types.SimpleNamespace()
     assert shrink.build(cfg) == "AutoModel" and cfg.architectures == [] and calls[0][1] == []
+
+
+def test_a_small_vocabulary_and_its_ids_are_left():
+    assert _shrunk(vocab_size=64, pad_token_id=None, mask_token_id=None) == {
+        "vocab_size": 64, "pad_token_id": None, "mask_token_id": None}
+
+
+def test_only_whole_numbers_in_an_id_list_are_ids_and_128_is_outside():
+    got = _shrunk(eos_token_id=[2, 128], bos_token_id=[2, 300.0], pad_token_id=[True, 5])
+    assert got == {"eos_token_id": [2, 127], "bos_token_id": [2, 300.0],
+                   "pad_token_id": [True, 5]}
+    assert type(got["pad_token_id"][0]) is bool  # (left, not rewritten as 1)
+
+
+def test_the_mixers_widths_are_whole_numbers():
+    """Head counts and widths are ints (a float 4.0 would be refused by torch's layers)."""
+    got = _shrunk(mamba_n_heads=128, mamba_d_head=64, mamba_headdim=64, n_mamba_heads=8,
+                  attention_head_dim=224, attention_hidden_size=7168)
+    assert got == {"mamba_n_heads": 4, "mamba_d_head": 16, "mamba_headdim": 8,
+                   "n_mamba_heads": 8, "attention_head_dim": 16, "attention_hidden_size": 64}
+    assert all(type(v) is int for v in got.values()), got
+    assert _shrunk(d_state=64)["d_state"] == 16
+
+
+def test_zambas_attention_widths_are_set_together_only():
+    """Zamba's attention is 2 x hidden wide, set with its head width even where the width was
+    left None; either key alone is left (a head width alone is no Zamba's)."""
+    assert _shrunk(attention_head_dim=224, attention_hidden_size=None) == {
+        "attention_head_dim": 16, "attention_hidden_size": 64}
+    cfg = _cfg(attention_head_dim=224)
+    shrink_config(cfg)
+    assert cfg.__dict__["attention_head_dim"] == 224 and "attention_hidden_size" not in cfg.__dict__
+    cfg = _cfg(n_mamba_heads=8)  # (a head count without its width: no width added)
+    shrink_config(cfg)
+    assert "mamba_headdim" not in cfg.__dict__ and cfg.n_mamba_heads == 8
+
+
+class _Kinds(transformers.PretrainedConfig):
+    """A layer list derived from the layer count (three kinds), never stored by the class."""
+
+    @property
+    def layer_types(self):
+        return (["mamba", "full_attention", "linear_attention"] * 100)[: self.num_hidden_layers]
+
+
+def test_a_derived_layer_list_is_read_and_a_stored_one_first():
+    cfg = _as(_Kinds, num_hidden_layers=12)
+    shrink_config(cfg)  # (read through the property: three kinds, three layers)
+    assert cfg.num_hidden_layers == 3
+    assert cfg.layer_types == ["mamba", "full_attention", "linear_attention"]
+    cfg = _as(_Kinds, num_hidden_layers=12, layer_types=["sliding_attention", "full_attention"] * 6)
+    shrink_config(cfg)  # (the stored list is the config's: two kinds)
+    assert cfg.num_hidden_layers == 2
