@@ -1,14 +1,14 @@
 """DeBERTa's adapter hooks (engine/probe/adapters_deberta.py) on a hand-made stand-in of its
 ``DisentangledSelfAttention``: the same submodules (v1's fused ``in_proj`` with ``q_bias`` and
 ``v_bias``, v2's three projections called again on the position embeddings), the same arguments
-and call order, float64 and 2 heads of width 3, milliseconds per test (the tiny transformers
+and call order, float64 and 2 heads of width 4, milliseconds per test (the tiny transformers
 models of test_adapters_deberta.py are built once per file, so each hook reached only the first
 test that built it). The hooks are installed in every test.
 
-By hand: with c2p and p2c the factor is 1/sqrt(3 x 3), with one of them 1/sqrt(2 x 3); q, k and
-v per head from the weights' rows (v1: head i's rows 9i..9i+2 are q, 9i+3.. k, 9i+6.. v); the
+By hand: with c2p and p2c the factor is 1/sqrt(3 x 4), with one of them 1/sqrt(2 x 4); q, k and
+v per head from the weights' rows (v1: head i's rows 12i..12i+3 are q, 12i+4.. k, 12i+8.. v); the
 relative terms by a loop over (i, j): c2p = q_i . pos_key[clip(i - j + 4)], p2c = k_j .
-pos_query[clip(j - i + 4)] / sqrt(3 f) (v1's q already carries 1/sqrt(3 f), v2 divides both).
+pos_query[clip(j - i + 4)], both over sqrt(4 f) (v1's q already carries it).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from engine.probe import adapters_deberta as ad  # noqa: E402
 from engine.probe.tap import Modifier, Tap  # noqa: E402
 from tests.engine.probe.adapter_calls import LOW, assert_softmax  # noqa: E402
 
-H, D, N, B, P = 2, 3, 5, 2, 4  # heads, head width, tokens, batch, relative distances kept
+H, D, N, B, P = 2, 4, 5, 2, 4  # heads, head width, tokens, batch, relative distances kept
 W = H * D
 BOTH = ("c2p", "p2c")
 
@@ -176,10 +176,10 @@ def _by_hand(att: DisentangledSelfAttention, x, xq=None):
     for h in range(H):
         if att.v1:
             w = att.in_proj.weight
-            q[:, h] = xq @ w[9 * h:9 * h + 3].T + att.q_bias[3 * h:3 * h + 3]
-            k[:, h] = x @ w[9 * h + 3:9 * h + 6].T
+            q[:, h] = xq @ w[3 * D * h:3 * D * h + D].T + att.q_bias[D * h:D * h + D]
+            k[:, h] = x @ w[3 * D * h + D:3 * D * h + 2 * D].T
         else:
-            rows = slice(3 * h, 3 * h + 3)
+            rows = slice(D * h, D * h + D)
             q[:, h] = xq @ att.query_proj.weight[rows].T + att.query_proj.bias[rows]
             k[:, h] = x @ att.key_proj.weight[rows].T + att.key_proj.bias[rows]
     return q.detach(), k.detach()
@@ -196,7 +196,7 @@ def _bias_by_hand(att: DisentangledSelfAttention, q, k, relative_pos, rel, kinds
     out = torch.zeros(B, H, N, N, dtype=torch.float64)
     for b in range(B):
         for h in range(H):
-            cols = slice(3 * h, 3 * h + 3)
+            cols = slice(D * h, D * h + D)
             for i in range(N):
                 for j in range(N):
                     r = int(relative_pos[i, j]) if relative_pos is not None else i - j
@@ -204,7 +204,7 @@ def _bias_by_hand(att: DisentangledSelfAttention, q, k, relative_pos, rel, kinds
                     r = int(relative_pos[j, i]) if relative_pos is not None else j - i
                     p2c = k[b, h, j] @ pq[min(max(r + P, 0), 2 * P - 1), cols]
                     out[b, h, i, j] = (c2p * ("c2p" in kinds)
-                                       + p2c * ("p2c" in kinds)) / math.sqrt(3 * f)
+                                       + p2c * ("p2c" in kinds)) / math.sqrt(D * f)
     return out.detach()
 
 
@@ -219,7 +219,7 @@ def test_each_call_reports_q_k_the_relative_terms_and_the_models_probabilities(v
     torch.testing.assert_close(call.query, q, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(call.key, k, rtol=1e-12, atol=1e-12)
     f = 1 + len(kinds)
-    assert call.extra == {"scaling": pytest.approx((3 * f) ** -0.5, rel=1e-15), "bias_kind": "disentangled c2p/p2c terms"}
+    assert call.extra == {"scaling": pytest.approx((D * f) ** -0.5, rel=1e-15), "bias_kind": "disentangled c2p/p2c terms"}
     torch.testing.assert_close(call.bias, _bias_by_hand(att, q, k, inputs["relative_pos"],
                                                         inputs["rel_embeddings"], kinds),
                                rtol=1e-12, atol=1e-12)
@@ -251,7 +251,7 @@ def test_a_factor_on_q_reaches_k_and_the_p2c_term_only(v1):
     assert not torch.allclose(call.weights, plain.weights, atol=1e-3)
     assert_softmax(call, factor=f, atol=1e-12)
     # the model itself, recomputed from q, f k and the terms by hand
-    s = f * (q @ k.transpose(-1, -2)) / 3.0 + call.bias
+    s = f * (q @ k.transpose(-1, -2)) / math.sqrt(3 * D) + call.bias
     s = s.masked_fill(call.mask < 0, -math.inf)
     torch.testing.assert_close(att.probs, torch.softmax(s, -1), rtol=0, atol=1e-13)
     with torch.no_grad():  # (outside the tap the hooks change nothing)
@@ -364,7 +364,7 @@ def test_the_relative_terms_only_where_the_model_computes_them(v1):
         att = DisentangledSelfAttention(False, kinds=())
         net, tap = _hooked(att, _inputs())
         call, _o = _run(net, tap, _inputs(), Modifier(q_factor=2.0))
-        assert call.bias is None and call.extra["scaling"] == pytest.approx(3**-0.5, rel=1e-15)
+        assert call.bias is None and call.extra["scaling"] == pytest.approx(D**-0.5, rel=1e-15)
         assert_softmax(call, factor=2.0, atol=1e-12)
 
 
