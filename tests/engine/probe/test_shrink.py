@@ -610,3 +610,30 @@ def test_a_derived_layer_list_is_read_and_a_stored_one_first():
     cfg = _as(_Kinds, num_hidden_layers=12, layer_types=["sliding_attention", "full_attention"] * 6)
     shrink_config(cfg)  # (the stored list is the config's: two kinds)
     assert cfg.num_hidden_layers == 2
+
+
+def test_a_layer_list_of_one_entry_and_a_pattern_of_one_kind_are_padded_with_it():
+    # (one layer stays one: the list of its one kind is padded to two)
+    assert _shrunk(num_hidden_layers=1, layer_types=["full_attention"]) == {
+        "num_hidden_layers": 1, "layer_types": ["full_attention", "full_attention"]}
+    cfg = _as(_Derived, num_hidden_layers=26, block_types=["recurrent"] * 3)
+    shrink_config(cfg)
+    assert cfg.block_types == ["recurrent", "recurrent"] and cfg.num_hidden_layers == 2
+
+
+def test_an_empty_stored_list_beside_the_kinds_list_is_left():
+    """The kinds come from the first non-empty list; an empty layer_types stored before it is
+    no pattern to shrink through."""
+    assert _shrunk(num_hidden_layers=9, layer_types=[],
+                   block_types=["recurrent", "attention", "attention"] * 3) == {
+        "num_hidden_layers": 2, "layer_types": [], "block_types": ["recurrent", "attention"]}
+
+
+def test_kv_sharing_without_its_derived_modes_is_kept():
+    assert _shrunk(num_hidden_layers=30, num_kv_shared_layers=10) == {
+        "num_hidden_layers": 2, "num_kv_shared_layers": 10}
+
+
+def test_a_per_layer_list_of_block_types_under_another_name_is_cut():
+    assert _shrunk(num_hidden_layers=6, decoder_block_types=["a"] * 6)[
+        "decoder_block_types"] == ["a", "a"]
