@@ -128,6 +128,9 @@ EXTRA_TESTS = {
                                      "tests/engine/probe/test_adapters_seq_standins.py"),
     "engine/probe/adapters_bert.py": ("tests/engine/probe/test_adapters_bert_calls.py",
                                       "tests/engine/probe/test_adapters_bert_toys.py"),
+    # a hand-made stand-in of DeBERTa's attention, hooked in every test (the tiny models of
+    # test_adapters_deberta.py are built once per file: each hook reached only its first test)
+    "engine/probe/adapters_deberta.py": ("tests/engine/probe/test_adapters_deberta_hooks.py",),
 }
 #: the probe tests that build a transformers model, and the 40-head soft-cap kernels test
 _PROBE_SLOW = tuple(f"tests/engine/probe/{name}" for name in (
@@ -253,6 +256,13 @@ DESELECT["engine/probe/adapters_bert.py"] += tuple(
         "each_call_reports_q_k_and_the_models_probabilities",
         "the_output_is_the_modules_and_the_probabilities_come_back_when_asked",
         "planted_factors_reach_q_k_and_the_weights", "what_the_adapter_does_not_read_is_refused"))
+# (its tiny models: 1 to 5 s a test; the stand-in's tests cover what they check)
+DESELECT["engine/probe/adapters_deberta.py"] = tuple(
+    f"tests/engine/probe/test_adapters_deberta.py::test_{name}" for name in (
+        "each_call_reports_q_k_the_relative_terms_and_the_models_probabilities",
+        "planted_factors_reach_q_k_and_the_weights",
+        "the_relative_terms_are_the_ones_the_product_used_with_a_factor_on_q",
+        "talking_heads_are_refused"))
 #: what the tests read besides the code and the tests
 LINKED = ("engine", "tests", "resources", "ui", "docs", "main.py", "README.md", "mkdocs.yml")
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"

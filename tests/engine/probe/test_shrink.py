@@ -500,3 +500,140 @@ def test_a_hybrid_of_linear_attention_only_gets_a_softmax_layer():
     assert _shrunk(num_hidden_layers=8, num_attention_heads=8,
                    layer_types=["Linear_Attention", "mamba"] * 4)["layer_types"] == [
         "Linear_Attention", "mamba", "full_attention"]
+
+
+# -- keys left alone (the survivors of the mutation run) -------------------------------------------
+
+def test_sizes_stored_as_zero_or_none_are_left():
+    """Only a stored positive whole number is a size: 0 and None stay under every family's
+    names (a None beside no expert width, no heads, no vocabulary default)."""
+    keys = dict(n_head=0, embed_dim=None, d_kv=0, ffn_dim=0, mlp_dim=None, expert_dim=0,
+                moe_ffn_hidden_size=None, num_experts=0, num_local_experts=None, n_layer=0,
+                num_layers=None, mamba_d_state=0, chunk_size=None, kv_lora_rank=0,
+                topk_group=None)
+    assert _shrunk(**keys) == keys
+
+
+class _ClassSizes(transformers.PretrainedConfig):
+    """Sizes the class holds (not stored in the config): not the config's own keys."""
+
+    n_head, n_embd, d_kv, ffn_dim, expert_dim, num_experts = 16, 64, 16, 128, 64, 8
+
+
+def test_sizes_only_the_class_holds_are_not_written():
+    cfg = _as(_ClassSizes, num_attention_heads=32, hidden_size=4096)
+    shrink_config(cfg)
+    assert (cfg.num_attention_heads, cfg.hidden_size) == (4, 32)
+    for key in ("n_head", "n_embd", "d_kv", "ffn_dim", "expert_dim", "num_experts"):
+        assert key not in cfg.__dict__, key
+
+
+def test_a_stored_zero_beside_an_expert_width_is_no_missing_expert_count():
+    """Only None is filled beside moe_intermediate_size: 0 experts and 0 shared experts stay 0
+    (the filled shared experts are 1 either way: the group keys are set to 1 after)."""
+    assert _shrunk(moe_intermediate_size=1408, num_experts=0, n_routed_experts=None,
+                   n_shared_experts=0) == {"moe_intermediate_size": 32, "num_experts": 0,
+                                           "n_routed_experts": 4, "n_shared_experts": 0}
+
+
+class _Shadowed(transformers.PretrainedConfig):
+    """A stored value beside a property of the same name (the stored one is the config's)."""
+
+    @property
+    def hidden_size(self):
+        return 4096
+
+
+def test_a_stored_key_is_read_before_a_property_of_its_name():
+    cfg = _as(_Shadowed, hidden_size=64)
+    assert shrink._get_int(cfg, "hidden_size") == 64
+    cfg.__dict__["hidden_size"] = None  # (None stored: the property's value)
+    assert shrink._get_int(cfg, "hidden_size") == 4096
+
+
+def test_build_gives_an_object_without_architectures_an_empty_list(monkeypatch):
+    import types
+
+    calls = _autos(monkeypatch, {})
+    cfg = types.SimpleNamespace()
+    assert shrink.build(cfg) == "AutoModel" and cfg.architectures == [] and calls[0][1] == []
+
+
+def test_a_small_vocabulary_and_its_ids_are_left():
+    assert _shrunk(vocab_size=64, pad_token_id=None, mask_token_id=None) == {
+        "vocab_size": 64, "pad_token_id": None, "mask_token_id": None}
+
+
+def test_only_whole_numbers_in_an_id_list_are_ids_and_128_is_outside():
+    got = _shrunk(eos_token_id=[2, 128], bos_token_id=[2, 300.0], pad_token_id=[True, 5])
+    assert got == {"eos_token_id": [2, 127], "bos_token_id": [2, 300.0],
+                   "pad_token_id": [True, 5]}
+    assert type(got["pad_token_id"][0]) is bool  # (left, not rewritten as 1)
+
+
+def test_the_mixers_widths_are_whole_numbers():
+    """Head counts and widths are ints (a float 4.0 would be refused by torch's layers)."""
+    got = _shrunk(mamba_n_heads=128, mamba_d_head=64, mamba_headdim=64, n_mamba_heads=8,
+                  attention_head_dim=224, attention_hidden_size=7168)
+    assert got == {"mamba_n_heads": 4, "mamba_d_head": 16, "mamba_headdim": 8,
+                   "n_mamba_heads": 8, "attention_head_dim": 16, "attention_hidden_size": 64}
+    assert all(type(v) is int for v in got.values()), got
+    assert _shrunk(d_state=64)["d_state"] == 16
+
+
+def test_zambas_attention_widths_are_set_together_only():
+    """Zamba's attention is 2 x hidden wide, set with its head width even where the width was
+    left None; either key alone is left (a head width alone is no Zamba's)."""
+    assert _shrunk(attention_head_dim=224, attention_hidden_size=None) == {
+        "attention_head_dim": 16, "attention_hidden_size": 64}
+    cfg = _cfg(attention_head_dim=224)
+    shrink_config(cfg)
+    assert cfg.__dict__["attention_head_dim"] == 224 and "attention_hidden_size" not in cfg.__dict__
+    cfg = _cfg(n_mamba_heads=8)  # (a head count without its width: no width added)
+    shrink_config(cfg)
+    assert "mamba_headdim" not in cfg.__dict__ and cfg.n_mamba_heads == 8
+
+
+class _Kinds(transformers.PretrainedConfig):
+    """A layer list derived from the layer count (three kinds), never stored by the class."""
+
+    @property
+    def layer_types(self):
+        return (["mamba", "full_attention", "linear_attention"] * 100)[: self.num_hidden_layers]
+
+
+def test_a_derived_layer_list_is_read_and_a_stored_one_first():
+    cfg = _as(_Kinds, num_hidden_layers=12)
+    shrink_config(cfg)  # (read through the property: three kinds, three layers)
+    assert cfg.num_hidden_layers == 3
+    assert cfg.layer_types == ["mamba", "full_attention", "linear_attention"]
+    cfg = _as(_Kinds, num_hidden_layers=12, layer_types=["sliding_attention", "full_attention"] * 6)
+    shrink_config(cfg)  # (the stored list is the config's: two kinds)
+    assert cfg.num_hidden_layers == 2
+
+
+def test_a_layer_list_of_one_entry_and_a_pattern_of_one_kind_are_padded_with_it():
+    # (one layer stays one: the list of its one kind is padded to two)
+    assert _shrunk(num_hidden_layers=1, layer_types=["full_attention"]) == {
+        "num_hidden_layers": 1, "layer_types": ["full_attention", "full_attention"]}
+    cfg = _as(_Derived, num_hidden_layers=26, block_types=["recurrent"] * 3)
+    shrink_config(cfg)
+    assert cfg.block_types == ["recurrent", "recurrent"] and cfg.num_hidden_layers == 2
+
+
+def test_an_empty_stored_list_beside_the_kinds_list_is_left():
+    """The kinds come from the first non-empty list; an empty layer_types stored before it is
+    no pattern to shrink through."""
+    assert _shrunk(num_hidden_layers=9, layer_types=[],
+                   block_types=["recurrent", "attention", "attention"] * 3) == {
+        "num_hidden_layers": 2, "layer_types": [], "block_types": ["recurrent", "attention"]}
+
+
+def test_kv_sharing_without_its_derived_modes_is_kept():
+    assert _shrunk(num_hidden_layers=30, num_kv_shared_layers=10) == {
+        "num_hidden_layers": 2, "num_kv_shared_layers": 10}
+
+
+def test_a_per_layer_list_of_block_types_under_another_name_is_cut():
+    assert _shrunk(num_hidden_layers=6, decoder_block_types=["a"] * 6)[
+        "decoder_block_types"] == ["a", "a"]
