@@ -237,8 +237,39 @@ def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
         if series.curve.xData is not None and len(series.curve.xData):
             assert len(series.curve.xData) <= 5
     assert all(len(panel.series[(0, name)].curve.xData) == 5 for name in seven)
-    rounds = draw_all(_state(runs[1], 5))  # another configuration: whole plots
-    assert all(len(r) == 1 and len(r[0][1]) == len(seven) for r in rounds)
+    # another configuration: each plot emptied, then set in turns as well (never the old
+    # configuration's curves beside the new ones, never all seven rules in one refresh)
+    new_state = _state(runs[1], 5)
+    seen_mixed = []
+    rounds = []
+    while panel._drawn_key != panel.data_key(new_state):
+        calls.clear()
+        assert panel.refresh(new_state)
+        rounds.append(list(calls))
+        for i in {i for r in rounds for i, _rules in r}:
+            shown = [name for name in seven if panel.series[(i, name)].curve.xData is not None
+                     and len(panel.series[(i, name)].curve.xData)]
+            drawn = {name for r in rounds for j, rules in r if j == i for name in rules}
+            seen_mixed += [(i, name) for name in shown if name not in drawn]
+    assert seen_mixed == []  # a plot being redrawn shows only the new configuration's rules
+    assert all(sum(len(rules) for _i, rules in r) <= RULES_PER_REFRESH for r in rounds)
+    assert len(rounds) == len(panel.plots) * -(-len(seven) // RULES_PER_REFRESH)
+
+
+def test_points_faster_than_a_pass_reach_every_plot(qtbot, panel):
+    """A new point restarts the pass at the plots the last point had not reached: points
+    arriving faster than a pass over six plots of seven rules never starve the last plots."""
+    seven = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    run = list(lab_run(SimulationConfig(trials=40, scalings=seven, seed=3), lambda: False))[-1]
+    reached: set[int] = set()
+    original = panel._draw_rules
+    panel._draw_rules = lambda i, rules: (reached.add(i), original(i, rules))
+    panel.refresh(_state(run, 2), force=True)
+    reached.clear()
+    for n in range(3, 14):  # a new point every two refreshes: fewer than a pass needs
+        for _ in range(2):
+            panel.refresh(_state(run, n))
+    assert reached == set(range(len(panel.plots)))
 
 
 def test_the_page_makes_the_sweep_items_in_the_ticks_before_the_first_point(qtbot, full_state):

@@ -148,10 +148,10 @@ PLOTS_PER_REFRESH = 1
 #: rule curves (curve, band and its two edges: ~5 ms each) made per redraw tick at most: a plot
 #: of twelve rules made at once was a 60 ms block; its data is drawn once all its curves exist
 SERIES_PER_REFRESH = 3
-#: rules whose data a plot takes per redraw tick when it already shows the same sweep, one
-#: point shorter (~3 ms each, plus the y auto-range and the paint): a plot of seven rules set at
-#: once made a tick and its paint ~45 ms of the GUI thread's CPU (bench_gui.py --rules 7)
-RULES_PER_REFRESH = 4
+#: rules whose data a plot takes per redraw tick (~3 ms each, plus the y auto-range and the
+#: paint of the plot, 10-18 ms with seven rules' symbols): a plot of seven rules set at once made
+#: a tick and its paint ~45 ms of the GUI thread's CPU, four ~35 ms (bench_gui.py --rules 7)
+RULES_PER_REFRESH = 2
 #: rule curves made per redraw tick ahead of a sweep (``SweepPanel.make_items_ahead``)
 PREPARED_PER_TICK = 1
 
@@ -466,8 +466,16 @@ class SweepPanel(PlotPanel):
             return False
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
-            self._pending = list(range(len(self.plots))) if self._draw_shared(state) else []
-            self._rules_left = None
+            before = self._points[0].snapshot.config if self._points else None
+            # the plots the last data had not reached first, the one half drawn going on with
+            # its other rules (a rule one point short for a while is the same sweep): points
+            # arriving faster than a pass over the six plots (seven rules: ~0.8 s) never
+            # starved the last ones
+            order = self._pending + [i for i in range(len(self.plots)) if i not in self._pending]
+            self._pending = order if self._draw_shared(state) else []
+            now = self._points[0].snapshot.config if self._points else None
+            if not self._pending or now != before:
+                self._rules_left = None
         budget = SERIES_PER_REFRESH
         for _ in range(PLOTS_PER_REFRESH):
             if not self._pending:
@@ -490,15 +498,18 @@ class SweepPanel(PlotPanel):
         return True
 
     def _draw_plot_in_turns(self, i: int) -> bool:
-        """Plot ``i``'s data, RULES_PER_REFRESH rules a call when the plot already shows this
-        sweep (a new point: a rule still one point short for a tick is the same sweep), all at
-        once otherwise (another configuration's curves never stay beside the new ones). True
+        """Plot ``i``'s data, RULES_PER_REFRESH rules a call (a rule still one point short for a
+        tick is the same sweep). A plot that shows another configuration is emptied first:
+        its old curves never stay beside the new ones (all seven rules set at once there, the
+        sweep's first point, made a tick and its paint ~50 ms of the GUI thread's CPU). True
         once the plot is whole."""
         sweep = self._points[0].snapshot.config if self._points else None
         if self._rules_left is None:
-            if self._plot_sweep.get(i) != sweep or len(self._rules) <= RULES_PER_REFRESH:
+            if len(self._rules) <= RULES_PER_REFRESH:
                 self._draw_plot(i)
                 return True
+            if self._plot_sweep.get(i) != sweep:
+                self._empty_plot(i)
             self._show_plot_title(i)
             self._draw_theory(i)
             self._rules_left = list(self._rules)
@@ -508,7 +519,16 @@ class SweepPanel(PlotPanel):
         if self._rules_left:
             return False
         self._rules_left = None
+        self._plot_sweep[i] = sweep
         return True
+
+    def _empty_plot(self, i: int) -> None:
+        """Plot ``i``'s rule curves and bands without data (their items kept)."""
+        for (j, _name), series in self.series.items():
+            if j == i:
+                for item in (series.curve, series.lo, series.hi):
+                    item.setData([], [])
+        self._plot_sweep.pop(i, None)
 
     def invalidate(self) -> None:
         self._pending, self._pending_key, self._rules_left = [], None, None
