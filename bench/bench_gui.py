@@ -179,7 +179,7 @@ def main() -> None:
     if not args.no_preimport:  # as the app does (ui/preimport.py)
         from ui.preimport import preimport_later
 
-        preimport_later()
+        preimport_later(idle=w.is_idle)
     first_window = time.perf_counter() - T0
     settle_end = time.perf_counter() + args.settle
     while time.perf_counter() < settle_end:

@@ -164,7 +164,7 @@ def run_gui(args: Any) -> int:
     if not screenshot:  # the pages not built yet import in the background (ui/preimport.py)
         from ui.preimport import preimport_later
 
-        preimport_later()
+        preimport_later(idle=window.is_idle)
     window.rerun()
     code = {"value": 0}
     if screenshot:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 #: imported in the background after start-up (the heavy pages without torch at import)
 PREIMPORT = ("ui.pages.real_model.page",)
 #: after the window is up: the first paint and the first run's start come first
 PREIMPORT_DELAY_MS = 1500
+#: how often a preimport waiting for the window to be idle asks again
+IDLE_RECHECK_MS = 500
 
 
 def import_all(modules: Iterable[str]) -> None:
@@ -26,10 +28,21 @@ def import_all(modules: Iterable[str]) -> None:
             pass
 
 
-def preimport_later(modules: Iterable[str] = PREIMPORT, delay_ms: int = PREIMPORT_DELAY_MS) -> None:
-    """Start a daemon thread that imports ``modules`` ``delay_ms`` after the event loop runs."""
+def preimport_later(modules: Iterable[str] = PREIMPORT, delay_ms: int = PREIMPORT_DELAY_MS,
+                    idle: Callable[[], bool] | None = None) -> None:
+    """Start a daemon thread that imports ``modules`` ``delay_ms`` after the event loop runs,
+    and, given ``idle``, not before it says the window is idle (asked every ``IDLE_RECHECK_MS``):
+    an import holds the interpreter for long stretches, and one in the middle of a streaming run
+    stalled the window's event loop for 100 ms (bench/bench_gui.py --sched: "GIL/lock")."""
     from PySide6.QtCore import QTimer
 
     names = tuple(modules)
-    QTimer.singleShot(delay_ms, lambda: threading.Thread(
-        target=import_all, args=(names,), name="lab-preimport", daemon=True).start())
+
+    def start() -> None:
+        if idle is not None and not idle():
+            QTimer.singleShot(IDLE_RECHECK_MS, start)
+            return
+        threading.Thread(target=import_all, args=(names,), name="lab-preimport",
+                         daemon=True).start()
+
+    QTimer.singleShot(delay_ms, start)

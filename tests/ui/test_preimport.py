@@ -23,3 +23,33 @@ def test_modules_are_imported_off_the_gui_thread_and_a_failure_is_left_for_later
     assert threading.current_thread().name != "lab-preimport"
     assert "lab_broken_module" not in sys.modules  # imported again (and failing) by its page
     assert "ui.pages.real_model.page" in PREIMPORT
+
+
+def test_the_imports_wait_until_the_window_is_idle(qtbot, tmp_path, monkeypatch) -> None:
+    """An import in the middle of a streaming run stalled the event loop (100 ms): given
+    ``idle``, the thread starts only once it says the window is at rest."""
+    import ui.preimport as preimport
+
+    (tmp_path / "lab_idle_module.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lab_idle_module", raising=False)
+    monkeypatch.setattr(preimport, "IDLE_RECHECK_MS", 10)
+    asked = []
+    idle = [False]
+    preimport_later(("lab_idle_module",), delay_ms=0, idle=lambda: asked.append(1) or idle[0])
+    qtbot.waitUntil(lambda: len(asked) >= 3, timeout=5_000)  # asked again while busy
+    qtbot.wait(50)
+    assert "lab_idle_module" not in sys.modules
+    idle[0] = True
+    qtbot.waitUntil(lambda: "lab_idle_module" in sys.modules, timeout=10_000)
+
+
+def test_the_window_is_idle_only_when_no_worker_runs(window, qtbot) -> None:
+    window.stop()
+    qtbot.waitUntil(lambda: not window.worker.is_running(), timeout=30_000)
+    assert window.is_idle()
+    window.apply_config({"trials": 200_000, "d_k": 1024})  # (seconds of streaming)
+    qtbot.waitUntil(window.worker.is_running, timeout=10_000)
+    assert not window.is_idle()  # the simulation streams
+    window.stop()
+    qtbot.waitUntil(window.is_idle, timeout=30_000)

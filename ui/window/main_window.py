@@ -373,6 +373,12 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         self.window_run.stop()
 
+    def is_idle(self) -> bool:
+        """No run streams: the simulation's worker and every page's own are at rest (the time
+        for background work that holds the interpreter, ui/preimport.py)."""
+        workers = [self.worker] + [getattr(page, "worker", None) for page in self.pages.values()]
+        return not any(w is not None and w.is_running() for w in workers)
+
     # -- the API the tour and other pages use --------------------------------------------------
     def apply_config(self, data: dict) -> bool:
         """Set the widgets from a partial dict of SimulationConfig fields, then rerun."""
