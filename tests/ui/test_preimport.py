@@ -53,3 +53,20 @@ def test_the_window_is_idle_only_when_no_worker_runs(window, qtbot) -> None:
     assert not window.is_idle()  # the simulation streams
     window.stop()
     qtbot.waitUntil(window.is_idle, timeout=30_000)
+
+
+def test_a_window_never_idle_gets_the_imports_after_the_longest_wait(qtbot, tmp_path,
+                                                                      monkeypatch) -> None:
+    """A run that streams on would leave the first opening of the Real model tab to import
+    on the GUI thread: the wait for idle ends after IDLE_WAIT_MAX_MS (here 5 rechecks)."""
+    import ui.preimport as preimport
+
+    (tmp_path / "lab_busy_module.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lab_busy_module", raising=False)
+    monkeypatch.setattr(preimport, "IDLE_RECHECK_MS", 10)
+    monkeypatch.setattr(preimport, "IDLE_WAIT_MAX_MS", 50)
+    asked = []
+    preimport_later(("lab_busy_module",), delay_ms=0, idle=lambda: asked.append(1) and False)
+    qtbot.waitUntil(lambda: "lab_busy_module" in sys.modules, timeout=10_000)
+    assert len(asked) == 6  # at 0, 10, ..., 50 ms: busy each time, then imported anyway
