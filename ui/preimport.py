@@ -35,8 +35,9 @@ def preimport_later(modules: Iterable[str] = PREIMPORT, delay_ms: int = PREIMPOR
                     idle: Callable[[], bool] | None = None) -> None:
     """Start a daemon thread that imports ``modules`` ``delay_ms`` after the event loop runs,
     and, given ``idle``, not before it says the window is idle (asked every ``IDLE_RECHECK_MS``,
-    for ``IDLE_WAIT_MAX_MS`` at most): an import holds the interpreter for long stretches, and one in the middle of a streaming run
-    stalled the window's event loop for 100 ms (bench/bench_gui.py --sched: "GIL/lock")."""
+    for ``IDLE_WAIT_MAX_MS`` at most): an import holds the interpreter for long stretches, and
+    one in the middle of a streaming run stalled the window's event loop for 100 ms
+    (bench/bench_gui.py --sched: "GIL/lock")."""
     from PySide6.QtCore import QTimer
 
     names = tuple(modules)
