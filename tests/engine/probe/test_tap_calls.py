@@ -336,6 +336,20 @@ def test_register_is_once_per_name_and_the_mask_function_follows_inner() -> None
         ALL_MASK_ATTENTION_FUNCTIONS._global_mapping.pop(name, None)
 
 
+class _Calls(torch.nn.Module):
+    """``att`` called ``times`` times in a row: one attention module shared by its calls."""
+
+    def __init__(self, att: torch.nn.Module, times: int = 1) -> None:
+        super().__init__()
+        self.att = att
+        self.times = times
+
+    def forward(self, x):
+        for _ in range(self.times):
+            x = self.att(x)
+        return x
+
+
 class _Stray(torch.nn.Module):
     pass
 
@@ -382,18 +396,10 @@ def test_a_projection_is_a_linear_or_gpt2s_conv1d() -> None:
 
 
 def test_projections_are_kept_per_call_only_inside_an_observing_block() -> None:
-    class One(torch.nn.Module):
-        def __init__(self, att):
-            super().__init__()
-            self.att = att
-
-        def forward(self, x):
-            return self.att(x)
-
     net = Toy()
     _fresh_register()
     net.set_attn_implementation(IMPLEMENTATION)
-    one = One(net.shared)
+    one = _Calls(net.shared)
     tap = Tap(one)
     # discovery by calling the attention module itself (not the model): counted from zero
     e = net.embed(IDS)
@@ -509,18 +515,10 @@ def test_a_site_is_named_by_its_path_or_its_class_and_marked_with_its_adapter() 
 
 
 def test_every_later_call_of_a_shared_module_shares_with_its_first() -> None:
-    class Thrice(torch.nn.Module):
-        def __init__(self, att):
-            super().__init__()
-            self.att = att
-
-        def forward(self, x):
-            return self.att(self.att(self.att(x)))
-
     _fresh_register()
     att = ToyAttention().requires_grad_(False)
     att.impl = IMPLEMENTATION
-    model = Thrice(att)
+    model = _Calls(att, times=3)
     tap = Tap(model)
     sites = tap.discover(lambda: model(torch.randn(1, 3, WIDTH)))
     assert [(s.index, s.call, s.shares_with) for s in sites] == [(0, 0, None), (1, 1, 0),
