@@ -466,14 +466,14 @@ class SweepPanel(PlotPanel):
             return False
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
-            before = self._points[0].snapshot.config if self._points else None
+            before = self._sweep_config()
             # the plots the last data had not reached first, the one half drawn going on with
             # its other rules (a rule one point short for a while is the same sweep): points
             # arriving faster than a pass over the six plots (seven rules: ~0.8 s) never
             # starved the last ones
             order = self._pending + [i for i in range(len(self.plots)) if i not in self._pending]
             self._pending = order if self._draw_shared(state) else []
-            now = self._points[0].snapshot.config if self._points else None
+            now = self._sweep_config()
             if not self._pending or now != before:
                 self._rules_left = None
         budget = SERIES_PER_REFRESH
@@ -503,7 +503,7 @@ class SweepPanel(PlotPanel):
         its old curves never stay beside the new ones (all seven rules set at once there, the
         sweep's first point, made a tick and its paint ~50 ms of the GUI thread's CPU). True
         once the plot is whole."""
-        sweep = self._points[0].snapshot.config if self._points else None
+        sweep = self._sweep_config()
         if self._rules_left is None:
             if len(self._rules) <= RULES_PER_REFRESH:
                 self._draw_plot(i)
@@ -521,6 +521,11 @@ class SweepPanel(PlotPanel):
         self._rules_left = None
         self._plot_sweep[i] = sweep
         return True
+
+    def _sweep_config(self) -> Any:
+        """The sweep the drawn points belong to (its first point's configuration; None before
+        a point): what a plot records as shown, and what a new point is compared with."""
+        return self._points[0].snapshot.config if self._points else None
 
     def _empty_plot(self, i: int) -> None:
         """Plot ``i``'s rule curves and bands without data (their items kept)."""
@@ -615,7 +620,7 @@ class SweepPanel(PlotPanel):
         self._plot_items(i, self._rules)
         self._draw_theory(i)
         self._draw_rules(i, self._rules)
-        self._plot_sweep[i] = self._points[0].snapshot.config if self._points else None
+        self._plot_sweep[i] = self._sweep_config()
 
     def _draw_rules(self, i: int, rules: Any) -> None:
         """Plot ``i``'s curve and band of each of ``rules``."""
