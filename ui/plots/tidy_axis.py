@@ -31,6 +31,7 @@ between two layouts for ever (a figure export never finished).
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from typing import Any
 
@@ -235,24 +236,19 @@ class TidyAxis(pg.AxisItem):
         done = False
         # presentation mode's type shrinks a title to fit its room: first no smaller than the
         # normal size, where a shorter form may take over ("cross-entropy loss" at full size,
-        # not "cross-entropy loss (nats)" at three quarters), then down to AXIS_FLOOR
+        # not "cross-entropy loss (nats)" at three quarters), then down to AXIS_FLOOR; at each
+        # floor the whole title, then each shorter form, on one line, then more
         floors = (1.0, AXIS_FLOOR) if type_scale.factor() > 1.0 else (AXIS_FLOOR,)
-        for floor in floors:
-            self.type_floor = floor
-            for form in (None, *(self.shorter or self._auto_shorter)):
-                self._shown = form
-                for lines in range(1, most + 1):
-                    self._lines = lines
-                    if fits():
-                        done = True
-                        break
-                if done:
-                    break
-            if done:
+        shorter = self.shorter or self._auto_shorter
+        for floor, form, lines in itertools.product(floors, (None, *shorter),
+                                                    range(1, most + 1)):
+            self.type_floor, self._shown, self._lines = floor, form, lines
+            if fits():
+                done = True
                 break
-        if not done and " " not in self.labelText:
+        if not done and " " not in self.labelText and shorter:
             # a one-word title is never cut ("‖…" names nothing): its shortest form, whole
-            self._lines, self._shown = 1, (self.shorter or self._auto_shorter)[-1]
+            self._lines, self._shown = 1, shorter[-1]
             fits()
         elif not done:
             self._lines = most
