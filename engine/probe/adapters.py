@@ -1,7 +1,7 @@
 """Adapters for architectures whose attention bypasses transformers' attention interface.
 
 A few families still compute attention inline in their module's ``forward`` (GPT-Neo, Bloom,
-Falcon, MPT, XLNet, DeBERTa, ...). Each adapter here reports such a module's calls to the same
+MPT, XLNet, DeBERTa, ...). Each adapter here reports such a module's calls to the same
 :class:`~engine.probe.tap.Tap` observer as the interface wrapper, with the same query/key/mask/
 weights, and applies the same modifiers (a factor on q, a factor on the weights), without
 changing what the model computes:
@@ -12,7 +12,7 @@ changing what the model computes:
   the ``alibi`` argument is the additive ALiBi term (not scaled), ``inv_norm_factor`` the scale,
   and the ``attention_dropout`` module (identity in eval mode) sees the probabilities on their
   way to the values, where an after-softmax factor goes.
-* Falcon and MPT: :mod:`engine.probe.adapters_fused` (hooks on their fused q/k/v projection).
+* MPT: :mod:`engine.probe.adapters_fused` (hooks on its fused q/k/v projection).
 * the BERT family's inline attention: :mod:`engine.probe.adapters_bert`; DeBERTa:
   :mod:`engine.probe.adapters_deberta`.
 
@@ -55,10 +55,10 @@ BYPASSING: dict[str, str] = {
 def adapter_for(model_type: str) -> Callable[[Tap, Any], int] | None:
     """The installer of ``model_type``'s adapter (returns the number of modules adapted)."""
     from engine.probe.adapters_bert import bert_adapters
-    from engine.probe.adapters_fused import install_falcon, install_mpt
+    from engine.probe.adapters_fused import install_mpt
     from engine.probe.adapters_seq import installers
 
-    return {"gpt_neo": install_gpt_neo, "bloom": install_bloom, "falcon": install_falcon,
+    return {"gpt_neo": install_gpt_neo, "bloom": install_bloom,
             "mpt": install_mpt, **bert_adapters(), **installers()}.get(model_type)
 
 

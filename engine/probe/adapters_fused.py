@@ -1,50 +1,37 @@
-"""Adapters for Falcon and MPT: attention computed inline from one fused q/k/v projection.
+"""The adapter for MPT: attention computed inline from one fused q/k/v projection.
 
-Both modules return their attention probabilities (eager path) and take q, k and v from one
-linear layer (Falcon's ``query_key_value``, MPT's ``Wqkv``), so forward hooks see everything
-without copying the model's code into the computation:
+MPT's module returns its attention probabilities and takes q, k and v from one linear layer
+(``Wqkv``), so forward hooks see everything without copying the model's code into the
+computation:
 
-* a pre-hook keeps the call's mask, ALiBi term and RoPE cos/sin;
-* a hook on the fused projection keeps its output (q and k are read from it as the module does:
-  Falcon's ``_split_heads`` for its three layouts, then RoPE; MPT's ``chunk``) and plants the
-  modifiers: a factor on q multiplies q's columns, a factor on the weights multiplies v's
-  columns (probabilities x f on their way to the values: the same output), each found by
-  splitting a tensor of column indices the way the module splits its output;
+* a pre-hook keeps the call's ALiBi term and mask;
+* a hook on the fused projection keeps its output (q and k are read from it as the module does,
+  with ``chunk``) and plants the modifiers: a factor on q multiplies q's columns, a factor on
+  the weights multiplies v's columns (probabilities x f on their way to the values: the same
+  output), each found by splitting a tensor of column indices the way the module splits its
+  output;
 * a hook after the module reads the probabilities it returns and reports the call.
 
-Falcon's rotary layers divide q.k by ``sqrt(head_dim)`` (hard-coded); its ALiBi layers add the
-ALiBi term to q.k and multiply both by ``inv_norm_factor``, so the additive term the audit sees is
-``inv_norm_factor * alibi``. MPT multiplies q.k by ``softmax_scale`` (``attn_config``'s, else
-``1/sqrt(head_dim)``) and adds ALiBi after it; its mask is boolean (True: hidden).
+MPT multiplies q.k by ``softmax_scale`` (``attn_config``'s, else ``1/sqrt(head_dim)``) and adds
+ALiBi after it; its mask is boolean (True: hidden). (Falcon had an adapter of this kind until
+transformers 5.25 sent its attention through the attention interface.)
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from engine.probe.install import install_sites
 from engine.probe.tap import SiteCall, Tap, active_for
 
 
-def install_falcon(tap: Tap, model: Any) -> int:
-    return _install(tap, model, "FalconAttention", "falcon")
-
-
 def install_mpt(tap: Tap, model: Any) -> int:
-    return _install(tap, model, "MptAttention", "mpt")
-
-
-def _install(tap: Tap, model: Any, cls: str, name: str) -> int:
-    # Falcon calls SDPA (no probabilities) unless its config says eager; it reads the setting
-    # at every call and refuses set_attn_implementation
-    model.config._attn_implementation = "eager"
-    site = _FalconSite if name == "falcon" else _MptSite
-    return install_sites(tap, model, cls, lambda mod: site(tap, mod), name)
+    return install_sites(tap, model, "MptAttention", lambda mod: _MptSite(tap, mod), "mpt")
 
 
 class _FusedSite:
-    """The hooks of one attention module; ``state`` carries one call from hook to hook."""
+    """The hooks of one fused-projection attention module; ``state`` carries one call from hook
+    to hook."""
 
     def __init__(self, tap: Tap, module: Any, fused: Any) -> None:
         self.tap, self.module = tap, module
@@ -116,37 +103,6 @@ class _FusedSite:
             weights = weights * f.w_factor
         q, k, mask, bias, extra = self.logits_terms(st, st["q"], st["k"])
         tap.observe(SiteCall(st["site"], self.module, q, k, mask, bias, weights, out[0], extra))
-
-
-class _FalconSite(_FusedSite):
-    def __init__(self, tap: Tap, module: Any) -> None:
-        super().__init__(tap, module, module.query_key_value)
-
-    def split(self, fused: Any) -> tuple[Any, Any, Any]:
-        m = self.module
-        q, k, v = m._split_heads(fused)
-        b, n = q.shape[:2]
-        kv_heads = m.num_heads if m.new_decoder_architecture else m.num_kv_heads
-        return (q.transpose(1, 2).reshape(b, m.num_heads, n, m.head_dim),
-                k.transpose(1, 2).reshape(b, kv_heads, n, m.head_dim),
-                v.transpose(1, 2).reshape(b, kv_heads, n, m.head_dim))
-
-    def logits_terms(self, st: dict[str, Any], q: Any, k: Any
-                     ) -> tuple[Any, Any, Any, dict[str, Any]]:
-        from transformers.models.falcon import modeling_falcon
-
-        kw, args, m = st["kwargs"], st["args"], self.module
-        alibi = kw.get("alibi", args[1] if len(args) > 1 else None)
-        mask = kw.get("attention_mask", args[2] if len(args) > 2 else None)
-        if alibi is None:  # rotary: q.k / sqrt(head_dim), written into the forward
-            cos, sin = kw["position_embeddings"]
-            q, k = modeling_falcon.apply_rotary_pos_emb(q, k, cos, sin)
-            return q, k, mask, None, {"scaling": 1.0 / math.sqrt(m.head_dim)}
-        b, h, nq, _ = q.shape
-        nk = k.shape[2]
-        inv = float(m.inv_norm_factor)
-        bias = (inv * alibi.view(b, h, 1, -1)[..., -nk:]).expand(b, h, nq, nk)
-        return q, k, mask, bias, {"scaling": inv, "bias_kind": "ALiBi"}
 
 
 class _MptSite(_FusedSite):

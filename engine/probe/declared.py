@@ -12,8 +12,8 @@ order:
    ``head_dim ** -0.5`` (Gemma 2 27B: 144 with head_dim 128);
 2. ``attention_multiplier`` (Granite): the factor itself;
 3. GPT-2's ``scale_attn_weights`` and ``scale_attn_by_inverse_layer_idx`` (divide by layer + 1);
-4. an adapter's own convention (GPT-Neo: none; Bloom: its ``inv_norm_factor``; Falcon:
-   ``head_dim ** -0.5``; MPT: ``attn_config.softmax_scale``, else ``head_dim ** -0.5``; DeBERTa:
+4. an architecture's own convention (GPT-Neo: none; Bloom: its ``inv_norm_factor``; Falcon:
+   ``head_dim ** -0.5``, documented, whatever its module's ``scaling`` says; MPT: ``attn_config.softmax_scale``, else ``head_dim ** -0.5``; DeBERTa:
    ``(head_dim * (1 + its relative terms)) ** -0.5``);
 5. the module's ``scaling`` attribute (T5 keeps 1.0: it folds the scale into the init). A module
    whose attribute is not what it passes to the attention function applies it before the call
@@ -215,7 +215,8 @@ def _base(config: Any, module: Any, d_k: int, adapter: str | None) -> tuple[floa
         return 1.0, "GPT-Neo applies no scale", False
     if adapter == "bloom":
         return float(module.inv_norm_factor), "Bloom's inv_norm_factor", False
-    if adapter == "falcon":  # (documented; its ALiBi layers apply inv_norm_factor)
+    if getattr(config, "model_type", None) == "falcon":  # (through the interface since
+        # transformers 5.25; its ALiBi layers too, with the ALiBi term in the mask)
         return d_k**-0.5, "1/sqrt(head_dim) (Falcon)", False
     seq = None if adapter is None else _seq_declared(adapter, module, d_k)
     if seq is not None:

@@ -155,7 +155,7 @@ def test_sink_matches_transformers_gpt_oss_eager_attention():
 
 def test_yarn_matches_transformers_deepseek_v3_mscale():
     pytest.importorskip("transformers")
-    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
+    from transformers.modeling_rope_utils import yarn_get_mscale  # (DeepSeek-V3's, since 5.25)
 
     for n, n_ref in ((4096, 4), (40, 8), (8, 8), (3, 8)):
         expect = yarn_get_mscale(n / n_ref, 1.0) ** 2  # DeepSeek-V3: scaling * mscale * mscale

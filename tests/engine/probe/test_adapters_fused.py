@@ -1,7 +1,6 @@
-"""Falcon and MPT (attention computed inline from a fused q/k/v projection) through their
-adapters: audited at their documented scale, and a scale planted in their own code is found.
-
-Main refused both by name. The expected scales are the documented ones, written here by hand:
+"""Falcon (through transformers' attention interface since 5.25; an adapter before) and MPT
+(attention computed inline from a fused q/k/v projection, through its adapter): audited at their
+documented scale, and a scale planted in their own code is found. The expected scales are the documented ones, written here by hand:
 1/sqrt(head_dim) with head_dim = 32 / 4 = 8 (s * sqrt(d_k) = 1), or MPT's
 ``attn_config.softmax_scale`` (0.1 * sqrt(8) = 0.2828).
 """
@@ -9,7 +8,6 @@ Main refused both by name. The expected scales are the documented ones, written 
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 import pytest
@@ -28,7 +26,7 @@ def _load(cfg):
     import torch
 
     torch.manual_seed(0)
-    net = transformers.AutoModel.from_config(cfg)  # (sdpa by default: the adapter makes it eager)
+    net = transformers.AutoModel.from_config(cfg)  # (sdpa by default: the tap makes it eager)
     return wrap_model(net, info_from_config(net.config, "tiny"))
 
 
@@ -38,10 +36,11 @@ def _audit(loaded, bugs=None):
 
 CORRECT = [
     ("falcon rotary MQA", lambda: transformers.FalconConfig(**FALCON), "RoPE", 1.0),
-    ("falcon ALiBi", lambda: transformers.FalconConfig(**FALCON, alibi=True), "ALiBi", 1.0),
+    # (its ALiBi term comes inside the mask since 5.25: read as an additive term of the mask)
+    ("falcon ALiBi", lambda: transformers.FalconConfig(**FALCON, alibi=True), "additive bias",
+     1.0),
     ("falcon multi-head", lambda: transformers.FalconConfig(**FALCON, multi_query=False),
      "RoPE", 1.0),
-    # (its _split_heads broadcasts each key head to its queries: the product sees 4 key heads)
     ("falcon new decoder", lambda: transformers.FalconConfig(
         **FALCON, new_decoder_architecture=True, num_kv_heads=2), "RoPE", 1.0),
     ("mpt", lambda: transformers.MptConfig(**MPT), "ALiBi", 1.0),
@@ -73,32 +72,12 @@ def test_the_tap_leaves_the_models_output_unchanged() -> None:
         assert torch.equal(plain, tapped)
 
 
-def _doubled_scale(loaded, kind: str, monkeypatch) -> None:
+def _doubled_scale(loaded, kind: str) -> None:
     """Plant "scale doubled" in layer 1's own code (layer 0 stays intact)."""
-    if kind == "falcon ALiBi":
-        loaded.model.h[1].self_attention.inv_norm_factor *= 2
-    elif kind == "mpt":
+    if kind == "mpt":
         loaded.model.blocks[1].attn.softmax_scale *= 2
-    else:  # rotary Falcon divides by math.sqrt(head_dim) inside its forward: halve that sqrt
-        from transformers.models.falcon import modeling_falcon
-
-        real = modeling_falcon.math
-        half = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real)
-                                        if not k.startswith("_")})
-        half.sqrt = lambda v: real.sqrt(v) / 2
-        layer1 = loaded.model.h[1].self_attention
-        original = type(layer1).forward
-
-        def forward(self, *args, **kwargs):
-            if self is not layer1:
-                return original(self, *args, **kwargs)
-            monkeypatch.setattr(modeling_falcon, "math", half)
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                monkeypatch.setattr(modeling_falcon, "math", real)
-
-        monkeypatch.setattr(type(layer1), "forward", forward)
+    else:  # Falcon passes its ``scaling`` (1/sqrt(head_dim), set at init) to the interface
+        loaded.model.h[1].self_attention.scaling *= 2
 
 
 @pytest.mark.parametrize("kind, make", [
@@ -107,9 +86,9 @@ def _doubled_scale(loaded, kind: str, monkeypatch) -> None:
     ("mpt", lambda: transformers.MptConfig(**MPT)),
 ])
 def test_a_doubled_scale_in_the_models_code_is_a_mismatch_in_exactly_its_layer(
-        kind: str, make, monkeypatch) -> None:
+        kind: str, make) -> None:
     loaded = _load(make())
-    _doubled_scale(loaded, kind, monkeypatch)
+    _doubled_scale(loaded, kind)
     res = _audit(loaded)
     assert res.mismatched_layers() == [1], [s.mismatch for s in res.sites]
     np.testing.assert_allclose(res.layer_scale_x_sqrt_dk(), [1.0, 2.0], rtol=1e-3)
@@ -119,7 +98,7 @@ def test_a_doubled_scale_in_the_models_code_is_a_mismatch_in_exactly_its_layer(
 @pytest.mark.parametrize("make", [lambda: transformers.FalconConfig(**FALCON),
                                   lambda: transformers.MptConfig(**MPT)], ids=["falcon", "mpt"])
 def test_injected_bugs_reach_the_adapted_layers(make) -> None:
-    """The lab's planted bugs go through the adapter's modifiers: "twice" (a factor on q) makes
+    """The lab's planted bugs go through the tap's (Falcon) or the adapter's (MPT) modifiers: "twice" (a factor on q) makes
     layer 0 1/d_k, "after_softmax" (a factor on the weights, carried by v) is named."""
     res = _audit(_load(make()), {0: "twice", 1: "after_softmax"})
     assert res.mismatched_layers() == [0, 1]

@@ -81,7 +81,8 @@ def test_adapters_conventions() -> None:
         1.0, "GPT-Neo applies no scale")
     assert declared_scale(NS(), _module(inv_norm_factor=0.2), d, "bloom") == (
         0.2, "Bloom's inv_norm_factor")
-    assert declared_scale(NS(), _module(scaling=0.5), d, "falcon") == (
+    # Falcon: documented 1/sqrt(head_dim), by its model type, whatever its module's scaling says
+    assert declared_scale(NS(model_type="falcon"), _module(scaling=0.5), d) == (
         0.125, "1/sqrt(head_dim) (Falcon)")
     assert declared_scale(NS(attn_config=NS(softmax_scale=0.3)), _module(), d, "mpt") == (
         0.3, "attn_config.softmax_scale 0.3")
@@ -373,7 +374,7 @@ def test_declaration_value() -> None:
     (NS(scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False), None, None),
     (NS(), None, "gpt_neo"),
     (NS(), _module(inv_norm_factor=0.2), "bloom"),
-    (NS(), None, "falcon"),
+    (NS(model_type="falcon"), _module(scaling=0.3), None),
     (NS(), _module(scale=True), "openai-gpt"),
     (NS(attn_config=NS(softmax_scale=0.3)), None, "mpt"),
     (NS(), None, "mpt"),
