@@ -46,6 +46,19 @@ def rule_parts(rules: Iterable[str], theme: Theme | None = None, short: bool = F
     return parts
 
 
+#: how a line style reads in a key of line styles (:func:`style_key_part`)
+STYLE_GLYPHS = {Qt.PenStyle.SolidLine: "━━", Qt.PenStyle.DashLine: "╍╍", Qt.PenStyle.DotLine: "┈┈"}
+
+
+def style_key_part(what: str, styles: Iterable[tuple[str, Qt.PenStyle]], theme: Theme,
+                   short: bool = False) -> str:
+    """One entry naming what each line style of one plot is ("Gradient norms: ━━ W_Q ╍╍ W_K
+    ┈┈ W_V"), in the theme's muted colour; ``short``: the samples and names alone."""
+    samples = " ".join(f"<b>{STYLE_GLYPHS[style]}</b> {name}" for name, style in styles)
+    head = "" if short else f"{what}: "
+    return f'<span style="white-space:nowrap; color:{theme.muted}">{head}{samples}</span>'
+
+
 class StripLabel(QLabel):
     """A label of STRIP_LINES lines whose fixed height follows its font (presentation mode's
     larger type, and back); given the entries in a long and a short form (:meth:`show_entries`),

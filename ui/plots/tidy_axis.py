@@ -240,8 +240,13 @@ class TidyAxis(pg.AxisItem):
         # floor the whole title, then each shorter form, on one line, then more
         floors = (1.0, AXIS_FLOOR) if type_scale.factor() > 1.0 else (AXIS_FLOOR,)
         shorter = self.shorter or self._auto_shorter
-        for floor, form, lines in itertools.product(floors, (None, *shorter),
-                                                    range(1, most + 1)):
+        forms: tuple[str | None, ...] = (None, *shorter)
+        if " " not in self.labelText and shorter and type_scale.factor() > 1.0:
+            # a one-word title's shorter form says the same thing (‖∂L/∂W‖ for ‖∂loss/∂W‖):
+            # the form drawn largest goes first, or the whole title stood at the normal size
+            # beside its neighbours' larger titles
+            forms = tuple(sorted(forms, key=self._drawn_px, reverse=True))
+        for floor, form, lines in itertools.product(floors, forms, range(1, most + 1)):
             self.type_floor, self._shown, self._lines = floor, form, lines
             if fits():
                 done = True
@@ -264,6 +269,17 @@ class TidyAxis(pg.AxisItem):
                     break
         if (self._lines, self._shown) != was:
             self._adjustSize()
+
+    def _drawn_px(self, form: str | None) -> float:
+        """The type size ``form`` (None: the whole title) is drawn at on one line, as large as
+        its room lets it be in presentation mode (ui.plots.type_scale)."""
+        was = (self.type_floor, self._shown, self._lines)
+        self.type_floor, self._shown, self._lines = AXIS_FLOOR, form, 1
+        try:
+            match = re.search(r"font-size:\s*([0-9.]+)px", self.labelString())
+        finally:
+            self.type_floor, self._shown, self._lines = was
+        return float(match.group(1)) if match else 0.0
 
     def _updateWidth(self) -> None:
         """pyqtgraph's width (AxisItem._updateWidth), with room on a left axis for the whole

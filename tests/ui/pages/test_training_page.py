@@ -91,6 +91,26 @@ def test_a_short_run_streams_to_every_plot(page, qtbot):
         for key, item in page.panels[pid].curves.items():
             assert item.opts["pen"].color().name() == RULE_COLORS[key[0]].lower(), (pid, key)
     assert page.panels["train_probe_attention"].image.image is not None
+    _the_line_style_key_is_in_the_strip_on_screen_and_the_title_in_a_figure(page)
+
+
+def _the_line_style_key_is_in_the_strip_on_screen_and_the_title_in_a_figure(page):
+    """Which matrix each line style is: an entry of the rule strip on screen (as the plot's
+    title it took a row of a 140 px plot in presentation mode), the figure's title in an
+    export."""
+    from ui.export.plot_files import figure_clone
+
+    grads = page.panels["train_grads"]
+    strip = page.rule_strip.text()
+    assert "━━</b> W_Q" in strip and "╍╍</b> W_K" in strip and "┈┈</b> W_V" in strip
+    assert "Gradient norms: " in strip  # (the full form: three rules leave it room)
+    assert not grads.plot.titleLabel.isVisible()
+    assert grads.plot.titleLabel.maximumHeight() == 0
+    for style in ("screen", "slide"):
+        with figure_clone(grads, style) as clone:
+            title = clone.plot.titleLabel
+            assert title.isVisible() and "Gradient norms" in title.text
+            assert "solid W_Q · dash W_K · dot W_V" in title.text
 
 
 def test_before_a_run_the_strip_names_the_rules_start_will_train(page):

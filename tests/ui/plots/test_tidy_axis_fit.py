@@ -146,3 +146,33 @@ def test_a_one_word_title_takes_its_shorter_form_only_where_it_does_not_fit(qtbo
     if height > 40:
         assert _along(axis) <= axis._room() + 0.5
     assert axis.label.toolTip() == "‖∂loss/∂W‖"
+
+
+@pytest.mark.parametrize(("height", "shown"), [(150, "‖∂L/∂W‖"), (400, None)])
+def test_presentation_draws_a_one_word_title_in_whichever_form_is_larger(qtbot, height, shown):
+    """Presentation mode: beside a plot whose room fits "‖∂loss/∂W‖" at the normal size but
+    "‖∂L/∂W‖" larger (Training's 140 px rows), the shorter form is drawn, larger than the
+    normal size (the whole title stood at the normal size beside its neighbours' larger titles);
+    beside a tall plot the whole title, at the full larger type."""
+    import re
+
+    from PySide6.QtGui import QFontInfo
+
+    from ui.plots import type_scale
+
+    type_scale.set_factor(1.4, [])
+    try:
+        _w, plot = _plot(qtbot, (300, height), "‖∂loss/∂W‖", "step")
+        axis = plot.getAxis("left")
+        axis.resizeEvent()
+        normal = QFontInfo(axis.label.font()).pixelSize()
+        drawn = float(re.search(r"font-size: ?([0-9.]+)px", axis.labelString()).group(1))
+        assert axis._shown == shown
+        if shown is None:
+            assert drawn == pytest.approx(1.4 * normal)
+        else:  # (the room: the whole title would not fit at the shorter form's size)
+            assert normal * 1.05 < drawn <= 1.4 * normal + 1e-9
+            assert axis._drawn_px(None) < drawn
+        assert _along(axis) <= axis._room() + 0.5
+    finally:
+        type_scale.set_factor(1.0, [])

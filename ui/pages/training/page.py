@@ -17,7 +17,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -34,8 +34,8 @@ from ui.pages.training.controls import TrainingControls
 from ui.pages.training.metrics_view import NOT_IN_ROWS, UNLOGGED, snapshot_from_rows
 from ui.plots.base import panel_grid
 from ui.plots.header_elide import elide_title
-from ui.plots.rule_strip import rule_parts, show_parts, strip_label
-from ui.plots.training.panels import PANEL_CLASSES, TrainingPanel, TrainingView
+from ui.plots.rule_strip import rule_parts, show_parts, strip_label, style_key_part
+from ui.plots.training.panels import PANEL_CLASSES, GradPanel, TrainingPanel, TrainingView
 from ui.theme import ERROR_TEXT, current_theme, themed_css
 
 PANELS_PER_TICK = 3  #: panels painted per timer tick at most (the rest catch up next tick)
@@ -53,10 +53,22 @@ GRID = {
 COLUMNS = 4
 #: the last column's share of the width against COLUMN_STRETCH for each other column
 COLUMN_STRETCH, LAST_COLUMN_STRETCH = 8, 11
-PANEL_MIN_HEIGHT = 170  #: three rows of this fit the plot area at 1280x720
+#: three rows of this fit the plot area of a 1280x720 screen's window, its title bar included
+#: (1280x688 inside: 519 px for the rows; 170 scrolled them by 3 px)
+PANEL_MIN_HEIGHT = 165
 #: ... and in presentation mode, whose larger type makes the bar, status line and rule strip
 #: taller (three rows of 170 left the bottom row 11 px below a 1280x720 screen's edge)
 PRESENT_MIN_HEIGHT = 140
+
+
+class _PlotsArea(QScrollArea):
+    """The plots' scroll area asks for no more height than its rows' minimum: the page's
+    word-wrapped status line gives the page a height for its width, which the tab's scroll area
+    (ui.window.page_tabs) reads from the preferred heights, and this one's preferred height
+    made the page 1 px taller than a 1280x720 window's in presentation mode (it scrolled)."""
+
+    def sizeHint(self) -> QSize:  # Qt's name
+        return QSize(super().sizeHint().width(), self.minimumSizeHint().height())
 
 
 class TrainingPage(LivePage, PanelRedraw):
@@ -141,7 +153,7 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def _build_plots(self) -> QScrollArea:
         """The plot panels in a scrollable grid; each exports through the page."""
-        scroll = QScrollArea(self)
+        scroll = _PlotsArea(self)
         scroll.setWidgetResizable(True)
         inner = QWidget(scroll)
         grid, panels = panel_grid(inner, PANEL_CLASSES, GRID, min_height=PANEL_MIN_HEIGHT, margin=2,
@@ -426,7 +438,10 @@ class TrainingPage(LivePage, PanelRedraw):
 
     def _show_rules(self, rules: tuple[str, ...]) -> None:
         self._strip_rules = rules
-        show_parts(self.rule_strip, rule_parts(rules), rule_parts(rules, short=True))
+        theme = current_theme()
+        key = ("Gradient norms", GradPanel.STYLE_KEY)
+        show_parts(self.rule_strip, rule_parts(rules) + [style_key_part(*key, theme)],
+                   rule_parts(rules, short=True) + [style_key_part(*key, theme, short=True)])
 
     def _show_form_rules(self) -> None:
         """Before a run (nothing drawn yet) the strip names the rules Start will train, each

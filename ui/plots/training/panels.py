@@ -274,8 +274,18 @@ class GradPanel(_CurvesPanel):
     STYLES = (("grad_norm_q", Qt.PenStyle.SolidLine), ("grad_norm_k", Qt.PenStyle.DashLine),
               ("grad_norm_v", Qt.PenStyle.DotLine))
 
+    #: which weight matrix each line style is (the colour is the rule's): on screen an entry
+    #: of the page's rule strip (:func:`ui.plots.rule_strip.style_key_part`); as the plot's title
+    #: it took a row of a plot 140 px high in presentation mode, and its y title shrank to what
+    #: was left
+    STYLE_KEY = tuple(zip(("W_Q", "W_K", "W_V"), (style for _m, style in STYLES)))
+    EXPORT_TITLE = "solid W_Q · dash W_K · dot W_V"
+
     def extra_items(self) -> None:
-        self.plot.setTitle("solid W_Q · dash W_K · dot W_V", size="8pt")
+        # an exported figure has no strip: there the key is its title (style_panel reads the
+        # hidden title's text)
+        self.plot.titleLabel.setText(self.EXPORT_TITLE, size="8pt")
+        self.plot.setTitle(None)
 
     def series(self, snap: Any) -> list[tuple[tuple, str, Qt.PenStyle, float, bool]]:
         return [((rule, metric, -1), rule, style, 1.8, metric == "grad_norm_q")
