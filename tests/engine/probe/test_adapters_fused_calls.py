@@ -74,6 +74,8 @@ def test_the_column_factors_split_as_the_module_splits(model) -> None:
     import torch
 
     _kind, loaded = model
+    # (the model is built once, in this test: mutmut runs the installer's mutants with it only)
+    assert {s.adapter for s in loaded.sites} == {"mpt"}
     site = next(h.__self__ for h in loaded.tap.unique_modules()[0]._forward_hooks.values()
                 if hasattr(h, "__self__") and hasattr(h.__self__, "column_factor"))
     width = 96
