@@ -316,3 +316,31 @@ def test_the_page_makes_the_sweep_items_in_the_ticks_before_the_first_point(qtbo
             break
     assert sweep.series == made
     assert all(len(s.curve.xData) == 1 for s in sweep.series.values())
+
+
+def test_items_made_ahead_fit_the_legend_so_the_first_point_moves_no_plot(qtbot):
+    """Seven rules need a second legend row: it is fitted once the items made ahead exist
+    (while the simulation streams), not at the sweep's first point, where the new row shortened
+    all six plots and repainted the whole panel (~60 ms of the GUI thread's CPU)."""
+    from PySide6.QtWidgets import QApplication
+
+    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    full = list(lab_run(SimulationConfig(trials=50, scalings=rules), lambda: False))[-1]
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.refresh(LabState(full.config, full.snapshot, (), full.sweep_total, "simulation"))
+    while not panel.make_items_ahead(tuple(full.snapshot.rules)):
+        pass
+    QApplication.processEvents()
+    qtbot.wait(20)
+    assert panel.legend.columnCount < len(panel.legend.items)  # (two rows: it matters)
+    columns, rows = panel.legend.columnCount, [(y, h) for _x, y, _w, h in _view_rects(panel)]
+    first = _state(full, 1)
+    while panel.refresh(first):
+        QApplication.processEvents()
+    qtbot.wait(20)
+    assert panel.legend.columnCount == columns
+    assert [(y, h) for _x, y, _w, h in _view_rects(panel)] == rows
