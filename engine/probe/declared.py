@@ -13,7 +13,8 @@ order:
 2. ``attention_multiplier`` (Granite): the factor itself;
 3. GPT-2's ``scale_attn_weights`` and ``scale_attn_by_inverse_layer_idx`` (divide by layer + 1);
 4. an architecture's own convention (GPT-Neo: none; Bloom: its ``inv_norm_factor``; Falcon:
-   ``head_dim ** -0.5``, documented, whatever its module's ``scaling`` says; MPT: ``attn_config.softmax_scale``, else ``head_dim ** -0.5``; DeBERTa:
+   ``head_dim ** -0.5``, documented, whatever its module's ``scaling`` says; MPT:
+   ``attn_config.softmax_scale``, else ``head_dim ** -0.5``; DeBERTa:
    ``(head_dim * (1 + its relative terms)) ** -0.5``);
 5. the module's ``scaling`` attribute (T5 keeps 1.0: it folds the scale into the init). A module
    whose attribute is not what it passes to the attention function applies it before the call

@@ -419,16 +419,17 @@ class SweepPanel(PlotPanel):
         if rules != getattr(self, "_prepared_for", None):
             self._sync(rules)
             self._prepared_for = rules
-        made = len(self.series)
+            self._legend_fitted = False
         for i in range(len(self.plots)):
             made_before = len(self.series)
             if not self._plot_items(i, rules, most):
                 return False
             most -= len(self.series) - made_before
-        if len(self.series) != made:  # the legend's rows for its new entries, now: fitted at
-            # the sweep's first point, a row more shortened all six plots there and repainted
-            # the whole panel (~60 ms of the GUI thread's CPU with seven rules)
+        if not getattr(self, "_legend_fitted", False):  # the legend's rows for these rules,
+            # now: fitted at the sweep's first point, a row more shortened all six plots there
+            # and repainted the whole panel (~60 ms of the GUI thread's CPU with seven rules)
             self._fit_legend()
+            self._legend_fitted = True
         return True
 
     def _draw_theory(self, i: int) -> None:
