@@ -20,9 +20,11 @@ from engine.rules import rule_label
 from ui.plots.rule_pens import RULE_STYLES
 from ui.theme import Theme, rule_color, rule_text_color
 
-#: how each line pattern reads in the strip
-PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashDotLine: "━ · ━",
-            Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
+#: how each line pattern reads in the strip (a solid line: SOLID); a rule's, or one of a plot's
+#: line styles (:func:`style_key_part`)
+PATTERNS = {Qt.PenStyle.DotLine: "┈┈┈", Qt.PenStyle.DashLine: "╍╍╍",
+            Qt.PenStyle.DashDotLine: "━ · ━", Qt.PenStyle.DashDotDotLine: "━ ·· ━"}
+SOLID = "━━━"
 SEPARATOR = "&nbsp;&nbsp; "
 #: lines the strip holds (its fixed height)
 STRIP_LINES = 2
@@ -39,22 +41,18 @@ def rule_parts(rules: Iterable[str], theme: Theme | None = None, short: bool = F
     ``short``: the rule's name alone (its formula is in the tooltip)."""
     parts = []
     for rule in rules:
-        line = PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), "━━━")
+        line = PATTERNS.get(RULE_STYLES.get(rule, Qt.PenStyle.SolidLine), SOLID)
         text = rule if short else rule_label(rule)
         parts.append(entry(f'<span style="color:{rule_color(rule)}"><b>{line}</b></span>',
                            f'<span style="color:{rule_text_color(rule, theme)}">{text}</span>'))
     return parts
 
 
-#: how a line style reads in a key of line styles (:func:`style_key_part`)
-STYLE_GLYPHS = {Qt.PenStyle.SolidLine: "━━", Qt.PenStyle.DashLine: "╍╍", Qt.PenStyle.DotLine: "┈┈"}
-
-
 def style_key_part(what: str, styles: Iterable[tuple[str, Qt.PenStyle]], theme: Theme,
                    short: bool = False) -> str:
-    """One entry naming what each line style of one plot is ("Gradient norms: ━━ W_Q ╍╍ W_K
-    ┈┈ W_V"), in the theme's muted colour; ``short``: the samples and names alone."""
-    samples = " ".join(f"<b>{STYLE_GLYPHS[style]}</b> {name}" for name, style in styles)
+    """One entry naming what each line style of one plot is ("Gradient norms: ━━━ W_Q ╍╍╍ W_K
+    ┈┈┈ W_V"), in the theme's muted colour; ``short``: the samples and names alone."""
+    samples = " ".join(f"<b>{PATTERNS.get(style, SOLID)}</b> {name}" for name, style in styles)
     head = "" if short else f"{what}: "
     return f'<span style="white-space:nowrap; color:{theme.muted}">{head}{samples}</span>'
 
