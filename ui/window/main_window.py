@@ -35,6 +35,7 @@ from ui.lab_style import size_combos_by_contents
 from ui.pages.base import quit_grace
 from ui.pages.simulation.page import SimulationPage
 from ui.params.panel import ParamPanel
+from ui.preimport import import_then, is_imported
 from ui.presentation.mode import Presenter
 from ui.settings import open_settings
 from ui.simulation_run import LabState, SweepCache
@@ -148,10 +149,12 @@ class MainWindow(QMainWindow):
             placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
             index = self.tabs.addTab(placeholder, title)
             self._lazy[index] = (module, cls)
-        self.tabs.currentChanged.connect(self._build_lazy_tab)
-        self.tabs.currentChanged.connect(self._sync_params_dock)
-        self.tabs.currentChanged.connect(lambda _i: self.window_run.sync_status_bar())
-        self.tabs.currentChanged.connect(lambda _i: self.presenter.page_changed())
+        #: a tab clicked now (its page is built once its module is imported, off the GUI thread)
+        self._clicked_tab: int | None = None
+        self._importing: set[int] = set()  #: the tabs whose modules import in the background
+        self.tabs.tabBar().tabBarClicked.connect(self._tab_clicked)
+        self.tabs.currentChanged.connect(self._open_lazy_tab)
+        self.tabs.currentChanged.connect(self._page_shown)
         self.setCentralWidget(self.tabs)
 
     def _build_params_dock(self) -> None:
@@ -254,6 +257,44 @@ class MainWindow(QMainWindow):
         self.presenter.switch(on)
 
     # -- lazy pages ----------------------------------------------------------------------------
+    def _tab_clicked(self, index: int) -> None:
+        """A click on another tab: the switch it makes next comes from the user (Qt emits this
+        before it switches), who sees the tab's "Loading…" while its module imports."""
+        self._clicked_tab = index if index != self.tabs.currentIndex() else None
+
+    def _open_lazy_tab(self, index: int) -> None:
+        """A tab shown for the first time gets its page. Clicked, with its module not imported
+        yet (ui/preimport.py had no idle moment for it), the module imports in the background
+        while the tab shows "Loading…", and the page is built when it is done: an import on the
+        GUI thread froze the window 0.5 s. Opened from code (sessions, links, tests), the page is
+        built at once, so that it is there when the call returns."""
+        clicked, self._clicked_tab = self._clicked_tab == index, None
+        spec = self._lazy.get(index)
+        if spec is None:
+            return
+        if clicked and not is_imported(spec[0]):
+            if index not in self._importing:
+                self._importing.add(index)
+                import_then(spec[0], lambda: self._lazy_imported(index), self)
+            return
+        self._build_lazy_tab(index)
+
+    def _lazy_imported(self, index: int) -> None:
+        """A clicked tab's module is imported: its page is built if the tab is still shown (if
+        not, when it is next shown, then without waiting), and the window follows it as it
+        followed the placeholder."""
+        self._importing.discard(index)
+        if self.tabs.currentIndex() == index and index in self._lazy:
+            self._build_lazy_tab(index)
+            self._page_shown(index)
+
+    def _page_shown(self, index: int) -> None:
+        """The window follows the page shown: the parameter dock, the status bar and
+        presentation mode."""
+        self._sync_params_dock(index)
+        self.window_run.sync_status_bar()
+        self.presenter.page_changed()
+
     def _build_lazy_tab(self, index: int) -> None:
         spec = self._lazy.pop(index, None)
         if spec is None:

@@ -175,6 +175,80 @@ def test_other_pages_are_built_lazily(qtbot, window):
         assert type(window.pages[cls]).__name__ == cls, window.pages[cls].text()
 
 
+def _slow_page_module(tmp_path, monkeypatch, name: str) -> None:
+    """A page module that takes 0.4 s to import and records the thread that imported it."""
+    import sys
+
+    (tmp_path / f"{name}.py").write_text(
+        "import threading, time\n"
+        "from PySide6.QtWidgets import QLabel\n"
+        "THREAD = threading.current_thread().name\n"
+        "time.sleep(0.4)\n"
+        "class SlowPage(QLabel):\n"
+        "    def __init__(self, parent=None):\n"
+        "        super().__init__('slow page', parent)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def _click_tab(qtbot, window, index: int) -> None:
+    bar = window.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(index).center())
+
+
+def test_a_clicked_tab_imports_its_page_off_the_gui_thread_and_shows_loading_meanwhile(
+        qtbot, window, tmp_path, monkeypatch):
+    """Clicking a tab whose module is not imported froze the window for the import: the tab
+    shows its placeholder at once, the event loop turns while the module imports in another
+    thread, and the page comes in its place, current, the window following it."""
+    import sys
+    import threading
+
+    from PySide6.QtCore import QTimer
+
+    _slow_page_module(tmp_path, monkeypatch, "lab_slow_page")
+    index = 2
+    monkeypatch.setitem(window._lazy, index, ("lab_slow_page", "SlowPage"))
+    placeholder = window.tabs.widget(index)
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(10)
+    _click_tab(qtbot, window, index)
+    assert window.tabs.currentIndex() == index
+    assert window.tabs.widget(index) is placeholder  # "Loading…" while it imports
+    assert placeholder.text().startswith("Loading")
+    qtbot.waitUntil(lambda: "SlowPage" in window.pages, timeout=10_000)
+    timer.stop()
+    assert sys.modules["lab_slow_page"].THREAD != threading.current_thread().name
+    assert len(ticks) >= 10  # the loop turned during the 0.4 s import (a 10 ms timer)
+    assert window.tabs.currentIndex() == index
+    assert window.tabs.widget(index) is window.pages["SlowPage"]
+    assert not window.params_dock.isVisible()  # the window followed the page
+
+
+def test_a_tab_left_while_its_module_imports_is_built_when_shown_again(
+        qtbot, window, tmp_path, monkeypatch):
+    _slow_page_module(tmp_path, monkeypatch, "lab_slow_page2")
+    index = 2
+    monkeypatch.setitem(window._lazy, index, ("lab_slow_page2", "SlowPage"))
+    _click_tab(qtbot, window, index)
+    _click_tab(qtbot, window, 0)  # back to the Simulation page before the import ends
+    qtbot.wait(800)
+    assert window.tabs.currentIndex() == 0  # the import's end did not pull the user back
+    assert "SlowPage" not in window.pages
+    _click_tab(qtbot, window, index)  # imported now: built at once
+    assert window.tabs.widget(index) is window.pages["SlowPage"]
+
+
+def test_a_page_opened_from_code_is_built_before_the_call_returns(
+        qtbot, window, tmp_path, monkeypatch):
+    _slow_page_module(tmp_path, monkeypatch, "lab_slow_page3")
+    monkeypatch.setitem(window._lazy, 2, ("lab_slow_page3", "SlowPage"))
+    assert window.open_page_titled(window.tabs.tabText(2))
+    assert window.tabs.widget(2) is window.pages["SlowPage"]
+
+
 def test_shortcuts(window):
     from PySide6.QtGui import QKeySequence
 
