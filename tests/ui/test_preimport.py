@@ -9,14 +9,19 @@ import threading
 from ui.preimport import PREIMPORT, preimport_later
 
 
+def _modules(tmp_path, monkeypatch, **sources: str) -> None:
+    """Fresh importable modules (name=source), none of them imported yet."""
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
 def test_modules_are_imported_off_the_gui_thread_and_a_failure_is_left_for_later(
         qtbot, tmp_path, monkeypatch) -> None:
-    (tmp_path / "lab_probe_module.py").write_text(
-        "import threading\nTHREAD = threading.current_thread().name\n")
-    (tmp_path / "lab_broken_module.py").write_text("raise RuntimeError('broken')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("lab_probe_module", "lab_broken_module"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _modules(tmp_path, monkeypatch,
+             lab_probe_module="import threading\nTHREAD = threading.current_thread().name\n",
+             lab_broken_module="raise RuntimeError('broken')\n")
     preimport_later(("lab_broken_module", "lab_probe_module"), delay_ms=0)
     qtbot.waitUntil(lambda: "lab_probe_module" in sys.modules, timeout=10_000)
     assert sys.modules["lab_probe_module"].THREAD == "lab-preimport"
@@ -30,9 +35,7 @@ def test_the_imports_wait_until_the_window_is_idle(qtbot, tmp_path, monkeypatch)
     ``idle``, the thread starts only once it says the window is at rest."""
     import ui.preimport as preimport
 
-    (tmp_path / "lab_idle_module.py").write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "lab_idle_module", raising=False)
+    _modules(tmp_path, monkeypatch, lab_idle_module="X = 1\n")
     monkeypatch.setattr(preimport, "IDLE_RECHECK_MS", 10)
     asked = []
     idle = [False]
@@ -61,9 +64,7 @@ def test_a_window_never_idle_never_gets_the_imports(qtbot, tmp_path, monkeypatch
     imports its own module (ui.preimport.import_then)."""
     import ui.preimport as preimport
 
-    (tmp_path / "lab_busy_module.py").write_text("X = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "lab_busy_module", raising=False)
+    _modules(tmp_path, monkeypatch, lab_busy_module="X = 1\n")
     monkeypatch.setattr(preimport, "IDLE_RECHECK_MS", 10)
     asked = []
     preimport_later(("lab_busy_module",), delay_ms=0, idle=lambda: asked.append(1) and False)
@@ -77,12 +78,10 @@ def test_import_then_calls_back_on_the_gui_thread_after_the_import(qtbot, tmp_pa
 
     from ui.preimport import import_then, is_imported
 
-    (tmp_path / "lab_then_module.py").write_text(
-        "import threading, time\nTHREAD = threading.current_thread().name\ntime.sleep(0.2)\n")
-    (tmp_path / "lab_then_broken.py").write_text("raise RuntimeError('broken')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("lab_then_module", "lab_then_broken"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _modules(tmp_path, monkeypatch,
+             lab_then_module="import threading, time\n"
+                             "THREAD = threading.current_thread().name\ntime.sleep(0.2)\n",
+             lab_then_broken="raise RuntimeError('broken')\n")
     owner = QObject()
     called = []
     import_then("lab_then_module",
@@ -107,11 +106,8 @@ def test_a_module_half_way_through_its_import_is_not_imported(tmp_path, monkeypa
 
     from ui.preimport import is_imported
 
-    (tmp_path / "lab_half_module.py").write_text(
-        "import sys\nfrom ui.preimport import is_imported\n"
-        "DURING = is_imported(__name__)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "lab_half_module", raising=False)
+    _modules(tmp_path, monkeypatch, lab_half_module="from ui.preimport import is_imported\n"
+                                                     "DURING = is_imported(__name__)\n")
     assert not is_imported("lab_half_module")
     module = importlib.import_module("lab_half_module")
     assert module.DURING is False and is_imported("lab_half_module")
