@@ -125,6 +125,56 @@ def test_a_wider_y_axis_moves_only_its_own_plot(panel, full_state, qtbot):
     assert [r for i, r in enumerate(after) if i != 2] == [r for i, r in enumerate(rects) if i != 2]
 
 
+def _moves_over_a_sweep(panel, full_state, qtbot) -> list[int]:
+    """The points (1..13) after which some view box of the sweep moved."""
+    empty = LabState(full_state.config, full_state.snapshot, (), full_state.sweep_total, "simulation")
+    panel.refresh(empty)
+    qtbot.wait(20)
+    rects, moves = _view_rects(panel), []
+    for n in range(1, 14):
+        state = _state(full_state, n)
+        while panel.refresh(state):
+            pass
+        qtbot.wait(5)  # (the layout runs in the event loop, after the refresh)
+        now = _view_rects(panel)
+        if now != rects:
+            moves.append(n)
+        rects = now
+    return moves
+
+
+def test_points_rarely_move_a_view_box(panel, full_state, qtbot):
+    """Each point's new tick labels moved plots: pyqtgraph shrank a y axis to the first point's
+    labels and widened it for the next ones, each time a relayout and a second paint of the
+    whole plot, axes included (16 ms of GUI CPU at the sweep's start). Now an axis only grows,
+    from pyqtgraph's 30 px of tick labels: a few moves in a whole sweep, never back."""
+    moves = _moves_over_a_sweep(panel, full_state, qtbot)
+    assert len(moves) <= 2, moves
+    for plot in panel.plots:  # (pyqtgraph's own axes, shrinking: more moves, the check's other side)
+        plot.getAxis("left").setStyle(autoReduceTextSpace=True)
+    panel.clear_data()
+    assert len(_moves_over_a_sweep(panel, full_state, qtbot)) > len(moves)
+
+
+def test_a_new_point_leaves_the_raw_curve_to_its_plots_turn(panel, full_state):
+    """The raw q·k curve is set with the plot it is in: set with every new point, it repainted
+    that plot beside the one drawn in that refresh."""
+    raw_plot = panel._raw_plot()
+    before = _state(full_state, 3)
+    while panel.refresh(before):
+        pass
+    assert len(panel.raw.curve.xData) == 3
+    drawn: list[int] = []
+    original = panel._draw_plot
+    panel._draw_plot = lambda i: (drawn.append(i), original(i))
+    panel._pending = [i for i in range(len(panel.plots)) if i != raw_plot]  # mid-pass
+    after = _state(full_state, 4)
+    while panel.refresh(after):
+        if raw_plot not in drawn:
+            assert len(panel.raw.curve.xData) == 3, drawn
+    assert drawn[-1] == raw_plot and len(panel.raw.curve.xData) == 4
+
+
 def test_many_rules_make_their_curves_over_several_refreshes(qtbot):
     """Twelve rules' curves (about 5 ms each) are made SERIES_PER_REFRESH per refresh, never a
     whole plot's at once; every curve shows every point in the end.

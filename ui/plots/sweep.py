@@ -260,6 +260,10 @@ class SweepPanel(PlotPanel):
         p.setLogMode(x=True, y=m.log_y)
         p.setTitle(m.title, size="9pt")
         p.getAxis("bottom").setTicks(D_K_TICKS)
+        # the room for the y tick labels only grows: pyqtgraph's shrank it to the first
+        # point's labels and widened it for the next ones, each time a relayout and a second
+        # paint of the whole plot, axes included (16 ms of GUI CPU at the sweep's start)
+        p.getAxis("left").setStyle(autoReduceTextSpace=False)
         if m.log_y:
             p.getViewBox().sigYRangeChanged.connect(self._log_ticker(p.getAxis("left")))
         if self.plots:
@@ -518,6 +522,7 @@ class SweepPanel(PlotPanel):
                 self._empty_plot(i)
             self._show_plot_title(i)
             self._draw_theory(i)
+            self._draw_raw(i)
             self._rules_left = list(self._rules)
         now, self._rules_left = (self._rules_left[:RULES_PER_REFRESH],
                                  self._rules_left[RULES_PER_REFRESH:])
@@ -594,8 +599,6 @@ class SweepPanel(PlotPanel):
         self._sync(rules)
         self._x = np.array([p.x for p in points], dtype=np.float64)
         raw = [p.snapshot.raw_std for p in points]
-        if self.raw is not None:
-            self.raw.set(self._x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
         for m in self.metrics:  # the CSV rows of every plot (cheap: numbers only)
             for name in rules:
                 ests = [m.get(p.snapshot.rules[name]) for p in points]
@@ -625,8 +628,16 @@ class SweepPanel(PlotPanel):
         self._show_plot_title(i)
         self._plot_items(i, self._rules)
         self._draw_theory(i)
+        self._draw_raw(i)
         self._draw_rules(i, self._rules)
         self._plot_sweep[i] = self._sweep_config()
+
+    def _draw_raw(self, i: int) -> None:
+        """The raw q·k curve, with the plot it is in (``i``): set with every new point, it
+        repainted that plot beside the one being drawn."""
+        if self.raw is not None and i == self._raw_plot():
+            raw = [p.snapshot.raw_std for p in self._points]
+            self.raw.set(self._x, finite([e.mean for e in raw]), finite([e.se for e in raw]), True)
 
     def _draw_rules(self, i: int, rules: Any) -> None:
         """Plot ``i``'s curve and band of each of ``rules``."""
