@@ -186,7 +186,9 @@ def _slow_page_module(tmp_path, monkeypatch, name: str) -> None:
         "time.sleep(0.4)\n"
         "class SlowPage(QLabel):\n"
         "    def __init__(self, parent=None):\n"
-        "        super().__init__('slow page', parent)\n")
+        "        super().__init__('slow page', parent)\n"
+        "    def status_summary(self):\n"
+        "        return 'slow page: ready'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, name, raising=False)
 
@@ -225,6 +227,7 @@ def test_a_clicked_tab_imports_its_page_off_the_gui_thread_and_shows_loading_mea
     assert window.tabs.currentIndex() == index
     assert window.tabs.widget(index) is window.pages["SlowPage"]
     assert not window.params_dock.isVisible()  # the window followed the page
+    assert window.status_text == "slow page: ready"  # (the status bar asked the page, not "Loading")
 
 
 def test_a_tab_left_while_its_module_imports_is_built_when_shown_again(
