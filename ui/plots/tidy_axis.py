@@ -276,10 +276,9 @@ class TidyAxis(pg.AxisItem):
         was = (self.type_floor, self._shown, self._lines)
         self.type_floor, self._shown, self._lines = AXIS_FLOOR, form, 1
         try:
-            match = re.search(r"font-size:\s*([0-9.]+)px", self.labelString())
+            return type_scale.label_px(self)
         finally:
             self.type_floor, self._shown, self._lines = was
-        return float(match.group(1)) if match else 0.0
 
     def _updateWidth(self) -> None:
         """pyqtgraph's width (AxisItem._updateWidth), with room on a left axis for the whole

@@ -55,46 +55,60 @@ def _set_text(self: pg.LabelItem, text: str, **args: Any) -> None:
     _label_set_text(self, text, **args)
 
 
+def label_size(axis: pg.AxisItem) -> str | None:
+    """The type size ``axis`` draws its title at ("16.8px"), presentation mode's factor
+    applied, but no larger than the axis holds along its length (a short plot's y title ran out
+    of it); None at the normal size when the title's style sets none (the label's font)."""
+    size = axis.labelStyle.get("font-size")
+    if _factor == 1.0:
+        return size
+    size = size or f"{QFontInfo(axis.label.font()).pixelSize()}px"
+    f = _factor
+    room = axis._room() if hasattr(axis, "_room") else \
+        axis.height() if axis.orientation in ("left", "right") else axis.width()
+    if room > 0:
+        font = QFont(axis.label.font())
+        match = _SIZE.match(_scaled(size, f) or "")
+        if match is not None and match.group(2) == "px":
+            font.setPixelSize(max(1, round(float(match.group(1)))))
+        elif match is not None:
+            font.setPointSizeF(float(match.group(1)))
+        from ui.plots.tidy_axis import MAX_LABEL_LINES, plain_text, split_lines
+
+        # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
+        # the form the axis shows (a TidyAxis may show a shorter one: "density" where
+        # "probability density" does not fit), each form at the largest type it fits
+        shown = getattr(axis, "_shown", None) or axis.labelText or " "
+        text = split_lines(shown, MAX_LABEL_LINES) \
+            if axis.orientation in ("left", "right") else shown
+        # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
+        # (with what pyqtgraph writes after the title, a space and any units: measured
+        # without it, "query position" was drawn 5 px wider than its room and cut "query…")
+        drawn = plain_text(_axis_label_string(axis))
+        title = plain_text(axis.labelText or "")
+        suffix = drawn[drawn.rfind(title) + len(title):] if title in drawn else ""
+        lines = [plain_text(line) for line in text.split("<br>")]
+        lines[-1] += suffix
+        longest = max(QFontMetricsF(font).horizontalAdvance(line) for line in lines)
+        if longest > room - 4 > 0:
+            # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
+            # taller title has less room than it had; its y title must not run into it)
+            f = max(getattr(axis, "type_floor", AXIS_FLOOR), f * (room - 4) / longest)
+    return _scaled(size, f)
+
+
+def label_px(axis: pg.AxisItem) -> float:
+    """``label_size`` in pixels (0 when it is not given in pixels)."""
+    match = _SIZE.match(label_size(axis) or "")
+    return float(match.group(1)) if match is not None and match.group(2) == "px" else 0.0
+
+
 def _label_string(self: pg.AxisItem) -> str:
     if _factor == 1.0:
         return _axis_label_string(self)
-    style = self.labelStyle
-    saved = dict(style)
+    saved = dict(self.labelStyle)
     try:
-        size = style.get("font-size") or f"{QFontInfo(self.label.font()).pixelSize()}px"
-        f = _factor
-        # no larger than the axis holds along its length (a short plot's y title ran out of it)
-        room = self._room() if hasattr(self, "_room") else \
-            self.height() if self.orientation in ("left", "right") else self.width()
-        if room > 0:
-            font = QFont(self.label.font())
-            match = _SIZE.match(_scaled(size, f) or "")
-            if match is not None and match.group(2) == "px":
-                font.setPixelSize(max(1, round(float(match.group(1)))))
-            elif match is not None:
-                font.setPointSizeF(float(match.group(1)))
-            from ui.plots.tidy_axis import MAX_LABEL_LINES, plain_text, split_lines
-
-            # (a title with spaces may take up to MAX_LABEL_LINES lines: ui.plots.tidy_axis)
-            # the form the axis shows (a TidyAxis may show a shorter one: "density" where
-            # "probability density" does not fit), each form at the largest type it fits
-            shown = getattr(self, "_shown", None) or self.labelText or " "
-            text = split_lines(shown, MAX_LABEL_LINES) \
-                if self.orientation in ("left", "right") else shown
-            # (measured as drawn: "mean ‖J‖<sub>F</sub>" counted its tags and took a tiny type)
-            # (with what pyqtgraph writes after the title, a space and any units: measured
-            # without it, "query position" was drawn 5 px wider than its room and cut "query…")
-            drawn = plain_text(_axis_label_string(self))
-            title = plain_text(self.labelText or "")
-            suffix = drawn[drawn.rfind(title) + len(title):] if title in drawn else ""
-            lines = [plain_text(line) for line in text.split("<br>")]
-            lines[-1] += suffix
-            longest = max(QFontMetricsF(font).horizontalAdvance(line) for line in lines)
-            if longest > room - 4 > 0:
-                # (down to AXIS_FLOOR of the normal size: a tiny plot under presentation mode's
-                # taller title has less room than it had; its y title must not run into it)
-                f = max(getattr(self, "type_floor", AXIS_FLOOR), f * (room - 4) / longest)
-        style["font-size"] = _scaled(size, f)
+        self.labelStyle["font-size"] = label_size(self)
         return _axis_label_string(self)
     finally:
         self.labelStyle = saved
