@@ -52,8 +52,6 @@ def preimport_later(modules: Iterable[str] = PREIMPORT, delay_ms: int = PREIMPOR
     ``IDLE_RECHECK_MS``): an import holds the interpreter for long stretches, and one in the
     middle of a streaming run stalled the window's event loop for 100 ms (bench/bench_gui.py
     --sched: "GIL/lock")."""
-    from PySide6.QtCore import QTimer
-
     names = tuple(modules)
 
     def start() -> None:
