@@ -50,6 +50,7 @@ class PanelRedraw:
     #: panels painted per redraw at most: painting them all at once stalls the event loop
     panels_per_tick = 3
     _next_panel = 0
+    _waited = False  #: the last tick waited for a panel's paint (PlotPanel.paint_due)
 
     def redraw_source(self) -> Any:
         return None
@@ -65,6 +66,13 @@ class PanelRedraw:
         if source is None:
             return []
         budget = self.panels_per_tick if budget is None else budget
+        if not self._waited and any(getattr(p, "paint_due", False) for p in self.panels.values()):
+            # a panel's long refresh left its paint to the loop's next turn: a refresh now
+            # would run in the same turn as that paint (one tick at most: a panel hidden
+            # meanwhile never paints)
+            self._waited = True
+            return []
+        self._waited = False
         ids = self.drawn_ids()
         drawn: list[str] = []
         start = self._next_panel  # fixed for this pass: moving it mid-pass skipped a panel

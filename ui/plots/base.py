@@ -9,6 +9,7 @@ created once) and ``data_rows()`` (the numbers drawn, for CSV). ``state`` is any
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,6 +61,12 @@ SCREEN_FIGURE_SIZE = (1200, 750)
 #: the GUI thread (bench/bench_gui.py --rules 7 --profile); three a tick were still 20 ms with
 #: the tick's other work; two rules draw at once
 RULES_PER_TICK = 2
+#: a refresh of at least this much of the GUI thread's CPU time leaves its paint to the event
+#: loop's next turn (PlotPanel._paint_after); a first draw's settling goes on there too
+PAINT_LATER_AFTER_S = 0.008
+#: "the event loop's next turn": a timer of 1 ms, not 0 (Qt posts a 0 ms single shot as an
+#: event, served in the same turn, before the timers and input already waiting)
+TURN_MS = 1
 #: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
 SETTLE_ROUNDS = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
@@ -163,6 +170,9 @@ class PlotPanel(QFrame):
         #: exported figures (which must name their series)
         self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
+        #: a paint this panel's last refresh left to a later event-loop turn has not happened
+        #: yet (the page then waits a tick before the next panel's refresh: PanelRedraw)
+        self.paint_due = False
         #: what drew the figure, for its metadata, when the state does not say it (a page's
         #: experiment, model and text): returns a dict merged into the metadata, None if nothing
         self.figure_source: Callable[[], dict[str, Any] | None] | None = None
@@ -228,7 +238,9 @@ class PlotPanel(QFrame):
             item.hide()
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() in HOVER_ENDS and obj in (self.glw, self.glw.viewport()):
+        if event.type() == QEvent.Type.Paint and obj is self.glw.viewport():
+            self.paint_due = False
+        elif event.type() in HOVER_ENDS and obj in (self.glw, self.glw.viewport()):
             self.clear_hover()
         return super().eventFilter(obj, event)
 
@@ -297,27 +309,69 @@ class PlotPanel(QFrame):
         key = self.data_key(state)
         if not force and (key == self._drawn_key or not self.is_on_screen()):
             return False
+        started = time.thread_time()
         if not force and not self.prepare(state, RULES_PER_TICK):
             self.settle()
+            self._paint_after(started)
             return True  # its items made this tick (a tick's work), its data on a later one
         self.draw(state)
         static_display(self.plot_items())
-        self.settle()
         self._drawn_key = key
         self.draw_count += 1
+        if force:
+            self.settle()
+        elif self.settle(rounds=1):
+            self._paint_after(started)
+        else:  # (a run's first data: wider axes, new ranges) the rest in the loop's next turn
+            self._hold_paint()
+            QTimer.singleShot(TURN_MS, self, self._settle_rest)
         return True
 
-    def settle(self) -> None:
+    def _settle_rest(self) -> None:
+        started = time.thread_time()
+        self.settle(SETTLE_ROUNDS - 1)
+        self._paint_after(started)
+
+    def _hold_paint(self) -> None:
+        """The panel does not paint until :meth:`_paint_after` lets it (no half-settled frame)."""
+        self.glw.setUpdatesEnabled(False)
+        self.paint_due = True
+
+    def _paint_after(self, started: float) -> None:
+        """Let the panel paint: after a long block of work (``started``: the thread's CPU clock
+        when it began), in the event loop's next turn. Queued right behind that block, the
+        paint made one block of both (a run's first data: a 20-29 ms refresh and a 9-17 ms
+        paint, bench/bench_gui.py --profile), and the input (or timer) that came meanwhile
+        waited for the two."""
+        if time.thread_time() - started < PAINT_LATER_AFTER_S:
+            self._paint_now()
+            return
+        self._hold_paint()
+        QTimer.singleShot(TURN_MS, self, self._paint_now)
+
+    def _paint_now(self) -> None:
+        if not self.glw.updatesEnabled():
+            self.glw.setUpdatesEnabled(True)
+
+    def settle(self, rounds: int = SETTLE_ROUNDS) -> bool:
         """Lay the panel out and auto-range it now, in the redraw tick: pyqtgraph does both at
         paint time, and each change then (a two-line title, a wider axis, a new range) queued
         another paint; a run's first data painted a panel three or four times in one
-        event-loop turn (bench/bench_gui.py --profile)."""
-        for _ in range(SETTLE_ROUNDS):
-            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
-            self.glw.scene().prepareForPaint()
+        event-loop turn (bench/bench_gui.py --profile). True if, after the ``rounds``, a paint
+        would find the panel settled: laid out, ranged and every axis drawn (an axis that
+        changed size, or moved in the layout a round queued, is drawn again in a next round)."""
+        for _ in range(rounds):
+            self._lay_out()
             for plot in self.plot_items():
                 for name in ("left", "bottom"):
                     record_axis(plot.getAxis(name))
+        self._lay_out()  # (what the paint would do first: cheap once nothing changed)
+        return all(plot.getAxis(name).picture is not None or not plot.getAxis(name).isVisible()
+                   for plot in self.plot_items() for name in ("left", "bottom"))
+
+    def _lay_out(self) -> None:
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        self.glw.scene().prepareForPaint()
 
     def clear_data(self) -> None:
         """Empty every curve and image (after a reset), keeping the items for the next run; the

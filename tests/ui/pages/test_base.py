@@ -113,3 +113,29 @@ def test_an_export_that_fails_is_reported(qtbot, monkeypatch, tmp_path):
     page.export_all_dialog()
     assert page.reports == [("export failed: disk full", True), (f"exported to {tmp_path / 'out'}", False)]
     page.shutdown()
+
+
+def test_a_tick_waits_for_a_panel_paint_left_to_the_next_turn_but_never_twice():
+    """A panel whose long refresh left its paint to the event loop's next turn (``paint_due``):
+    the next tick draws nothing, so that paint and another panel's refresh are not one block;
+    one tick at most (a panel hidden meanwhile never paints, and the others would starve)."""
+    from ui.pages.base import PanelRedraw
+
+    class Page(PanelRedraw):
+        panels_per_tick = 1
+
+        def __init__(self) -> None:
+            self.panels = {k: FakePanel() for k in ("a", "b")}
+            self.source = object()
+
+        def redraw_source(self):
+            return self.source
+
+    page = Page()
+    assert page.redraw_panels() == ["a"]
+    page.panels["a"].paint_due = True
+    assert page.redraw_panels() == []  # a's paint first
+    assert page.redraw_panels() == ["b"]  # still due (never painted): the others go on
+    page.source = object()
+    page.panels["a"].paint_due = False
+    assert page.redraw_panels() == ["a"]
