@@ -64,6 +64,10 @@ def _paint_everything(app: Any, window: Any) -> None:
     if current is not window.page and callable(redraw):
         takes_budget = "budget" in inspect.signature(redraw).parameters
         redraw(**({"budget": 99} if takes_budget else {}))
+    from ui.plots.base import PlotPanel
+
+    for panel in window.findChildren(PlotPanel):  # (a paint left to a later turn: now)
+        panel.finish_held()
     app.processEvents()
 
 

@@ -29,6 +29,10 @@ from ui.theme import Theme, current_theme
 from ui.worker import Worker
 
 REDRAW_MS = 33  #: at most ~30 redraws a second
+#: ticks in a row a page waits for a panel's held paint at most (PanelRedraw): a first draw's
+#: settling and its paint may take two turns after the tick; a bound, so that a paint that never
+#: comes never stops the others
+MAX_PAINT_WAITS = 2
 
 
 #: seconds closing the window waits for each cancelled worker thread to end: they are daemons,
@@ -50,7 +54,7 @@ class PanelRedraw:
     #: panels painted per redraw at most: painting them all at once stalls the event loop
     panels_per_tick = 3
     _next_panel = 0
-    _waited = False  #: the last tick waited for a panel's paint (PlotPanel.paint_due)
+    _waits = 0  #: ticks in a row that waited for a panel's paint (PlotPanel.paint_due)
 
     def redraw_source(self) -> Any:
         return None
@@ -66,13 +70,13 @@ class PanelRedraw:
         if source is None:
             return []
         budget = self.panels_per_tick if budget is None else budget
-        if not self._waited and any(getattr(p, "paint_due", False) for p in self.panels.values()):
-            # a panel's long refresh left its paint to the loop's next turn: a refresh now
-            # would run in the same turn as that paint (one tick at most: a panel hidden
-            # meanwhile never paints)
-            self._waited = True
+        if self._waits < MAX_PAINT_WAITS and any(getattr(p, "paint_due", False)
+                                                 for p in self.panels.values()):
+            # a panel's long refresh left its paint (or the rest of its settling) to the loop's
+            # next turns: a refresh now would run in the same turn as that paint
+            self._waits += 1
             return []
-        self._waited = False
+        self._waits = 0
         ids = self.drawn_ids()
         drawn: list[str] = []
         start = self._next_panel  # fixed for this pass: moving it mid-pass skipped a panel

@@ -64,8 +64,10 @@ RULES_PER_TICK = 2
 #: a refresh of at least this much of the GUI thread's CPU time leaves its paint to the event
 #: loop's next turn (PlotPanel._paint_after); a first draw's settling goes on there too
 PAINT_LATER_AFTER_S = 0.008
-#: "the event loop's next turn": a timer of 1 ms, not 0 (Qt posts a 0 ms single shot as an
-#: event, served in the same turn, before the timers and input already waiting)
+#: "the event loop's next turn": a timer of 1 ms, served after the timers already due. Not a
+#: 0 ms single shot, which Qt delivers as a posted event: with it the released paint still fell
+#: in the refresh's probe interval (bench_gui --rules 7 --profile: max lag 61 and 71 ms in two
+#: runs, 42 and 48 ms with 1 ms)
 TURN_MS = 1
 #: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
 SETTLE_ROUNDS = 3
@@ -173,6 +175,9 @@ class PlotPanel(QFrame):
         #: a paint this panel's last refresh left to a later event-loop turn has not happened
         #: yet (the page then waits a tick before the next panel's refresh: PanelRedraw)
         self.paint_due = False
+        #: no data drawn yet (built, or emptied for a new run): the next draw's new ranges
+        #: resize every axis, and its settling is left to the next turn whole
+        self._blank = True
         #: what drew the figure, for its metadata, when the state does not say it (a page's
         #: experiment, model and text): returns a dict merged into the metadata, None if nothing
         self.figure_source: Callable[[], dict[str, Any] | None] | None = None
@@ -238,9 +243,12 @@ class PlotPanel(QFrame):
             item.hide()
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
-        if event.type() == QEvent.Type.Paint and obj is self.glw.viewport():
+        kind = event.type()
+        if kind == QEvent.Type.Paint and obj is self.glw.viewport():
             self.paint_due = False
-        elif event.type() in HOVER_ENDS and obj in (self.glw, self.glw.viewport()):
+        elif kind in HOVER_ENDS and obj in (self.glw, self.glw.viewport()):
+            if kind == QEvent.Type.Hide:
+                self.paint_due = False  # (no paint comes to a hidden view)
             self.clear_hover()
         return super().eventFilter(obj, event)
 
@@ -318,18 +326,25 @@ class PlotPanel(QFrame):
         static_display(self.plot_items())
         self._drawn_key = key
         self.draw_count += 1
+        blank, self._blank = self._blank, False
         if force:
             self.settle()
+        elif blank:  # a first draw: new ranges widen the axes, which are then drawn twice
+            self._lay_out()  # (bench_gui --rules 7: the weights' first refresh was 35 ms)
+            self._settle_later()
         elif self.settle(rounds=1):
             self._paint_after(started)
-        else:  # (a run's first data: wider axes, new ranges) the rest in the loop's next turn
-            self._hold_paint()
-            QTimer.singleShot(TURN_MS, self, self._settle_rest)
+        else:  # (a wider axis, a new title line) the rest in the loop's next turn
+            self._settle_later()
         return True
+
+    def _settle_later(self) -> None:
+        self._hold_paint()
+        QTimer.singleShot(TURN_MS, self, self._settle_rest)
 
     def _settle_rest(self) -> None:
         started = time.thread_time()
-        self.settle(SETTLE_ROUNDS - 1)
+        self.settle()
         self._paint_after(started)
 
     def _hold_paint(self) -> None:
@@ -349,9 +364,18 @@ class PlotPanel(QFrame):
         self._hold_paint()
         QTimer.singleShot(TURN_MS, self, self._paint_now)
 
+    def finish_held(self) -> None:
+        """Settle and let the panel paint now, if a refresh left that to a later turn: a
+        picture of the window taken now (``--screenshot``) showed a held view blank."""
+        if not self.glw.updatesEnabled():
+            self.settle()
+            self._paint_now()
+
     def _paint_now(self) -> None:
         if not self.glw.updatesEnabled():
             self.glw.setUpdatesEnabled(True)
+        if not self.is_on_screen():  # (hidden or scrolled away meanwhile: no paint will come)
+            self.paint_due = False
 
     def settle(self, rounds: int = SETTLE_ROUNDS) -> bool:
         """Lay the panel out and auto-range it now, in the redraw tick: pyqtgraph does both at
@@ -384,6 +408,7 @@ class PlotPanel(QFrame):
                     item.clear()
         self._drawn_key = None
         self._state = None
+        self._blank = True
 
     def invalidate(self) -> None:
         """Forget what was drawn (theme or selection changed): the next refresh redraws."""

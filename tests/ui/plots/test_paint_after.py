@@ -83,7 +83,7 @@ def _refresh_beside_a_due_timer(qtbot, panel: ScoresPanel, work_s: float) -> lis
     timer.start()
     try:
         assert panel.refresh(state)
-        qtbot.wait(120)
+        qtbot.waitUntil(lambda: "paint" in events and "timer" in events, timeout=5000)
     finally:
         panel.draw = draw
         panel.glw.viewport().removeEventFilter(order)
@@ -136,7 +136,9 @@ def test_a_first_draw_of_seven_rules_paints_once_and_settled(qtbot, cls):
         events.clear()
         order.settled.clear()
         assert panel.refresh(state)
-        qtbot.wait(80)
+        # (a busy machine may take a while: the turns come when they come)
+        qtbot.waitUntil(lambda: not panel.paint_due and panel.glw.updatesEnabled(), timeout=5000)
+        qtbot.wait(60)  # a second paint, were there one, would land here
     panel.glw.viewport().removeEventFilter(order)
     assert events.count("paint") == 1 and order.settled == [True], (events, order.settled)
     assert panel.glw.updatesEnabled() and not panel.paint_due
@@ -144,3 +146,68 @@ def test_a_first_draw_of_seven_rules_paints_once_and_settled(qtbot, cls):
     assert all(later), later
     if cls.plot_id == "weights":
         assert later, "the weights' first draw settled in one round: this test shows nothing"
+
+
+def test_a_panel_hidden_while_its_paint_is_held_owes_no_paint(qtbot):
+    """Hidden (another tab) before its held paint came, a panel says no paint is due: the
+    page's ticks would otherwise keep waiting for it (every other tick drew nothing)."""
+    panel = _shown_panel(qtbot)
+    draw = panel.draw
+    panel.draw = lambda state: (draw(state), _burn(2.5 * PAINT_LATER_AFTER_S))
+    assert panel.refresh(_state(5))
+    assert panel.paint_due and not panel.glw.updatesEnabled()
+    panel.hide()
+    qtbot.waitUntil(panel.glw.updatesEnabled, timeout=5000)
+    assert not panel.paint_due
+    panel.draw = draw
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.refresh(_state(6))
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=2000)
+
+
+def test_a_picture_taken_at_once_shows_a_held_panel_whole(qtbot):
+    """``--screenshot`` grabs the window right after the redraws: ``finish_held`` settles and
+    releases a held panel first (grabbed held, its view came out other than when painted)."""
+    panel = _shown_panel(qtbot)
+    draw = panel.draw
+    panel.draw = lambda state: (draw(state), _burn(2.5 * PAINT_LATER_AFTER_S))
+    assert panel.refresh(_state(7))
+    panel.draw = draw
+    assert not panel.glw.updatesEnabled()
+    panel.finish_held()
+    now = panel.glw.grab().toImage()
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(60)
+    assert now == panel.glw.grab().toImage()
+
+
+def test_the_screenshot_releases_every_held_panel_before_its_grab(qtbot, monkeypatch):
+    """``main.py --screenshot`` (ui.app._paint_everything) grabs right after the redraws,
+    whenever the turns that would settle and release a panel come (here: not before 10 s)."""
+    from types import SimpleNamespace
+
+    import ui.plots.base as base
+
+    monkeypatch.setattr(base, "TURN_MS", 10_000)
+
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    from ui.app import _paint_everything
+
+    window = QWidget()
+    qtbot.addWidget(window)
+    panel = ScoresPanel()
+    QVBoxLayout(window).addWidget(panel)
+    window.resize(420, 300)
+    window.show()
+    qtbot.waitExposed(window)
+    page = SimpleNamespace(redraw=lambda budget: [], stale=lambda: [], panels={"scores": panel})
+    window.page = page
+    window.tabs = SimpleNamespace(currentWidget=lambda: page)
+    assert panel.refresh(_state(8))  # a first draw: its settling is left to a later turn
+    assert not panel.glw.updatesEnabled()
+    from PySide6.QtWidgets import QApplication
+
+    _paint_everything(QApplication.instance(), window)
+    assert panel.glw.updatesEnabled()
