@@ -88,3 +88,26 @@ def test_empty_plots_are_titled_for_the_configuration_they_wait_for(panel, state
     while panel.refresh(replace(target, sweep=())):
         pass
     assert panel.plots[i].titleLabel.text.startswith("target weight")
+
+
+def test_points_half_drawn_go_when_another_configuration_starts(panel) -> None:
+    """A sweep's first points drawn on plot 0, the other plots still to come, and then other
+    parameters (only the trials: the same d_k, n and ρ) start a run: its empty sweep is a new
+    configuration, and the half-drawn points go. (An empty sweep's key was the same for every
+    configuration of one d_k, n and ρ, and the panel, marked drawn at the last one's start,
+    kept those points under "no points yet" for the whole 200,000-trial simulation.)"""
+    from dataclasses import replace
+
+    first = list(lab_run(SimulationConfig(trials=300, scalings=("none", "sqrt")), lambda: False))[-1]
+    other = replace(first, config=replace(first.config, trials=400),
+                    snapshot=replace(first.snapshot, config=replace(first.snapshot.config,
+                                                                    trials=400)), sweep=())
+    while panel.refresh(replace(first, sweep=())):  # the first run's start: no point yet
+        pass
+    assert panel.refresh(first)  # its points: plot 0 now, the others in later turns
+    assert panel._pending
+    assert len(panel.series[(0, "sqrt")].curve.yData) == len(first.sweep)
+    assert panel.refresh(other)
+    for plot in panel.plots:
+        assert all(item.yData is None or len(item.yData) == 0 for item in plot.listDataItems())
+    assert "no points yet" in panel.info_label.full_text

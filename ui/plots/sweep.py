@@ -358,11 +358,11 @@ class SweepPanel(PlotPanel):
 
     def data_key(self, state: Any) -> Any:
         snap = getattr(state, "snapshot", None)
-        # (the correlation too: an empty sweep is the same () for every configuration, and its
-        # plots' titles follow the correlation)
-        return (id(state.sweep), len(state.sweep),
-                (snap.config.d_k, snap.config.n_keys, snap.config.correlation)
-                if snap is not None else None)
+        # (the configuration too: an empty sweep is the same () for every one, and a new
+        # configuration's empty sweep clears what the last one drew; the plots' titles follow
+        # its correlation. By d_k, n and ρ alone, a run of other trials or rules kept the last
+        # one's half-drawn points under "no points yet")
+        return (id(state.sweep), len(state.sweep), snap.config if snap is not None else None)
 
     def view_state(self) -> dict[str, Any]:
         """What the sweep ran along ("d_k" or "n_keys"): the window sets it again on opening."""
