@@ -173,7 +173,8 @@ class PlotPanel(QFrame):
         self.legend_on_screen = True
         self.draw_count = 0  #: how many times draw() ran (tests: only redraw what changed)
         #: a paint this panel's last refresh left to a later event-loop turn has not happened
-        #: yet (the page then waits a tick before the next panel's refresh: PanelRedraw)
+        #: yet (the page's ticks then wait for it before the next panel's refresh, a bounded
+        #: number of them: PanelRedraw)
         self.paint_due = False
         #: no data drawn yet (built, or emptied for a new run): the next draw's new ranges
         #: resize every axis, and its settling is left to the next turn whole
