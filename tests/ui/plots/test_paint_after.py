@@ -54,12 +54,8 @@ class Order(QObject):
         return False
 
 
-def _shown_panel(qtbot) -> ScoresPanel:
-    panel = ScoresPanel()
-    qtbot.addWidget(panel)
-    panel.resize(420, 300)
-    panel.show()
-    qtbot.waitExposed(panel)
+def _shown_panel(qtbot, show_widget) -> ScoresPanel:
+    panel = show_widget(ScoresPanel(), (420, 300))
     assert panel.refresh(_state(1), force=True)
     qtbot.wait(120)  # its first paints land
     return panel
@@ -90,23 +86,23 @@ def _refresh_beside_a_due_timer(qtbot, panel: ScoresPanel, work_s: float) -> lis
     return events
 
 
-def test_a_long_refresh_lets_what_fell_due_meanwhile_run_before_its_paint(qtbot):
-    panel = _shown_panel(qtbot)
+def test_a_long_refresh_lets_what_fell_due_meanwhile_run_before_its_paint(qtbot, show_widget):
+    panel = _shown_panel(qtbot, show_widget)
     events = _refresh_beside_a_due_timer(qtbot, panel, 2.5 * PAINT_LATER_AFTER_S)
     assert events[0] == "timer" and events.count("paint") >= 1, events
     assert panel.glw.updatesEnabled() and not panel.paint_due
 
 
-def test_a_short_refresh_paints_in_its_own_turn(qtbot):
-    panel = _shown_panel(qtbot)
+def test_a_short_refresh_paints_in_its_own_turn(qtbot, show_widget):
+    panel = _shown_panel(qtbot, show_widget)
     events = _refresh_beside_a_due_timer(qtbot, panel, 0.0)
     assert events[0] == "paint" and "timer" in events, events
     assert panel.glw.updatesEnabled() and not panel.paint_due
 
 
-def test_a_forced_refresh_never_holds_its_paint(qtbot):
+def test_a_forced_refresh_never_holds_its_paint(qtbot, show_widget):
     """An export or a figure forces a refresh and takes the picture at once."""
-    panel = _shown_panel(qtbot)
+    panel = _shown_panel(qtbot, show_widget)
     draw = panel.draw
     panel.draw = lambda state: (draw(state), _burn(2.5 * PAINT_LATER_AFTER_S))
     assert panel.refresh(_state(3), force=True)
@@ -115,15 +111,11 @@ def test_a_forced_refresh_never_holds_its_paint(qtbot):
 
 @pytest.mark.parametrize("cls", [c for c in PANEL_CLASSES if c.plot_id != "sweep"],
                          ids=lambda c: c.plot_id)
-def test_a_first_draw_of_seven_rules_paints_once_and_settled(qtbot, cls):
+def test_a_first_draw_of_seven_rules_paints_once_and_settled(qtbot, show_widget, cls):
     """The first data widen the axes: the rest of the settling runs in a later turn (the
     weights' row axis at least: "20 40 60" is narrower than pyqtgraph's first guess), and the
     one paint comes after it, every axis already drawn when it begins."""
-    panel = cls()
-    qtbot.addWidget(panel)
-    panel.resize(420, 300)
-    panel.show()
-    qtbot.waitExposed(panel)
+    panel = show_widget(cls(), (420, 300))
     qtbot.wait(100)
     events: list[str] = []
     order = Order(events, panel)
@@ -148,10 +140,10 @@ def test_a_first_draw_of_seven_rules_paints_once_and_settled(qtbot, cls):
         assert later, "the weights' first draw settled in one round: this test shows nothing"
 
 
-def test_a_panel_hidden_while_its_paint_is_held_owes_no_paint(qtbot):
+def test_a_panel_hidden_while_its_paint_is_held_owes_no_paint(qtbot, show_widget):
     """Hidden (another tab) before its held paint came, a panel says no paint is due: the
     page's ticks would otherwise keep waiting for it (every other tick drew nothing)."""
-    panel = _shown_panel(qtbot)
+    panel = _shown_panel(qtbot, show_widget)
     draw = panel.draw
     panel.draw = lambda state: (draw(state), _burn(2.5 * PAINT_LATER_AFTER_S))
     assert panel.refresh(_state(5))
@@ -166,10 +158,10 @@ def test_a_panel_hidden_while_its_paint_is_held_owes_no_paint(qtbot):
     qtbot.waitUntil(lambda: not panel.paint_due, timeout=2000)
 
 
-def test_a_picture_taken_at_once_shows_a_held_panel_whole(qtbot):
+def test_a_picture_taken_at_once_shows_a_held_panel_whole(qtbot, show_widget):
     """``--screenshot`` grabs the window right after the redraws: ``finish_held`` settles and
     releases a held panel first (grabbed held, its view came out other than when painted)."""
-    panel = _shown_panel(qtbot)
+    panel = _shown_panel(qtbot, show_widget)
     draw = panel.draw
     panel.draw = lambda state: (draw(state), _burn(2.5 * PAINT_LATER_AFTER_S))
     assert panel.refresh(_state(7))
