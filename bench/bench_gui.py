@@ -62,7 +62,7 @@ class BlockTimer:
                 return original(*a, **k)
             finally:
                 who = label
-                if attr in ("paintEvent", "draw", "refresh") and a:
+                if attr in ("paintEvent", "draw", "refresh", "_settle_rest") and a:
                     panel = a[0] if attr != "paintEvent" else a[0].parentWidget()
                     who = f"{label}[{getattr(panel, 'plot_id', type(panel).__name__)}]"
                 blocks.append((t0, time.perf_counter() - t0, time.thread_time() - c0, who))
@@ -91,6 +91,31 @@ class BlockTimer:
             if "refresh" in vars(cls):  # its own (the sweep draws a change over several ticks)
                 self.wrap(cls, "refresh", "refresh")
         self.wrap(pg.GraphicsView, "paintEvent", "paint")
+        self._time_garbage_collections()
+        self.wrap(PlotPanel, "_settle_rest", "settle_rest")  # (a first draw's rest, a turn later)
+        from ui.plots.sweep import SweepPanel
+        self.wrap(SweepPanel, "make_items_ahead")
+
+    def _time_garbage_collections(self) -> None:
+        """The collector's passes on the GUI thread as blocks too ("gc2" for a full one): a
+        collection runs inside whatever allocated last, and its time showed as that block's."""
+        import gc
+        import threading
+
+        gui = threading.get_ident()
+        started: list[tuple[float, float]] = []
+
+        def on_gc(phase: str, info: dict) -> None:
+            if threading.get_ident() != gui:
+                return
+            if phase == "start":
+                started.append((time.perf_counter(), time.thread_time()))
+            elif started:
+                t0, c0 = started.pop()
+                self.blocks.append((t0, time.perf_counter() - t0, time.thread_time() - c0,
+                                    f"gc{info['generation']}"))
+
+        gc.callbacks.append(on_gc)
 
     def report(self, lags: list[tuple[float, float]], top: int = 12) -> None:
         import numpy as np

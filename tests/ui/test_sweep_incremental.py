@@ -374,14 +374,7 @@ def test_items_made_ahead_fit_the_legend_so_the_first_point_moves_no_plot(qtbot)
     all six plots and repainted the whole panel (~60 ms of the GUI thread's CPU)."""
     from PySide6.QtWidgets import QApplication
 
-    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
-    full = list(lab_run(SimulationConfig(trials=50, scalings=rules), lambda: False))[-1]
-    panel = SweepPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1000, 260)
-    panel.show()
-    qtbot.waitExposed(panel)
-    panel.refresh(LabState(full.config, full.snapshot, (), full.sweep_total, "simulation"))
+    panel, full = _seven_rules_before_their_sweep(qtbot)
     while not panel.make_items_ahead(tuple(full.snapshot.rules)):
         pass
     QApplication.processEvents()
@@ -394,3 +387,184 @@ def test_items_made_ahead_fit_the_legend_so_the_first_point_moves_no_plot(qtbot)
     qtbot.wait(20)
     assert panel.legend.columnCount == columns
     assert [(y, h) for _x, y, _w, h in _view_rects(panel)] == rows
+
+
+def test_the_legend_takes_plot_0s_entries_at_once_with_one_strip_repaint(qtbot):
+    """The curves made ahead (one a tick) are plot 0's legend entries: added one a tick, each
+    reflowed the legend and repainted the whole strip (seven rules: seven repaints of
+    ~15 ms, two of them in one probe interval were the 7-rule bench's lags over a frame). They
+    are added together once plot 0's curves all exist: one whole-strip repaint, the raw q·k
+    entry first and the rules in their order."""
+    from PySide6.QtWidgets import QApplication
+
+    from engine.rules import rule_label
+
+    panel, full = _seven_rules_before_their_sweep(qtbot)
+    rules = tuple(full.snapshot.rules)
+    paints = _Paints(panel)
+    for _ in range(100):  # the empty state's paint, however late a loaded machine makes it
+        seen = len(paints.events)
+        qtbot.wait(50)
+        if len(paints.events) == seen and not panel.paint_due:
+            break
+    paints.events.clear()
+    entries = []
+    while True:
+        done = panel.make_items_ahead(rules)
+        QApplication.processEvents()
+        qtbot.wait(5)
+        entries.append(len(panel.legend.items))
+        if done:
+            break
+    paints.stop()
+    assert len(entries) >= len(rules)  # (one curve a tick: the entries could trickle in)
+    assert sorted(set(entries)) == [0, len(rules) + 1], entries
+    labels = [label.text for _sample, label in panel.legend.items]
+    assert labels == ["raw q·k"] + [rule_label(r) for r in rules]
+    strip = panel.glw.viewport().width()
+    wide = [region.width() for _paint, region in paints.events]  # (a timer's never started here)
+    assert sum(w >= 0.9 * strip for w in wide) == 1, str((wide, entries))
+
+
+def test_the_csv_rows_are_the_points_numbers(panel, full_state):
+    """Every plot's CSV row is its point's estimate (mean and SE, read off the snapshots here),
+    the raw q·k rows too; a new point's rows without a forced redraw."""
+    from ui.plots.sweep import METRICS
+
+    for n in (4, 13):
+        state = _state(full_state, n)
+        while panel.refresh(state):
+            pass
+        rows = panel.data_rows()
+        points = sorted(state.sweep, key=lambda p: p.x)
+        want = []
+        for m in METRICS:
+            for rule in full_state.snapshot.rules:
+                for p in points:
+                    e = getattr(p.snapshot.rules[rule], m.key)
+                    want.append((m.key, rule, p.x, e.mean if e.estimable else "",
+                                 e.se if e.estimable else ""))
+        want += [("raw_score_std", "raw", p.x, p.snapshot.raw_std.mean, p.snapshot.raw_std.se)
+                 for p in points]
+        got = [(r["metric"], r["rule"], r["d_k"], r["mean"], r["se"]) for r in rows]
+        assert len(got) == len(want) == (len(METRICS) * len(full_state.snapshot.rules) + 1) * n
+        for g, w in zip(sorted(got, key=str), sorted(want, key=str), strict=True):
+            assert g[:3] == w[:3]
+            assert g[3:] == pytest.approx(w[3:], rel=1e-12) if w[3] != "" else g[3:] == w[3:]
+
+
+def _seven_rules_before_their_sweep(qtbot):
+    """A sweep panel shown, and a 7-rule run whose simulation it has seen (no point yet)."""
+    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    full = list(lab_run(SimulationConfig(trials=50, scalings=rules), lambda: False))[-1]
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 260)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.refresh(LabState(full.config, full.snapshot, (), full.sweep_total, "simulation"))
+    return panel, full
+
+
+def _seven_rule_run(seed: int = 5):
+    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+    return list(lab_run(SimulationConfig(trials=40, scalings=rules, seed=seed), lambda: False))[-1]
+
+
+class _Paints:
+    """Records each paint of the panel's view ("paint", its region's bounding rectangle) and
+    the timer that fell due beside it ("timer")."""
+
+    def __init__(self, panel):
+        from PySide6.QtCore import QEvent, QObject
+
+        self.events: list[tuple[str, object]] = []
+        events = self.events
+
+        class Spy(QObject):
+            def eventFilter(self, _obj, event):  # Qt's name
+                if event.type() == QEvent.Type.Paint:
+                    events.append(("paint", event.region().boundingRect()))
+                return False
+
+        self.spy = Spy()
+        self.view = panel.glw.viewport()
+        self.view.installEventFilter(self.spy)
+
+    def stop(self):
+        self.view.removeEventFilter(self.spy)
+
+
+def test_a_plot_drawn_in_turns_paints_in_the_next_turn_and_only_itself(qtbot, panel):
+    """A tick that goes on with a plot's rules leaves its paint to the loop's next turn (with
+    seven rules, a plot's two rules set in a tick and its paint in one turn made lags over a
+    frame), and that paint covers the plot drawn, not the strip (PlotPanel's hold repaints a
+    widget whole: 13-25 ms for the strip)."""
+    from PySide6.QtCore import QTimer
+
+    run = _seven_rule_run()
+    panel.refresh(_state(run, 4), force=True)
+    qtbot.wait(100)
+    state = _state(run, 5)
+    assert panel.refresh(state)  # the new point's shared part and plot 0's first rules
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(30)
+    paints = _Paints(panel)
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: paints.events.append(("timer", None)))
+    plot = panel._pending[0]
+    timer.start()
+    assert panel.refresh(state)  # plot 0's next two rules
+    assert panel._pending and panel._pending[0] == plot  # (going on: the case tested)
+    assert panel.paint_due
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(30)
+    paints.stop()
+    kinds = [k for k, _r in paints.events]
+    assert kinds[0] == "timer" and kinds.count("paint") == 1, kinds
+    region = next(r for k, r in paints.events if k == "paint")
+    area = panel.glw.mapFromScene(panel.plots[plot].sceneBoundingRect()).boundingRect()
+    assert area.adjusted(-3, -3, 3, 3).contains(region), (region, area)
+    assert region.width() < 0.4 * panel.glw.viewport().width()
+
+
+def test_what_the_strip_shows_after_held_paints_is_what_a_whole_repaint_shows(qtbot, panel):
+    """Nothing is dropped while the view ignores the scene's updates: a hover read-out shown
+    while a plot's paint is held releases it, and the strip drawn in turns (with the pointer
+    over it) looks exactly as the whole strip repainted."""
+    run = _seven_rule_run()
+    panel.refresh(_state(run, 2), force=True)
+    qtbot.wait(100)
+    state = _state(run, 13)  # (eleven points more: the y axes change too)
+    held = 0
+    while panel.refresh(state):
+        if panel._held_plots is not None:
+            held += 1
+            if held == 3:  # (the pointer over plot 3, between two of the strip's turns)
+                panel.show_values_at(3, 1.5)
+                assert panel._held_plots is None
+        qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+        qtbot.wait(10)
+        assert _on_screen(panel) == _painted_anew(panel), f"turn {held}"
+    assert held > 10 and panel.hover_text
+
+
+def _painted_anew(panel):
+    """The panel's view painted now, whole, into an image of the screen's format."""
+    from PySide6.QtGui import QImage
+
+    return panel.glw.viewport().grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+
+
+def _on_screen(panel):
+    """What the window's backing store holds for the panel's view: what the screen shows (a
+    widget's ``grab()`` paints it anew, and would show what a dropped update never drew)."""
+    from PySide6.QtGui import QGuiApplication, QImage
+
+    view = panel.glw.viewport()
+    corner = view.mapTo(view.window(), view.rect().topLeft())
+    return QGuiApplication.primaryScreen().grabWindow(
+        view.window().winId(), corner.x(), corner.y(), view.width(), view.height()).toImage(
+    ).convertToFormat(QImage.Format.Format_RGB32)

@@ -176,6 +176,7 @@ class PlotPanel(QFrame):
         #: yet (the page's ticks then wait for it before the next panel's refresh, a bounded
         #: number of them: PanelRedraw)
         self.paint_due = False
+        self._settle_turns_left = 0  #: settling rounds left to later turns (_settle_rest)
         #: no data drawn yet (built, or emptied for a new run): the next draw's new ranges
         #: resize every axis, and its settling is left to the next turn whole
         self._blank = True
@@ -341,11 +342,19 @@ class PlotPanel(QFrame):
 
     def _settle_later(self) -> None:
         self._hold_paint()
+        self._settle_turns_left = SETTLE_ROUNDS
         QTimer.singleShot(TURN_MS, self, self._settle_rest)
 
     def _settle_rest(self) -> None:
+        """One settling round a turn, the paint held until the panel is settled (or the rounds
+        are spent): the weights' three rounds in one turn were 17-24 ms of the GUI thread's
+        CPU (each round's new axis widths drew the axes again), and with the redraw tick
+        before them a lag over a frame (bench/bench_gui.py --rules 7 --profile)."""
         started = time.thread_time()
-        self.settle()
+        self._settle_turns_left -= 1
+        if not self.settle(rounds=1) and self._settle_turns_left > 0:
+            QTimer.singleShot(TURN_MS, self, self._settle_rest)
+            return
         self._paint_after(started)
 
     def _hold_paint(self) -> None:

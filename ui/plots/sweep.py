@@ -11,20 +11,21 @@ drawn only where they apply.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QMenu, QSizePolicy
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QGraphicsView, QMenu, QSizePolicy
 
 from engine.rules import rule_label
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
 from engine.theory import length_theory
-from ui.plots.base import PlotPanel
+from ui.plots.base import TURN_MS, PlotPanel
 from ui.plots.elided_label import ElidedLabel
 from ui.plots.finite import finite
 from ui.plots.legends import fit_legend_columns, set_legend_slot
@@ -168,6 +169,8 @@ class SweepPanel(PlotPanel):
     #: a point of a sweep along n was clicked: its n (the window sets n_keys, the page follows)
     n_clicked = Signal(int)
 
+    #: the scene area whose paint waits for the loop's next turn (_paint_plots_later)
+    _held_plots: QRectF | None = None
     #: the measures drawn, one small plot each (a single-measure panel has one: export_single)
     metrics: tuple[Metric, ...] = METRICS
 
@@ -214,7 +217,6 @@ class SweepPanel(PlotPanel):
             t.hide()
         self._points: tuple = ()
         self._proxy = pg.SignalProxy(self.glw.scene().sigMouseMoved, rateLimit=30, slot=self._on_move)
-        self._rows: list[dict[str, Any]] = []
         self.hover_text = ""  #: the read-out shown now ("" when none; tests read it)
         self._hover_at: tuple[int, float] | None = None  #: (plot, log10 d_k) of the read-out
         #: a change being drawn over several refreshes: its key and the plots still to draw
@@ -332,6 +334,7 @@ class SweepPanel(PlotPanel):
             layout.setColumnFixedWidth(i, width)
 
     def resizeEvent(self, event: Any) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         super().resizeEvent(event)
         fit_legend_columns(self.legend, room=0.95 * self.glw.width())
 
@@ -341,6 +344,7 @@ class SweepPanel(PlotPanel):
         return lambda _vb, rng: axis.setTicks(log_ticks(*rng))
 
     def theme_changed(self, theme: Theme) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         for line in self.markers:
             line.setPen(pg.mkPen(theme.foreground, width=1, style=Qt.PenStyle.DotLine))
         for line in self.hover_lines:
@@ -375,6 +379,7 @@ class SweepPanel(PlotPanel):
         self.axis_box.blockSignals(False)
 
     def _use_axis(self, axis: str) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         if axis == self.axis:
             return
         self.axis = axis
@@ -390,9 +395,6 @@ class SweepPanel(PlotPanel):
         is drawn (``_plot_items``: making all six plots' at once was a long block itself)."""
         for key in [k for k in self.series if k[1] not in rules]:
             self.series.pop(key).remove()
-        if self.raw is not None and not self._raw_in_legend:
-            self.legend.addItem(self.raw.curve, "raw q·k")
-            self._raw_in_legend = True
         for key in [k for k in self.theory if k[1] not in rules]:
             item = self.theory.pop(key)
             self.plots[key[0]].removeItem(item)
@@ -405,15 +407,47 @@ class SweepPanel(PlotPanel):
                 if most is not None and most <= 0:
                     return False
                 most = None if most is None else most - 1
-                self.series[(i, name)] = _Series(self.plots[i], rule_color(name), rule_pen(name),
-                                                 rule_label(name) if i == 0 else None,
-                                                 RULE_SYMBOLS.get(name, "o"))
+                self.series[(i, name)] = self._new_series(i, name)
             if self.metrics[i].key in THEORY and (i, name) not in self.theory:
                 item = pg.PlotDataItem(pen=pg.mkPen(rule_color(name), width=1.5,
                                                     style=Qt.PenStyle.DashLine), **STATIC_DISPLAY)
                 self.plots[i].addItem(item)
                 self.theory[(i, name)] = item
+        if i == 0:
+            self._add_legend_entries(rules)
         return True
+
+    def _new_series(self, i: int, name: str) -> _Series:
+        """Rule ``name``'s curve and band in plot ``i``. Plot 0's curves are the legend's
+        entries, added together once all of them exist (``_add_legend_entries``): one entry a
+        tick (a curve made ahead per tick) reflowed the legend and repainted the whole strip on
+        each, ~40 ms ticks with seven rules (bench_gui.py --rules 7)."""
+        if i != 0:
+            return _Series(self.plots[i], rule_color(name), rule_pen(name), None,
+                           RULE_SYMBOLS.get(name, "o"))
+        legend, self.plots[0].legend = self.plots[0].legend, None
+        try:
+            return _Series(self.plots[0], rule_color(name), rule_pen(name), rule_label(name),
+                           RULE_SYMBOLS.get(name, "o"))
+        finally:
+            self.plots[0].legend = legend
+
+    def _add_legend_entries(self, rules: tuple[str, ...]) -> None:
+        """The legend entries of plot 0's rule curves not in it yet, all in one call, in the
+        rules' order, and the legend's columns fitted for them (one reflow, one repaint)."""
+        listed = {id(sample.item) for sample, _label in self.legend.items}
+        missing = [name for name in rules if id(self.series[(0, name)].curve) not in listed]
+        raw = self.raw is not None and not self._raw_in_legend
+        if raw:
+            self.legend.addItem(self.raw.curve, "raw q·k")
+            self._raw_in_legend = True
+        for name in missing:
+            self.legend.addItem(self.series[(0, name)].curve, rule_label(name))
+        if missing or raw:
+            self._fit_legend()
+            # a row more moves every plot, and the whole strip paints: laid out and its axes
+            # drawn in the loop's next turn, then painted once
+            self._settle_later()
 
     def make_items_ahead(self, rules: tuple[str, ...], most: int = PREPARED_PER_TICK) -> bool:
         """Make up to ``most`` of the items a sweep of ``rules`` will draw into, a few each tick
@@ -474,6 +508,9 @@ class SweepPanel(PlotPanel):
         key = self.data_key(state)
         if key == self._drawn_key or not self.is_on_screen():
             return False
+        self._release_plot_paint()
+        started = time.thread_time()
+        going_on = key == self._pending_key and bool(self._pending)
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
             before = self._sweep_config()
@@ -487,10 +524,12 @@ class SweepPanel(PlotPanel):
             if not self._pending or now != before:
                 self._rules_left = None
         budget = SERIES_PER_REFRESH
+        drawn: list[int] = []
         for _ in range(PLOTS_PER_REFRESH):
             if not self._pending:
                 break
             i = self._pending[0]
+            drawn.append(i)
             made_before = len(self.series)
             if not self._plot_items(i, self._rules, budget):
                 break  # the rest of its curves next tick, then its data
@@ -500,12 +539,53 @@ class SweepPanel(PlotPanel):
             self._pending.pop(0)
             if i == 0:  # the legend is whole now (its entries are plot 0's curves)
                 self._fit_legend()
+                going_on = False  # (its columns may have changed: the strip moves)
         self.glw.scene().prepareForPaint()  # (as PlotPanel.refresh: one paint, not two)
         if not self._pending:
             self._draw_done(state)
             self._drawn_key = key
             self.draw_count += 1
+        if going_on and self._pending:  # only the plots drawn changed
+            self._paint_plots_later(drawn)
+        else:  # (a new run's emptied strip: 12 ms, and a 15 ms paint of the whole strip)
+            self._paint_after(started)
         return True
+
+    def _paint_plots_later(self, plots: list[int]) -> None:
+        """Paint plots ``plots`` (all that changed) in the event loop's next turn. A plot's
+        rules set in a redraw tick (5-13 ms of the GUI thread's CPU with seven rules) and its
+        paint (10-16 ms) in one turn made the 7-rule runs' lags over a frame (bench/bench_gui.py
+        --rules 7 --profile). Not PlotPanel's hold: a widget whose updates come back on
+        repaints whole, and the whole strip is a 13-25 ms paint; this one repaints the plots
+        only. The view drops the scene's updates meanwhile, so anything else that changes the
+        strip releases it first (``_release_plot_paint``)."""
+        rect = QRectF()
+        for i in plots:
+            rect = rect.united(self.plots[i].sceneBoundingRect())
+        if rect.isEmpty():
+            return
+        if self._held_plots is None:
+            self.glw.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.NoViewportUpdate)
+            QTimer.singleShot(TURN_MS, self, self._release_plot_paint)
+            self._held_plots = rect
+        else:
+            self._held_plots = self._held_plots.united(rect)
+        self.paint_due = True
+
+    def _release_plot_paint(self) -> None:
+        """The view takes the scene's updates again, and paints the plots held back."""
+        rect, self._held_plots = self._held_plots, None
+        if rect is None:
+            return
+        self.glw.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
+        if self.is_on_screen():
+            self.glw.viewport().update(self.glw.mapFromScene(rect).boundingRect().adjusted(-2, -2, 2, 2))
+        else:
+            self.paint_due = False
+
+    def finish_held(self) -> None:
+        self._release_plot_paint()
+        super().finish_held()
 
     def _draw_plot_in_turns(self, i: int) -> bool:
         """Plot ``i``'s data, RULES_PER_REFRESH rules a call (a rule still one point short for a
@@ -547,11 +627,13 @@ class SweepPanel(PlotPanel):
         self._plot_sweep.pop(i, None)
 
     def invalidate(self) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         self._pending, self._pending_key, self._rules_left = [], None, None
         self._plot_sweep.clear()
         super().invalidate()
 
     def clear_data(self) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         self._pending, self._pending_key, self._rules_left = [], None, None
         self._plot_sweep.clear()
         super().clear_data()
@@ -575,7 +657,6 @@ class SweepPanel(PlotPanel):
         if snap is not None:
             for line in self.markers:
                 line.setValue(math.log10(getattr(snap.config, field)))
-        self._rows = []
         self._set_x_range(axis, [p.x for p in points],
                           getattr(snap.config, field) if snap is not None else None)
         if not points:  # a new configuration, no point of it yet: none of the last one's stay
@@ -598,18 +679,6 @@ class SweepPanel(PlotPanel):
         self._correlation = points[0].snapshot.config.correlation
         self._sync(rules)
         self._x = np.array([p.x for p in points], dtype=np.float64)
-        raw = [p.snapshot.raw_std for p in points]
-        for m in self.metrics:  # the CSV rows of every plot (cheap: numbers only)
-            for name in rules:
-                ests = [m.get(p.snapshot.rules[name]) for p in points]
-                self._rows += [{"metric": m.key, "rule": name, field: int(d),
-                                "mean": float(a) if e.estimable else "",
-                                "se": float(b) if e.estimable else ""} for d, a, b, e in
-                               zip(self._x, finite([e.mean for e in ests]),
-                                   finite([e.se for e in ests]), ests, strict=False)]
-        if self.raw is not None:
-            self._rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x,
-                            "mean": e.mean, "se": e.se} for p, e in zip(points, raw, strict=False)]
         return True
 
     def _set_x_range(self, axis: str, xs: list[int], marker: float | None) -> None:
@@ -685,7 +754,25 @@ class SweepPanel(PlotPanel):
             self.plots[i].setTitle(title, size="9pt")
 
     def data_rows(self) -> list[dict[str, Any]]:
-        return list(self._rows)
+        """The CSV rows of every plot, made when asked: made on every new point, they were most
+        of the refresh's shared part (~1.3 of 1.6 ms with seven rules)."""
+        field, points = AXES[self.axis][0], self._points
+        if not points:
+            return []
+        x = np.array([p.x for p in points], dtype=np.float64)
+        rows: list[dict[str, Any]] = []
+        for m in self.metrics:
+            for name in self._rules:
+                ests = [m.get(p.snapshot.rules[name]) for p in points]
+                rows += [{"metric": m.key, "rule": name, field: int(d),
+                          "mean": float(a) if e.estimable else "",
+                          "se": float(b) if e.estimable else ""} for d, a, b, e in
+                         zip(x, finite([e.mean for e in ests]), finite([e.se for e in ests]),
+                             ests, strict=False)]
+        if self.raw is not None:
+            rows += [{"metric": "raw_score_std", "rule": "raw", field: p.x, "mean": p.snapshot.raw_std.mean,
+                      "se": p.snapshot.raw_std.se} for p in points]
+        return rows
 
     # -- hover ---------------------------------------------------------------------------------
     def hover_items(self) -> list[Any]:
@@ -708,6 +795,7 @@ class SweepPanel(PlotPanel):
                 return
 
     def clear_hover(self) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         super().clear_hover()
         self.hover_text = ""
         self._hover_at = None
@@ -736,6 +824,7 @@ class SweepPanel(PlotPanel):
 
     def show_values_at(self, plot_index: int, log10_dk: float) -> str:
         """Show the exact values at the sweep point nearest to 10**log10_dk; returns the text."""
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
         if not self._points:
             self.clear_hover()
             return ""

@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, QObject, QTimer
 from engine.config import SimulationConfig
 from engine.simulate import run_simulation
 from ui.plots import PANEL_CLASSES
-from ui.plots.base import PAINT_LATER_AFTER_S
+from ui.plots.base import PAINT_LATER_AFTER_S, SETTLE_ROUNDS
 from ui.plots.histograms import ScoresPanel
 from ui.simulation_run import LabState
 
@@ -203,3 +203,44 @@ def test_the_screenshot_releases_every_held_panel_before_its_grab(qtbot, monkeyp
 
     _paint_everything(QApplication.instance(), window)
     assert panel.glw.updatesEnabled()
+
+
+def test_a_first_draw_settles_one_round_a_turn(qtbot, show_widget):
+    """The weights' first draw needs more than one settling round (its axes change width);
+    each later turn runs one round (three in one turn were 17-24 ms of the GUI thread's CPU),
+    and the one paint comes once the panel is settled."""
+    from ui.plots.weights import WeightsPanel
+
+    panel = show_widget(WeightsPanel(), (420, 300))
+    qtbot.wait(100)
+    events: list[str] = []
+    order = Order(events, panel)
+    panel.glw.viewport().installEventFilter(order)
+    rounds: list[int] = []
+    turns: list[bool] = []  # per later turn: the paint still held when it began
+    settle, rest = panel.settle, panel._settle_rest
+
+    def counted(*args, **kwargs) -> bool:
+        rounds.append(kwargs.get("rounds", args[0] if args else SETTLE_ROUNDS))
+        return settle(*args, **kwargs)
+
+    def one_turn() -> None:
+        turns.append(not panel.glw.updatesEnabled())
+        rounds.clear()
+        rest()
+        events.append(f"rounds {rounds}")
+
+    panel.settle = counted
+    panel._settle_rest = one_turn
+    state = _state(4, trials=600, rules=RULES)
+    while panel.draw_count == 0:
+        events.clear()  # (the ticks that make its items first paint them)
+        order.settled.clear()
+        assert panel.refresh(state)
+        qtbot.waitUntil(lambda: not panel.paint_due and panel.glw.updatesEnabled(), timeout=5000)
+        qtbot.wait(60)  # a second paint, were there one, would land here
+    panel.glw.viewport().removeEventFilter(order)
+    later = [e for e in events if e.startswith("rounds")]
+    assert len(later) >= 2, events  # (one round would show nothing here)
+    assert all(e == "rounds [1]" for e in later), events
+    assert all(turns) and events.count("paint") == 1 and order.settled == [True], events
