@@ -150,6 +150,25 @@ class BlockTimer:
                       f"{cpu * 1000:5.1f}: {names or 'no timed block'}")
 
 
+def _report_collections(blocks: list[tuple[float, float, float, str]],
+                        probes: list[tuple[float, float, float]]) -> None:
+    """The garbage collector's passes on the GUI thread while the run streamed, and the one
+    (if any) inside the probe interval of the largest lag: a full collection (gc2) takes
+    20-35 ms of that thread here, and falls wherever the allocations make it fall."""
+    if not probes:
+        return
+    start, end = probes[0][0], probes[-1][0]
+    passes = [b for b in blocks if b[3].startswith("gc") and start <= b[0] <= end]
+    full = [b for b in passes if b[3] == "gc2"]
+    worst_end, worst_lag, _cpu = max(probes, key=lambda p: p[1])
+    inside = [b for b in passes
+              if b[0] < worst_end and b[0] + b[1] > worst_end - worst_lag - PROBE_MS / 1000]
+    print(f"garbage collections on the GUI thread during the run: {len(passes)}, of them "
+          f"{len(full)} full (gc2) of {', '.join(f'{b[1] * 1000:.1f}' for b in full) or '-'} ms; "
+          f"in the largest lag's interval: "
+          f"{', '.join(f'{b[3]} {b[1] * 1000:.1f} ms' for b in inside) or 'none'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=200_000)
@@ -186,6 +205,9 @@ def main() -> None:
     profiler = BlockTimer() if args.profile else None
     if profiler is not None:
         profiler.install()
+    collections = profiler or BlockTimer()  # the collector's passes, timed in every run
+    if profiler is None:
+        collections._time_garbage_collections()
 
     import numpy as np
     from PySide6.QtCore import QTimer
@@ -293,6 +315,7 @@ def main() -> None:
     print(f"GUI thread busy between two probes (its own CPU time; the lag a quiet machine would "
           f"show): p99 {np.percentile(cpu, 99):.1f} ms, max {cpu.max():.1f} ms = "
           f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
+    _report_collections(collections.blocks, stamped[5:run_end])
     if real_model is not None:
         print(f"Real model tab, first opening (clicked; its module "
               f"{'was' if real_model[4] else 'was not'} imported before): the click took "

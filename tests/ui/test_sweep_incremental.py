@@ -568,3 +568,22 @@ def _on_screen(panel):
     return QGuiApplication.primaryScreen().grabWindow(
         view.window().winId(), corner.x(), corner.y(), view.width(), view.height()).toImage(
     ).convertToFormat(QImage.Format.Format_RGB32)
+
+
+def test_the_header_counts_the_points_before_a_pass_over_the_plots_ends(qtbot, panel):
+    """Points faster than a pass over six plots of seven rules: the header gives the count as
+    soon as a plot shows them, not "no points yet" over the drawn points until the sweep's
+    last point (seen in a real window: "no points yet" over ten points)."""
+    import re
+
+    run = _seven_rule_run(seed=3)
+    empty = LabState(run.config, run.snapshot, (), run.sweep_total, "simulation")
+    while panel.refresh(empty):
+        pass
+    assert panel.info_label.full_text.startswith("no points yet")
+    for n in range(1, 14):  # a new point every two refreshes: fewer than a pass needs
+        for _ in range(2):
+            panel.refresh(_state(run, n))
+    assert panel._drawn_key != panel.data_key(_state(run, 13))  # (no pass ended: the case)
+    assert re.match(r"\d+/13 points, 40 trials each", panel.info_label.full_text), \
+        panel.info_label.full_text

@@ -537,6 +537,7 @@ class SweepPanel(PlotPanel):
             if not self._draw_plot_in_turns(i):
                 break  # the rest of its rules next tick
             self._pending.pop(0)
+            self._show_count(state)  # (a plot shows these points now)
             if i == 0:  # the legend is whole now (its entries are plot 0's curves)
                 self._fit_legend()
                 going_on = False  # (its columns may have changed: the strip moves)
@@ -724,6 +725,16 @@ class SweepPanel(PlotPanel):
             return
         self._theory_legend()
         self._fit_legend()
+        self._show_count(state)
+        if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
+            self.show_values_at(*self._hover_at)
+
+    def _show_count(self, state: Any) -> None:
+        """The header's count of the points drawn, and what the bands mean. Also set as soon as
+        a plot shows new points: with seven rules, points arrive faster than a pass over the six
+        plots, and the header said "no points yet" over a sweep of ten drawn points until its
+        last point."""
+        points = self._points
         first: SimulationSnapshot = points[0].snapshot
         total = state.sweep[0].total if state.sweep else len(points)
         self.header_label.setText(f"<b>{self.title}</b>")
@@ -731,8 +742,6 @@ class SweepPanel(PlotPanel):
             f"{len(points)}/{total} points, {first.trials_done:,} trials each; bands and "
             "read-outs ±1.96 SE (95%), the table's ± is 1 SE"
             + ("; dashed: asymptotic theory" if self._theory_in_legend else ""))
-        if self._hover_at is not None:  # a read-out on screen shows the new numbers, never old ones
-            self.show_values_at(*self._hover_at)
 
     def _fit_legend(self) -> None:
         """The legend's columns for the room there is. Fitted as soon as plot 0 (whose curves
