@@ -587,3 +587,25 @@ def test_the_header_counts_the_points_before_a_pass_over_the_plots_ends(qtbot, p
     assert panel._drawn_key != panel.data_key(_state(run, 13))  # (no pass ended: the case)
     assert re.match(r"\d+/13 points, 40 trials each", panel.info_label.full_text), \
         panel.info_label.full_text
+
+
+@pytest.mark.parametrize("change", ["resize", "theme", "legend", "axis", "clear", "hover"])
+def test_whatever_else_changes_the_strip_lets_a_held_plot_paint_go_first(qtbot, panel, change):
+    """While a plot's paint is held the view drops the scene's updates: each other change of
+    the strip lets the held paint go first, so none of its updates is dropped."""
+    from ui.theme import THEMES
+
+    run = _seven_rule_run()
+    panel.refresh(_state(run, 4), force=True)
+    qtbot.wait(60)
+    state = _state(run, 5)
+    while panel.refresh(state) and panel._held_plots is None:
+        qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    assert panel._held_plots is not None
+    {"resize": lambda: panel.resize(900, 260),
+     "theme": lambda: panel.apply_theme(THEMES["dark"]),
+     "legend": lambda: panel.set_legend_on_screen(False),
+     "axis": lambda: panel._use_axis("n_keys"),
+     "clear": panel.clear_data,
+     "hover": lambda: panel.show_values_at(2, 1.0)}[change]()
+    assert panel._held_plots is None

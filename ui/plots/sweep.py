@@ -588,6 +588,10 @@ class SweepPanel(PlotPanel):
         self._release_plot_paint()
         super().finish_held()
 
+    def set_legend_on_screen(self, on: bool) -> None:
+        self._release_plot_paint()  # (a change of the strip is dropped while held)
+        super().set_legend_on_screen(on)
+
     def _draw_plot_in_turns(self, i: int) -> bool:
         """Plot ``i``'s data, RULES_PER_REFRESH rules a call (a rule still one point short for a
         tick is the same sweep). A plot that shows another configuration is emptied first:
