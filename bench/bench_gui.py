@@ -91,12 +91,11 @@ class BlockTimer:
             if "refresh" in vars(cls):  # its own (the sweep draws a change over several ticks)
                 self.wrap(cls, "refresh", "refresh")
         self.wrap(pg.GraphicsView, "paintEvent", "paint")
-        self._time_garbage_collections()
         self.wrap(PlotPanel, "_settle_rest", "settle_rest")  # (a first draw's rest, a turn later)
         from ui.plots.sweep import SweepPanel
         self.wrap(SweepPanel, "make_items_ahead")
 
-    def _time_garbage_collections(self) -> None:
+    def time_garbage_collections(self) -> None:
         """The collector's passes on the GUI thread as blocks too ("gc2" for a full one): a
         collection runs inside whatever allocated last, and its time showed as that block's."""
         import gc
@@ -202,12 +201,11 @@ def main() -> None:
         import ui.worker
 
         ui.worker.lower_current_thread = lambda: False
-    profiler = BlockTimer() if args.profile else None
+    blocks = BlockTimer()
+    blocks.time_garbage_collections()  # (in every run; the other blocks with --profile)
+    profiler = blocks if args.profile else None
     if profiler is not None:
         profiler.install()
-    collections = profiler or BlockTimer()  # the collector's passes, timed in every run
-    if profiler is None:
-        collections._time_garbage_collections()
 
     import numpy as np
     from PySide6.QtCore import QTimer
@@ -315,7 +313,7 @@ def main() -> None:
     print(f"GUI thread busy between two probes (its own CPU time; the lag a quiet machine would "
           f"show): p99 {np.percentile(cpu, 99):.1f} ms, max {cpu.max():.1f} ms = "
           f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
-    _report_collections(collections.blocks, stamped[5:run_end])
+    _report_collections(blocks.blocks, stamped[5:run_end])
     if real_model is not None:
         print(f"Real model tab, first opening (clicked; its module "
               f"{'was' if real_model[4] else 'was not'} imported before): the click took "

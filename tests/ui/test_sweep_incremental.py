@@ -10,6 +10,9 @@ from engine.config import SimulationConfig
 from ui.plots.sweep import PLOTS_PER_REFRESH, SweepPanel
 from ui.simulation_run import LabState, lab_run
 
+#: seven rules (no rule that needs vectors): every plot of the strip draws seven curves
+SEVEN_RULES = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
+
 
 @pytest.fixture(scope="module")
 def full_state():
@@ -257,9 +260,8 @@ def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
     at once, so its old curves never stay beside the new ones."""
     from ui.plots.sweep import RULES_PER_REFRESH
 
-    seven = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
-    runs = [list(lab_run(SimulationConfig(trials=40, scalings=seven, seed=seed),
-                         lambda: False))[-1] for seed in (1, 2)]
+    seven = SEVEN_RULES
+    runs = [_seven_rule_run(seed) for seed in (1, 2)]
     calls: list[tuple[int, tuple[str, ...]]] = []
     original = panel._draw_rules
     panel._draw_rules = lambda i, rules: (calls.append((i, tuple(rules))), original(i, rules))
@@ -309,8 +311,7 @@ def test_a_new_point_of_many_rules_is_set_a_few_rules_per_refresh(qtbot, panel):
 def test_points_faster_than_a_pass_reach_every_plot(qtbot, panel):
     """A new point restarts the pass at the plots the last point had not reached: points
     arriving faster than a pass over six plots of seven rules never starve the last plots."""
-    seven = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
-    run = list(lab_run(SimulationConfig(trials=40, scalings=seven, seed=3), lambda: False))[-1]
+    run = _seven_rule_run(seed=3)
     reached: set[int] = set()
     original = panel._draw_rules
     panel._draw_rules = lambda i, rules: (reached.add(i), original(i, rules))
@@ -455,8 +456,7 @@ def test_the_csv_rows_are_the_points_numbers(panel, full_state):
 
 def _seven_rules_before_their_sweep(qtbot):
     """A sweep panel shown, and a 7-rule run whose simulation it has seen (no point yet)."""
-    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
-    full = list(lab_run(SimulationConfig(trials=50, scalings=rules), lambda: False))[-1]
+    full = _seven_rule_run(seed=0, trials=50)
     panel = SweepPanel()
     qtbot.addWidget(panel)
     panel.resize(1000, 260)
@@ -466,9 +466,9 @@ def _seven_rules_before_their_sweep(qtbot):
     return panel, full
 
 
-def _seven_rule_run(seed: int = 5):
-    rules = ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")
-    return list(lab_run(SimulationConfig(trials=40, scalings=rules, seed=seed), lambda: False))[-1]
+def _seven_rule_run(seed: int = 5, trials: int = 40):
+    cfg = SimulationConfig(trials=trials, scalings=SEVEN_RULES, seed=seed)
+    return list(lab_run(cfg, lambda: False))[-1]
 
 
 class _Paints:
