@@ -42,6 +42,8 @@ FRAME_MS = 33.0
 RULE_SETS = {2: ("none", "sqrt"),
              7: ("none", "sqrt", "dk", "logn", "ssmax", "softcap", "sigmoid")}
 PROBE_MS = 10
+#: the last run's probes, (when served, lag s, GUI CPU s), for a script that imports this one
+PROBES: list[tuple[float, float, float]] = []
 
 
 class BlockTimer:
@@ -149,6 +151,18 @@ class BlockTimer:
                       f"{cpu * 1000:5.1f}: {names or 'no timed block'}")
 
 
+def host_steal_ticks() -> int | None:
+    """The machine's CPU time taken by its host for other guests so far (/proc/stat's "steal",
+    in clock ticks, usually 10 ms; None off Linux). A virtual machine counts a stolen stretch
+    in its threads' own CPU time too, so a lag with "GUI CPU" in it can still be the host's."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _report_collections(blocks: list[tuple[float, float, float, str]],
                         probes: list[tuple[float, float, float]]) -> None:
     """The garbage collector's passes on the GUI thread while the run streamed, and the one
@@ -233,7 +247,8 @@ def main() -> None:
     torch_loaded = "torch" in sys.modules
 
     lags: list[float] = []
-    stamped: list[tuple[float, float, float]] = []  #: (when served, lag, GUI CPU time)
+    stamped = PROBES  #: (when served, lag, GUI CPU time)
+    stamped.clear()
     #: the GUI thread's own CPU time between two probes: what it was busy with, whatever the
     #: machine's load (on a busy machine the wall lag also holds the time others had the CPU)
     busy: list[float] = []
@@ -245,8 +260,11 @@ def main() -> None:
 
         split = SchedSplit() if available() else None
 
+    steal: list[int | None] = []  #: the host's steal count at each probe
+
     def probe() -> None:
         now, cpu = time.perf_counter(), time.thread_time()
+        steal.append(host_steal_ticks())
         lags.append(now - last[0] - PROBE_MS / 1000)
         busy.append(cpu - last[1])
         stamped.append((now, lags[-1], busy[-1]))
@@ -306,14 +324,23 @@ def main() -> None:
     print(f"rules checked: {len(RULE_SETS[args.rules])} ({', '.join(RULE_SETS[args.rules])}); "
           f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"run: explicit, d_k={args.d_k}, trials={args.trials:,}: simulation {sim_s or float('nan'):.1f} s, "
-          f"with sweep {total:.1f} s, {w.redraw_count} redraw ticks")
+          f"with sweep {total:.1f} s, {w.redraw_count} redraw ticks "
+          f"({w.redraw_timer.deferred} left to the next turn: their timer fired late)")
     for name, v in (("median", np.median(lag)), ("p99", np.percentile(lag, 99)), ("max", lag.max())):
         print(f"event-loop lag {name}: {v:.1f} ms = {v / FRAME_MS:.2f} x the {FRAME_MS:.0f} ms frame")
+    worst = 5 + int(lag.argmax())  # when it was: in the simulation, or in the sweep after it
+    print(f"the max lag came {stamped[worst][0] - start:.2f} s into the run "
+          f"({'in the simulation' if sim_s is None or stamped[worst][0] - start < sim_s else 'in the sweep'})")
     cpu = np.array(busy[5:run_end]) * 1000
     print(f"GUI thread busy between two probes (its own CPU time; the lag a quiet machine would "
           f"show): p99 {np.percentile(cpu, 99):.1f} ms, max {cpu.max():.1f} ms = "
           f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
     _report_collections(blocks.blocks, stamped[5:run_end])
+    if steal and steal[0] is not None and steal[run_end - 1] is not None:
+        worst = 5 + int(lag.argmax())
+        print(f"the host took {steal[run_end - 1] - steal[0]} clock ticks (~10 ms each) of this "
+              f"machine's CPUs during the run, {steal[worst] - steal[worst - 1]} of them in the "
+              "largest lag's interval (a run with many is not a quiet one)")
     if real_model is not None:
         print(f"Real model tab, first opening (clicked; its module "
               f"{'was' if real_model[4] else 'was not'} imported before): the click took "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.paced_timer import PacedTimer
 from ui.theme import Theme, current_theme
 from ui.worker import Worker
 
@@ -114,9 +115,8 @@ class LivePage(QWidget):
         self._closing = False
         self._watching = False
         self.worker = Worker(self)
-        self.timer = QTimer(self)
-        self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self.tick)
+        self.timer = PacedTimer(REDRAW_MS, self)
+        self.timer.paced_timeout.connect(self.tick)
         app = QApplication.instance()
         if app is not None:  # quitting ends the page's work too
             app.aboutToQuit.connect(self.shutdown)

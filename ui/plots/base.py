@@ -334,6 +334,11 @@ class PlotPanel(QFrame):
         elif blank:  # a first draw: new ranges widen the axes, which are then drawn twice
             self._lay_out()  # (bench_gui --rules 7: the weights' first refresh was 35 ms)
             self._settle_later()
+        elif time.thread_time() - started >= PAINT_LATER_AFTER_S:
+            # a long draw (seven rules' histograms: 10-15 ms) settles in the loop's next turn:
+            # its layout round (auto-range, axes: 5-10 ms) in the tick made 20-26 ms ticks,
+            # and with the paint or tick beside them lags over a frame (bench_gui.py --rules 7)
+            self._settle_later()
         elif self.settle(rounds=1):
             self._paint_after(started)
         else:  # (a wider axis, a new title line) the rest in the loop's next turn

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
 from engine.config import SimulationConfig
 from engine.errors import ConfigError
+from ui.paced_timer import PacedTimer
 from ui.simulation_run import LabState, lab_run
 from ui.window.part import WindowPart
 from ui.worker import Worker
@@ -46,9 +47,8 @@ class WindowRun(WindowPart):
         self.debounce.timeout.connect(self.rerun)
         w.params.changed.connect(self.debounce.start)
         w.params.clamped.connect(lambda text: w.statusBar().showMessage(text, 10_000))
-        self.redraw_timer = QTimer(self)
-        self.redraw_timer.setInterval(REDRAW_MS)
-        self.redraw_timer.timeout.connect(self.tick)
+        self.redraw_timer = PacedTimer(REDRAW_MS, self)
+        self.redraw_timer.paced_timeout.connect(self.tick)
 
     def _build_status_bar(self) -> None:
         """The run line, the progress bar and Stop (the Simulation page's), and a label for the

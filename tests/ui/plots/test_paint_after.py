@@ -244,3 +244,37 @@ def test_a_first_draw_settles_one_round_a_turn(qtbot, show_widget):
     assert len(later) >= 2, events  # (one round would show nothing here)
     assert all(e == "rounds [1]" for e in later), events
     assert all(turns) and events.count("paint") == 1 and order.settled == [True], events
+
+
+@pytest.mark.parametrize(("work_s", "in_tick"), [(0.0, True), (2.5 * PAINT_LATER_AFTER_S, False)])
+def test_a_long_draw_settles_in_a_later_turn_and_paints_once_settled(qtbot, show_widget,
+                                                                     work_s, in_tick):
+    """A later draw (not a first) that took long (seven rules' histograms: 10-15 ms) leaves its
+    layout round (auto-range, axes: 5-10 ms) to the event loop's next turn, its paint held
+    until then; a short one settles in the tick. Both paint once, settled."""
+    panel = _shown_panel(qtbot, show_widget)
+    events: list[str] = []
+    order = Order(events, panel)
+    settled_in: list[str] = []
+    settle, draw = panel.settle, panel.draw
+    where = ["tick"]
+
+    def counted(*args, **kwargs) -> bool:
+        settled_in.append(where[0])
+        return settle(*args, **kwargs)
+
+    panel.settle = counted
+    panel.draw = lambda state: (draw(state), _burn(work_s))
+    panel.glw.viewport().installEventFilter(order)
+    try:
+        assert panel.refresh(_state(5, trials=900))  # new ranges: there is settling to do
+        where[0] = "later"
+        assert panel.glw.updatesEnabled() is in_tick or panel.paint_due
+        qtbot.waitUntil(lambda: not panel.paint_due and panel.glw.updatesEnabled(), timeout=5000)
+        qtbot.wait(60)  # a second paint, were there one, would land here
+    finally:
+        panel.settle, panel.draw = settle, draw
+        panel.glw.viewport().removeEventFilter(order)
+    assert ("tick" in settled_in) is in_tick, settled_in
+    assert "later" in settled_in or in_tick, settled_in
+    assert events.count("paint") == 1 and order.settled == [True], events

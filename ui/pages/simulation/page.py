@@ -94,10 +94,15 @@ class SimulationPage(QScrollArea, PanelRedraw):
         drawn = self.redraw_panels(budget)
         snap = self.state.snapshot
         if (not self.state.sweep and snap is not None
-                and time.thread_time() - started < AHEAD_IF_UNDER_S):
+                and time.thread_time() - started < AHEAD_IF_UNDER_S
+                and not self._waits and not any(self.panels[pid].paint_due for pid in drawn)):
             # before the sweep's first point, one of its curves a tick (~3 ms): made at the
             # first point, they were the sweep's longest blocks (a simulation streaming its
-            # snapshots leaves few ticks with no panel to draw)
+            # snapshots leaves few ticks with no panel to draw). Not in a tick whose panel
+            # left its paint to the loop's next turn, nor in one that waits for such a paint
+            # (PanelRedraw, bounded): the curve made repaints the sweep's plot there too (a
+            # run's first second: a tick, the sweep's paint and a panel's first paint in one
+            # 35 ms stretch, bench_gui.py --rules 7 --profile)
             self.panels["sweep"].make_items_ahead(tuple(snap.rules))
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
