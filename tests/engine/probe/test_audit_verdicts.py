@@ -261,7 +261,11 @@ def test_fit_layers_reports_progress_per_layer_and_stops_when_cancelled() -> Non
     _hf, lf, hv, lv = fit_layers(z, p, vis, 16, 64, progress=seen.append)
     assert seen == [0, 1, 2] and lv == [STANDARD] * 3 and hv == [[STANDARD] * 2] * 3
     assert [f.scale.size for f in lf] == [1, 1, 1]
-    assert lf[0].scale == pytest.approx([0.25], rel=1e-9)
+    # the planted 0.25 lies inside each layer's own stated band (the float32 rounding of the
+    # logits: ~1.5e-6 on log s here), not at a hand-picked float-rounding tolerance (1e-9 failed
+    # on another machine's NumPy by 3.8e-9)
+    for fit in lf:
+        assert abs(math.log(float(fit.scale[0]) / 0.25)) <= float(fit.tol_log[0]) < 1e-4
     calls = iter([False, True])
     with pytest.raises(Cancelled):
         fit_layers(z, p, vis, 16, 64, cancelled=lambda: next(calls), progress=seen.append)
