@@ -337,7 +337,6 @@ def main() -> None:
           f"{cpu.max() / FRAME_MS:.2f} x the frame; intervals over 50 ms: {(cpu > 50).sum()}")
     _report_collections(blocks.blocks, stamped[5:run_end])
     if steal and steal[0] is not None and steal[run_end - 1] is not None:
-        worst = 5 + int(lag.argmax())
         print(f"the host took {steal[run_end - 1] - steal[0]} clock ticks (~10 ms each) of this "
               f"machine's CPUs during the run, {steal[worst] - steal[worst - 1]} of them in the "
               "largest lag's interval (a run with many is not a quiet one)")

@@ -21,8 +21,10 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 #: a tick later than this (ms) found the thread busy up to now: its work waits a turn. Above a
 #: coarse timer's slack (5 % of 33 ms) and the event loop's own jitter (~1 ms)
 LATE_MS = 3.0
-#: "the event loop's next turn": a 1 ms timer, served after the timers already due (a 0 ms one
-#: is a posted event; see ui.plots.base.TURN_MS)
+#: "the event loop's next turn" (here and in ui.plots): a timer of 1 ms, served after the timers
+#: already due. Not a 0 ms single shot, which Qt delivers as a posted event: with it a panel's
+#: released paint still fell in its refresh's probe interval (bench_gui --rules 7 --profile: max
+#: lag 61 and 71 ms in two runs, 42 and 48 ms with 1 ms)
 TURN_MS = 1
 
 

@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.io import atomic_write_bytes, csv_text
+from ui.paced_timer import TURN_MS  # ("the event loop's next turn"; the sweep's too)
 from ui.plots import type_scale  # noqa: F401  (presentation mode's larger titles)
 from ui.plots.figure_metadata import METADATA_KEY, svg_with_metadata
 from ui.plots.heatmap import heatmap_with_colorbar, theme_colorbar
@@ -64,11 +65,6 @@ RULES_PER_TICK = 2
 #: a refresh of at least this much of the GUI thread's CPU time leaves its paint to the event
 #: loop's next turn (PlotPanel._paint_after); a first draw's settling goes on there too
 PAINT_LATER_AFTER_S = 0.008
-#: "the event loop's next turn": a timer of 1 ms, served after the timers already due. Not a
-#: 0 ms single shot, which Qt delivers as a posted event: with it the released paint still fell
-#: in the refresh's probe interval (bench_gui --rules 7 --profile: max lag 61 and 71 ms in two
-#: runs, 42 and 48 ms with 1 ms)
-TURN_MS = 1
 #: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
 SETTLE_ROUNDS = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)
