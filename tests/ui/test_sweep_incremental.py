@@ -4,6 +4,8 @@ large run streamed, 0.1 s and more; bench/bench_gui.py --profile names the block
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from engine.config import SimulationConfig
@@ -604,10 +606,119 @@ def test_whatever_else_changes_the_strip_lets_a_held_plot_paint_go_first(qtbot, 
     while panel.refresh(state) and panel._held_plots is None:
         qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
     assert panel._held_plots is not None
+    held = type(panel._held_plots)(panel._held_plots)
+    released = []
+    original = panel._release_plot_paint
+
+    def release():
+        released.append(panel._held_plots)
+        original()
+
+    panel._release_plot_paint = release
     {"resize": lambda: panel.resize(900, 260),
      "theme": lambda: panel.apply_theme(THEMES["dark"]),
      "legend": lambda: panel.set_legend_on_screen(False),
      "axis": lambda: panel._use_axis("n_keys"),
      "clear": panel.clear_data,
      "hover": lambda: panel.show_values_at(2, 1.0)}[change]()
-    assert panel._held_plots is None
+    # the held area was let go first (a redraw the change made may hold its own afterwards: a
+    # theme's, which takes long, the whole strip)
+    assert released and released[0] == held
+
+
+@pytest.mark.parametrize("legend_on_screen", [True, False])
+def test_items_made_ahead_paint_nothing_but_the_legend_once(qtbot, legend_on_screen):
+    """A curve made ahead has no data yet: making it repaints nothing (adding an item to an
+    auto-ranging plot queued its auto-range through a repaint of the whole strip, 5-15 ms a
+    curve, a curve a tick through a seven-rule run's first second). The one paint is the
+    legend's, once plot 0's entries are in; a legend kept off the screen (the Simulation
+    page's) takes them a few a call and paints nothing, and shown again it is whole."""
+    from PySide6.QtWidgets import QApplication
+
+    from engine.rules import rule_label
+    from ui.plots.sweep import LEGEND_ENTRIES_PER_CALL
+
+    panel, full = _seven_rules_before_their_sweep(qtbot)
+    panel.set_legend_on_screen(legend_on_screen)
+    rules = tuple(full.snapshot.rules)
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(50)
+    paints = _Paints(panel)
+    entries = [0]
+    while True:
+        done = panel.make_items_ahead(rules)
+        entries.append(len(panel.legend.items))
+        QApplication.processEvents()
+        qtbot.wait(5)
+        if done:
+            break
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(20)
+    paints.stop()
+    assert len(entries) > len(panel.plots) * len(rules)  # (a curve a call: the case)
+    assert len(paints.events) == (1 if legend_on_screen else 0), paints.events
+    assert _on_screen(panel) == _painted_anew(panel)  # (and nothing was left unpainted)
+    steps = {b - a for a, b in pairwise(entries)} - {0}
+    assert steps == ({len(rules) + 1} if legend_on_screen else {LEGEND_ENTRIES_PER_CALL})
+    labels = [label.text for _sample, label in panel.legend.items]
+    assert labels == ["raw q·k"] + [rule_label(r) for r in rules]
+
+
+def test_a_legend_shown_again_before_its_entries_are_all_in_is_whole(qtbot):
+    """Entries still to come to a legend kept off the screen all come when it is shown."""
+    from engine.rules import rule_label
+
+    panel, full = _seven_rules_before_their_sweep(qtbot)
+    panel.set_legend_on_screen(False)
+    rules = tuple(full.snapshot.rules)
+    while len(panel.legend.items) < 2:
+        panel.make_items_ahead(rules)
+    assert len(panel.legend.items) < len(rules) + 1  # (not whole yet: the case)
+    panel.set_legend_on_screen(True)
+    labels = [label.text for _sample, label in panel.legend.items]
+    assert labels == ["raw q·k"] + [rule_label(r) for r in rules]
+
+
+def test_a_long_new_point_repaints_the_strip_in_pieces_of_two_plots(qtbot, panel, monkeypatch):
+    """A new point's first refresh that took long repaints the whole strip (its legend and
+    titles may have moved) from the loop's next turn, two plots a turn: the six plots of seven
+    rules in one paint were 25-40 ms of the GUI thread. The page's ticks wait for the last
+    piece (``paint_due``), and the screen then shows what a whole repaint shows."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtGui import QRegion
+
+    import ui.plots.sweep as sweep_module
+
+    run = _seven_rule_run()
+    panel.refresh(_state(run, 4), force=True)
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(50)
+    monkeypatch.setattr(sweep_module, "PAINT_LATER_AFTER_S", 0.0)  # (every refresh is long)
+    paints = _Paints(panel)
+    #: paint_due just after each paint (what a redraw tick falling due then would see)
+    due_after: list[bool] = []
+    after = _Paints(panel)  # (installed last, it sees each paint first)
+    original = after.spy.eventFilter
+
+    def spy(obj, event):
+        if event.type() == event.Type.Paint:
+            QTimer.singleShot(0, lambda: due_after.append(panel.paint_due))
+        return original(obj, event)
+
+    after.spy.eventFilter = spy
+    assert panel.refresh(_state(run, 5))  # a new point: its shared part and plot 0
+    assert panel.paint_due and not paints.events  # (nothing painted in the tick itself)
+    qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
+    qtbot.wait(30)
+    paints.stop()
+    after.stop()
+    regions = [r for kind, r in paints.events if kind == "paint"]
+    view = panel.glw.viewport().rect()
+    assert len(regions) == -(-len(panel.plots) // sweep_module.PLOTS_PER_PAINT), regions
+    assert all(r.width() < 0.4 * view.width() for r in regions)
+    covered = QRegion()
+    for r in regions:
+        covered = covered.united(QRegion(r))
+    assert QRegion(view).subtracted(covered).isEmpty()  # (the whole strip, in the pieces)
+    assert due_after == [True] * (len(regions) - 1) + [False]  # (waited for to the last)
+    assert _on_screen(panel) == _painted_anew(panel)

@@ -320,6 +320,7 @@ class PlotPanel(QFrame):
             self.settle()
             self._paint_after(started)
             return True  # its items made this tick (a tick's work), its data on a later one
+        static_display(self.plot_items())  # (items made ahead, still empty: cheap now)
         self.draw(state)
         static_display(self.plot_items())
         self._drawn_key = key
@@ -328,8 +329,10 @@ class PlotPanel(QFrame):
         if force:
             self.settle()
         elif blank:  # a first draw: new ranges widen the axes, which are then drawn twice
-            self._lay_out()  # (bench_gui --rules 7: the weights' first refresh was 35 ms)
-            self._settle_later()
+            # (bench_gui --rules 7: the weights' first refresh was 35 ms); its layout in a turn
+            # of its own (beside a first draw of seven rules it made 25-40 ms ticks)
+            self._hold_paint()
+            QTimer.singleShot(TURN_MS, self, self._first_lay_out)
         elif time.thread_time() - started >= PAINT_LATER_AFTER_S:
             # a long draw (seven rules' histograms: 10-15 ms) settles in the loop's next turn:
             # its layout round (auto-range, axes: 5-10 ms) in the tick made 20-26 ms ticks,
@@ -340,6 +343,12 @@ class PlotPanel(QFrame):
         else:  # (a wider axis, a new title line) the rest in the loop's next turn
             self._settle_later()
         return True
+
+    def _first_lay_out(self) -> None:
+        """A first draw's layout (its new ranges, every axis resized), then its settling rounds
+        in the turns after, the paint held until settled."""
+        self._lay_out()
+        self._settle_later()
 
     def _settle_later(self) -> None:
         self._hold_paint()

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QGraphicsView, QMenu, QSizePolicy
 
 from engine.rules import rule_label
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
 from engine.theory import length_theory
-from ui.plots.base import TURN_MS, PlotPanel
+from ui.plots.base import PAINT_LATER_AFTER_S, TURN_MS, PlotPanel
 from ui.plots.elided_label import ElidedLabel
 from ui.plots.finite import finite
 from ui.plots.legends import fit_legend_columns, set_legend_slot
@@ -114,7 +115,11 @@ class _Series:
         self.lo = pg.PlotDataItem(pen=pg.mkPen(None), **STATIC_DISPLAY)
         self.hi = pg.PlotDataItem(pen=pg.mkPen(None), **STATIC_DISPLAY)
         self.band = pg.FillBetweenItem(self.lo, self.hi, brush=pg.mkBrush(colour + "40"))
-        for item in (self.band, self.lo, self.hi, self.curve):
+        # the band's extent is its edges': its own bounds add nothing to the auto-range, but
+        # an empty band's (a point at 0) moved an empty plot's y range to -0.5 … 0.5 when the
+        # band was made ahead of the sweep's first point
+        plot.addItem(self.band, ignoreBounds=True)
+        for item in (self.lo, self.hi, self.curve):
             plot.addItem(item)
         self.plot = plot
 
@@ -153,6 +158,12 @@ SERIES_PER_REFRESH = 3
 #: paint of the plot, 10-18 ms with seven rules' symbols): a plot of seven rules set at once made
 #: a tick and its paint ~45 ms of the GUI thread's CPU, four ~35 ms (bench_gui.py --rules 7)
 RULES_PER_REFRESH = 2
+#: plots of the strip painted in one event-loop turn at most when it is repainted whole (a
+#: new point's first refresh): the strip's six plots of seven rules in one paint were 25-40 ms
+#: of the GUI thread (bench/bench_gui.py --rules 7 --profile); two plots are 8-13 ms
+PLOTS_PER_PAINT = 2
+#: entries a call a legend kept off the screen takes (``SweepPanel._add_legend_entries``)
+LEGEND_ENTRIES_PER_CALL = 2
 #: rule curves made per redraw tick ahead of a sweep (``SweepPanel.make_items_ahead``)
 PREPARED_PER_TICK = 1
 
@@ -175,6 +186,8 @@ class SweepPanel(PlotPanel):
     metrics: tuple[Metric, ...] = METRICS
 
     def build(self) -> None:
+        #: the pieces of a held area not painted yet, one a turn (_paint_next_piece)
+        self._pieces_left: list[QRect] = []
         self.axis = "d_k"
         self.axis_box = QComboBox(self)
         self.axis_box.setObjectName("sweep_axis")
@@ -390,14 +403,18 @@ class SweepPanel(PlotPanel):
             p.getAxis("bottom").setTicks(ticks)
         self.set_axis(axis)
 
-    def _sync(self, rules: tuple[str, ...]) -> None:
-        """Drop the items of rules no longer shown; each plot makes its own new items when it
-        is drawn (``_plot_items``: making all six plots' at once was a long block itself)."""
-        for key in [k for k in self.series if k[1] not in rules]:
+    def _sync(self, rules: tuple[str, ...]) -> int:
+        """Drop the items of rules no longer shown (returns how many series and theory curves);
+        each plot makes its own new items when it is drawn (``_plot_items``: making all six
+        plots' at once was a long block itself)."""
+        gone = [k for k in self.series if k[1] not in rules]
+        for key in gone:
             self.series.pop(key).remove()
-        for key in [k for k in self.theory if k[1] not in rules]:
+        gone_theory = [k for k in self.theory if k[1] not in rules]
+        for key in gone_theory:
             item = self.theory.pop(key)
             self.plots[key[0]].removeItem(item)
+        return len(gone) + len(gone_theory)
 
     def _plot_items(self, i: int, rules: tuple[str, ...], most: int | None = None) -> bool:
         """Plot ``i``'s curve and band per rule (and its dashed theory curves), made once; at
@@ -432,32 +449,46 @@ class SweepPanel(PlotPanel):
         finally:
             self.plots[0].legend = legend
 
-    def _add_legend_entries(self, rules: tuple[str, ...]) -> None:
-        """The legend entries of plot 0's rule curves not in it yet, all in one call, in the
-        rules' order, and the legend's columns fitted for them (one reflow, one repaint)."""
+    def _add_legend_entries(self, rules: tuple[str, ...]) -> bool:
+        """The legend entries of plot 0's rule curves not in it yet, in the rules' order (the
+        raw q·k first), and the legend's columns fitted for them: all in one call, one reflow
+        and one repaint. A legend kept off the screen (the Simulation page's, whose rule strip
+        names the series) moves nothing: its entries go in LEGEND_ENTRIES_PER_CALL a call, with
+        no repaint (eight entries and the strip's repaint in one tick were 20-30 ms of the GUI
+        thread in a seven-rule run's first second). True once every entry is in."""
         listed = {id(sample.item) for sample, _label in self.legend.items}
         missing = [name for name in rules if id(self.series[(0, name)].curve) not in listed]
         raw = self.raw is not None and not self._raw_in_legend
+        if not (missing or raw):
+            return True
+        most = None if self.legend_on_screen else LEGEND_ENTRIES_PER_CALL
         if raw:
             self.legend.addItem(self.raw.curve, "raw q·k")
             self._raw_in_legend = True
-        for name in missing:
+            most = None if most is None else most - 1
+        for name in missing[:most]:
             self.legend.addItem(self.series[(0, name)].curve, rule_label(name))
-        if missing or raw:
+        whole = most is None or len(missing) <= most
+        if whole:
             self._fit_legend()
+        if self.legend_on_screen:
             # a row more moves every plot, and the whole strip paints: laid out and its axes
             # drawn in the loop's next turn, then painted once
             self._settle_later()
+        return whole
 
     def make_items_ahead(self, rules: tuple[str, ...], most: int = PREPARED_PER_TICK) -> bool:
         """Make up to ``most`` of the items a sweep of ``rules`` will draw into, a few each tick
         while the simulation before the sweep streams: a new rule set's items made
         at its first point were the sweep's longest blocks (seven rules, bench_gui.py --rules 7
         --profile: 30-50 ms of the GUI thread's CPU per tick for a second). True once all exist."""
+        removed = 0
         if rules != getattr(self, "_prepared_for", None):
-            self._sync(rules)
+            removed = self._sync(rules)
             self._prepared_for = rules
             self._legend_fitted = False
+        if not removed:
+            self._hold_scene_updates()  # (new items have no data yet: nothing to paint)
         for i in range(len(self.plots)):
             made_before = len(self.series)
             if not self._plot_items(i, rules, most):
@@ -548,21 +579,29 @@ class SweepPanel(PlotPanel):
             self.draw_count += 1
         if going_on and self._pending:  # only the plots drawn changed
             self._paint_plots_later(drawn)
+        elif time.thread_time() - started >= PAINT_LATER_AFTER_S:
+            # (a new point's shared part and first plot: 8-12 ms with seven rules) the whole
+            # strip, in pieces, from the loop's next turn: PlotPanel's hold repainted it in one
+            # 25-40 ms block (bench_gui.py --rules 7 --profile, the sweep's points)
+            self._paint_plots_later(range(len(self.plots)), whole=True)
         else:  # (a new run's emptied strip: 12 ms, and a 15 ms paint of the whole strip)
             self._paint_after(started)
         return True
 
-    def _paint_plots_later(self, plots: list[int]) -> None:
+    def _paint_plots_later(self, plots: Iterable[int], whole: bool = False) -> None:
         """Paint plots ``plots`` (all that changed) in the event loop's next turn. A plot's
         rules set in a redraw tick (5-13 ms of the GUI thread's CPU with seven rules) and its
         paint (10-16 ms) in one turn made the 7-rule runs' lags over a frame (bench/bench_gui.py
         --rules 7 --profile). Not PlotPanel's hold: a widget whose updates come back on
         repaints whole, and the whole strip is a 13-25 ms paint; this one repaints the plots
         only. The view drops the scene's updates meanwhile, so anything else that changes the
-        strip releases it first (``_release_plot_paint``)."""
+        strip releases it first (``_release_plot_paint``). ``whole``: the whole strip (its
+        legend and titles too), painted in pieces."""
         rect = QRectF()
         for i in plots:
             rect = rect.united(self.plots[i].sceneBoundingRect())
+        if whole:
+            rect = self.glw.mapToScene(self.glw.viewport().rect()).boundingRect()
         if rect.isEmpty():
             return
         if self._held_plots is None:
@@ -573,16 +612,66 @@ class SweepPanel(PlotPanel):
             self._held_plots = self._held_plots.united(rect)
         self.paint_due = True
 
+    def _hold_scene_updates(self) -> None:
+        """The view drops the scene's updates until the loop's next turn, with nothing of its
+        own to repaint then. For items made ahead, without data: adding an item to an
+        auto-ranging plot queues its auto-range through a repaint, which repainted the whole
+        strip (5-15 ms a curve, one curve a tick through a seven-rule run's first second, each
+        beside a tick, bench_gui.py --rules 7 --profile) to show nothing new. Anything that
+        changes the strip meanwhile releases the hold first (``_release_plot_paint``) or adds
+        its plots to it (``_paint_plots_later``)."""
+        if self._held_plots is None:
+            # what changed before (this tick's draw of the strip) reaches the view first: the
+            # scene hands its changes to the view in a queued call
+            QCoreApplication.sendPostedEvents(self.glw.scene(), QEvent.Type.MetaCall)
+            self.glw.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.NoViewportUpdate)
+            QTimer.singleShot(TURN_MS, self, self._release_plot_paint)
+            self._held_plots = QRectF()  # (a null rect: united with a plot's, the plot's)
+
     def _release_plot_paint(self) -> None:
         """The view takes the scene's updates again, and paints the plots held back."""
         rect, self._held_plots = self._held_plots, None
         if rect is None:
             return
         self.glw.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
-        if self.is_on_screen():
-            self.glw.viewport().update(self.glw.mapFromScene(rect).boundingRect().adjusted(-2, -2, 2, 2))
-        else:
+        if rect.isNull():  # (held for items without data: nothing to paint)
+            return
+        if not self.is_on_screen():
             self.paint_due = False
+            return
+        area = self.glw.mapFromScene(rect).boundingRect().adjusted(-2, -2, 2, 2)
+        self._pieces_left = self._paint_pieces(area)
+        self._paint_next_piece()
+
+    def _paint_pieces(self, area: QRect) -> list[QRect]:
+        """``area`` (viewport pixels) cut at the plots' edges into pieces of at most
+        PLOTS_PER_PAINT plots, full height each: a piece paints only the items it crosses."""
+        cuts = sorted(round(self.glw.mapFromScene(self.plots[i].sceneBoundingRect().topLeft()).x())
+                      for i in range(PLOTS_PER_PAINT, len(self.plots), PLOTS_PER_PAINT))
+        edges = [area.left()] + [x for x in cuts if area.left() < x <= area.right()] \
+            + [area.right() + 1]
+        return [QRect(a, area.top(), b - a, area.height()) for a, b in pairwise(edges)
+                if b > a]
+
+    def _paint_next_piece(self) -> None:
+        """One piece of the held area now, the next one in the loop's next turn (the pieces
+        left keep ``paint_due``: the page's ticks wait for the last)."""
+        pieces = self._pieces_left
+        if not pieces:
+            return
+        if not self.is_on_screen():
+            self._pieces_left, self.paint_due = [], False
+            return
+        self.paint_due = True
+        self.glw.viewport().update(pieces.pop(0))
+        if pieces:
+            QTimer.singleShot(TURN_MS, self, self._paint_next_piece)
+
+    def eventFilter(self, obj: Any, event: Any) -> bool:
+        handled = super().eventFilter(obj, event)
+        if getattr(self, "_pieces_left", None) and event.type() == QEvent.Type.Paint and obj is self.glw.viewport():
+            self.paint_due = True  # (the strip's next piece is still to paint)
+        return handled
 
     def finish_held(self) -> None:
         self._release_plot_paint()
@@ -591,6 +680,9 @@ class SweepPanel(PlotPanel):
     def set_legend_on_screen(self, on: bool) -> None:
         self._release_plot_paint()  # (a change of the strip is dropped while held)
         super().set_legend_on_screen(on)
+        rules = self._rules or getattr(self, "_prepared_for", None) or ()
+        if on and rules and all((0, name) in self.series for name in rules):
+            self._add_legend_entries(rules)  # (entries still to come off the screen: all now)
 
     def _draw_plot_in_turns(self, i: int) -> bool:
         """Plot ``i``'s data, RULES_PER_REFRESH rules a call (a rule still one point short for a

@@ -94,6 +94,20 @@ def test_nothing_is_made_ahead_in_a_tick_that_leaves_or_waits_for_a_paint(
     assert made == ([("none", "sqrt")] if ahead else [])
 
 
+def test_nothing_is_made_ahead_in_a_tick_that_drew_the_sweep(monkeypatch):
+    """The sweep drawn in this tick (a new run's empty strip) paints in this turn: a curve
+    made ahead there would join that paint."""
+    monkeypatch.setattr(page_module, "time", _Clock())
+    made = []
+    stub = _stub_page(made, False, False)
+    stub.redraw_panels = lambda _budget: ["sweep"]
+    SimulationPage.redraw(stub)
+    assert made == []
+    stub.redraw_panels = lambda _budget: ["scores"]  # (the control: another panel drawn)
+    SimulationPage.redraw(stub)
+    assert made == [("none", "sqrt")]
+
+
 def test_a_paint_that_never_comes_holds_nothing_up(monkeypatch):
     """A panel whose held paint never comes (PanelRedraw stops waiting for it after
     MAX_PAINT_WAITS ticks) does not stop the items being made ahead."""

@@ -35,9 +35,12 @@ OUTDATED_OPACITY = 0.35  #: plots that no longer show the parameters set now are
 #: panels redrawn per timer tick at most: painting all six at once stalls the event loop
 PANELS_PER_TICK = 1
 #: the sweep's items are made ahead only in a tick whose panel took less than this much of the
-#: GUI thread's CPU: one of its curves is 5-10 ms, and a panel's first draw (its new rules'
-#: curves and legend entries) plus that curve made the longest tick of a seven-rule run (40 ms)
-AHEAD_IF_UNDER_S = 0.008
+#: GUI thread's CPU: one of its curves is 3-7 ms, and the panel's paint follows in the same
+#: turn. A panel's first draw (its new rules' curves and legend entries) plus that curve made
+#: the longest tick of a seven-rule run (40 ms); a 7 ms refresh (the top weights), a curve and
+#: the paint, 25-30 ms (bench_gui.py --rules 7 --profile). The cheap panels' ticks (weights,
+#: entropy: 2-3 ms) leave room, and there are hundreds before a sweep's first point
+AHEAD_IF_UNDER_S = 0.004
 
 
 def strip_entries(rules: tuple[str, ...], theme: Theme, short: bool = False) -> list[str]:
@@ -95,14 +98,16 @@ class SimulationPage(QScrollArea, PanelRedraw):
         snap = self.state.snapshot
         if (not self.state.sweep and snap is not None
                 and time.thread_time() - started < AHEAD_IF_UNDER_S
-                and not self._waits and not any(self.panels[pid].paint_due for pid in drawn)):
+                and not self._waits and "sweep" not in drawn
+                and not any(self.panels[pid].paint_due for pid in drawn)):
             # before the sweep's first point, one of its curves a tick (~3 ms): made at the
             # first point, they were the sweep's longest blocks (a simulation streaming its
             # snapshots leaves few ticks with no panel to draw). Not in a tick whose panel
             # left its paint to the loop's next turn, nor in one that waits for such a paint
             # (PanelRedraw, bounded): the curve made repaints the sweep's plot there too (a
             # run's first second: a tick, the sweep's paint and a panel's first paint in one
-            # 35 ms stretch, bench_gui.py --rules 7 --profile)
+            # 35 ms stretch, bench_gui.py --rules 7 --profile). Nor in one that drew the sweep
+            # itself: its paint comes in this turn (a new run's "no points yet" strip)
             self.panels["sweep"].make_items_ahead(tuple(snap.rules))
         if self.results.isVisible():
             self.results.show_snapshot(self.state.snapshot)
