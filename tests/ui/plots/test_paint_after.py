@@ -278,3 +278,39 @@ def test_a_long_draw_settles_in_a_later_turn_and_paints_once_settled(qtbot, show
     assert ("tick" in settled_in) is in_tick, settled_in
     assert "later" in settled_in or in_tick, settled_in
     assert events.count("paint") == 1 and order.settled == [True], events
+
+
+def test_a_first_draw_lays_out_nothing_in_its_tick(qtbot, show_widget):
+    """A first draw's layout (new ranges resize every axis) runs in a turn of its own, after the
+    tick: beside a first draw of seven rules in the tick it made 25-40 ms blocks (bench_gui.py
+    --rules 7, a run's first second). The paint still comes once, settled."""
+    panel = show_widget(ScoresPanel(), (420, 300))
+    qtbot.wait(100)
+    events: list[str] = []
+    order = Order(events, panel)
+    lay_out = panel._lay_out
+    where = ["tick"]
+    laid_out_in: list[str] = []
+    panel._lay_out = lambda: (laid_out_in.append(where[0]), lay_out())
+    panel.glw.viewport().installEventFilter(order)
+    try:
+        state = _state(4, trials=600, rules=RULES)
+        while True:
+            laid_out_in.clear()
+            where[0] = "tick"
+            assert panel.refresh(state)
+            first = panel.draw_count == 1
+            where[0] = "later"
+            if first:
+                break
+            qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)  # (its items' ticks)
+        events.clear()
+        order.settled.clear()
+        assert laid_out_in == [] and not panel.glw.updatesEnabled()
+        qtbot.waitUntil(lambda: not panel.paint_due and panel.glw.updatesEnabled(), timeout=5000)
+        qtbot.wait(60)  # a second paint, were there one, would land here
+    finally:
+        panel._lay_out = lay_out
+        panel.glw.viewport().removeEventFilter(order)
+    assert laid_out_in and set(laid_out_in) == {"later"}
+    assert events.count("paint") == 1 and order.settled == [True], events
