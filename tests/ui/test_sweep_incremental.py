@@ -679,11 +679,12 @@ def test_a_legend_shown_again_before_its_entries_are_all_in_is_whole(qtbot):
     assert labels == ["raw q·k"] + [rule_label(r) for r in rules]
 
 
-def test_a_long_new_point_repaints_the_strip_in_pieces_of_two_plots(qtbot, panel, monkeypatch):
-    """A new point's first refresh that took long repaints the whole strip (its legend and
-    titles may have moved) from the loop's next turn, two plots a turn: the six plots of seven
-    rules in one paint were 25-40 ms of the GUI thread. The page's ticks wait for the last
-    piece (``paint_due``), and the screen then shows what a whole repaint shows."""
+def test_a_new_point_repaints_the_strip_in_pieces_of_two_plots(qtbot, panel):
+    """A new point's first refresh repaints the whole strip (its markers, legend and titles
+    may have moved) from the loop's next turn, two plots a turn: in the refresh's turn the
+    paint joined it, and the six plots of seven rules in one paint were 25-40 ms of the GUI
+    thread. The page's ticks wait for the last piece (``paint_due``), and the screen then
+    shows what a whole repaint shows."""
     from PySide6.QtCore import QTimer
     from PySide6.QtGui import QRegion
 
@@ -693,7 +694,6 @@ def test_a_long_new_point_repaints_the_strip_in_pieces_of_two_plots(qtbot, panel
     panel.refresh(_state(run, 4), force=True)
     qtbot.waitUntil(lambda: not panel.paint_due, timeout=5000)
     qtbot.wait(50)
-    monkeypatch.setattr(sweep_module, "PAINT_LATER_AFTER_S", 0.0)  # (every refresh is long)
     paints = _Paints(panel)
     #: paint_due just after each paint (what a redraw tick falling due then would see)
     due_after: list[bool] = []

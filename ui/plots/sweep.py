@@ -11,7 +11,6 @@ drawn only where they apply.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -26,7 +25,7 @@ from engine.rules import rule_label
 from engine.simulate import RuleResult, SimulationSnapshot
 from engine.stats import Estimate
 from engine.theory import length_theory
-from ui.plots.base import PAINT_LATER_AFTER_S, TURN_MS, PlotPanel
+from ui.plots.base import TURN_MS, PlotPanel
 from ui.plots.elided_label import ElidedLabel
 from ui.plots.finite import finite
 from ui.plots.legends import fit_legend_columns, set_legend_slot
@@ -540,7 +539,6 @@ class SweepPanel(PlotPanel):
         if key == self._drawn_key or not self.is_on_screen():
             return False
         self._release_plot_paint()
-        started = time.thread_time()
         going_on = key == self._pending_key and bool(self._pending)
         if key != self._pending_key:  # new data: the shared part now, the plots in turns
             self._pending_key = key
@@ -579,13 +577,13 @@ class SweepPanel(PlotPanel):
             self.draw_count += 1
         if going_on and self._pending:  # only the plots drawn changed
             self._paint_plots_later(drawn)
-        elif time.thread_time() - started >= PAINT_LATER_AFTER_S:
-            # (a new point's shared part and first plot: 8-12 ms with seven rules) the whole
-            # strip, in pieces, from the loop's next turn: PlotPanel's hold repainted it in one
-            # 25-40 ms block (bench_gui.py --rules 7 --profile, the sweep's points)
+        else:
+            # a new point (its shared part may change every plot: markers, legend, titles) or
+            # a new run's emptied strip: the whole strip, in pieces from the loop's next turn.
+            # In this turn the paint joined the refresh (6-11 ms and 10-16 ms, seven rules);
+            # PlotPanel's hold repainted the strip in one 25-40 ms block (bench_gui.py
+            # --rules 7 --profile, the sweep's points)
             self._paint_plots_later(range(len(self.plots)), whole=True)
-        else:  # (a new run's emptied strip: 12 ms, and a 15 ms paint of the whole strip)
-            self._paint_after(started)
         return True
 
     def _paint_plots_later(self, plots: Iterable[int], whole: bool = False) -> None:
