@@ -189,8 +189,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="time the GUI thread's blocks and name the longest")
     ap.add_argument("--no-freeze", action="store_true",
-                    help="leave the start-up objects to the garbage collector (as before "
-                         "ui/heap.py): its full collections then stall the loop mid-run")
+                    help="leave the start-up objects to the garbage collector and its own "
+                         "schedule (as before ui/heap.py): its full collections then stall the "
+                         "loop mid-run, and may start inside a Qt call")
     ap.add_argument("--no-preimport", action="store_true",
                     help="leave the pages' modules to be imported when first opened (as "
                          "before ui/preimport.py)")
@@ -232,9 +233,10 @@ def main() -> None:
     w.show()
     app.processEvents()
     if not args.no_freeze:  # as the app does once its window is up (ui/heap.py)
-        from ui.heap import freeze_startup_objects
+        from ui.heap import collect_at_safe_points, freeze_startup_objects
 
         freeze_startup_objects()
+        collect_at_safe_points(app)  # (collections at the event loop's top level only)
     if not args.no_preimport:  # as the app does (ui/preimport.py)
         from ui.preimport import preimport_later
 

@@ -148,7 +148,7 @@ def run_gui(args: Any) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from ui.heap import freeze_startup_objects, thaw
+    from ui.heap import collect_at_safe_points, freeze_startup_objects, thaw
 
     install_message_filter()
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -165,6 +165,8 @@ def run_gui(args: Any) -> int:
     QTimer.singleShot(0, lambda: _timing("event loop running (first window painted)"))
     # once the window is up, a full collection walks only what is made after (ui/heap.py)
     QTimer.singleShot(0, lambda: _timing(f"froze {freeze_startup_objects():,} start-up objects"))
+    # and collections run at the event loop's top level only, never inside a Qt lock
+    collect_at_safe_points(app)
     if not screenshot:  # the pages not built yet import in the background (ui/preimport.py)
         from ui.preimport import preimport_later
 

@@ -1,4 +1,4 @@
-"""The GUI process's garbage collector, kept off the event loop's back.
+"""The GUI process's garbage collector, kept off the event loop's back and out of Qt's locks.
 
 A full (generation 2) collection walks every object the process holds: after start-up that is
 hundreds of thousands (Qt wrappers, pyqtgraph, numpy, the pages), and a collection that a large
@@ -8,11 +8,26 @@ machine, next to redraw blocks of tens of ms). Objects alive once the window is 
 as the window: they are moved out of the collector's reach (``gc.freeze``), so a later collection
 walks only what was made since. Reference counting still frees them; only cycles among them wait
 for ``thaw`` at shutdown.
+
+The collector runs only at the event loop's top level (``collect_at_safe_points``). Python's own
+schedule starts a collection at whatever allocation crosses its threshold, and one started inside
+Qt's ``QObject::disconnect`` (PySide looks up a Python override of ``disconnectNotify`` there,
+with Qt's signal-slot lock held, and that lookup allocates) deleted garbage Qt objects (a closed
+window's menus), whose destructors wait for that same lock: the thread deadlocked (seen with gdb
+in the GUI tests: ``gc_collect_main`` -> ``QMenu::~QMenu`` -> ``QObject::~QObject`` ->
+``QBasicMutex::lockInternal``, under ``QObject::disconnect``; pyqtgraph disconnects on every item
+it adds to a plot). Qt's documentation of ``disconnectNotify`` forbids re-entering QObject there.
 """
 
 from __future__ import annotations
 
 import gc
+
+from PySide6.QtCore import QObject, QTimer
+
+#: how often (ms) the GUI thread runs the collection Python's own schedule has made due: a young
+#: generation's collection is well under a millisecond, and garbage waits this long at most
+COLLECT_EVERY_MS = 50
 
 
 def freeze_startup_objects() -> int:
@@ -25,3 +40,40 @@ def freeze_startup_objects() -> int:
 def thaw() -> None:
     """Give the frozen objects back to the collector (at shutdown: their cycles can go)."""
     gc.unfreeze()
+
+
+def collect_due() -> int | None:
+    """Run the collection Python's automatic schedule would have started by now: the oldest
+    generation whose count passed its threshold (generation 0 counts allocations less
+    deallocations, each older one the collections of the one below). Returns the generation
+    collected, None when none is due."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    if thresholds[0] == 0 or counts[0] <= thresholds[0]:
+        return None
+    generation = 0
+    for older in (1, 2):
+        if counts[older] > thresholds[older]:
+            generation = older
+    gc.collect(generation)
+    return generation
+
+
+def collect_at_safe_points(owner: QObject, every_ms: int = COLLECT_EVERY_MS) -> QTimer:
+    """Turn Python's automatic collections off and run them from a timer of ``owner`` instead,
+    at the event loop's top level, where no Qt lock is held (module docstring). Worker threads'
+    garbage is collected there too. Returns the timer; ``stop_collecting_at_safe_points`` undoes
+    it."""
+    gc.disable()
+    timer = QTimer(owner)
+    timer.setObjectName("lab_gc_safe_points")
+    timer.setInterval(every_ms)
+    timer.timeout.connect(collect_due)
+    timer.start()
+    return timer
+
+
+def stop_collecting_at_safe_points(timer: QTimer) -> None:
+    """Python's own schedule again (and the timer gone)."""
+    timer.stop()
+    timer.deleteLater()
+    gc.enable()

@@ -5,6 +5,18 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def collect_at_safe_points(qapp):
+    """As in the app (ui/heap.py): garbage is collected at the event loop's top level only. A
+    collection that Python started inside Qt's disconnect deleted a closed window's menus there
+    and deadlocked the test process (two full GUI runs of six hung that way)."""
+    from ui.heap import collect_at_safe_points, stop_collecting_at_safe_points
+
+    timer = collect_at_safe_points(qapp)
+    yield
+    stop_collecting_at_safe_points(timer)
+
+
 @pytest.fixture
 def window(qtbot):
     from ui.window.main_window import MainWindow

@@ -25,3 +25,87 @@ def test_freeze_takes_every_live_object_out_of_a_full_collection() -> None:
         thaw()
     assert gc.get_freeze_count() == 0
     assert len(gc.get_objects()) >= before // 2  # given back
+
+
+class _Node:
+    """A garbage cycle's member: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _cycle_ref():
+    import weakref
+
+    return weakref.ref(_Node())
+
+
+def test_a_due_collection_runs_the_generation_pythons_schedule_would() -> None:
+    """collect_due is Python's own schedule run by hand: nothing below generation 0's
+    threshold; the oldest generation past its threshold above it (the counts restart)."""
+    from ui.heap import collect_due
+
+    was_enabled, thresholds = gc.isenabled(), gc.get_threshold()
+    gc.disable()
+    try:
+        gc.collect()
+        gc.set_threshold(50, 3, 2)
+        ref = _cycle_ref()
+        assert collect_due() is None and ref() is not None  # (under the threshold: kept)
+        keep = [[i] for i in range(60)]  # 60 tracked allocations: generation 0 is due
+        assert gc.get_count()[0] > 50
+        assert collect_due() == 0 and ref() is None and gc.get_count()[0] < 50
+        # generation 1 is due once its count (young collections since its own) passes 3
+        while gc.get_count()[1] < 3:
+            gc.collect(0)
+        keep += [[i] for i in range(60)]
+        assert gc.get_count()[1] == 3 and collect_due() == 0  # (3 is not past 3)
+        keep += [[i] for i in range(60)]
+        assert gc.get_count()[1] == 4 and collect_due() == 1 and gc.get_count()[1] == 0
+        # generation 2 once its count (generation 1's collections) passes 2
+        while gc.get_count()[2] <= 2:
+            gc.collect(1)
+        while gc.get_count()[1] <= 3:
+            gc.collect(0)
+        keep += [[i] for i in range(60)]
+        assert collect_due() == 2 and gc.get_count()[2] == 0
+        del keep
+    finally:
+        gc.set_threshold(*thresholds)
+        if was_enabled:
+            gc.enable()
+
+
+def test_collections_run_from_the_event_loop_only(qtbot) -> None:
+    """collect_at_safe_points turns Python's automatic collections off (none can start inside a
+    Qt call, where one deadlocked the GUI thread) and runs them from a timer: a garbage cycle
+    goes at the timer's next tick; stopping it gives Python's own schedule back."""
+    from PySide6.QtWidgets import QApplication
+
+    from ui.heap import collect_at_safe_points, stop_collecting_at_safe_points
+
+    stop_collecting_at_safe_points(collect_at_safe_points(QApplication.instance()))  # (fixture's)
+    thresholds = gc.get_threshold()
+    timer = collect_at_safe_points(QApplication.instance(), every_ms=20)
+    try:
+        assert not gc.isenabled() and timer.isActive()
+        gc.set_threshold(10, 10, 10)
+        ref = _cycle_ref()
+        keep = [[i] for i in range(100)]  # (past generation 0's threshold: it would have run)
+        assert ref() is not None  # not collected at the allocation
+        qtbot.waitUntil(lambda: ref() is None, timeout=2000)
+        del keep
+    finally:
+        gc.set_threshold(*thresholds)
+        stop_collecting_at_safe_points(timer)
+    assert gc.isenabled()
+
+
+def test_the_app_collects_at_safe_points_from_its_start() -> None:
+    """The app turns the collector to its safe points once its window is up (ui/app.py)."""
+    import inspect
+
+    import ui.app
+
+    source = inspect.getsource(ui.app)
+    assert "collect_at_safe_points(app)" in source
