@@ -662,6 +662,9 @@ def test_items_made_ahead_paint_nothing_but_the_legend_once(qtbot, legend_on_scr
     assert steps == ({len(rules) + 1} if legend_on_screen else {LEGEND_ENTRIES_PER_CALL})
     labels = [label.text for _sample, label in panel.legend.items]
     assert labels == ["raw q·k"] + [rule_label(r) for r in rules]
+    # once all exist, a call makes nothing and holds nothing (the view keeps its updates)
+    series = dict(panel.series)
+    assert panel.make_items_ahead(rules) and panel._held_plots is None and panel.series == series
 
 
 def test_a_legend_shown_again_before_its_entries_are_all_in_is_whole(qtbot):

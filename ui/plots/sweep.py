@@ -486,6 +486,9 @@ class SweepPanel(PlotPanel):
             removed = self._sync(rules)
             self._prepared_for = rules
             self._legend_fitted = False
+        if getattr(self, "_legend_fitted", False) and all(
+                (i, name) in self.series for i in range(len(self.plots)) for name in rules):
+            return True  # (all made: nothing to make, nothing to hold)
         if not removed:
             self._hold_scene_updates()  # (new items have no data yet: nothing to paint)
         for i in range(len(self.plots)):
