@@ -84,7 +84,6 @@ def test_collections_run_from_the_event_loop_only(qtbot) -> None:
 
     from ui.heap import collect_at_safe_points, stop_collecting_at_safe_points
 
-    stop_collecting_at_safe_points(collect_at_safe_points(QApplication.instance()))  # (fixture's)
     thresholds = gc.get_threshold()
     timer = collect_at_safe_points(QApplication.instance(), every_ms=20)
     try:
