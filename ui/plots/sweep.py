@@ -586,7 +586,7 @@ class SweepPanel(PlotPanel):
             # In this turn the paint joined the refresh (6-11 ms and 10-16 ms, seven rules);
             # PlotPanel's hold repainted the strip in one 25-40 ms block (bench_gui.py
             # --rules 7 --profile, the sweep's points)
-            self._paint_plots_later(range(len(self.plots)), whole=True)
+            self._paint_plots_later((), whole=True)
         return True
 
     def _paint_plots_later(self, plots: Iterable[int], whole: bool = False) -> None:
@@ -670,7 +670,8 @@ class SweepPanel(PlotPanel):
 
     def eventFilter(self, obj: Any, event: Any) -> bool:
         handled = super().eventFilter(obj, event)
-        if getattr(self, "_pieces_left", None) and event.type() == QEvent.Type.Paint and obj is self.glw.viewport():
+        pieces_left = getattr(self, "_pieces_left", None)  # (events may come before build)
+        if pieces_left and event.type() == QEvent.Type.Paint and obj is self.glw.viewport():
             self.paint_due = True  # (the strip's next piece is still to paint)
         return handled
 
