@@ -63,8 +63,12 @@ SCREEN_FIGURE_SIZE = (1200, 750)
 #: the tick's other work; two rules draw at once
 RULES_PER_TICK = 2
 #: a refresh of at least this much of the GUI thread's CPU time leaves its paint to the event
-#: loop's next turn (PlotPanel._paint_after); a first draw's settling goes on there too
-PAINT_LATER_AFTER_S = 0.008
+#: loop's next turn (PlotPanel._paint_after); a draw that took this long leaves its settling
+#: there too, and a first draw's settling goes on there. At 8 ms a seven-rule histogram draw of
+#: 4-7 ms settled in its tick (another 5-10 ms): ticks of 14 ms at the 99th percentile, 20 ms
+#: at most, and lags of 22-34 ms; at 4 ms (and the results table spaced, LIVE_MIN_S), 12 and
+#: 20 ms, and lags of 15-24 ms (bench/bench_gui.py --rules 7 --trials 30000 --profile, ten runs)
+PAINT_LATER_AFTER_S = 0.004
 #: layout and auto-range passes a redraw runs before its paint (a change in one can move the other)
 SETTLE_ROUNDS = 3
 #: held with the mouse wheel over a plot, it zooms the plot (without, the page scrolls)

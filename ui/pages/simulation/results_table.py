@@ -5,8 +5,10 @@ The CSV is exactly the engine's ``summary_rows()`` (the columns of summary.csv).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QIcon, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -41,6 +43,13 @@ COLUMNS: tuple[tuple[str, str, Callable[[RuleResult], Estimate]], ...] = (
               "sigmoid attention", lambda r: r.key_mass),
     ("sink", "Mean weight on the sink (the sink rule; 0 for the others)", lambda r: r.sink_weight),
 )
+
+
+#: while one configuration's run streams, the table shows a new snapshot at most this often (a
+#: timer shows the latest): rebuilt with every snapshot (~30 a second, more than anyone reads)
+#: it was 2-4 ms of each redraw tick beside the panel drawn there (bench/bench_gui.py --rules 7
+#: --profile); a final snapshot, or another configuration's, is shown at once
+LIVE_MIN_S = 0.25
 
 
 def fmt(e: Estimate, trials: int = 2) -> str:
@@ -103,11 +112,37 @@ class ResultsTable(QWidget):
         QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_text).setWhatsThis(
             "copy the selected results (results table)")
         self._shown: int | None = None
+        self._shown_at = -LIVE_MIN_S
+        self._columns: tuple[str, ...] = ()  #: the rules whose columns (and items) exist
+        self._pending: SimulationSnapshot | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._show_pending)
 
     def show_snapshot(self, snap: SimulationSnapshot | None) -> None:
+        """Show ``snap``: at once if it ends a run or starts another configuration, else at most
+        every LIVE_MIN_S (the latest one waiting for a timer)."""
         if snap is None or id(snap) == self._shown:
             return
-        self._shown = id(snap)
+        wait = LIVE_MIN_S - (time.perf_counter() - self._shown_at)
+        shown = self.snapshot
+        if (not snap.done and shown is not None and not shown.done
+                and snap.config == shown.config and wait > 0):
+            self._pending = snap
+            if not self._timer.isActive():
+                self._timer.start(max(1, round(wait * 1000)))
+            return
+        self._show(snap)
+
+    def _show_pending(self) -> None:
+        snap, self._pending = self._pending, None
+        if snap is not None and id(snap) != self._shown:
+            self._show(snap)
+
+    def _show(self, snap: SimulationSnapshot) -> None:
+        self._timer.stop()
+        self._pending = None
+        self._shown, self._shown_at = id(snap), time.perf_counter()
         self.snapshot = snap
         c = snap.config
         self.raw_label.setText(
@@ -116,15 +151,21 @@ class ResultsTable(QWidget):
             f"(theory {snap.raw_theory.var:.4g}); within rows var "
             f"{fmt(snap.raw_row_var, snap.trials_done)}")
         rules = list(snap.rules.items())
-        self.table.setColumnCount(len(rules) + 1)
-        for col, (name, r) in enumerate(rules, start=1):
-            # the theme's text colour (rule blue on the dark header was unreadable) beside a
-            # swatch of the rule's colour
-            head = QTableWidgetItem(name)
-            head.setIcon(_swatch(rule_color(name)))
-            self.table.setHorizontalHeaderItem(col, head)
+        names = tuple(snap.rules)
+        if names != self._columns:  # the columns and their items, made once per rule set
+            self._columns = names
+            self.table.setColumnCount(len(rules) + 1)
+            for col, name in enumerate(names, start=1):
+                # the theme's text colour (rule blue on the dark header was unreadable) beside a
+                # swatch of the rule's colour
+                head = QTableWidgetItem(name)
+                head.setIcon(_swatch(rule_color(name)))
+                self.table.setHorizontalHeaderItem(col, head)
+                for row in range(len(COLUMNS)):
+                    self.table.setItem(row, col, QTableWidgetItem())
+        for col, (_name, r) in enumerate(rules, start=1):
             for row, (_, _, get) in enumerate(COLUMNS):
-                self.table.setItem(row, col, QTableWidgetItem(fmt(get(r), snap.trials_done)))
+                self.table.item(row, col).setText(fmt(get(r), snap.trials_done))
         self.table.resizeColumnsToContents()
 
     def as_text(self) -> str:
