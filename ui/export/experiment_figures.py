@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 from engine.experiments.figures import RATE_ERROR
 from ui.plots.base import PlotPanel
 from ui.plots.log_ticks import log_ticks
-from ui.plots.rule_pens import rule_pen
+from ui.plots.rule_pens import rule_pen, symbol_brush, symbol_pen, symbol_style
 from ui.plots.tidy_axis import shorter_titles
 from ui.theme import rule_color, themed_css
 
@@ -75,7 +75,7 @@ def factored_legend(fig: Any, colour: str) -> list[tuple[Any, str]] | None:
         symbol = None if fig.kind == "vs_step" else _SYMBOLS[k % len(_SYMBOLS)]
         entries.append((pg.PlotDataItem([], [], pen=pg.mkPen(colour, width=1.5,
                                                              style=_STYLES[k % len(_STYLES)]),
-                                        symbol=symbol, symbolBrush=colour, symbolPen=colour),
+                                        symbol=symbol, **symbol_style(colour, colour)),
                         variant))
     return entries
 
@@ -261,11 +261,11 @@ class ExperimentFigurePanel(PlotPanel):
         style = _STYLES[k % len(_STYLES)]
         pen = pg.mkPen(colour, width=2.0, style=style) if kind != "by_rule" else None
         curve = plot.plot([], [], pen=pen, name=name, symbol=_SYMBOLS[k % len(_SYMBOLS)],
-                          symbolSize=8, symbolBrush=colour, symbolPen=colour)
+                          symbolSize=8, **symbol_style(colour, colour))
         # the legend draws its sample from the scatter's own options, which pyqtgraph sets only
         # with the first data: before a job finished every rule's sample was the same grey dot
-        curve.scatter.setBrush(colour)
-        curve.scatter.setPen(colour)
+        curve.scatter.setBrush(symbol_brush(colour))
+        curve.scatter.setPen(symbol_pen(colour))
         if kind == "vs_step":
             curve.setSymbol(None)
             c = pg.mkColor(colour)

@@ -30,7 +30,7 @@ from ui.plots.elided_label import ElidedLabel
 from ui.plots.finite import finite
 from ui.plots.legends import fit_legend_columns, set_legend_slot
 from ui.plots.log_ticks import log_ticks
-from ui.plots.rule_pens import rule_pen
+from ui.plots.rule_pens import rule_pen, symbol_style
 from ui.theme import Theme, rule_color
 
 Z95 = 1.959964
@@ -107,8 +107,8 @@ class _Series:
 
     def __init__(self, plot: pg.PlotItem, colour: str, pen: Any, name: str | None,
                  symbol: str = "o") -> None:
-        self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, symbolBrush=colour,
-                                     symbolPen=pg.mkPen(colour), name=name, **STATIC_DISPLAY)
+        self.curve = pg.PlotDataItem(pen=pen, symbol=symbol, symbolSize=6, name=name,
+                                     **symbol_style(colour, colour), **STATIC_DISPLAY)
         # invisible edges, but a pen (NoPen), not None: with pen=None pyqtgraph never builds the
         # edge curve's path, and the band between them stayed empty
         self.lo = pg.PlotDataItem(pen=pg.mkPen(None), **STATIC_DISPLAY)

@@ -37,6 +37,7 @@ from engine.probe.whatif import WhatIfResult
 from ui.pages.real_model.panels import Placeholder, _int_ticks, recolour_legend
 from ui.plots.base import PlotPanel
 from ui.plots.finite import finite
+from ui.plots.rule_pens import symbol_brush, symbol_pen
 from ui.theme import Theme, rule_color
 
 AUDIT_HOVER_HINT = "hover a head for its fit"
@@ -414,14 +415,20 @@ class WhatIfPanel(PlotPanel):
             recolour_legend(legend, theme.foreground)
             legend.setBrush(pg.mkBrush(theme.background + "00"))
             legend.setPen(pg.mkPen(None))
+        # symbols outlined in their curve's colour, with shared pens and brushes (pyqtgraph's
+        # grey default outline, a tuple, made a new pen and a new atlas entry at each setData)
         self.ent_curve.setPen(pg.mkPen(rule_color("sqrt"), width=2))
-        self.ent_curve.setSymbolBrush(rule_color("sqrt"))
+        self.ent_curve.setSymbolBrush(symbol_brush(rule_color("sqrt")))
+        self.ent_curve.setSymbolPen(symbol_pen(rule_color("sqrt")))
         self.sat_curve.setPen(pg.mkPen(rule_color("none"), width=2))
-        self.sat_curve.setSymbolBrush(rule_color("none"))
+        self.sat_curve.setSymbolBrush(symbol_brush(rule_color("none")))
+        self.sat_curve.setSymbolPen(symbol_pen(rule_color("none")))
         self.cos_curve.setPen(pg.mkPen(theme.foreground, width=2))
-        self.cos_curve.setSymbolBrush(theme.foreground)
+        self.cos_curve.setSymbolBrush(symbol_brush(theme.foreground))
+        self.cos_curve.setSymbolPen(symbol_pen(theme.foreground))
         self.pool_curve.setPen(pg.mkPen(rule_color("dk"), width=2))
-        self.pool_curve.setSymbolBrush(rule_color("dk"))
+        self.pool_curve.setSymbolBrush(symbol_brush(rule_color("dk")))
+        self.pool_curve.setSymbolPen(symbol_pen(rule_color("dk")))
         dash = Qt.PenStyle.DashLine
         for line in self.model_lines:
             line.setPen(pg.mkPen(theme.foreground, width=1.5, style=dash))

@@ -19,6 +19,7 @@ from engine.probe.analyze import HeadDetail, ProbeResult
 from ui.plots.base import PlotPanel
 from ui.plots.csv_rows import hist_rows
 from ui.plots.finite import finite
+from ui.plots.rule_pens import symbol_style
 from ui.theme import Theme, rule_color
 
 #: the probe rules' colours: the model's own rule is the standard 1/sqrt(d_k) in BERT and GPT-2
@@ -395,7 +396,7 @@ class HeadAttentionPanel(PlotPanel):
         self.jac_curves = {}
         for rule, colour in PROBE_COLORS.items():
             curve = pg.PlotDataItem(pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=4,
-                                    symbolBrush=colour, symbolPen=None, name=PROBE_NAMES[rule])
+                                    name=PROBE_NAMES[rule], **symbol_style(colour, None))
             self.jac_plot.addItem(curve)
             self.jac_legend.addItem(curve, PROBE_NAMES[rule])
             self.jac_curves[rule] = curve

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import ConfigError
 from ui.plots.base import PlotPanel
+from ui.plots.rule_pens import symbol_style
 from ui.worker import Worker
 
 COLUMNS = ("layer", "block", "source ×1/√d_k", "port ×1/√d_k", "ratio", "state", "port verdict")
@@ -77,10 +78,11 @@ class PortPanel(PlotPanel):
         self.plot = self.add_plot(0, 0, "layer", "fitted scale × √d<sub>k</sub>")
         self.plot.setTitle("scale per layer: source and port")
         self.source_curve = self.plot.plot([], [], name="source model", symbol="o",
-                                           pen=pg.mkPen("#1f77b4", width=2), symbolBrush="#1f77b4")
+                                           pen=pg.mkPen("#1f77b4", width=2),
+                                           **symbol_style("#1f77b4", "#1f77b4"))
         self.port_curve = self.plot.plot([], [], name="port", symbol="x", symbolSize=11,
                                          pen=pg.mkPen("#d62728", width=2, style=Qt.PenStyle.DashLine),
-                                         symbolPen="#d62728")
+                                         **symbol_style("#d62728", "#d62728"))
 
     def _browse(self) -> None:
         from ui.file_dialogs import open_file

@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 
 from engine.rules import rule_label
 from ui.plots.log_ticks import log_ticks
+from ui.plots.rule_pens import symbol_style
 from ui.plots.training.base import TrainingPanel
 from ui.theme import Theme, rule_color
 
@@ -86,11 +87,11 @@ class LengthPanel(TrainingPanel):
         for rule in rules:
             if rule not in self.items:
                 pen = pg.mkPen(rule_color(rule), width=2)
-                acc = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=5, symbolBrush=rule_color(rule),
-                                      symbolPen=None, name=rule_label(rule))
+                acc = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=5, name=rule_label(rule),
+                                      **symbol_style(rule_color(rule), None))
                 err = pg.ErrorBarItem(pen=pg.mkPen(rule_color(rule), width=1), beam=0.03)
-                ent = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=5, symbolBrush=rule_color(rule),
-                                      symbolPen=None)
+                ent = pg.PlotDataItem(pen=pen, symbol="o", symbolSize=5,
+                                      **symbol_style(rule_color(rule), None))
                 self.acc_plot.addItem(err)
                 self.acc_plot.addItem(acc)
                 self.ent_plot.addItem(ent)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QCheckBox
 from engine.rules import rule_label
 from ui.plots.finite import finite
 from ui.plots.log_ticks import log_ticks
+from ui.plots.rule_pens import symbol_style
 from ui.plots.training.base import TrainingPanel, TrainingView
 from ui.plots.training.lengths import LengthPanel
 from ui.theme import rule_color  # one colour per rule on every page, the two bugs included
@@ -353,7 +354,7 @@ class GradChainPanel(_CurvesPanel):
             y = np.maximum(y, LOG_FLOOR)
             x = np.arange(len(CHAIN_LINKS), dtype=np.float64)
             item.setData(x, y, symbol=RULE_SYMBOLS.get(rule, "o"), symbolSize=7,
-                         symbolBrush=rule_color(rule), symbolPen=rule_color(rule))
+                         **symbol_style(rule_color(rule), rule_color(rule)))
             self._rows += [{"scaling": rule, "step": step, "link": m, "value": float(v)}
                            for (m, _), v in zip(CHAIN_LINKS, y, strict=True)]
         self.plot.setXRange(-0.6, len(CHAIN_LINKS) - 0.4, padding=0)  # (refresh autoranges)
