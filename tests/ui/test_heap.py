@@ -41,8 +41,8 @@ def _cycle_ref():
 
 
 def test_a_due_collection_runs_the_generation_pythons_schedule_would() -> None:
-    """collect_due is Python's own schedule run by hand: nothing below generation 0's
-    threshold; the oldest generation past its threshold above it (the counts restart)."""
+    """collect_due runs Python's own schedule: nothing below generation 0's threshold; above
+    it the oldest generation due (the counts restart), a full one only by Python's rule."""
     from ui.heap import collect_due
 
     was_enabled, thresholds = gc.isenabled(), gc.get_threshold()
@@ -62,18 +62,42 @@ def test_a_due_collection_runs_the_generation_pythons_schedule_would() -> None:
         assert gc.get_count()[1] == 3 and collect_due() == 0  # (3 is not past 3)
         keep += [[i] for i in range(60)]
         assert gc.get_count()[1] == 4 and collect_due() == 1 and gc.get_count()[1] == 0
-        # generation 2 once its count (generation 1's collections) passes 2
-        while gc.get_count()[2] <= 2:
-            gc.collect(1)
-        while gc.get_count()[1] <= 3:
-            gc.collect(0)
+        # generation 2: its count past 2 is not enough. Python collects it in full only once
+        # the objects new to it since its last full collection are a quarter of those there:
+        # this process's many long-lived objects (all of them, after the full collect) make
+        # the few new ones wait; a schedule redone from the counts collected them in full
+        full = gc.get_stats()[2]["collections"]
+        gc.collect()
+        _push_generation_2_past(2)
         keep += [[i] for i in range(60)]
-        assert collect_due() == 2 and gc.get_count()[2] == 0
+        assert collect_due() == 1 and gc.get_stats()[2]["collections"] == full + 1
+        # with the long-lived objects frozen (as the app freezes its start-up objects), the few
+        # new ones are more than a quarter: the full collection is due
+        gc.freeze()
+        try:
+            gc.collect()  # (generation 2 now holds nothing but what comes next)
+            survivors = [[i] for i in range(200)]
+            gc.collect(1)  # (they reach generation 2)
+            _push_generation_2_past(2)
+            keep += [[i] for i in range(60)]
+            assert collect_due() == 2 and gc.get_count()[2] == 0
+            del survivors
+        finally:
+            gc.unfreeze()
         del keep
     finally:
         gc.set_threshold(*thresholds)
         if was_enabled:
             gc.enable()
+
+
+def _push_generation_2_past(threshold: int) -> None:
+    """Generation 2's count past ``threshold`` and generation 1's past 3, by collections of the
+    younger generations."""
+    while gc.get_count()[2] <= threshold:
+        gc.collect(1)
+    while gc.get_count()[1] <= 3:
+        gc.collect(0)
 
 
 def test_collections_run_from_the_event_loop_only(qtbot) -> None:
